@@ -1,0 +1,226 @@
+// Package activities holds every side effect of the workflows. Each activity
+// is idempotent: the workflow derives a key (order reference + step, payment
+// key, support action ID) and the store applies a keyed write once.
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Store is the persistence the activities need (implemented by package postgres).
+type Store interface {
+	// RecordOrderEvent appends ev to the order's timeline and applies its
+	// order changes in one transaction, once per (OrderRef, Key).
+	RecordOrderEvent(ctx context.Context, ev OrderEvent) error
+	// RecordTopUpEvent does the same for a top-up.
+	RecordTopUpEvent(ctx context.Context, ev TopUpEvent) error
+	// PayOrderFromBalance debits the balance and marks the order paid in one
+	// transaction; domain error ECodeInsufficient if the balance is short.
+	PayOrderFromBalance(ctx context.Context, in PayFromBalanceInput) error
+	// CreditTopUp credits a confirmed top-up to the balance, once.
+	CreditTopUp(ctx context.Context, in CreditTopUpInput) error
+	// RefundToBalance credits a refund to the balance, once per action.
+	RefundToBalance(ctx context.Context, in RefundInput) error
+}
+
+// Provisioner is a machine driver: it reserves, prepares, verifies, opens and
+// closes access to GPU capacity. Every method is idempotent per order.
+type Provisioner interface {
+	Reserve(ctx context.Context, in ReserveInput) error
+	Prepare(ctx context.Context, in PrepareInput) error
+	Verify(ctx context.Context, in VerifyInput) (Verification, error)
+	CreateAccess(ctx context.Context, in CreateAccessInput) (AccessSummary, error)
+	RevokeAccess(ctx context.Context, orderRef string) error
+	Release(ctx context.Context, orderRef string) error
+}
+
+// Activities holds the activities' dependencies. Register a *Activities with
+// the worker; workflows call its methods by reference.
+type Activities struct {
+	Store       Store
+	Provisioner Provisioner
+	Logger      *slog.Logger
+}
+
+// OrderEvent is one timeline entry plus the order changes it carries.
+type OrderEvent struct {
+	OrderRef string
+	Key      string // idempotency key, unique per order
+	Kind     string // domain.Event*
+	Message  string // French, shown on the tracking
+	Data     map[string]any
+	At       time.Time // workflow time of the event
+
+	// Order changes, applied with the event (nil / "" = unchanged).
+	Status        string
+	PaidCents     *int64 // cumulative
+	PaymentMethod string
+	PaidAt        *time.Time
+	PeriodStart   *time.Time
+	PeriodEnd     *time.Time
+	EndedAt       *time.Time
+	// Search attributes: not stored, carried for symmetry with the workflow.
+}
+
+// TopUpEvent is one top-up timeline entry plus its status change.
+type TopUpEvent struct {
+	TopUpRef string
+	Key      string
+	Kind     string
+	Message  string
+	Data     map[string]any
+	At       time.Time
+	Status   string
+}
+
+// PayFromBalanceInput pays an order from the customer's balance.
+type PayFromBalanceInput struct {
+	OrderRef    string
+	AccountID   int64
+	AmountCents int64
+	At          time.Time
+}
+
+// CreditTopUpInput credits a confirmed top-up.
+type CreditTopUpInput struct {
+	TopUpRef    string
+	AccountID   int64
+	AmountCents int64
+	At          time.Time
+}
+
+// RefundInput refunds an amount of an order (or a top-up) to the balance.
+type RefundInput struct {
+	Ref         string // order (or top-up) reference
+	AccountID   int64
+	AmountCents int64
+	ActionID    int64 // support action: the idempotency key
+	Agent       string
+	Reason      string
+	At          time.Time
+}
+
+// ReserveInput reserves capacity for an order.
+type ReserveInput struct {
+	OrderRef string
+	GPUModel string
+	GPUs     int
+}
+
+// PrepareInput prepares the preset on the reserved machine.
+type PrepareInput struct {
+	OrderRef string
+	Preset   string
+}
+
+// VerifyInput is what the machine must show.
+type VerifyInput struct {
+	OrderRef string
+	GPUModel string
+	GPUs     int
+}
+
+// Verification is what was actually seen on the machine.
+type Verification struct {
+	GPUModel      string
+	GPUCount      int
+	DriverVersion string
+	CUDAVersion   string
+	Notes         string
+}
+
+// CreateAccessInput creates the customer's credentials.
+type CreateAccessInput struct {
+	OrderRef     string
+	Verification Verification
+}
+
+// AccessSummary is the non-secret part of the access, safe in workflow
+// history. Secrets stay in the database, shown to the order's owner only.
+type AccessSummary struct {
+	Host     string
+	Port     int
+	Username string
+}
+
+// Error types carried by non-retryable application errors, so workflows and
+// the API can tell them apart.
+const (
+	ErrTypeInsufficientBalance = domain.ECodeInsufficient
+	ErrTypeNoCapacity          = domain.ECodeNoCapacity
+	ErrTypeVerifyMismatch      = "verify_mismatch"
+)
+
+// domainToApplication turns a domain error into a non-retryable application
+// error keeping its code and message; other errors stay retryable.
+func domainToApplication(err error) error {
+	var de *domain.Error
+	if errors.As(err, &de) && de.Code != domain.ECodeUnavailable && de.Code != domain.ECodeInternal {
+		return temporal.NewNonRetryableApplicationError(de.Message, de.Code, nil)
+	}
+	return err
+}
+
+// RecordOrderEvent appends to an order's timeline and applies its changes.
+func (a *Activities) RecordOrderEvent(ctx context.Context, ev OrderEvent) error {
+	return a.Store.RecordOrderEvent(ctx, ev)
+}
+
+// RecordTopUpEvent appends to a top-up's timeline and applies its status.
+func (a *Activities) RecordTopUpEvent(ctx context.Context, ev TopUpEvent) error {
+	return a.Store.RecordTopUpEvent(ctx, ev)
+}
+
+// PayOrderFromBalance debits the balance and settles the order atomically.
+func (a *Activities) PayOrderFromBalance(ctx context.Context, in PayFromBalanceInput) error {
+	return domainToApplication(a.Store.PayOrderFromBalance(ctx, in))
+}
+
+// CreditTopUp credits a confirmed top-up, once.
+func (a *Activities) CreditTopUp(ctx context.Context, in CreditTopUpInput) error {
+	return domainToApplication(a.Store.CreditTopUp(ctx, in))
+}
+
+// RefundToBalance credits a refund, once per support action.
+func (a *Activities) RefundToBalance(ctx context.Context, in RefundInput) error {
+	return domainToApplication(a.Store.RefundToBalance(ctx, in))
+}
+
+// ReserveCapacity reserves GPUs for the order.
+func (a *Activities) ReserveCapacity(ctx context.Context, in ReserveInput) error {
+	return domainToApplication(a.Provisioner.Reserve(ctx, in))
+}
+
+// PreparePreset lays out the preparation preset.
+func (a *Activities) PreparePreset(ctx context.Context, in PrepareInput) error {
+	return domainToApplication(a.Provisioner.Prepare(ctx, in))
+}
+
+// VerifyMachine reads what the machine really has.
+func (a *Activities) VerifyMachine(ctx context.Context, in VerifyInput) (Verification, error) {
+	v, err := a.Provisioner.Verify(ctx, in)
+	return v, domainToApplication(err)
+}
+
+// CreateAccess creates the customer's credentials.
+func (a *Activities) CreateAccess(ctx context.Context, in CreateAccessInput) (AccessSummary, error) {
+	s, err := a.Provisioner.CreateAccess(ctx, in)
+	return s, domainToApplication(err)
+}
+
+// RevokeAccess closes the customer's access.
+func (a *Activities) RevokeAccess(ctx context.Context, orderRef string) error {
+	return a.Provisioner.RevokeAccess(ctx, orderRef)
+}
+
+// ReleaseCapacity wipes and releases the machine.
+func (a *Activities) ReleaseCapacity(ctx context.Context, orderRef string) error {
+	return a.Provisioner.Release(ctx, orderRef)
+}

@@ -1,0 +1,262 @@
+package domain
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Durations a rental may have, in days.
+var Durations = []int{3, 7, 30}
+
+// Presets are the preparation wishes a customer can pick.
+var Presets = []string{"python", "pytorch", "notebook", "inference"}
+
+// TopUpAmountsCents are the only top-up amounts offered (100, 500, 2000, 10000 USD).
+var TopUpAmountsCents = []int64{100_00, 500_00, 2000_00, 10000_00}
+
+// Lots bounds.
+const (
+	MinLots = 1
+	MaxLots = 10
+)
+
+// Password length bounds, in characters (not bytes).
+const (
+	MinPasswordLen = 15
+	MaxPasswordLen = 128
+)
+
+// Order statuses. The payment and provisioning steps are separate: "paid" never
+// implies the machine is ready; only "active" does.
+const (
+	StatusAwaitingPayment    = "awaiting_payment"
+	StatusPaymentDetected    = "payment_detected" // seen on chain, not yet confirmed
+	StatusPaid               = "paid"
+	StatusProvisioning       = "provisioning"
+	StatusProvisioningFailed = "provisioning_failed" // waiting for support
+	StatusActive             = "active"              // access available, period running
+	StatusEnding             = "ending"              // teardown running
+	StatusEnded              = "ended"
+	StatusCancelled          = "cancelled"
+	StatusExpired            = "expired" // unpaid too long
+	StatusRefunded           = "refunded"
+)
+
+// Top-up statuses.
+const (
+	TopUpAwaitingPayment = "awaiting_payment"
+	TopUpPaymentDetected = "payment_detected"
+	TopUpCredited        = "credited"
+	TopUpExpired         = "expired"
+	TopUpCancelled       = "cancelled"
+)
+
+// Timeline event kinds, shown on the order's tracking.
+const (
+	EventCreated            = "created"
+	EventPaymentClaimed     = "payment_claimed" // "J'ai payé": a claim, confirms nothing
+	EventPaymentSeen        = "payment_seen"
+	EventPaymentReverted    = "payment_reverted"
+	EventPaymentConfirmed   = "payment_confirmed"
+	EventPaymentPartial     = "payment_partial"
+	EventPaid               = "paid"
+	EventProvisioningStep   = "provisioning_step"
+	EventProvisioningFailed = "provisioning_failed"
+	EventProvisioningRetry  = "provisioning_retry"
+	EventAccessAvailable    = "access_available"
+	EventPeriodStarted      = "period_started"
+	EventReminderSent       = "reminder_sent"
+	EventExtended           = "extended"
+	EventEndRequested       = "end_requested"
+	EventAccessRevoked      = "access_revoked"
+	EventEnded              = "ended"
+	EventCancelled          = "cancelled"
+	EventExpired            = "expired"
+	EventRefunded           = "refunded"
+	EventSupportAction      = "support_action"
+	EventTopUpCredited      = "topup_credited"
+)
+
+// CatalogItem is one GPU model the shop rents, with its lot prices per duration.
+type CatalogItem struct {
+	Model       string         `json:"model" db:"model"`
+	DisplayName string         `json:"display_name" db:"display_name"`
+	Vendor      string         `json:"vendor" db:"vendor"`
+	MemoryGB    int            `json:"memory_gb" db:"memory_gb"`
+	GPUsPerLot  int            `json:"gpus_per_lot" db:"gpus_per_lot"`
+	Prices      map[int]int64  `json:"-" db:"-"` // duration days -> lot price in cents
+	Enabled     bool           `json:"-" db:"enabled"`
+	PriceList   []CatalogPrice `json:"prices" db:"-"`
+}
+
+// CatalogPrice is a lot price for one duration.
+type CatalogPrice struct {
+	DurationDays int    `json:"duration_days"`
+	LotCents     int64  `json:"lot_price_cents"`
+	LotUSD       string `json:"lot_price_usd"`
+}
+
+// Configuration is what the customer configures before ordering.
+type Configuration struct {
+	Model        string `json:"gpu_model"`
+	Lots         int    `json:"lots"`
+	DurationDays int    `json:"duration_days"`
+	Preset       string `json:"preset"`
+}
+
+// Quote is a priced configuration.
+type Quote struct {
+	Configuration
+	GPUsPerLot int    `json:"gpus_per_lot"`
+	TotalGPUs  int    `json:"total_gpus"`
+	LotCents   int64  `json:"lot_price_cents"`
+	LotUSD     string `json:"lot_price_usd"`
+	TotalCents int64  `json:"total_cents"`
+	TotalUSD   string `json:"total_usd"`
+	MemoryGB   int    `json:"memory_gb_per_gpu"`
+}
+
+// Account is a customer account.
+type Account struct {
+	ID        int64     `json:"id" db:"id"`
+	FirstName string    `json:"first_name" db:"first_name"`
+	LastName  string    `json:"last_name" db:"last_name"`
+	Email     string    `json:"email" db:"email"`
+	CreatedAt time.Time `json:"created_at" db:"created_at"`
+}
+
+// Order is a rental order as stored.
+type Order struct {
+	Ref               string     `json:"reference" db:"ref"`
+	AccountID         int64      `json:"-" db:"account_id"`
+	Model             string     `json:"gpu_model" db:"gpu_model"`
+	Lots              int        `json:"lots" db:"lots"`
+	GPUsPerLot        int        `json:"gpus_per_lot" db:"gpus_per_lot"`
+	TotalGPUs         int        `json:"total_gpus" db:"total_gpus"`
+	DurationDays      int        `json:"duration_days" db:"duration_days"`
+	Preset            string     `json:"preset" db:"preset"`
+	LotCents          int64      `json:"lot_price_cents" db:"lot_cents"`
+	TotalCents        int64      `json:"total_cents" db:"total_cents"`
+	Status            string     `json:"status" db:"status"`
+	PaymentMethod     *string    `json:"payment_method" db:"payment_method"`
+	PaidCents         int64      `json:"paid_cents" db:"paid_cents"`
+	RefundedCents     int64      `json:"refunded_cents" db:"refunded_cents"`
+	PaidAt            *time.Time `json:"paid_at" db:"paid_at"`
+	PeriodStart       *time.Time `json:"period_start" db:"period_start"`
+	PeriodEnd         *time.Time `json:"period_end" db:"period_end"`
+	EndedAt           *time.Time `json:"ended_at" db:"ended_at"`
+	WorkflowID        string     `json:"workflow_id" db:"workflow_id"`
+	WorkflowStartedAt *time.Time `json:"-" db:"workflow_started_at"`
+	CreatedAt         time.Time  `json:"created_at" db:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at" db:"updated_at"`
+}
+
+// TimelineEvent is one entry of an order's (or top-up's) tracking.
+type TimelineEvent struct {
+	ID      int64           `json:"id" db:"id"`
+	Ref     string          `json:"-" db:"ref"`
+	Kind    string          `json:"kind" db:"kind"`
+	Message string          `json:"message" db:"message"`
+	Data    json.RawMessage `json:"data,omitempty" db:"data"`
+	At      time.Time       `json:"at" db:"at"`
+}
+
+// Access is what the customer needs to reach the machine. Shown to the
+// order's owner only.
+type Access struct {
+	Host      string     `json:"host" db:"host"`
+	Port      int        `json:"port" db:"port"`
+	Username  string     `json:"username" db:"username"`
+	Password  string     `json:"password,omitempty" db:"password"`
+	GPUModel  string     `json:"gpu_model_seen" db:"gpu_model_seen"`
+	GPUCount  int        `json:"gpu_count_seen" db:"gpu_count_seen"`
+	Driver    string     `json:"driver_version" db:"driver_version"`
+	CUDA      string     `json:"cuda_version" db:"cuda_version"`
+	Notes     string     `json:"notes" db:"notes"`
+	CreatedAt time.Time  `json:"created_at" db:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at" db:"revoked_at"`
+}
+
+// TopUp is a balance top-up request.
+type TopUp struct {
+	Ref               string     `json:"reference" db:"ref"`
+	AccountID         int64      `json:"-" db:"account_id"`
+	AmountCents       int64      `json:"amount_cents" db:"amount_cents"`
+	Status            string     `json:"status" db:"status"`
+	CreditedAt        *time.Time `json:"credited_at" db:"credited_at"`
+	WorkflowID        string     `json:"workflow_id" db:"workflow_id"`
+	WorkflowStartedAt *time.Time `json:"-" db:"workflow_started_at"`
+	CreatedAt         time.Time  `json:"created_at" db:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at" db:"updated_at"`
+}
+
+// Balance is a customer's balance. Pending top-ups are shown apart: they are
+// not available.
+type Balance struct {
+	AvailableCents     int64  `json:"available_cents"`
+	AvailableUSD       string `json:"available_usd"`
+	PendingTopUpsCents int64  `json:"pending_topups_cents"`
+	PendingTopUpsUSD   string `json:"pending_topups_usd"`
+}
+
+// SupportRequest is a customer's request for help on an order.
+type SupportRequest struct {
+	ID            int64     `json:"id" db:"id"`
+	OrderRef      string    `json:"order_reference" db:"order_ref"`
+	AccountID     int64     `json:"-" db:"account_id"`
+	Message       string    `json:"message" db:"message"`
+	LaunchCommand string    `json:"launch_command" db:"launch_command"`
+	Versions      string    `json:"versions" db:"versions"`
+	FirstError    string    `json:"first_error" db:"first_error"`
+	Status        string    `json:"status" db:"status"`
+	CreatedAt     time.Time `json:"created_at" db:"created_at"`
+}
+
+// SupportAction is one audited action of a support agent.
+type SupportAction struct {
+	ID        int64           `json:"id" db:"id"`
+	Agent     string          `json:"agent" db:"agent"`
+	Action    string          `json:"action" db:"action"`
+	TargetRef string          `json:"target" db:"target_ref"`
+	Reason    string          `json:"reason" db:"reason"`
+	Params    json.RawMessage `json:"params" db:"params"`
+	Outcome   *string         `json:"outcome" db:"outcome"`
+	Detail    *string         `json:"detail" db:"detail"`
+	CreatedAt time.Time       `json:"created_at" db:"created_at"`
+	DoneAt    *time.Time      `json:"done_at" db:"done_at"`
+}
+
+// Support action names.
+const (
+	ActionAttributePayment  = "attribute_payment"
+	ActionExtend            = "extend"
+	ActionEndEarly          = "end_early"
+	ActionRetryProvisioning = "retry_provisioning"
+	ActionCancel            = "cancel"
+	ActionRefund            = "refund"
+)
+
+// NewRef returns a new public reference with the given prefix, e.g. KD-7QX2M4ZP9A.
+// Crockford base32 without ambiguous letters, 10 characters (50 bits).
+func NewRef(prefix string) string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [10]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	var sb strings.Builder
+	sb.WriteString(prefix)
+	sb.WriteByte('-')
+	for _, c := range b {
+		sb.WriteByte(alphabet[int(c)%32])
+	}
+	return sb.String()
+}
+
+// Reference prefixes.
+const (
+	OrderRefPrefix = "KD"
+	TopUpRefPrefix = "TU"
+)

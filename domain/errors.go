@@ -1,0 +1,81 @@
+// Package domain holds Kernodeck's domain types, the error codes every layer
+// speaks, and the small rules (catalog, money, references) shared by the API,
+// the workflows and the store.
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. They are stable: clients match on them. Each maps to one HTTP
+// status in api.statusFor.
+const (
+	ECodeInvalid      = "invalid"              // input is malformed or out of range (400)
+	ECodeInvalidJSON  = "invalid_json"         // body is not valid JSON / has unknown fields (400)
+	ECodeUnauthorized = "unauthorized"         // no or bad credentials (401)
+	ECodeForbidden    = "forbidden"            // authenticated but not allowed, e.g. CSRF (403)
+	ECodeNotFound     = "not_found"            // absent, or not yours (404)
+	ECodeConflict     = "conflict"             // state does not allow it (409)
+	ECodeEmailTaken   = "email_unavailable"    // registration refused (409)
+	ECodeInsufficient = "insufficient_balance" // balance does not cover the total (409)
+	ECodeNoCapacity   = "no_capacity"          // no GPUs free for that model (409)
+	ECodeTooMany      = "too_many_attempts"    // throttled (429)
+	ECodeTooLarge     = "body_too_large"       // request body over the limit (413)
+	ECodeUnavailable  = "unavailable"          // a dependency (Temporal, DB) is down (503)
+	ECodeInternal     = "internal"             // bug or unexpected failure (500)
+)
+
+// Error is a domain error with a stable code and a French, customer-facing
+// message. Internal details never go into Message.
+type Error struct {
+	Code    string
+	Message string
+	// Field names the offending input field, when there is one.
+	Field string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s (%s): %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Errorf builds a domain error.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldError builds an ECodeInvalid error about one field.
+func FieldError(field, message string) *Error {
+	return &Error{Code: ECodeInvalid, Message: message, Field: field}
+}
+
+// ErrorCode returns the code of err if it wraps a *Error, else ECodeInternal.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if err == nil {
+		return ""
+	}
+	return ECodeInternal
+}
+
+// ErrorMessage returns the French message of err if it wraps a *Error, else
+// a generic one (the details stay in the logs).
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "Une erreur interne est survenue. Réessayez plus tard ou contactez le support."
+}
+
+// Common errors.
+var (
+	ErrNotFound     = &Error{Code: ECodeNotFound, Message: "Ressource introuvable."}
+	ErrUnauthorized = &Error{Code: ECodeUnauthorized, Message: "Authentification requise."}
+)

@@ -1,0 +1,84 @@
+// Package postgres implements Kernodeck's stores on PostgreSQL with sqlx and
+// lib/pq. PostgreSQL is the system of record for accounts, catalog, orders,
+// the balance ledger and the audit log.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/pressly/goose/v3"
+
+	"github.com/kernodeck/kernodeck/migrations"
+)
+
+// DB wraps the connection pool. All stores hang off it.
+type DB struct {
+	*sqlx.DB
+	URL string
+}
+
+// Open connects to PostgreSQL and checks the connection.
+func Open(ctx context.Context, url string) (*DB, error) {
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	db.SetMaxOpenConns(20)
+	db.SetMaxIdleConns(10)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("ping postgres: %w", err)
+	}
+	return &DB{DB: db, URL: url}, nil
+}
+
+// Migrate applies the embedded migrations up to the newest.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, committing on nil and rolling back otherwise.
+func (db *DB) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// isUniqueViolation reports whether err is a unique-constraint violation.
+func isUniqueViolation(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Code == "23505"
+}
+
+// notFound maps sql.ErrNoRows to the domain's not-found error.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return domainNotFound
+	}
+	return err
+}

@@ -1,0 +1,5 @@
+package postgres
+
+import "github.com/kernodeck/kernodeck/domain"
+
+var domainNotFound = domain.ErrNotFound

@@ -1,0 +1,61 @@
+// Package pgtest gives tests a fresh, migrated PostgreSQL database of their
+// own on the real server (127.0.0.1:5432 by default), dropped at the end.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kernodeck/kernodeck/postgres"
+)
+
+// AdminURL is the server the test databases are created on. Override with
+// KERNODECK_TEST_DATABASE_URL (a database the user may CREATE DATABASE from).
+func AdminURL() string {
+	if u := os.Getenv("KERNODECK_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// NewDB creates a database named after a random suffix, migrates it and
+// returns it open. The database is dropped when the test ends.
+func NewDB(t testing.TB) *postgres.DB {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := sqlx.Open("postgres", AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "kd_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database (is PostgreSQL running on %s?): %v", AdminURL(), err)
+	}
+	u, err := url.Parse(AdminURL())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	u.Path = "/" + name
+	db, err := postgres.Open(ctx, u.String())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = db.Close()
+		_, _ = admin.ExecContext(context.Background(), fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
+	})
+	if err := postgres.Migrate(ctx, db.DB.DB); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return db
+}

@@ -1,0 +1,129 @@
+// Package workflows holds Kernodeck's durable workflows: one RentalWorkflow
+// per order and one TopUpWorkflow per top-up. Workflow code is deterministic;
+// every side effect runs in an activity (package activities) with an
+// idempotency key derived here.
+//
+// This file is the contract shared with the API, the support CLI and the
+// chain watchers: signal, update and query names and their payloads.
+package workflows
+
+import (
+	"fmt"
+	"time"
+)
+
+// TaskQueue is the task queue the Kernodeck worker polls.
+const TaskQueue = "kernodeck"
+
+// Signals sent by the chain watchers (and accepted by both workflows). Each
+// carries a PaymentEvent; a payment already counted under the same Key is
+// ignored, so a watcher may re-send freely.
+const (
+	SignalPaymentSeen      = "payment-seen"
+	SignalPaymentConfirmed = "payment-confirmed"
+	SignalPaymentReverted  = "payment-reverted"
+)
+
+// Updates (synchronous, validated, answer to the caller) common to both workflows.
+const (
+	// UpdateAttributePayment: support attributes a payment manually (Attribution).
+	UpdateAttributePayment = "attribute-payment"
+	// UpdateCancel: cancel while unpaid (CancelRequest), by the customer or support.
+	UpdateCancel = "cancel"
+)
+
+// Queries common to both workflows.
+const (
+	// QueryStatus returns RentalStatus or TopUpStatus.
+	QueryStatus = "status"
+)
+
+// PaymentEvent is one on-chain payment (or a part of one) toward an order or
+// top-up, as reported by a chain watcher.
+type PaymentEvent struct {
+	Network string // "bitcoin", "ethereum", ...
+	Asset   string // "BTC", "USDT", ...
+	TxID    string
+	Index   int64 // output index (UTXO chains) or log index (token transfers)
+	// AmountBase is the amount in the asset's base units (satoshi, wei, ...),
+	// as a decimal string: it may exceed int64.
+	AmountBase string
+	// AmountCents is the USD value at the payment request's rate.
+	AmountCents int64
+	IntentID    string
+	// Late is set by the watcher when the payment arrived after the intent's
+	// deadline: recorded, never provisioned automatically.
+	Late bool
+}
+
+// Key identifies a payment: (network, txid, index). Seen twice, counted once.
+func (p PaymentEvent) Key() string { return fmt.Sprintf("%s:%s:%d", p.Network, p.TxID, p.Index) }
+
+// Attribution is a support agent's manual attribution of a payment.
+type Attribution struct {
+	ActionID    int64 // support_actions.id, the idempotency key
+	Agent       string
+	AmountCents int64 // USD value attributed; 0 means "the full amount due"
+	Reason      string
+}
+
+// CancelRequest cancels an unpaid order or top-up.
+type CancelRequest struct {
+	By       string // "customer" or "support"
+	ActionID int64  // support action ID, 0 for the customer
+	Agent    string
+	Reason   string
+}
+
+// SupportAction carries who and why for the support updates without a
+// parameter of their own (end early, retry provisioning).
+type SupportAction struct {
+	ActionID int64
+	Agent    string
+	Reason   string
+}
+
+// Extension extends a running (or not yet started) rental by whole days.
+type Extension struct {
+	ActionID int64
+	Agent    string
+	Days     int
+	Reason   string
+}
+
+// Refund credits an amount back to the customer's balance.
+type Refund struct {
+	ActionID    int64
+	Agent       string
+	AmountCents int64
+	Reason      string
+}
+
+// Search attribute names registered on the Temporal namespace, so operators
+// find workflows in the Web UI (all Keyword).
+const (
+	SearchAttrRef      = "KdRef"
+	SearchAttrCustomer = "KdCustomer"
+	SearchAttrStatus   = "KdStatus"
+	SearchAttrGPU      = "KdGPU"
+	SearchAttrAsset    = "KdAsset"
+	SearchAttrNetwork  = "KdNetwork"
+	SearchAttrKind     = "KdKind"
+)
+
+// SearchAttributeNames lists the custom search attributes, for registration.
+var SearchAttributeNames = []string{
+	SearchAttrRef, SearchAttrCustomer, SearchAttrStatus, SearchAttrGPU,
+	SearchAttrAsset, SearchAttrNetwork, SearchAttrKind,
+}
+
+// Defaults for workflow configuration. The configuration is captured in the
+// workflow input at start, so changing it never alters a running workflow.
+const (
+	DefaultUnpaidTimeout        = 24 * time.Hour
+	DefaultTopUpTimeout         = 24 * time.Hour
+	DefaultProvisioningAttempts = 5
+)
+
+// DefaultReminderOffsets are the reminders before the end of a rental.
+var DefaultReminderOffsets = []time.Duration{48 * time.Hour, 6 * time.Hour}

@@ -1,0 +1,81 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Rental workflow updates (besides UpdateAttributePayment and UpdateCancel).
+const (
+	// UpdatePayFromBalance debits the customer's balance for the order's total;
+	// rejected with ECodeInsufficient if the balance does not cover it.
+	UpdatePayFromBalance = "pay-from-balance"
+	// UpdateExtend moves the end of the period (Extension).
+	UpdateExtend = "extend"
+	// UpdateEndEarly ends an active rental now (SupportAction).
+	UpdateEndEarly = "end-early"
+	// UpdateRetryProvisioning retries a failed provisioning (SupportAction).
+	UpdateRetryProvisioning = "retry-provisioning"
+	// UpdateRefund refunds an amount to the customer's balance (Refund).
+	UpdateRefund = "refund"
+)
+
+// RentalWorkflowID is the workflow ID of an order's rental.
+func RentalWorkflowID(orderRef string) string { return "rental-" + orderRef }
+
+// RentalInput starts a RentalWorkflow.
+type RentalInput struct {
+	OrderRef     string
+	AccountID    int64
+	GPUModel     string
+	Lots         int
+	GPUsPerLot   int
+	TotalGPUs    int
+	DurationDays int
+	Preset       string
+	TotalCents   int64
+	Config       RentalConfig
+}
+
+// RentalConfig is captured at start; zero fields take the defaults.
+type RentalConfig struct {
+	// UnpaidTimeout closes an order still unpaid after this long.
+	UnpaidTimeout time.Duration
+	// ReminderOffsets: reminders go out this long before the end.
+	ReminderOffsets []time.Duration
+	// ProvisioningAttempts per provisioning step before waiting for support.
+	ProvisioningAttempts int32
+}
+
+// RentalStatus is what QueryStatus returns for a rental.
+type RentalStatus struct {
+	OrderRef          string
+	Status            string
+	PaidCents         int64
+	RefundedCents     int64
+	PaymentMethod     string
+	PaymentsSeen      []string // payment keys seen (not confirmed)
+	PaymentsConfirmed []string // payment keys confirmed / attributed
+	ProvisioningError string
+	PeriodStart       time.Time
+	PeriodEnd         time.Time
+	RemindersSent     []time.Time // the reminders' scheduled times
+	EndedAt           time.Time
+}
+
+// NewRentalInput builds the workflow input from a stored order.
+func NewRentalInput(o domain.Order, cfg RentalConfig) RentalInput {
+	return RentalInput{
+		OrderRef:     o.Ref,
+		AccountID:    o.AccountID,
+		GPUModel:     o.Model,
+		Lots:         o.Lots,
+		GPUsPerLot:   o.GPUsPerLot,
+		TotalGPUs:    o.TotalGPUs,
+		DurationDays: o.DurationDays,
+		Preset:       o.Preset,
+		TotalCents:   o.TotalCents,
+		Config:       cfg,
+	}
+}

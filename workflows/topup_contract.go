@@ -1,0 +1,33 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// TopUpWorkflowID is the workflow ID of a top-up.
+func TopUpWorkflowID(topUpRef string) string { return "topup-" + topUpRef }
+
+// TopUpInput starts a TopUpWorkflow.
+type TopUpInput struct {
+	TopUpRef    string
+	AccountID   int64
+	AmountCents int64
+	// PaymentTimeout expires an unpaid top-up; 0 means DefaultTopUpTimeout.
+	PaymentTimeout time.Duration
+}
+
+// TopUpStatus is what QueryStatus returns for a top-up.
+type TopUpStatus struct {
+	TopUpRef          string
+	Status            string
+	ReceivedCents     int64
+	PaymentsConfirmed []string
+	CreditedAt        time.Time
+}
+
+// NewTopUpInput builds the workflow input from a stored top-up.
+func NewTopUpInput(t domain.TopUp, timeout time.Duration) TopUpInput {
+	return TopUpInput{TopUpRef: t.Ref, AccountID: t.AccountID, AmountCents: t.AmountCents, PaymentTimeout: timeout}
+}
