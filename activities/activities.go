@@ -96,9 +96,9 @@ type CreditTopUpInput struct {
 	At          time.Time
 }
 
-// RefundInput refunds an amount of an order (or a top-up) to the balance.
+// RefundInput refunds an amount of an order to the balance.
 type RefundInput struct {
-	Ref         string // order (or top-up) reference
+	Ref         string // order reference
 	AccountID   int64
 	AmountCents int64
 	ActionID    int64 // support action: the idempotency key

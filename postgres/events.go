@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kernodeck/kernodeck/activities"
+)
+
+// insertEvent appends a timeline event once per (ref, key). It reports whether
+// the event is new: a retried activity finds it already there and must not
+// apply its changes twice.
+func insertEvent(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message string, data map[string]any, at time.Time) (bool, error) {
+	var raw []byte
+	if data != nil {
+		var err error
+		if raw, err = json.Marshal(data); err != nil {
+			return false, fmt.Errorf("event data: %w", err)
+		}
+	}
+	if at.IsZero() {
+		at = time.Now()
+	}
+	var id int64
+	err := tx.QueryRowxContext(ctx, `
+		INSERT INTO timeline_events (ref, idem_key, kind, message, data, at)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (ref, idem_key) DO NOTHING
+		RETURNING id`, ref, key, kind, message, nullJSON(raw), at).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("insert event %s/%s: %w", ref, key, err)
+	}
+	return true, nil
+}
+
+func nullJSON(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// RecordOrderEvent appends ev to the order's timeline and applies its order
+// changes in the same transaction, once per (OrderRef, Key).
+func (db *DB) RecordOrderEvent(ctx context.Context, ev activities.OrderEvent) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		fresh, err := insertEvent(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
+		if err != nil || !fresh {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `
+			UPDATE orders SET
+				status = COALESCE(NULLIF($2, ''), status),
+				paid_cents = COALESCE($3, paid_cents),
+				payment_method = COALESCE(NULLIF($4, ''), payment_method),
+				paid_at = COALESCE($5, paid_at),
+				period_start = COALESCE($6, period_start),
+				period_end = COALESCE($7, period_end),
+				ended_at = COALESCE($8, ended_at),
+				updated_at = now()
+			WHERE ref = $1`,
+			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt)
+		if err != nil {
+			return fmt.Errorf("update order %s: %w", ev.OrderRef, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("update order %s: %w", ev.OrderRef, domainNotFound)
+		}
+		return nil
+	})
+}
+
+// RecordTopUpEvent appends ev to the top-up's timeline and applies its
+// status, once per (TopUpRef, Key).
+func (db *DB) RecordTopUpEvent(ctx context.Context, ev activities.TopUpEvent) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		fresh, err := insertEvent(ctx, tx, ev.TopUpRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
+		if err != nil || !fresh {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `
+			UPDATE topups SET status = COALESCE(NULLIF($2, ''), status), updated_at = now()
+			WHERE ref = $1`, ev.TopUpRef, ev.Status)
+		if err != nil {
+			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, domainNotFound)
+		}
+		return nil
+	})
+}
