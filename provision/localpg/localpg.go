@@ -1,0 +1,163 @@
+// Package localpg is the local provisioning driver. It keeps real state in
+// PostgreSQL (capacity per GPU model from gpu_inventory, reservations,
+// generated credentials) but drives no machine: it stands in for the SSH host
+// driver on a developer machine and in tests of the order flow. Its
+// verification says so plainly instead of inventing driver versions.
+package localpg
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Provisioner implements activities.Provisioner on PostgreSQL only.
+type Provisioner struct {
+	DB *sqlx.DB
+	// Host and Port are given to customers as the access address.
+	Host string
+	Port int
+}
+
+var _ activities.Provisioner = (*Provisioner)(nil)
+
+func (p *Provisioner) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
+	tx, err := p.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Reserve takes GPUs of the model for the order. The inventory row is locked
+// so two orders never get the same GPUs; a second call for the same order is
+// a no-op.
+func (p *Provisioner) Reserve(ctx context.Context, in activities.ReserveInput) error {
+	return p.inTx(ctx, func(tx *sqlx.Tx) error {
+		var total int
+		err := tx.GetContext(ctx, &total, `SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $1 FOR UPDATE`, in.GPUModel)
+		if errors.Is(err, sql.ErrNoRows) {
+			return domain.Errorf(domain.ECodeNoCapacity, "Aucune capacité n'est enregistrée pour le modèle %s.", in.GPUModel)
+		}
+		if err != nil {
+			return fmt.Errorf("inventory %s: %w", in.GPUModel, err)
+		}
+		var state string
+		err = tx.GetContext(ctx, &state, `SELECT state FROM gpu_reservations WHERE order_ref = $1`, in.OrderRef)
+		if err == nil && state != "released" {
+			return nil
+		}
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("reservation %s: %w", in.OrderRef, err)
+		}
+		var used int
+		if err := tx.GetContext(ctx, &used, `SELECT COALESCE(SUM(gpus), 0) FROM gpu_reservations
+			WHERE gpu_model = $1 AND state <> 'released'`, in.GPUModel); err != nil {
+			return fmt.Errorf("used capacity %s: %w", in.GPUModel, err)
+		}
+		if used+in.GPUs > total {
+			return domain.Errorf(domain.ECodeNoCapacity,
+				"Capacité insuffisante pour %d GPU %s (%d libres).", in.GPUs, in.GPUModel, total-used)
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO gpu_reservations (order_ref, gpu_model, gpus, state) VALUES ($1, $2, $3, 'reserved')
+			ON CONFLICT (order_ref) DO UPDATE SET state = 'reserved', gpus = EXCLUDED.gpus,
+				gpu_model = EXCLUDED.gpu_model, released_at = NULL`,
+			in.OrderRef, in.GPUModel, in.GPUs)
+		return err
+	})
+}
+
+// Prepare records the preset on the reservation.
+func (p *Provisioner) Prepare(ctx context.Context, in activities.PrepareInput) error {
+	res, err := p.DB.ExecContext(ctx, `
+		UPDATE gpu_reservations SET preset = $2,
+			state = CASE WHEN state = 'reserved' THEN 'prepared' ELSE state END
+		WHERE order_ref = $1 AND state <> 'released'`, in.OrderRef, in.Preset)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("prepare %s: no active reservation", in.OrderRef)
+	}
+	return nil
+}
+
+// Verify reports what the reservation holds. No GPU is probed by this
+// driver, so driver and CUDA versions are reported as not checked.
+func (p *Provisioner) Verify(ctx context.Context, in activities.VerifyInput) (activities.Verification, error) {
+	var r struct {
+		Model string `db:"gpu_model"`
+		GPUs  int    `db:"gpus"`
+	}
+	if err := p.DB.GetContext(ctx, &r, `SELECT gpu_model, gpus FROM gpu_reservations
+		WHERE order_ref = $1 AND state <> 'released'`, in.OrderRef); err != nil {
+		return activities.Verification{}, fmt.Errorf("verify %s: %w", in.OrderRef, err)
+	}
+	if r.Model != in.GPUModel || r.GPUs != in.GPUs {
+		return activities.Verification{}, domain.Errorf(activities.ErrTypeVerifyMismatch,
+			"La machine ne correspond pas à la commande : %d x %s au lieu de %d x %s.", r.GPUs, r.Model, in.GPUs, in.GPUModel)
+	}
+	if _, err := p.DB.ExecContext(ctx, `UPDATE gpu_reservations SET state = 'verified'
+		WHERE order_ref = $1 AND state IN ('reserved', 'prepared')`, in.OrderRef); err != nil {
+		return activities.Verification{}, fmt.Errorf("verify %s: %w", in.OrderRef, err)
+	}
+	return activities.Verification{
+		GPUModel:      r.Model,
+		GPUCount:      r.GPUs,
+		DriverVersion: "non vérifié (pilote local)",
+		CUDAVersion:   "non vérifié (pilote local)",
+		Notes:         "Pilote de provisionnement local : aucune machine physique n'a été contrôlée.",
+	}, nil
+}
+
+// CreateAccess generates credentials once per order.
+func (p *Provisioner) CreateAccess(ctx context.Context, in activities.CreateAccessInput) (activities.AccessSummary, error) {
+	user := "kd" + strings.ToLower(strings.ReplaceAll(in.OrderRef, "-", ""))
+	v := in.Verification
+	if _, err := p.DB.ExecContext(ctx, `
+		INSERT INTO order_access (order_ref, host, port, username, password, gpu_model_seen, gpu_count_seen,
+			driver_version, cuda_version, notes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (order_ref) DO NOTHING`,
+		in.OrderRef, p.Host, p.Port, user, rand.Text(), v.GPUModel, v.GPUCount, v.DriverVersion, v.CUDAVersion, v.Notes); err != nil {
+		return activities.AccessSummary{}, fmt.Errorf("create access %s: %w", in.OrderRef, err)
+	}
+	var s activities.AccessSummary
+	if err := p.DB.QueryRowxContext(ctx, `SELECT host, port, username FROM order_access WHERE order_ref = $1`, in.OrderRef).
+		Scan(&s.Host, &s.Port, &s.Username); err != nil {
+		return activities.AccessSummary{}, fmt.Errorf("read access %s: %w", in.OrderRef, err)
+	}
+	return s, nil
+}
+
+// RevokeAccess marks the credentials revoked (once).
+func (p *Provisioner) RevokeAccess(ctx context.Context, orderRef string) error {
+	_, err := p.DB.ExecContext(ctx, `UPDATE order_access SET revoked_at = now() WHERE order_ref = $1 AND revoked_at IS NULL`, orderRef)
+	if err != nil {
+		return fmt.Errorf("revoke %s: %w", orderRef, err)
+	}
+	return nil
+}
+
+// Release frees the GPUs (once); releasing an order never reserved is a no-op.
+func (p *Provisioner) Release(ctx context.Context, orderRef string) error {
+	_, err := p.DB.ExecContext(ctx, `UPDATE gpu_reservations SET state = 'released', released_at = now()
+		WHERE order_ref = $1 AND state <> 'released'`, orderRef)
+	if err != nil {
+		return fmt.Errorf("release %s: %w", orderRef, err)
+	}
+	return nil
+}
