@@ -1,0 +1,172 @@
+// Package config reads Kernodeck's configuration from environment variables,
+// with safe local defaults. Every variable is listed in the README.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// Config is the whole service configuration.
+type Config struct {
+	DatabaseURL          string            // KERNODECK_DATABASE_URL
+	HTTPAddr             string            // KERNODECK_HTTP_ADDR
+	TemporalAddress      string            // TEMPORAL_ADDRESS
+	TemporalNamespace    string            // TEMPORAL_NAMESPACE
+	TemporalUIPort       int               // KERNODECK_TEMPORAL_UI_PORT (dev only)
+	TemporalCLI          string            // KERNODECK_TEMPORAL_CLI (dev only)
+	DevDataDir           string            // KERNODECK_DEV_DIR (dev only)
+	CookieSecure         bool              // KERNODECK_COOKIE_SECURE
+	SupportTokens        map[string]string // KERNODECK_SUPPORT_TOKENS: token -> agent
+	UnpaidTimeout        time.Duration     // KERNODECK_UNPAID_TIMEOUT
+	TopUpTimeout         time.Duration     // KERNODECK_TOPUP_TIMEOUT
+	ReminderOffsets      []time.Duration   // KERNODECK_REMINDER_OFFSETS
+	ProvisioningAttempts int32             // KERNODECK_PROVISIONING_ATTEMPTS
+	AccessHost           string            // KERNODECK_ACCESS_HOST (local driver)
+	AccessPort           int               // KERNODECK_ACCESS_PORT (local driver)
+	StarterInterval      time.Duration     // KERNODECK_STARTER_INTERVAL
+	LogLevel             string            // KERNODECK_LOG_LEVEL
+}
+
+// FromEnv reads the configuration; getenv is os.Getenv outside tests.
+func FromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	p := parser{getenv: getenv}
+	c := Config{
+		DatabaseURL:          p.str("KERNODECK_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kernodeck?sslmode=disable"),
+		HTTPAddr:             p.str("KERNODECK_HTTP_ADDR", "127.0.0.1:8080"),
+		TemporalAddress:      p.str("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+		TemporalNamespace:    p.str("TEMPORAL_NAMESPACE", "default"),
+		TemporalUIPort:       p.int("KERNODECK_TEMPORAL_UI_PORT", 8233),
+		TemporalCLI:          p.str("KERNODECK_TEMPORAL_CLI", ""),
+		DevDataDir:           p.str("KERNODECK_DEV_DIR", ".dev"),
+		CookieSecure:         p.bool("KERNODECK_COOKIE_SECURE", true),
+		SupportTokens:        p.tokens("KERNODECK_SUPPORT_TOKENS"),
+		UnpaidTimeout:        p.dur("KERNODECK_UNPAID_TIMEOUT", workflows.DefaultUnpaidTimeout),
+		TopUpTimeout:         p.dur("KERNODECK_TOPUP_TIMEOUT", workflows.DefaultTopUpTimeout),
+		ReminderOffsets:      p.durs("KERNODECK_REMINDER_OFFSETS", workflows.DefaultReminderOffsets),
+		ProvisioningAttempts: int32(p.int("KERNODECK_PROVISIONING_ATTEMPTS", workflows.DefaultProvisioningAttempts)),
+		AccessHost:           p.str("KERNODECK_ACCESS_HOST", "127.0.0.1"),
+		AccessPort:           p.int("KERNODECK_ACCESS_PORT", 22),
+		StarterInterval:      p.dur("KERNODECK_STARTER_INTERVAL", 30*time.Second),
+		LogLevel:             p.str("KERNODECK_LOG_LEVEL", "info"),
+	}
+	if p.err != nil {
+		return Config{}, p.err
+	}
+	if c.ProvisioningAttempts < 1 {
+		return Config{}, fmt.Errorf("KERNODECK_PROVISIONING_ATTEMPTS must be at least 1")
+	}
+	return c, nil
+}
+
+// RentalConfig is the workflow configuration captured at each order's start.
+func (c Config) RentalConfig() workflows.RentalConfig {
+	return workflows.RentalConfig{
+		UnpaidTimeout:        c.UnpaidTimeout,
+		ReminderOffsets:      c.ReminderOffsets,
+		ProvisioningAttempts: c.ProvisioningAttempts,
+	}
+}
+
+type parser struct {
+	getenv func(string) string
+	err    error
+}
+
+func (p *parser) fail(key string, err error) {
+	if p.err == nil {
+		p.err = fmt.Errorf("%s: %w", key, err)
+	}
+}
+
+func (p *parser) str(key, def string) string {
+	if v := p.getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func (p *parser) int(key string, def int) int {
+	v := p.getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		p.fail(key, err)
+	}
+	return n
+}
+
+func (p *parser) bool(key string, def bool) bool {
+	v := p.getenv(key)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(key, err)
+	}
+	return b
+}
+
+func (p *parser) dur(key string, def time.Duration) time.Duration {
+	v := p.getenv(key)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	if err != nil {
+		p.fail(key, err)
+	}
+	return d
+}
+
+func (p *parser) durs(key string, def []time.Duration) []time.Duration {
+	v := p.getenv(key)
+	if v == "" {
+		return def
+	}
+	var out []time.Duration
+	for _, s := range strings.Split(v, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err == nil && d <= 0 {
+			err = fmt.Errorf("must be positive")
+		}
+		if err != nil {
+			p.fail(key, err)
+			return def
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// tokens parses "agent:token,agent2:token2" into token -> agent.
+func (p *parser) tokens(key string) map[string]string {
+	out := map[string]string{}
+	v := p.getenv(key)
+	if v == "" {
+		return out
+	}
+	for _, pair := range strings.Split(v, ",") {
+		agent, token, ok := strings.Cut(strings.TrimSpace(pair), ":")
+		if !ok || agent == "" || len(token) < 16 {
+			p.fail(key, fmt.Errorf("want agent:token pairs with tokens of 16+ characters"))
+			return map[string]string{}
+		}
+		out[token] = agent
+	}
+	return out
+}

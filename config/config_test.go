@@ -1,0 +1,49 @@
+package config
+
+import (
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:8080" || c.TemporalAddress != "127.0.0.1:7233" || !c.CookieSecure {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if len(c.ReminderOffsets) != 2 || c.ReminderOffsets[0] != 48*time.Hour || c.ReminderOffsets[1] != 6*time.Hour {
+		t.Fatalf("reminders: %v", c.ReminderOffsets)
+	}
+	if len(c.SupportTokens) != 0 {
+		t.Fatalf("support tokens must be empty by default: %v", c.SupportTokens)
+	}
+}
+
+func TestParsesAndRejects(t *testing.T) {
+	c, err := FromEnv(env(map[string]string{
+		"KERNODECK_REMINDER_OFFSETS": "24h, 1h30m",
+		"KERNODECK_SUPPORT_TOKENS":   "alice:0123456789abcdefXYZ,bob:fedcba9876543210QQ",
+		"KERNODECK_COOKIE_SECURE":    "false",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ReminderOffsets[1] != 90*time.Minute || c.CookieSecure || c.SupportTokens["0123456789abcdefXYZ"] != "alice" {
+		t.Fatalf("parsed: %+v", c)
+	}
+	for k, v := range map[string]string{
+		"KERNODECK_REMINDER_OFFSETS":      "48h,-1h",
+		"KERNODECK_SUPPORT_TOKENS":        "alice:short",
+		"KERNODECK_UNPAID_TIMEOUT":        "soon",
+		"KERNODECK_PROVISIONING_ATTEMPTS": "0",
+		"KERNODECK_ACCESS_PORT":           "x",
+	} {
+		if _, err := FromEnv(env(map[string]string{k: v})); err == nil {
+			t.Errorf("%s=%q accepted", k, v)
+		}
+	}
+}

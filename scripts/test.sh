@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test: installs and starts what the tests need, then gofmt, vet,
+# staticcheck and `go test` on every package (unit, PostgreSQL and the
+# end-to-end tests against a real Temporal dev server). CI runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-tools.sh
+GOBIN_DIR="$(go env GOBIN)"
+[ -n "$GOBIN_DIR" ] || GOBIN_DIR="$(go env GOPATH)/bin"
+export PATH="$GOBIN_DIR:$PATH"
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt needed on:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+go vet ./...
+staticcheck ./...
+go test -count=1 -timeout 40m "$@" ./...

@@ -1,0 +1,164 @@
+// Package wfclient drives the rental and top-up workflows through the
+// Temporal client: it starts them and runs their updates, turning the
+// workflows' refusals back into domain errors for the API.
+package wfclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// Workflow type names, as registered by the worker.
+const (
+	RentalWorkflowType = "RentalWorkflow"
+	TopUpWorkflowType  = "TopUpWorkflow"
+)
+
+// Client implements api.Workflows over a Temporal client.
+type Client struct {
+	Temporal client.Client
+}
+
+// StartRental starts the order's rental workflow; starting one that already
+// runs (or ran) is not an error, so the API and the reconciler may race.
+func (c *Client) StartRental(ctx context.Context, in workflows.RentalInput) error {
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.RentalWorkflowID(in.OrderRef),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Memo: map[string]any{
+			"order":    in.OrderRef,
+			"customer": strconv.FormatInt(in.AccountID, 10),
+			"gpu":      fmt.Sprintf("%d x %s (%d lots)", in.TotalGPUs, in.GPUModel, in.Lots),
+			"days":     in.DurationDays,
+			"total":    domain.FormatUSD(in.TotalCents) + " USD",
+		},
+	}
+	return c.start(ctx, opts, RentalWorkflowType, in)
+}
+
+// StartTopUp starts the top-up's workflow, idempotently.
+func (c *Client) StartTopUp(ctx context.Context, in workflows.TopUpInput) error {
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.TopUpWorkflowID(in.TopUpRef),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Memo: map[string]any{
+			"topup":    in.TopUpRef,
+			"customer": strconv.FormatInt(in.AccountID, 10),
+			"amount":   domain.FormatUSD(in.AmountCents) + " USD",
+		},
+	}
+	return c.start(ctx, opts, TopUpWorkflowType, in)
+}
+
+func (c *Client) start(ctx context.Context, opts client.StartWorkflowOptions, wfType string, in any) error {
+	_, err := c.Temporal.ExecuteWorkflow(ctx, opts, wfType, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil
+	}
+	if err != nil {
+		return unavailable(fmt.Errorf("start %s: %w", opts.ID, err))
+	}
+	return nil
+}
+
+// PayFromBalance runs the pay-from-balance update.
+func (c *Client) PayFromBalance(ctx context.Context, orderRef string) error {
+	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdatePayFromBalance)
+}
+
+// CancelOrder runs the cancel update on a rental.
+func (c *Client) CancelOrder(ctx context.Context, orderRef string, req workflows.CancelRequest) error {
+	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateCancel, req)
+}
+
+// CancelTopUp runs the cancel update on a top-up.
+func (c *Client) CancelTopUp(ctx context.Context, topUpRef string, req workflows.CancelRequest) error {
+	return c.update(ctx, workflows.TopUpWorkflowID(topUpRef), workflows.UpdateCancel, req)
+}
+
+// AttributeOrderPayment runs attribute-payment on a rental.
+func (c *Client) AttributeOrderPayment(ctx context.Context, orderRef string, a workflows.Attribution) error {
+	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateAttributePayment, a)
+}
+
+// AttributeTopUpPayment runs attribute-payment on a top-up.
+func (c *Client) AttributeTopUpPayment(ctx context.Context, topUpRef string, a workflows.Attribution) error {
+	return c.update(ctx, workflows.TopUpWorkflowID(topUpRef), workflows.UpdateAttributePayment, a)
+}
+
+// Extend runs the extend update.
+func (c *Client) Extend(ctx context.Context, orderRef string, e workflows.Extension) error {
+	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateExtend, e)
+}
+
+// EndEarly runs the end-early update.
+func (c *Client) EndEarly(ctx context.Context, orderRef string, a workflows.SupportAction) error {
+	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateEndEarly, a)
+}
+
+// RetryProvisioning runs the retry-provisioning update.
+func (c *Client) RetryProvisioning(ctx context.Context, orderRef string, a workflows.SupportAction) error {
+	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateRetryProvisioning, a)
+}
+
+// Refund runs the refund update.
+func (c *Client) Refund(ctx context.Context, orderRef string, r workflows.Refund) error {
+	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateRefund, r)
+}
+
+func (c *Client) update(ctx context.Context, workflowID, name string, args ...any) error {
+	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateName:   name,
+		Args:         args,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err != nil {
+		return toDomain(fmt.Errorf("%s on %s: %w", name, workflowID, err))
+	}
+	return nil
+}
+
+// passThrough are the codes a workflow may refuse with; anything else is
+// treated as an outage, never shown raw to a customer.
+var passThrough = []string{
+	domain.ECodeInvalid, domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeNotFound,
+	domain.ECodeNoCapacity,
+}
+
+// toDomain maps a Temporal error to a domain error.
+func toDomain(err error) error {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && slices.Contains(passThrough, app.Type()) {
+		return fmt.Errorf("%w (%w)", &domain.Error{Code: app.Type(), Message: app.Message()}, err)
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%w (%w)", domain.Errorf(domain.ECodeConflict, "Ce dossier est clos : l'action n'est plus possible."), err)
+	}
+	return unavailable(err)
+}
+
+func unavailable(err error) error {
+	return fmt.Errorf("%w (%w)", domain.Errorf(domain.ECodeUnavailable,
+		"Le service de suivi des commandes est momentanément indisponible. Réessayez dans un instant."), err)
+}
