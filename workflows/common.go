@@ -1,0 +1,235 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Typed search attribute keys (see the SearchAttr* names in contract.go).
+var (
+	saKeyRef      = temporal.NewSearchAttributeKeyKeyword(SearchAttrRef)
+	saKeyCustomer = temporal.NewSearchAttributeKeyKeyword(SearchAttrCustomer)
+	saKeyStatus   = temporal.NewSearchAttributeKeyKeyword(SearchAttrStatus)
+	saKeyGPU      = temporal.NewSearchAttributeKeyKeyword(SearchAttrGPU)
+	saKeyAsset    = temporal.NewSearchAttributeKeyKeyword(SearchAttrAsset)
+	saKeyNetwork  = temporal.NewSearchAttributeKeyKeyword(SearchAttrNetwork)
+	saKeyKind     = temporal.NewSearchAttributeKeyKeyword(SearchAttrKind)
+)
+
+// Payment methods stored on a settled order.
+const (
+	methodCrypto  = "crypto"
+	methodBalance = "balance"
+	methodSupport = "support"
+)
+
+// frDateLayout renders dates in customer messages; always applied to UTC
+// times so the text is the same on every replay and every worker.
+const frDateLayout = "02/01/2006 à 15:04 UTC"
+
+func frDate(t time.Time) string { return t.UTC().Format(frDateLayout) }
+
+func usd(cents int64) string { return domain.FormatUSD(cents) + " USD" }
+
+// timelineCtx is for timeline and ledger writes: the database is the system of
+// record, so these retry until they succeed (only a domain refusal, which is
+// non-retryable, comes back).
+func timelineCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    0, // unlimited
+		},
+	})
+}
+
+// machineCtx is for machine driver calls. attempts 0 means unlimited: teardown
+// must eventually revoke and release, whereas provisioning gives up after a few
+// attempts and hands over to support.
+func machineCtx(ctx workflow.Context, attempts int32) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    5 * time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    2 * time.Minute,
+			MaximumAttempts:    attempts,
+		},
+	})
+}
+
+// reject builds an update refusal: a French message under a domain error code,
+// which the API maps back to a *domain.Error.
+func reject(code, message string) error {
+	return temporal.NewApplicationError(message, code)
+}
+
+// errUnavailable is returned by an update handler whose timeline write could
+// not complete (the workflow is being cancelled).
+func errUnavailable() error {
+	return reject(domain.ECodeUnavailable, "Le service est momentanément indisponible. Réessayez plus tard.")
+}
+
+// asRefusal turns an activity failure into an update refusal keeping the
+// domain code and French message the activity carried.
+func asRefusal(err error, fallback string) error {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() != "" {
+		msg := ae.Message()
+		if msg == "" {
+			msg = fallback
+		}
+		return reject(ae.Type(), msg)
+	}
+	return reject(domain.ECodeUnavailable, fallback)
+}
+
+// failureMessage extracts the useful part of an activity error (the
+// ActivityError wrapper only adds scheduling details).
+func failureMessage(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	var act *temporal.ActivityError
+	if errors.As(err, &act) {
+		if cause := errors.Unwrap(act); cause != nil {
+			return cause.Error()
+		}
+	}
+	return err.Error()
+}
+
+// paymentData is the timeline data of an on-chain payment.
+func paymentData(p PaymentEvent) map[string]any {
+	return map[string]any{
+		"key":          p.Key(),
+		"network":      p.Network,
+		"asset":        p.Asset,
+		"txid":         p.TxID,
+		"index":        p.Index,
+		"amount_base":  p.AmountBase,
+		"amount_cents": p.AmountCents,
+		"intent_id":    p.IntentID,
+		"late":         p.Late,
+	}
+}
+
+// supportData is the timeline data of a support action: who and why.
+func supportData(action string, actionID int64, agent, reason string) map[string]any {
+	return map[string]any{"action": action, "action_id": actionID, "agent": agent, "reason": reason}
+}
+
+// paymentSignal is one signal received from a chain watcher.
+type paymentSignal struct {
+	name string // SignalPayment*
+	ev   PaymentEvent
+}
+
+// receivePaymentSignal blocks until one of the three payment signals arrives.
+// Seen is listed before confirmed and confirmed before reverted so that,
+// within one workflow task, they are taken in their natural order.
+func receivePaymentSignal(ctx workflow.Context) paymentSignal {
+	var got paymentSignal
+	sel := workflow.NewSelector(ctx)
+	for _, name := range []string{SignalPaymentSeen, SignalPaymentConfirmed, SignalPaymentReverted} {
+		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
+			got.name = name
+			c.Receive(ctx, &got.ev)
+		})
+	}
+	sel.Select(ctx)
+	return got
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// paymentLedger tracks the on-chain payments of one order or top-up by key:
+// a payment is counted once however often a watcher re-sends it.
+type paymentLedger struct {
+	counted map[string]bool // confirmed (counted, late or extra) or attributed
+	pending map[string]bool // seen, neither confirmed nor reverted yet
+	seenN   map[string]int  // times seen, so a payment re-seen after a reorg gets a new event key
+	revertN map[string]int
+}
+
+func newPaymentLedger() *paymentLedger {
+	return &paymentLedger{
+		counted: map[string]bool{},
+		pending: map[string]bool{},
+		seenN:   map[string]int{},
+		revertN: map[string]int{},
+	}
+}
+
+// seen marks key pending; ok is false if the payment is already known.
+func (l *paymentLedger) seen(key string, late bool) (eventKey string, ok bool) {
+	if l.counted[key] || l.pending[key] {
+		return "", false
+	}
+	if !late {
+		// A late payment never holds the order open: it goes to support.
+		l.pending[key] = true
+	}
+	l.seenN[key]++
+	return nthKey("seen:"+key, l.seenN[key]), true
+}
+
+// reverted drops a pending payment; ok is false if key was not pending.
+func (l *paymentLedger) reverted(key string) (eventKey string, ok bool) {
+	if !l.pending[key] {
+		return "", false
+	}
+	delete(l.pending, key)
+	l.revertN[key]++
+	return nthKey("reverted:"+key, l.revertN[key]), true
+}
+
+// confirm counts key; ok is false if it was already counted.
+func (l *paymentLedger) confirm(key string) (ok bool) {
+	if l.counted[key] {
+		return false
+	}
+	l.counted[key] = true
+	delete(l.pending, key)
+	return true
+}
+
+func nthKey(key string, n int) string {
+	if n <= 1 {
+		return key
+	}
+	return fmt.Sprintf("%s:%d", key, n)
+}
+
+// without returns list without s (order kept).
+func without(list []string, s string) []string {
+	out := list[:0:0]
+	for _, v := range list {
+		if v != s {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// awaitOrTimeout waits for cond at most d. The timer lives in a child context
+// cancelled on return, so a condition met early leaves no timer pending.
+func awaitOrTimeout(ctx workflow.Context, d time.Duration, cond func() bool) (ok bool, err error) {
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(tctx, d)
+	if err := workflow.Await(ctx, func() bool { return cond() || timer.IsReady() }); err != nil {
+		return false, err
+	}
+	return cond(), nil
+}

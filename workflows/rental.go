@@ -1,0 +1,1035 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// RentalWorkflow drives one order: payment, provisioning, the rental period
+// with its reminders, then teardown. Chain watchers report payments through
+// signals; the customer and support act through validated updates.
+func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) {
+	r := newRental(ctx, in)
+	if err := r.setup(ctx); err != nil {
+		return r.st, err
+	}
+	return r.run(ctx)
+}
+
+// rental is the state of one RentalWorkflow. Every state change and the
+// timeline events that go with it happen under mu, so that signal and update
+// handlers, which interleave at each activity call, never see a half-applied
+// change (for instance a crypto confirmation racing a balance debit).
+type rental struct {
+	in  RentalInput
+	cfg RentalConfig // with defaults applied
+	st  RentalStatus
+	mu  workflow.Mutex
+	// wake tells the period loop that the end moved or was requested.
+	wake workflow.Channel
+
+	payments *paymentLedger
+	actions  map[int64]bool  // support actions applied: a re-sent update is a no-op
+	reminded map[string]bool // reminder keys sent
+
+	paid        bool // the amount due is covered
+	supportPaid bool // an attribution took part in the payment
+	balanceBusy bool // a pay-from-balance debit is running
+	done        bool // closed by a handler or the deadline: cancelled, expired, refunded
+	closing     bool // a closing refund is running
+	retry       bool // support asked to retry provisioning
+	attempt     int  // provisioning attempt, part of the step event keys
+	extraDays   int  // extensions granted before the period started
+	end         time.Time
+	endNow      bool
+	signalsBusy int // payment signals being processed
+}
+
+func newRental(ctx workflow.Context, in RentalInput) *rental {
+	cfg := in.Config
+	if cfg.UnpaidTimeout <= 0 {
+		cfg.UnpaidTimeout = DefaultUnpaidTimeout
+	}
+	if cfg.ReminderOffsets == nil {
+		cfg.ReminderOffsets = append([]time.Duration(nil), DefaultReminderOffsets...)
+	}
+	if cfg.ProvisioningAttempts <= 0 {
+		cfg.ProvisioningAttempts = DefaultProvisioningAttempts
+	}
+	return &rental{
+		in:       in,
+		cfg:      cfg,
+		st:       RentalStatus{OrderRef: in.OrderRef, Status: domain.StatusAwaitingPayment},
+		mu:       workflow.NewMutex(ctx),
+		wake:     workflow.NewBufferedChannel(ctx, 1),
+		payments: newPaymentLedger(),
+		actions:  map[int64]bool{},
+		reminded: map[string]bool{},
+	}
+}
+
+func (r *rental) setup(ctx workflow.Context) error {
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		saKeyRef.ValueSet(r.in.OrderRef),
+		saKeyCustomer.ValueSet(strconv.FormatInt(r.in.AccountID, 10)),
+		saKeyStatus.ValueSet(r.st.Status),
+		saKeyGPU.ValueSet(r.in.GPUModel),
+		saKeyKind.ValueSet("rental"),
+	); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RentalStatus, error) {
+		return r.st, nil
+	}); err != nil {
+		return err
+	}
+	updates := []struct {
+		name      string
+		handler   any
+		validator any
+	}{
+		{UpdatePayFromBalance, r.payFromBalance, r.validatePayFromBalance},
+		{UpdateAttributePayment, r.attributePayment, r.validateAttribution},
+		{UpdateCancel, r.cancel, r.validateCancel},
+		{UpdateExtend, r.extend, r.validateExtend},
+		{UpdateEndEarly, r.endEarly, r.validateEndEarly},
+		{UpdateRetryProvisioning, r.retryProvisioning, r.validateRetry},
+		{UpdateRefund, r.refund, r.validateRefund},
+	}
+	for _, u := range updates {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,
+			workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
+			return err
+		}
+	}
+	workflow.Go(ctx, r.listenPayments)
+	return nil
+}
+
+func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
+	if err := r.awaitPayment(ctx); err != nil {
+		return r.st, err
+	}
+	if r.done {
+		return r.finish(ctx)
+	}
+	if err := r.recordPaid(ctx); err != nil {
+		return r.st, err
+	}
+	access, ready, err := r.provision(ctx)
+	if err != nil {
+		return r.st, err
+	}
+	if !ready {
+		return r.finish(ctx)
+	}
+	if err := r.startPeriod(ctx, access); err != nil {
+		return r.st, err
+	}
+	if err := r.runPeriod(ctx); err != nil {
+		return r.st, err
+	}
+	if err := r.teardown(ctx); err != nil {
+		return r.st, err
+	}
+	return r.finish(ctx)
+}
+
+// finish lets running handlers complete, so no caller sees its update lost
+// and no timeline write is cut short.
+func (r *rental) finish(ctx workflow.Context) (RentalStatus, error) {
+	err := workflow.Await(ctx, func() bool {
+		return workflow.AllHandlersFinished(ctx) && r.signalsBusy == 0
+	})
+	return r.st, err
+}
+
+// --- state and timeline helpers ---
+
+func (r *rental) setStatus(ctx workflow.Context, status string) {
+	r.st.Status = status
+	if err := workflow.UpsertTypedSearchAttributes(ctx, saKeyStatus.ValueSet(status)); err != nil {
+		workflow.GetLogger(ctx).Error("upsert status search attribute", "error", err)
+	}
+}
+
+// unpaid reports whether the order still accepts payments toward its total.
+func (r *rental) unpaid() bool {
+	return !r.paid && !r.done &&
+		(r.st.Status == domain.StatusAwaitingPayment || r.st.Status == domain.StatusPaymentDetected)
+}
+
+func (r *rental) netPaid() int64 { return r.st.PaidCents - r.st.RefundedCents }
+
+// refreshPaymentStatus moves between awaiting_payment and payment_detected
+// after a payment came or went; it returns the new status, "" if unchanged.
+func (r *rental) refreshPaymentStatus(ctx workflow.Context) string {
+	if !r.unpaid() {
+		return ""
+	}
+	want := domain.StatusAwaitingPayment
+	if len(r.payments.pending) > 0 {
+		want = domain.StatusPaymentDetected
+	}
+	if want == r.st.Status {
+		return ""
+	}
+	r.setStatus(ctx, want)
+	return want
+}
+
+// record writes one timeline event; the caller holds mu.
+func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
+	var a *activities.Activities
+	ev.OrderRef = r.in.OrderRef
+	ev.At = workflow.Now(ctx).UTC()
+	return workflow.ExecuteActivity(timelineCtx(ctx), a.RecordOrderEvent, ev).Get(ctx, nil)
+}
+
+func (r *rental) recordLocked(ctx workflow.Context, ev activities.OrderEvent) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	return r.record(ctx, ev)
+}
+
+// recordSupport writes the audit entry of a support action.
+func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, agent, reason, message string, extra map[string]any) error {
+	data := supportData(action, id, agent, reason)
+	for k, v := range extra {
+		data[k] = v
+	}
+	return r.record(ctx, activities.OrderEvent{
+		Key:     fmt.Sprintf("support:%d:%s", id, action),
+		Kind:    domain.EventSupportAction,
+		Message: message,
+		Data:    data,
+	})
+}
+
+// --- payments (signals) ---
+
+func (r *rental) listenPayments(ctx workflow.Context) {
+	for {
+		sig := receivePaymentSignal(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if sig.ev.Network == "" || sig.ev.TxID == "" {
+			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
+			continue
+		}
+		r.signalsBusy++
+		if err := r.mu.Lock(ctx); err != nil {
+			r.signalsBusy--
+			return
+		}
+		err := r.onPayment(ctx, sig)
+		r.mu.Unlock()
+		r.signalsBusy--
+		if err != nil {
+			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
+		}
+	}
+}
+
+func (r *rental) onPayment(ctx workflow.Context, sig paymentSignal) error {
+	switch sig.name {
+	case SignalPaymentSeen:
+		return r.onSeen(ctx, sig.ev)
+	case SignalPaymentConfirmed:
+		return r.onConfirmed(ctx, sig.ev)
+	case SignalPaymentReverted:
+		return r.onReverted(ctx, sig.ev)
+	}
+	return nil
+}
+
+func (r *rental) upsertPaymentAttributes(ctx workflow.Context, p PaymentEvent) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		saKeyAsset.ValueSet(p.Asset), saKeyNetwork.ValueSet(p.Network)); err != nil {
+		workflow.GetLogger(ctx).Error("upsert payment search attributes", "error", err)
+	}
+}
+
+func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
+	key := p.Key()
+	eventKey, ok := r.payments.seen(key, p.Late)
+	if !ok {
+		return nil
+	}
+	r.upsertPaymentAttributes(ctx, p)
+	ev := activities.OrderEvent{Key: eventKey, Kind: domain.EventPaymentSeen, Data: paymentData(p)}
+	switch {
+	case p.Late:
+		ev.Message = "Paiement détecté après l'échéance de la demande de paiement : il sera examiné par le support."
+	case r.unpaid():
+		r.st.PaymentsSeen = append(r.st.PaymentsSeen, key)
+		ev.Message = fmt.Sprintf("Paiement détecté sur le réseau %s : en attente de confirmation.", p.Network)
+		ev.Status = r.refreshPaymentStatus(ctx)
+	default:
+		ev.Message = "Paiement supplémentaire détecté alors que la commande n'attend plus de paiement : il sera examiné par le support."
+	}
+	return r.record(ctx, ev)
+}
+
+func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
+	key := p.Key()
+	if r.payments.counted[key] {
+		// Confirmation policies make this unexpected; money may be missing,
+		// so a human looks at it. Keyed on the payment: recorded once.
+		workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", key)
+		data := paymentData(p)
+		data["after_confirmation"] = true
+		return r.record(ctx, activities.OrderEvent{
+			Key: "reverted-confirmed:" + key, Kind: domain.EventPaymentReverted, Data: data,
+			Message: "Un paiement déjà confirmé a été annulé par le réseau : le support est prévenu.",
+		})
+	}
+	eventKey, ok := r.payments.reverted(key)
+	if !ok {
+		return nil
+	}
+	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
+	return r.record(ctx, activities.OrderEvent{
+		Key: eventKey, Kind: domain.EventPaymentReverted, Data: paymentData(p),
+		Message: "Paiement annulé par le réseau avant sa confirmation : il n'est pas compté.",
+		Status:  r.refreshPaymentStatus(ctx),
+	})
+}
+
+func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
+	key := p.Key()
+	if !r.payments.confirm(key) {
+		return nil // already counted: a watcher re-sent it
+	}
+	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
+	r.upsertPaymentAttributes(ctx, p)
+	data := paymentData(p)
+	ev := activities.OrderEvent{Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed, Data: data}
+	switch {
+	case !r.unpaid():
+		// Settled, cancelled or expired: the money is real, so it is counted
+		// as received and left to support to refund.
+		r.st.PaidCents += p.AmountCents
+		r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
+		data["to_support"] = true
+		ev.PaidCents = ptrTo(r.st.PaidCents)
+		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la commande n'attend plus de paiement : il est transmis au support pour remboursement.", usd(p.AmountCents))
+		return r.record(ctx, ev)
+	case p.Late:
+		// Never provisioned automatically: support attributes it.
+		data["to_support"] = true
+		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre commande.", usd(p.AmountCents))
+		ev.Status = r.refreshPaymentStatus(ctx)
+		return r.record(ctx, ev)
+	}
+	r.st.PaidCents += p.AmountCents
+	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
+	return r.afterPaymentCounted(ctx, key, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
+}
+
+// afterPaymentCounted records a counted payment (ev) and either settles the
+// order or records what is still missing. The caller holds mu.
+func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, ev activities.OrderEvent, message string) error {
+	ev.PaidCents = ptrTo(r.st.PaidCents)
+	ev.Message = message
+	missing := r.in.TotalCents - r.netPaid()
+	if missing <= 0 {
+		r.paid = true
+		r.st.PaymentMethod = methodCrypto
+		if r.supportPaid {
+			r.st.PaymentMethod = methodSupport
+		}
+		if missing < 0 {
+			ev.Data["overpaid_cents"] = -missing
+			ev.Message += fmt.Sprintf(" Le montant reçu dépasse le total de %s : l'excédent est signalé au support pour remboursement.", usd(-missing))
+		}
+		// The "paid" event itself is written by the main flow (recordPaid).
+		r.setStatus(ctx, domain.StatusPaid)
+		return r.record(ctx, ev)
+	}
+	ev.Status = r.refreshPaymentStatus(ctx)
+	if err := r.record(ctx, ev); err != nil {
+		return err
+	}
+	return r.record(ctx, activities.OrderEvent{
+		Key:  "partial:" + key,
+		Kind: domain.EventPaymentPartial,
+		Message: fmt.Sprintf("Paiement partiel : il manque %s pour régler la commande. Complétez le paiement avant l'échéance de la demande de paiement.",
+			usd(missing)),
+		Data: map[string]any{"missing_cents": missing, "paid_cents": r.st.PaidCents, "total_cents": r.in.TotalCents},
+	})
+}
+
+// awaitPayment waits until the order is paid, cancelled or expired.
+func (r *rental) awaitPayment(ctx workflow.Context) error {
+	settled := func() bool { return r.paid || r.done }
+	ok, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, settled)
+	if err != nil || ok {
+		return err
+	}
+	if len(r.payments.pending) > 0 {
+		// As payment gateways do, a payment seen on chain before the deadline
+		// gets time to confirm (bounded by one more window).
+		if _, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, func() bool {
+			return settled() || len(r.payments.pending) == 0
+		}); err != nil {
+			return err
+		}
+	}
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	if settled() {
+		return nil
+	}
+	r.done = true
+	r.setStatus(ctx, domain.StatusExpired)
+	msg := "Commande expirée : le paiement n'a pas été reçu dans le délai."
+	if net := r.netPaid(); net > 0 {
+		msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support pour remboursement.", usd(net))
+	}
+	return r.record(ctx, activities.OrderEvent{
+		Key: "expired", Kind: domain.EventExpired, Status: domain.StatusExpired, Message: msg,
+		Data: map[string]any{"paid_cents": r.st.PaidCents, "refunded_cents": r.st.RefundedCents},
+	})
+}
+
+// recordPaid writes the "paid" event, except for a balance payment whose
+// debit transaction already wrote it.
+func (r *rental) recordPaid(ctx workflow.Context) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	if r.st.PaymentMethod == methodBalance {
+		return nil
+	}
+	now := workflow.Now(ctx).UTC()
+	return r.record(ctx, activities.OrderEvent{
+		Key:           "paid",
+		Kind:          domain.EventPaid,
+		Message:       fmt.Sprintf("Commande réglée (%s). La préparation de la machine commence.", usd(r.st.PaidCents)),
+		Data:          map[string]any{"paid_cents": r.st.PaidCents, "total_cents": r.in.TotalCents, "method": r.st.PaymentMethod},
+		Status:        domain.StatusPaid,
+		PaidCents:     ptrTo(r.st.PaidCents),
+		PaymentMethod: r.st.PaymentMethod,
+		PaidAt:        &now,
+	})
+}
+
+// --- provisioning ---
+
+// provision runs the provisioning steps until they succeed (ready) or support
+// refunds the order (not ready). A failed attempt waits for support.
+func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool, error) {
+	for {
+		r.attempt++
+		access, step, stepErr, err := r.provisionOnce(ctx)
+		if err != nil {
+			return access, false, err
+		}
+		if stepErr == nil {
+			return access, true, nil
+		}
+		if err := r.provisioningFailed(ctx, step, stepErr); err != nil {
+			return access, false, err
+		}
+		if err := workflow.Await(ctx, func() bool { return r.retry || r.done }); err != nil {
+			return access, false, err
+		}
+		if r.done {
+			return access, false, nil
+		}
+		r.retry = false
+	}
+}
+
+// provisionOnce runs the four steps once. stepErr is a step that failed after
+// its retries (handed to support); err is a workflow-level failure.
+func (r *rental) provisionOnce(ctx workflow.Context) (access activities.AccessSummary, step string, stepErr, err error) {
+	var a *activities.Activities
+	mctx := machineCtx(ctx, r.cfg.ProvisioningAttempts)
+	var verification activities.Verification
+	steps := []struct {
+		name, startMsg string
+		run            func() (doneMsg string, data map[string]any, err error)
+	}{
+		{"reserve", fmt.Sprintf("Réservation de %d GPU %s en cours.", r.in.TotalGPUs, r.in.GPUModel), func() (string, map[string]any, error) {
+			err := workflow.ExecuteActivity(mctx, a.ReserveCapacity, activities.ReserveInput{
+				OrderRef: r.in.OrderRef, GPUModel: r.in.GPUModel, GPUs: r.in.TotalGPUs,
+			}).Get(ctx, nil)
+			return "Capacité réservée.", nil, err
+		}},
+		{"prepare", fmt.Sprintf("Préparation de l'environnement (%s) en cours.", r.in.Preset), func() (string, map[string]any, error) {
+			err := workflow.ExecuteActivity(mctx, a.PreparePreset, activities.PrepareInput{
+				OrderRef: r.in.OrderRef, Preset: r.in.Preset,
+			}).Get(ctx, nil)
+			return "Environnement préparé.", map[string]any{"preset": r.in.Preset}, err
+		}},
+		{"verify", "Vérification de la machine en cours.", func() (string, map[string]any, error) {
+			err := workflow.ExecuteActivity(mctx, a.VerifyMachine, activities.VerifyInput{
+				OrderRef: r.in.OrderRef, GPUModel: r.in.GPUModel, GPUs: r.in.TotalGPUs,
+			}).Get(ctx, &verification)
+			v := verification
+			return fmt.Sprintf("Machine vérifiée : %d GPU %s détectés, pilote %s, CUDA %s.", v.GPUCount, v.GPUModel, v.DriverVersion, v.CUDAVersion),
+				map[string]any{
+					"gpu_model_seen": v.GPUModel, "gpu_count_seen": v.GPUCount,
+					"driver_version": v.DriverVersion, "cuda_version": v.CUDAVersion, "notes": v.Notes,
+				}, err
+		}},
+		{"access", "Création des accès en cours.", func() (string, map[string]any, error) {
+			err := workflow.ExecuteActivity(mctx, a.CreateAccess, activities.CreateAccessInput{
+				OrderRef: r.in.OrderRef, Verification: verification,
+			}).Get(ctx, &access)
+			return "Accès créés.", nil, err
+		}},
+	}
+	for _, s := range steps {
+		prefix := fmt.Sprintf("prov:%d:%s", r.attempt, s.name)
+		if err := r.recordStep(ctx, prefix+":start", s.name, s.startMsg, nil); err != nil {
+			return access, s.name, nil, err
+		}
+		doneMsg, data, serr := s.run()
+		if serr != nil {
+			if ctx.Err() != nil {
+				return access, s.name, nil, ctx.Err()
+			}
+			return access, s.name, serr, nil
+		}
+		if err := r.recordStep(ctx, prefix+":done", s.name, doneMsg, data); err != nil {
+			return access, s.name, nil, err
+		}
+	}
+	return access, "", nil, nil
+}
+
+func (r *rental) recordStep(ctx workflow.Context, key, step, message string, data map[string]any) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["step"] = step
+	data["attempt"] = r.attempt
+	ev := activities.OrderEvent{Key: key, Kind: domain.EventProvisioningStep, Message: message, Data: data}
+	if r.st.Status != domain.StatusProvisioning {
+		r.setStatus(ctx, domain.StatusProvisioning)
+		ev.Status = domain.StatusProvisioning
+	}
+	return r.record(ctx, ev)
+}
+
+var stepLabels = map[string]string{
+	"reserve": "réservation de la capacité",
+	"prepare": "préparation de l'environnement",
+	"verify":  "vérification de la machine",
+	"access":  "création des accès",
+}
+
+func (r *rental) provisioningFailed(ctx workflow.Context, step string, stepErr error) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	msg := failureMessage(stepErr)
+	r.st.ProvisioningError = msg
+	r.setStatus(ctx, domain.StatusProvisioningFailed)
+	return r.record(ctx, activities.OrderEvent{
+		Key:  fmt.Sprintf("prov:%d:failed", r.attempt),
+		Kind: domain.EventProvisioningFailed,
+		Message: fmt.Sprintf("La préparation de la machine a échoué (%s). Le support est prévenu : il relancera la préparation ou vous remboursera.",
+			stepLabels[step]),
+		Data:   map[string]any{"step": step, "attempt": r.attempt, "error": msg},
+		Status: domain.StatusProvisioningFailed,
+	})
+}
+
+// --- rental period ---
+
+func (r *rental) startPeriod(ctx workflow.Context, access activities.AccessSummary) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	start := workflow.Now(ctx).UTC()
+	r.end = start.Add(time.Duration(r.in.DurationDays+r.extraDays) * 24 * time.Hour)
+	r.st.PeriodStart, r.st.PeriodEnd = start, r.end
+	r.st.ProvisioningError = ""
+	r.setStatus(ctx, domain.StatusActive)
+	return r.record(ctx, activities.OrderEvent{
+		Key:  "access",
+		Kind: domain.EventAccessAvailable,
+		Message: fmt.Sprintf("Machine prête : les accès sont disponibles. Votre location court du %s au %s.",
+			frDate(start), frDate(r.end)),
+		// No secret here: the password stays in the database.
+		Data: map[string]any{
+			"host": access.Host, "port": access.Port, "username": access.Username,
+			"duration_days": r.in.DurationDays, "extra_days": r.extraDays,
+		},
+		Status:      domain.StatusActive,
+		PeriodStart: ptrTo(start),
+		PeriodEnd:   ptrTo(r.end),
+	})
+}
+
+type reminder struct {
+	key    string
+	at     time.Time // when it is due
+	end    time.Time // the end it announces
+	offset time.Duration
+}
+
+// runPeriod waits for the end of the period, sending reminders on the way.
+// Timers live in a child context cancelled and re-armed whenever the end moves.
+func (r *rental) runPeriod(ctx workflow.Context) error {
+	for !r.endNow && workflow.Now(ctx).Before(r.end) {
+		now := workflow.Now(ctx)
+		tctx, cancelTimers := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx)
+		ended, moved := false, false
+		var due []reminder
+		sel.AddFuture(workflow.NewTimer(tctx, r.end.Sub(now)), func(f workflow.Future) {
+			ended = f.Get(tctx, nil) == nil
+		})
+		for _, off := range r.cfg.ReminderOffsets {
+			rem := reminder{
+				key: fmt.Sprintf("reminder:%d:%s", r.end.Unix(), off), at: r.end.Add(-off), end: r.end, offset: off,
+			}
+			if rem.at.Before(now) || r.reminded[rem.key] {
+				continue // too late for this one, or already sent for this end
+			}
+			sel.AddFuture(workflow.NewTimer(tctx, rem.at.Sub(now)), func(f workflow.Future) {
+				if f.Get(tctx, nil) == nil {
+					due = append(due, rem)
+				}
+			})
+		}
+		sel.AddReceive(r.wake, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			moved = true
+		})
+		for !ended && !moved {
+			sel.Select(ctx)
+			if err := ctx.Err(); err != nil {
+				cancelTimers()
+				return err
+			}
+			for _, rem := range due {
+				if err := r.sendReminder(ctx, rem); err != nil {
+					cancelTimers()
+					return err
+				}
+			}
+			due = nil
+		}
+		cancelTimers()
+	}
+	// Synchronously with the loop exit, so no update sees an active rental
+	// whose teardown has begun.
+	r.setStatus(ctx, domain.StatusEnding)
+	return nil
+}
+
+func (r *rental) sendReminder(ctx workflow.Context, rem reminder) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	if r.reminded[rem.key] || r.endNow || !rem.end.Equal(r.end) {
+		return nil // the end moved while waiting for the lock
+	}
+	r.reminded[rem.key] = true
+	r.st.RemindersSent = append(r.st.RemindersSent, rem.at)
+	return r.record(ctx, activities.OrderEvent{
+		Key:  rem.key,
+		Kind: domain.EventReminderSent,
+		Message: fmt.Sprintf("Rappel : votre location se termine le %s ; exportez vos résultats et checkpoints avant cette échéance, puis vérifiez votre copie.",
+			frDate(rem.end)),
+		Data: map[string]any{"period_end": rem.end, "offset": rem.offset.String()},
+	})
+}
+
+// teardown revokes access, then wipes and releases the machine. Both retry
+// without limit: a machine must never stay reachable after the period.
+func (r *rental) teardown(ctx workflow.Context) error {
+	var a *activities.Activities
+	endedAt := workflow.Now(ctx).UTC()
+	mctx := machineCtx(ctx, 0)
+	if err := workflow.ExecuteActivity(mctx, a.RevokeAccess, r.in.OrderRef).Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := r.recordLocked(ctx, activities.OrderEvent{
+		Key: "revoked", Kind: domain.EventAccessRevoked, Status: domain.StatusEnding,
+		Message: "Période terminée : les accès sont révoqués.",
+	}); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(mctx, a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	r.st.EndedAt = endedAt
+	r.setStatus(ctx, domain.StatusEnded)
+	return r.record(ctx, activities.OrderEvent{
+		Key: "ended", Kind: domain.EventEnded, Status: domain.StatusEnded, EndedAt: ptrTo(endedAt),
+		Message: "Location terminée : la machine a été effacée et libérée.",
+	})
+}
+
+// --- updates ---
+//
+// Validators are pure: they only read the state. Handlers take mu and check
+// again, since the state may have changed between validation and the lock.
+
+func errNotAwaitingPayment() error {
+	return reject(domain.ECodeConflict, "La commande n'attend plus de paiement.")
+}
+
+func (r *rental) validatePayFromBalance() error {
+	if r.balanceBusy {
+		return reject(domain.ECodeConflict, "Un paiement par solde est déjà en cours pour cette commande.")
+	}
+	if !r.unpaid() {
+		return errNotAwaitingPayment()
+	}
+	return nil
+}
+
+func (r *rental) payFromBalance(ctx workflow.Context) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validatePayFromBalance(); err != nil {
+		return err
+	}
+	var a *activities.Activities
+	due := r.in.TotalCents - r.netPaid()
+	// Retried like any ledger write: if the database is down the caller times
+	// out, but the debit, once accepted, is carried through exactly once.
+	r.balanceBusy = true
+	err := workflow.ExecuteActivity(timelineCtx(ctx), a.PayOrderFromBalance, activities.PayFromBalanceInput{
+		OrderRef: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: due, At: workflow.Now(ctx).UTC(),
+	}).Get(ctx, nil)
+	r.balanceBusy = false
+	if err != nil {
+		return asRefusal(err, "Le paiement par solde n'a pas abouti. Réessayez plus tard.")
+	}
+	// The activity marked the order paid and wrote its "paid" event in the
+	// same transaction as the debit: only the workflow state changes here.
+	r.st.PaidCents += due
+	r.st.PaymentMethod = methodBalance
+	r.paid = true
+	r.setStatus(ctx, domain.StatusPaid)
+	return nil
+}
+
+func (r *rental) validateAttribution(at Attribution) error {
+	if at.ActionID <= 0 {
+		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	}
+	if at.AmountCents < 0 {
+		return reject(domain.ECodeInvalid, "Le montant attribué ne peut pas être négatif.")
+	}
+	if r.actions[at.ActionID] {
+		return nil
+	}
+	if r.balanceBusy || !r.unpaid() {
+		return errNotAwaitingPayment()
+	}
+	return nil
+}
+
+func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateAttribution(at); err != nil || r.actions[at.ActionID] {
+		return err
+	}
+	r.actions[at.ActionID] = true
+	amount := at.AmountCents
+	if amount == 0 {
+		amount = r.in.TotalCents - r.netPaid()
+	}
+	key := fmt.Sprintf("support:%d", at.ActionID)
+	r.payments.confirm(key)
+	r.supportPaid = true
+	r.st.PaidCents += amount
+	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
+	if err := r.recordSupport(ctx, domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason,
+		fmt.Sprintf("Le support a attribué un paiement de %s à la commande.", usd(amount)),
+		map[string]any{"amount_cents": amount}); err != nil {
+		return errUnavailable()
+	}
+	ev := activities.OrderEvent{
+		Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed,
+		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
+	}
+	if err := r.afterPaymentCounted(ctx, key, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+func (r *rental) validateCancel(req CancelRequest) error {
+	if req.ActionID > 0 && r.actions[req.ActionID] {
+		return nil
+	}
+	switch {
+	case !r.unpaid():
+		return reject(domain.ECodeConflict, "La commande ne peut plus être annulée : elle n'est plus en attente de paiement.")
+	case r.balanceBusy:
+		return reject(domain.ECodeConflict, "Un paiement par solde est en cours : la commande ne peut pas être annulée.")
+	case len(r.payments.pending) > 0:
+		return reject(domain.ECodeConflict, "Un paiement est en cours de confirmation : la commande ne peut pas être annulée. Contactez le support.")
+	case r.netPaid() > 0:
+		return reject(domain.ECodeConflict, "Un paiement partiel a déjà été reçu : la commande ne peut pas être annulée. Contactez le support.")
+	}
+	return nil
+}
+
+func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateCancel(req); err != nil || (req.ActionID > 0 && r.actions[req.ActionID]) {
+		return err
+	}
+	r.done = true
+	r.setStatus(ctx, domain.StatusCancelled)
+	msg := "Commande annulée."
+	if req.ActionID > 0 {
+		r.actions[req.ActionID] = true
+		msg = "Commande annulée par le support."
+		if err := r.recordSupport(ctx, domain.ActionCancel, req.ActionID, req.Agent, req.Reason, msg, nil); err != nil {
+			return errUnavailable()
+		}
+	}
+	if err := r.record(ctx, activities.OrderEvent{
+		Key: "cancelled", Kind: domain.EventCancelled, Status: domain.StatusCancelled, Message: msg,
+		Data: map[string]any{"by": req.By, "reason": req.Reason},
+	}); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+func (r *rental) validateExtend(e Extension) error {
+	if e.ActionID <= 0 {
+		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	}
+	if e.Days < 1 || e.Days > 90 {
+		return reject(domain.ECodeInvalid, "La prolongation doit être comprise entre 1 et 90 jours.")
+	}
+	if r.actions[e.ActionID] {
+		return nil
+	}
+	switch r.st.Status {
+	case domain.StatusPaid, domain.StatusProvisioning, domain.StatusProvisioningFailed:
+		if !r.closing {
+			return nil
+		}
+	case domain.StatusActive:
+		if !r.endNow {
+			return nil
+		}
+	}
+	return reject(domain.ECodeConflict, "La location ne peut pas être prolongée dans son état actuel.")
+}
+
+func (r *rental) extend(ctx workflow.Context, e Extension) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateExtend(e); err != nil || r.actions[e.ActionID] {
+		return err
+	}
+	r.actions[e.ActionID] = true
+	ev := activities.OrderEvent{
+		Key: fmt.Sprintf("extend:%d", e.ActionID), Kind: domain.EventExtended,
+		Data: map[string]any{"days": e.Days, "agent": e.Agent, "reason": e.Reason},
+	}
+	if r.st.Status == domain.StatusActive {
+		r.end = r.end.Add(time.Duration(e.Days) * 24 * time.Hour)
+		r.st.PeriodEnd = r.end
+		r.wake.SendAsync(struct{}{}) // re-arm the end and reminder timers
+		ev.PeriodEnd = ptrTo(r.end)
+		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : nouvelle fin le %s.", e.Days, frDate(r.end))
+	} else {
+		r.extraDays += e.Days
+		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : ils s'ajoutent à la période, qui commence quand la machine est prête.", e.Days)
+	}
+	if err := r.recordSupport(ctx, domain.ActionExtend, e.ActionID, e.Agent, e.Reason,
+		fmt.Sprintf("Le support a prolongé la location de %d jour(s).", e.Days), map[string]any{"days": e.Days}); err != nil {
+		return errUnavailable()
+	}
+	if err := r.record(ctx, ev); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+func (r *rental) validateEndEarly(a SupportAction) error {
+	if a.ActionID <= 0 {
+		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	}
+	if r.actions[a.ActionID] {
+		return nil
+	}
+	if r.st.Status != domain.StatusActive || r.endNow {
+		return reject(domain.ECodeConflict, "Seule une location active peut être terminée par anticipation.")
+	}
+	return nil
+}
+
+func (r *rental) endEarly(ctx workflow.Context, a SupportAction) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateEndEarly(a); err != nil || r.actions[a.ActionID] {
+		return err
+	}
+	r.actions[a.ActionID] = true
+	r.endNow = true
+	r.wake.SendAsync(struct{}{})
+	if err := r.recordSupport(ctx, domain.ActionEndEarly, a.ActionID, a.Agent, a.Reason,
+		"Le support a mis fin à la location par anticipation.", nil); err != nil {
+		return errUnavailable()
+	}
+	if err := r.record(ctx, activities.OrderEvent{
+		Key: fmt.Sprintf("end-early:%d", a.ActionID), Kind: domain.EventEndRequested,
+		Message: "Fin anticipée de la location demandée par le support : les accès vont être révoqués.",
+		Data:    map[string]any{"agent": a.Agent, "reason": a.Reason},
+	}); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+func (r *rental) validateRetry(a SupportAction) error {
+	if a.ActionID <= 0 {
+		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	}
+	if r.actions[a.ActionID] {
+		return nil
+	}
+	if r.st.Status != domain.StatusProvisioningFailed || r.retry || r.closing {
+		return reject(domain.ECodeConflict, "La préparation de la machine n'est pas en échec : rien à relancer.")
+	}
+	return nil
+}
+
+func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateRetry(a); err != nil || r.actions[a.ActionID] {
+		return err
+	}
+	r.actions[a.ActionID] = true
+	r.retry = true
+	r.setStatus(ctx, domain.StatusProvisioning)
+	if err := r.recordSupport(ctx, domain.ActionRetryProvisioning, a.ActionID, a.Agent, a.Reason,
+		"Le support a relancé la préparation de la machine.", nil); err != nil {
+		return errUnavailable()
+	}
+	if err := r.record(ctx, activities.OrderEvent{
+		Key: fmt.Sprintf("prov:%d:retry", r.attempt+1), Kind: domain.EventProvisioningRetry,
+		Status:  domain.StatusProvisioning,
+		Message: "Le support relance la préparation de la machine.",
+		Data:    map[string]any{"attempt": r.attempt + 1, "agent": a.Agent, "reason": a.Reason},
+	}); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+func (r *rental) validateRefund(rf Refund) error {
+	if rf.ActionID <= 0 {
+		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	}
+	if rf.AmountCents <= 0 {
+		return reject(domain.ECodeInvalid, "Le montant du remboursement doit être positif.")
+	}
+	if r.actions[rf.ActionID] {
+		return nil
+	}
+	if r.done || r.closing {
+		return reject(domain.ECodeConflict, "La commande est close : le remboursement n'est plus possible ici.")
+	}
+	if r.st.RefundedCents+rf.AmountCents > r.st.PaidCents {
+		return reject(domain.ECodeInvalid, fmt.Sprintf("Le remboursement dépasse le montant payé (%s payés, %s déjà remboursés).",
+			usd(r.st.PaidCents), usd(r.st.RefundedCents)))
+	}
+	return nil
+}
+
+// refund credits an amount to the balance. In provisioning_failed it also
+// closes the order: the machine is released and the workflow ends.
+func (r *rental) refund(ctx workflow.Context, rf Refund) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateRefund(rf); err != nil || r.actions[rf.ActionID] {
+		return err
+	}
+	var a *activities.Activities
+	r.actions[rf.ActionID] = true
+	r.closing = r.st.Status == domain.StatusProvisioningFailed
+	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
+		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
+		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
+		r.actions[rf.ActionID], r.closing = false, false
+		return errUnavailable()
+	}
+	now := workflow.Now(ctx).UTC()
+	if err := workflow.ExecuteActivity(timelineCtx(ctx), a.RefundToBalance, activities.RefundInput{
+		Ref: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: rf.AmountCents,
+		ActionID: rf.ActionID, Agent: rf.Agent, Reason: rf.Reason, At: now,
+	}).Get(ctx, nil); err != nil {
+		r.actions[rf.ActionID], r.closing = false, false
+		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
+	}
+	r.st.RefundedCents += rf.AmountCents
+	ev := activities.OrderEvent{
+		Key: fmt.Sprintf("refund:%d", rf.ActionID), Kind: domain.EventRefunded,
+		Message: fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
+		Data:    map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": r.st.RefundedCents, "agent": rf.Agent, "reason": rf.Reason},
+	}
+	if r.closing {
+		// Whatever the failed attempt reserved is given back.
+		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+			return errUnavailable()
+		}
+		r.done, r.closing = true, false
+		r.setStatus(ctx, domain.StatusRefunded)
+		ev.Status = domain.StatusRefunded
+		ev.Message += " La commande est close."
+	}
+	if err := r.record(ctx, ev); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}

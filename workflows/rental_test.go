@@ -1,0 +1,596 @@
+package workflows
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// a is only used for its method values: activities are mocked by method.
+var a *activities.Activities
+
+var testStart = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+const (
+	day        = 24 * time.Hour
+	totalCents = int64(4714) // 2 lots of RTX A5000 for 3 days
+)
+
+type RentalWorkflowSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env *testsuite.TestWorkflowEnvironment
+
+	mu       sync.Mutex // mocks run on activity goroutines
+	events   []activities.OrderEvent
+	revokeAt time.Time
+}
+
+func TestRentalWorkflowSuite(t *testing.T) { suite.Run(t, new(RentalWorkflowSuite)) }
+
+func (s *RentalWorkflowSuite) SetupTest() {
+	s.events, s.revokeAt = nil, time.Time{}
+	s.env = s.NewTestWorkflowEnvironment()
+	s.env.SetStartTime(testStart)
+	s.env.OnActivity(a.RecordOrderEvent, mock.Anything, mock.Anything).Return(nil).Maybe().
+		Run(func(args mock.Arguments) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.events = append(s.events, args.Get(1).(activities.OrderEvent))
+		})
+}
+
+func (s *RentalWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
+
+func rentalInput(days int) RentalInput {
+	return RentalInput{
+		OrderRef: "KD-TEST000001", AccountID: 42, GPUModel: "rtx-a5000",
+		Lots: 2, GPUsPerLot: 1, TotalGPUs: 2, DurationDays: days, Preset: "pytorch",
+		TotalCents: totalCents,
+		Config:     RentalConfig{ProvisioningAttempts: 2},
+	}
+}
+
+func payment(tx string, cents int64) PaymentEvent {
+	return PaymentEvent{Network: "bitcoin", Asset: "BTC", TxID: tx, Index: 0, AmountBase: "70000", AmountCents: cents, IntentID: "pi-1"}
+}
+
+// mockReserve makes ReserveCapacity succeed.
+func (s *RentalWorkflowSuite) mockReserve() {
+	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(nil).Maybe()
+}
+
+// mockMachine mocks every machine step but the reservation.
+func (s *RentalWorkflowSuite) mockMachine() {
+	s.env.OnActivity(a.PreparePreset, mock.Anything, mock.Anything).Return(nil).Maybe()
+	s.env.OnActivity(a.VerifyMachine, mock.Anything, mock.Anything).Return(activities.Verification{
+		GPUModel: "NVIDIA RTX A5000", GPUCount: 2, DriverVersion: "550.54", CUDAVersion: "12.4",
+	}, nil).Maybe()
+	s.env.OnActivity(a.CreateAccess, mock.Anything, mock.Anything).Return(activities.AccessSummary{
+		Host: "gpu-7.kernodeck.net", Port: 22, Username: "kd-test",
+	}, nil).Maybe()
+	s.env.OnActivity(a.RevokeAccess, mock.Anything, mock.Anything).Return(nil).Maybe().
+		Run(func(mock.Arguments) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.revokeAt = s.env.Now()
+		})
+	s.env.OnActivity(a.ReleaseCapacity, mock.Anything, mock.Anything).Return(nil).Maybe()
+}
+
+func (s *RentalWorkflowSuite) mockAllMachine() {
+	s.mockReserve()
+	s.mockMachine()
+}
+
+func (s *RentalWorkflowSuite) signalAt(d time.Duration, name string, p PaymentEvent) {
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(name, p) }, d)
+}
+
+// updateOutcome is what an update returned to its caller.
+type updateOutcome struct {
+	done      bool
+	rejectErr error // refused by the validator
+	err       error // refused by the handler
+}
+
+func (s *RentalWorkflowSuite) updateAt(d time.Duration, name string, args ...any) *updateOutcome {
+	out := &updateOutcome{}
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(name, name+"@"+d.String(), &testsuite.TestUpdateCallback{
+			OnAccept:   func() {},
+			OnReject:   func(err error) { out.done, out.rejectErr = true, err },
+			OnComplete: func(_ any, err error) { out.done, out.err = true, err },
+		}, args...)
+	}, d)
+	return out
+}
+
+func (s *RentalWorkflowSuite) queryAt(d time.Duration) *RentalStatus {
+	st := &RentalStatus{}
+	s.env.RegisterDelayedCallback(func() {
+		v, err := s.env.QueryWorkflow(QueryStatus)
+		s.Require().NoError(err)
+		s.Require().NoError(v.Get(st))
+	}, d)
+	return st
+}
+
+func (s *RentalWorkflowSuite) run(in RentalInput) RentalStatus {
+	s.env.ExecuteWorkflow(RentalWorkflow, in)
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+	var st RentalStatus
+	s.Require().NoError(s.env.GetWorkflowResult(&st))
+	return st
+}
+
+func (s *RentalWorkflowSuite) eventsOf(kind string) []activities.OrderEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []activities.OrderEvent
+	for _, ev := range s.events {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (s *RentalWorkflowSuite) requireAppError(err error, code string) {
+	var appErr *temporal.ApplicationError
+	s.Require().True(errors.As(err, &appErr), "want an ApplicationError, got %v", err)
+	s.Equal(code, appErr.Type())
+	// The refusal is the domain error itself, not an activity failure around it.
+	var actErr *temporal.ActivityError
+	s.False(errors.As(err, &actErr), "refusal wraps an activity error: %v", err)
+}
+
+// paidAndEnded runs a rental paid at +1m and checks it ended exactly days
+// after the access became available.
+func (s *RentalWorkflowSuite) paidAndEnded(days int) {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	st := s.run(rentalInput(days))
+
+	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(testStart.Add(time.Minute), st.PeriodStart)
+	want := st.PeriodStart.Add(time.Duration(days) * day)
+	s.True(st.PeriodEnd.Equal(want), "period end %v, want %v", st.PeriodEnd, want)
+	s.True(st.EndedAt.Equal(want), "ended at %v, want %v", st.EndedAt, want)
+	s.True(s.revokeAt.Equal(want), "access revoked at %v, want %v", s.revokeAt, want)
+	ended := s.eventsOf(domain.EventEnded)
+	s.Require().Len(ended, 1)
+	s.True(ended[0].EndedAt.Equal(want))
+	s.True(ended[0].At.Equal(want))
+	s.env.AssertActivityNumberOfCalls(s.T(), "ReleaseCapacity", 1)
+}
+
+func (s *RentalWorkflowSuite) TestThreeDayPeriodEndsExactly()  { s.paidAndEnded(3) }
+func (s *RentalWorkflowSuite) TestSevenDayPeriodEndsExactly()  { s.paidAndEnded(7) }
+func (s *RentalWorkflowSuite) TestThirtyDayPeriodEndsExactly() { s.paidAndEnded(30) }
+
+func (s *RentalWorkflowSuite) TestPaidThenProvisionedInOrder() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentSeen, payment("tx1", totalCents))
+	seen := s.queryAt(2 * time.Minute)
+	s.signalAt(3*time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusPaymentDetected, seen.Status)
+	s.Equal([]string{"bitcoin:tx1:0"}, seen.PaymentsSeen)
+	s.Equal(methodCrypto, st.PaymentMethod)
+	s.Empty(st.PaymentsSeen)
+	paid := s.eventsOf(domain.EventPaid)
+	s.Require().Len(paid, 1)
+	s.Equal(domain.StatusPaid, paid[0].Status)
+	s.Equal(totalCents, *paid[0].PaidCents)
+	s.Equal(methodCrypto, paid[0].PaymentMethod)
+
+	var keys []string
+	for _, ev := range s.eventsOf(domain.EventProvisioningStep) {
+		keys = append(keys, ev.Key)
+	}
+	s.Equal([]string{
+		"prov:1:reserve:start", "prov:1:reserve:done", "prov:1:prepare:start", "prov:1:prepare:done",
+		"prov:1:verify:start", "prov:1:verify:done", "prov:1:access:start", "prov:1:access:done",
+	}, keys)
+	access := s.eventsOf(domain.EventAccessAvailable)
+	s.Require().Len(access, 1)
+	s.Equal("gpu-7.kernodeck.net", access[0].Data["host"])
+	s.NotContains(access[0].Data, "password")
+}
+
+func (s *RentalWorkflowSuite) reminderTimes() []time.Time {
+	var at []time.Time
+	for _, ev := range s.eventsOf(domain.EventReminderSent) {
+		at = append(at, ev.At)
+	}
+	return at
+}
+
+func (s *RentalWorkflowSuite) TestDefaultRemindersAt48hAnd6h() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	st := s.run(rentalInput(7))
+
+	end := st.PeriodEnd
+	want := []time.Time{end.Add(-48 * time.Hour), end.Add(-6 * time.Hour)}
+	s.Equal(want, s.reminderTimes())
+	s.Equal(want, st.RemindersSent)
+	rem := s.eventsOf(domain.EventReminderSent)
+	s.Equal("reminder:"+strconv.FormatInt(end.Unix(), 10)+":48h0m0s", rem[0].Key)
+	s.Contains(rem[0].Message, "exportez vos résultats et checkpoints")
+	s.Contains(rem[0].Message, "vérifiez votre copie")
+	s.Contains(rem[0].Message, frDate(end))
+}
+
+func (s *RentalWorkflowSuite) TestCustomReminderOffsets() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	in := rentalInput(3)
+	// 100h is before the start of a 3-day period: skipped.
+	in.Config.ReminderOffsets = []time.Duration{24 * time.Hour, 100 * time.Hour, 30 * time.Minute}
+	st := s.run(in)
+
+	end := st.PeriodEnd
+	s.Equal([]time.Time{end.Add(-24 * time.Hour), end.Add(-30 * time.Minute)}, s.reminderTimes())
+}
+
+func (s *RentalWorkflowSuite) TestNoReminderWhenOffsetsEmpty() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	in := rentalInput(3)
+	in.Config.ReminderOffsets = []time.Duration{}
+	st := s.run(in)
+
+	s.Empty(s.reminderTimes())
+	s.Equal(domain.StatusEnded, st.Status)
+}
+
+func (s *RentalWorkflowSuite) TestExtensionMovesEndAndRearmsReminders() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	// At +2d the 48h reminder of the old end (start+1d) has gone out.
+	ext := s.updateAt(2*day, UpdateExtend, Extension{ActionID: 7, Agent: "alice", Days: 2, Reason: "incident"})
+	st := s.run(rentalInput(3))
+
+	s.Require().True(ext.done)
+	s.NoError(ext.rejectErr)
+	s.NoError(ext.err)
+	start := testStart.Add(time.Minute)
+	newEnd := start.Add(5 * day)
+	s.True(st.PeriodEnd.Equal(newEnd))
+	s.True(st.EndedAt.Equal(newEnd), "ended at %v, want %v", st.EndedAt, newEnd)
+	s.True(s.revokeAt.Equal(newEnd))
+	s.Equal([]time.Time{
+		start.Add(3 * day).Add(-48 * time.Hour), // old end, sent before the extension
+		newEnd.Add(-48 * time.Hour),
+		newEnd.Add(-6 * time.Hour),
+	}, s.reminderTimes())
+	extended := s.eventsOf(domain.EventExtended)
+	s.Require().Len(extended, 1)
+	s.True(extended[0].PeriodEnd.Equal(newEnd))
+	support := s.eventsOf(domain.EventSupportAction)
+	s.Require().Len(support, 1)
+	s.Equal("support:7:extend", support[0].Key)
+	s.Equal("alice", support[0].Data["agent"])
+	s.Equal("incident", support[0].Data["reason"])
+}
+
+func (s *RentalWorkflowSuite) TestExtensionBringsReminderBeforeOldEnd() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	// Extended by 1 day at +36h: the new 48h reminder (start+2d) comes before
+	// the old end, so the timers must be re-armed at once.
+	s.updateAt(36*time.Hour, UpdateExtend, Extension{ActionID: 8, Agent: "alice", Days: 1, Reason: "incident"})
+	st := s.run(rentalInput(3))
+
+	start := testStart.Add(time.Minute)
+	newEnd := start.Add(4 * day)
+	s.True(st.EndedAt.Equal(newEnd), "ended at %v, want %v", st.EndedAt, newEnd)
+	s.Equal([]time.Time{
+		start.Add(day), // 48h before the old end
+		newEnd.Add(-48 * time.Hour),
+		newEnd.Add(-6 * time.Hour),
+	}, s.reminderTimes())
+}
+
+func (s *RentalWorkflowSuite) TestExtensionOutOfRangeRejected() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	ext := s.updateAt(time.Hour, UpdateExtend, Extension{ActionID: 7, Agent: "alice", Days: 91})
+	st := s.run(rentalInput(3))
+
+	s.Require().True(ext.done)
+	s.requireAppError(ext.rejectErr, domain.ECodeInvalid)
+	s.True(st.EndedAt.Equal(st.PeriodStart.Add(3 * day)))
+}
+
+func (s *RentalWorkflowSuite) TestEndEarly() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	early := s.updateAt(day, UpdateEndEarly, SupportAction{ActionID: 9, Agent: "bob", Reason: "abuse"})
+	st := s.run(rentalInput(7))
+
+	s.Require().True(early.done)
+	s.NoError(early.err)
+	s.Equal(domain.StatusEnded, st.Status)
+	s.True(st.EndedAt.Equal(testStart.Add(day)), "ended at %v", st.EndedAt)
+	s.True(s.revokeAt.Equal(testStart.Add(day)))
+	s.env.AssertActivityNumberOfCalls(s.T(), "RevokeAccess", 1)
+	s.env.AssertActivityNumberOfCalls(s.T(), "ReleaseCapacity", 1)
+	s.Len(s.eventsOf(domain.EventEndRequested), 1)
+	s.Len(s.eventsOf(domain.EventAccessRevoked), 1)
+}
+
+func (s *RentalWorkflowSuite) TestCancelBeforePayment() {
+	s.mockAllMachine()
+	c := s.updateAt(time.Hour, UpdateCancel, CancelRequest{By: "customer"})
+	st := s.run(rentalInput(3))
+
+	s.Require().True(c.done)
+	s.NoError(c.err)
+	s.Equal(domain.StatusCancelled, st.Status)
+	s.env.AssertActivityNotCalled(s.T(), "ReserveCapacity", mock.Anything, mock.Anything)
+	s.env.AssertActivityNumberOfCalls(s.T(), "PreparePreset", 0)
+	cancelled := s.eventsOf(domain.EventCancelled)
+	s.Require().Len(cancelled, 1)
+	s.Equal(domain.StatusCancelled, cancelled[0].Status)
+	s.Empty(s.eventsOf(domain.EventSupportAction))
+}
+
+func (s *RentalWorkflowSuite) TestCancelAfterPaymentRejected() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	c := s.updateAt(time.Hour, UpdateCancel, CancelRequest{By: "customer"})
+	st := s.run(rentalInput(3))
+
+	s.Require().True(c.done)
+	s.requireAppError(c.rejectErr, domain.ECodeConflict)
+	s.Equal(domain.StatusEnded, st.Status)
+}
+
+func (s *RentalWorkflowSuite) TestConfirmationTwiceProvisionsOnce() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	s.signalAt(2*time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	s.signalAt(time.Hour, SignalPaymentConfirmed, payment("tx1", totalCents))
+	st := s.run(rentalInput(3))
+
+	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 1)
+	s.Equal(totalCents, st.PaidCents)
+	s.Equal([]string{"bitcoin:tx1:0"}, st.PaymentsConfirmed)
+	s.Len(s.eventsOf(domain.EventPaymentConfirmed), 1)
+	s.Len(s.eventsOf(domain.EventPaid), 1)
+}
+
+func (s *RentalWorkflowSuite) TestProvisioningFailureThenSupportRetry() {
+	// Both attempts of the first run fail, the support retry succeeds.
+	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(errors.New("driver unreachable")).Times(2)
+	s.mockReserve()
+	s.mockMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	failed := s.queryAt(time.Hour)
+	retry := s.updateAt(2*time.Hour, UpdateRetryProvisioning, SupportAction{ActionID: 11, Agent: "alice", Reason: "driver back"})
+	active := s.queryAt(3 * time.Hour)
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusProvisioningFailed, failed.Status)
+	s.Contains(failed.ProvisioningError, "driver unreachable")
+	s.Require().True(retry.done)
+	s.NoError(retry.rejectErr)
+	s.NoError(retry.err)
+	s.Equal(domain.StatusActive, active.Status)
+	s.Empty(active.ProvisioningError)
+	s.True(active.PeriodStart.Equal(testStart.Add(2 * time.Hour)))
+	s.Equal(domain.StatusEnded, st.Status)
+
+	pf := s.eventsOf(domain.EventProvisioningFailed)
+	s.Require().Len(pf, 1)
+	s.Equal(domain.StatusProvisioningFailed, pf[0].Status)
+	s.Equal("reserve", pf[0].Data["step"])
+	s.Contains(pf[0].Data["error"], "driver unreachable")
+	s.Len(s.eventsOf(domain.EventProvisioningRetry), 1)
+	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 3)
+	s.Len(s.eventsOf(domain.EventAccessAvailable), 1)
+	// The retry's step events are new ones.
+	var keys []string
+	for _, ev := range s.eventsOf(domain.EventProvisioningStep) {
+		keys = append(keys, ev.Key)
+	}
+	s.Contains(keys, "prov:1:reserve:start")
+	s.Contains(keys, "prov:2:reserve:start")
+	s.Contains(keys, "prov:2:access:done")
+}
+
+func (s *RentalWorkflowSuite) TestRetryRejectedUnlessFailed() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	retry := s.updateAt(time.Hour, UpdateRetryProvisioning, SupportAction{ActionID: 11, Agent: "alice"})
+	s.run(rentalInput(3))
+
+	s.Require().True(retry.done)
+	s.requireAppError(retry.rejectErr, domain.ECodeConflict)
+}
+
+func (s *RentalWorkflowSuite) TestRefundAfterProvisioningFailure() {
+	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(errors.New("no machine")).Maybe()
+	s.mockMachine()
+	s.env.OnActivity(a.RefundToBalance, mock.Anything, mock.MatchedBy(func(in activities.RefundInput) bool {
+		return in.Ref == "KD-TEST000001" && in.AmountCents == totalCents && in.ActionID == 12 && in.Agent == "alice"
+	})).Return(nil).Once()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	ref := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: totalCents, Reason: "no capacity"})
+	st := s.run(rentalInput(3))
+
+	s.Require().True(ref.done)
+	s.NoError(ref.rejectErr)
+	s.NoError(ref.err)
+	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal(totalCents, st.RefundedCents)
+	s.env.AssertActivityNumberOfCalls(s.T(), "RefundToBalance", 1)
+	s.env.AssertActivityNumberOfCalls(s.T(), "ReleaseCapacity", 1)
+	s.env.AssertActivityNotCalled(s.T(), "CreateAccess", mock.Anything, mock.Anything)
+	refunded := s.eventsOf(domain.EventRefunded)
+	s.Require().Len(refunded, 1)
+	s.Equal(domain.StatusRefunded, refunded[0].Status)
+	support := s.eventsOf(domain.EventSupportAction)
+	s.Require().Len(support, 1)
+	s.Equal("support:12:refund", support[0].Key)
+}
+
+func (s *RentalWorkflowSuite) TestPartialRefundWhileActiveKeepsRental() {
+	s.mockAllMachine()
+	s.env.OnActivity(a.RefundToBalance, mock.Anything, mock.Anything).Return(nil).Once()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	ok := s.updateAt(day, UpdateRefund, Refund{ActionID: 13, Agent: "alice", AmountCents: 1000, Reason: "geste"})
+	tooMuch := s.updateAt(day+time.Hour, UpdateRefund, Refund{ActionID: 14, Agent: "alice", AmountCents: totalCents, Reason: "geste"})
+	st := s.run(rentalInput(3))
+
+	s.NoError(ok.err)
+	s.requireAppError(tooMuch.rejectErr, domain.ECodeInvalid)
+	s.Equal(int64(1000), st.RefundedCents)
+	s.Equal(domain.StatusEnded, st.Status)
+	s.True(st.EndedAt.Equal(st.PeriodStart.Add(3 * day)))
+}
+
+func (s *RentalWorkflowSuite) TestPayFromBalance() {
+	s.mockAllMachine()
+	s.env.OnActivity(a.PayOrderFromBalance, mock.Anything, mock.MatchedBy(func(in activities.PayFromBalanceInput) bool {
+		return in.OrderRef == "KD-TEST000001" && in.AccountID == 42 && in.AmountCents == totalCents && in.At.Equal(testStart.Add(time.Minute))
+	})).Return(nil).Once()
+	pay := s.updateAt(time.Minute, UpdatePayFromBalance)
+	st := s.run(rentalInput(3))
+
+	s.Require().True(pay.done)
+	s.NoError(pay.rejectErr)
+	s.NoError(pay.err)
+	s.Equal(methodBalance, st.PaymentMethod)
+	s.Equal(totalCents, st.PaidCents)
+	s.Equal(domain.StatusEnded, st.Status)
+	// The debit transaction wrote the "paid" event; the workflow must not.
+	s.Empty(s.eventsOf(domain.EventPaid))
+	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 1)
+}
+
+func (s *RentalWorkflowSuite) TestPayFromBalanceInsufficient() {
+	s.mockAllMachine()
+	s.env.OnActivity(a.PayOrderFromBalance, mock.Anything, mock.Anything).
+		Return(temporal.NewNonRetryableApplicationError("Solde insuffisant pour régler cette commande.", domain.ECodeInsufficient, nil)).Once()
+	pay := s.updateAt(time.Minute, UpdatePayFromBalance)
+	after := s.queryAt(2 * time.Minute)
+	in := rentalInput(3)
+	in.Config.UnpaidTimeout = 2 * time.Hour
+	st := s.run(in)
+
+	s.Require().True(pay.done)
+	s.NoError(pay.rejectErr)
+	s.requireAppError(pay.err, domain.ECodeInsufficient)
+	var appErr *temporal.ApplicationError
+	s.Require().True(errors.As(pay.err, &appErr))
+	s.Contains(appErr.Error(), "Solde insuffisant")
+	s.Equal(domain.StatusAwaitingPayment, after.Status)
+	s.Zero(after.PaidCents)
+	s.Equal(domain.StatusExpired, st.Status)
+	s.env.AssertActivityNotCalled(s.T(), "ReserveCapacity", mock.Anything, mock.Anything)
+}
+
+func (s *RentalWorkflowSuite) TestPartialThenRemainingPayment() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", 2000))
+	partial := s.queryAt(2 * time.Minute)
+	s.signalAt(3*time.Minute, SignalPaymentConfirmed, payment("tx2", totalCents-2000))
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusAwaitingPayment, partial.Status)
+	s.Equal(int64(2000), partial.PaidCents)
+	pp := s.eventsOf(domain.EventPaymentPartial)
+	s.Require().Len(pp, 1)
+	s.EqualValues(totalCents-2000, pp[0].Data["missing_cents"]) // JSON round trip: float64
+	s.Contains(pp[0].Message, domain.FormatUSD(totalCents-2000))
+	paid := s.eventsOf(domain.EventPaid)
+	s.Require().Len(paid, 1)
+	s.Equal(totalCents, *paid[0].PaidCents)
+	s.True(paid[0].PaidAt.Equal(testStart.Add(3 * time.Minute)))
+	s.Equal(totalCents, st.PaidCents)
+	s.True(st.PeriodStart.Equal(testStart.Add(3 * time.Minute)))
+	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 1)
+}
+
+func (s *RentalWorkflowSuite) TestRevertedBeforeConfirmation() {
+	s.mockAllMachine()
+	in := rentalInput(3)
+	in.Config.UnpaidTimeout = 2 * time.Hour
+	s.signalAt(time.Minute, SignalPaymentSeen, payment("tx1", totalCents))
+	seen := s.queryAt(2 * time.Minute)
+	s.signalAt(3*time.Minute, SignalPaymentReverted, payment("tx1", totalCents))
+	reverted := s.queryAt(4 * time.Minute)
+	st := s.run(in)
+
+	s.Equal(domain.StatusPaymentDetected, seen.Status)
+	s.Equal(domain.StatusAwaitingPayment, reverted.Status)
+	s.Empty(reverted.PaymentsSeen)
+	rv := s.eventsOf(domain.EventPaymentReverted)
+	s.Require().Len(rv, 1)
+	s.Equal(domain.StatusAwaitingPayment, rv[0].Status)
+	s.Equal(domain.StatusExpired, st.Status)
+}
+
+func (s *RentalWorkflowSuite) TestLatePaymentWaitsForSupportAttribution() {
+	s.mockAllMachine()
+	late := payment("tx1", totalCents)
+	late.Late = true
+	s.signalAt(time.Minute, SignalPaymentConfirmed, late)
+	waiting := s.queryAt(time.Hour)
+	attr := s.updateAt(2*time.Hour, UpdateAttributePayment, Attribution{ActionID: 21, Agent: "alice", Reason: "paiement en retard"})
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusAwaitingPayment, waiting.Status)
+	s.Zero(waiting.PaidCents)
+	conf := s.eventsOf(domain.EventPaymentConfirmed)
+	s.Require().Len(conf, 2)
+	s.Contains(conf[0].Message, "support")
+	s.Require().True(attr.done)
+	s.NoError(attr.err)
+	s.Equal(methodSupport, st.PaymentMethod)
+	s.Equal(totalCents, st.PaidCents)
+	s.Contains(st.PaymentsConfirmed, "support:21")
+	s.True(st.PeriodStart.Equal(testStart.Add(2 * time.Hour)))
+	support := s.eventsOf(domain.EventSupportAction)
+	s.Require().Len(support, 1)
+	s.Equal("support:21:attribute_payment", support[0].Key)
+}
+
+func (s *RentalWorkflowSuite) TestUnpaidTimeoutExpires() {
+	s.mockAllMachine()
+	in := rentalInput(3)
+	in.Config.UnpaidTimeout = 2 * time.Hour
+	st := s.run(in)
+
+	s.Equal(domain.StatusExpired, st.Status)
+	expired := s.eventsOf(domain.EventExpired)
+	s.Require().Len(expired, 1)
+	s.True(expired[0].At.Equal(testStart.Add(2 * time.Hour)))
+	s.Equal(domain.StatusExpired, expired[0].Status)
+	s.env.AssertActivityNotCalled(s.T(), "ReserveCapacity", mock.Anything, mock.Anything)
+}
+
+func (s *RentalWorkflowSuite) TestDefaultUnpaidTimeout() {
+	s.mockAllMachine()
+	s.run(rentalInput(3))
+
+	expired := s.eventsOf(domain.EventExpired)
+	s.Require().Len(expired, 1)
+	s.True(expired[0].At.Equal(testStart.Add(DefaultUnpaidTimeout)))
+}

@@ -1,0 +1,399 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// TopUpWorkflow waits for a top-up's payment and credits the balance once.
+// After crediting it keeps listening for one more payment window, so a
+// payment still arriving on the intent is recorded for support, not lost.
+func TopUpWorkflow(ctx workflow.Context, in TopUpInput) (TopUpStatus, error) {
+	t := newTopUp(ctx, in)
+	if err := t.setup(ctx); err != nil {
+		return t.st, err
+	}
+	return t.run(ctx)
+}
+
+// topUp is the state of one TopUpWorkflow; mu plays the same role as in rental.
+type topUp struct {
+	in      TopUpInput
+	timeout time.Duration
+	st      TopUpStatus
+	mu      workflow.Mutex
+
+	payments    *paymentLedger
+	actions     map[int64]bool
+	due         bool // received covers the amount: credit it
+	done        bool // cancelled or expired
+	signalsBusy int
+}
+
+func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
+	timeout := in.PaymentTimeout
+	if timeout <= 0 {
+		timeout = DefaultTopUpTimeout
+	}
+	return &topUp{
+		in:       in,
+		timeout:  timeout,
+		st:       TopUpStatus{TopUpRef: in.TopUpRef, Status: domain.TopUpAwaitingPayment},
+		mu:       workflow.NewMutex(ctx),
+		payments: newPaymentLedger(),
+		actions:  map[int64]bool{},
+	}
+}
+
+func (t *topUp) setup(ctx workflow.Context) error {
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		saKeyRef.ValueSet(t.in.TopUpRef),
+		saKeyCustomer.ValueSet(strconv.FormatInt(t.in.AccountID, 10)),
+		saKeyStatus.ValueSet(t.st.Status),
+		saKeyKind.ValueSet("topup"),
+	); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TopUpStatus, error) {
+		return t.st, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAttributePayment, t.attributePayment,
+		workflow.UpdateHandlerOptions{Validator: t.validateAttribution}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, t.cancel,
+		workflow.UpdateHandlerOptions{Validator: t.validateCancel}); err != nil {
+		return err
+	}
+	workflow.Go(ctx, t.listenPayments)
+	return nil
+}
+
+func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
+	settled := func() bool { return t.due || t.done }
+	ok, err := awaitOrTimeout(ctx, t.timeout, settled)
+	if err != nil {
+		return t.st, err
+	}
+	if !ok && len(t.payments.pending) > 0 {
+		// A payment seen before the deadline gets time to confirm.
+		if _, err := awaitOrTimeout(ctx, t.timeout, func() bool {
+			return settled() || len(t.payments.pending) == 0
+		}); err != nil {
+			return t.st, err
+		}
+	}
+	if err := t.settle(ctx); err != nil {
+		return t.st, err
+	}
+	if t.st.Status == domain.TopUpCredited {
+		// Late or duplicate payments to this intent are still recorded.
+		if err := workflow.Sleep(ctx, t.timeout); err != nil {
+			return t.st, err
+		}
+	}
+	err = workflow.Await(ctx, func() bool {
+		return workflow.AllHandlersFinished(ctx) && t.signalsBusy == 0
+	})
+	return t.st, err
+}
+
+// settle credits a covered top-up or expires an uncovered one.
+func (t *topUp) settle(ctx workflow.Context) error {
+	if err := t.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if t.done {
+		return nil
+	}
+	if !t.due {
+		t.done = true
+		t.setStatus(ctx, domain.TopUpExpired)
+		msg := "Recharge expirée : le paiement n'a pas été reçu dans le délai."
+		if t.st.ReceivedCents > 0 {
+			msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support.", usd(t.st.ReceivedCents))
+		}
+		return t.record(ctx, activities.TopUpEvent{
+			Key: "expired", Kind: domain.EventExpired, Status: domain.TopUpExpired, Message: msg,
+			Data: map[string]any{"received_cents": t.st.ReceivedCents},
+		})
+	}
+	var a *activities.Activities
+	now := workflow.Now(ctx).UTC()
+	// The activity credits the balance, marks the top-up credited and writes
+	// its event in one transaction, idempotently by top-up reference.
+	if err := workflow.ExecuteActivity(timelineCtx(ctx), a.CreditTopUp, activities.CreditTopUpInput{
+		TopUpRef: t.in.TopUpRef, AccountID: t.in.AccountID, AmountCents: t.in.AmountCents, At: now,
+	}).Get(ctx, nil); err != nil {
+		return err
+	}
+	t.st.CreditedAt = now
+	t.setStatus(ctx, domain.TopUpCredited)
+	return nil
+}
+
+func (t *topUp) setStatus(ctx workflow.Context, status string) {
+	t.st.Status = status
+	if err := workflow.UpsertTypedSearchAttributes(ctx, saKeyStatus.ValueSet(status)); err != nil {
+		workflow.GetLogger(ctx).Error("upsert status search attribute", "error", err)
+	}
+}
+
+// awaiting reports whether the top-up still accepts payments toward its amount.
+func (t *topUp) awaiting() bool {
+	return !t.due && !t.done &&
+		(t.st.Status == domain.TopUpAwaitingPayment || t.st.Status == domain.TopUpPaymentDetected)
+}
+
+func (t *topUp) refreshPaymentStatus(ctx workflow.Context) string {
+	if !t.awaiting() {
+		return ""
+	}
+	want := domain.TopUpAwaitingPayment
+	if len(t.payments.pending) > 0 {
+		want = domain.TopUpPaymentDetected
+	}
+	if want == t.st.Status {
+		return ""
+	}
+	t.setStatus(ctx, want)
+	return want
+}
+
+// record writes one timeline event; the caller holds mu.
+func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
+	var a *activities.Activities
+	ev.TopUpRef = t.in.TopUpRef
+	ev.At = workflow.Now(ctx).UTC()
+	return workflow.ExecuteActivity(timelineCtx(ctx), a.RecordTopUpEvent, ev).Get(ctx, nil)
+}
+
+func (t *topUp) listenPayments(ctx workflow.Context) {
+	for {
+		sig := receivePaymentSignal(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if sig.ev.Network == "" || sig.ev.TxID == "" {
+			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
+			continue
+		}
+		t.signalsBusy++
+		if err := t.mu.Lock(ctx); err != nil {
+			t.signalsBusy--
+			return
+		}
+		var err error
+		switch sig.name {
+		case SignalPaymentSeen:
+			err = t.onSeen(ctx, sig.ev)
+		case SignalPaymentConfirmed:
+			err = t.onConfirmed(ctx, sig.ev)
+		case SignalPaymentReverted:
+			err = t.onReverted(ctx, sig.ev)
+		}
+		t.mu.Unlock()
+		t.signalsBusy--
+		if err != nil {
+			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
+		}
+	}
+}
+
+func (t *topUp) upsertPaymentAttributes(ctx workflow.Context, p PaymentEvent) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		saKeyAsset.ValueSet(p.Asset), saKeyNetwork.ValueSet(p.Network)); err != nil {
+		workflow.GetLogger(ctx).Error("upsert payment search attributes", "error", err)
+	}
+}
+
+func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
+	eventKey, ok := t.payments.seen(p.Key(), p.Late)
+	if !ok {
+		return nil
+	}
+	t.upsertPaymentAttributes(ctx, p)
+	ev := activities.TopUpEvent{Key: eventKey, Kind: domain.EventPaymentSeen, Data: paymentData(p)}
+	switch {
+	case p.Late:
+		ev.Message = "Paiement détecté après l'échéance de la demande de paiement : il sera examiné par le support."
+	case t.awaiting():
+		ev.Message = fmt.Sprintf("Paiement détecté sur le réseau %s : en attente de confirmation.", p.Network)
+		ev.Status = t.refreshPaymentStatus(ctx)
+	default:
+		ev.Message = "Paiement supplémentaire détecté alors que la recharge n'attend plus de paiement : il sera examiné par le support."
+	}
+	return t.record(ctx, ev)
+}
+
+func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
+	key := p.Key()
+	if t.payments.counted[key] {
+		workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", key)
+		data := paymentData(p)
+		data["after_confirmation"] = true
+		return t.record(ctx, activities.TopUpEvent{
+			Key: "reverted-confirmed:" + key, Kind: domain.EventPaymentReverted, Data: data,
+			Message: "Un paiement déjà confirmé a été annulé par le réseau : le support est prévenu.",
+		})
+	}
+	eventKey, ok := t.payments.reverted(key)
+	if !ok {
+		return nil
+	}
+	return t.record(ctx, activities.TopUpEvent{
+		Key: eventKey, Kind: domain.EventPaymentReverted, Data: paymentData(p),
+		Message: "Paiement annulé par le réseau avant sa confirmation : il n'est pas compté.",
+		Status:  t.refreshPaymentStatus(ctx),
+	})
+}
+
+func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
+	key := p.Key()
+	if !t.payments.confirm(key) {
+		return nil // already counted: a watcher re-sent it
+	}
+	t.upsertPaymentAttributes(ctx, p)
+	data := paymentData(p)
+	ev := activities.TopUpEvent{Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed, Data: data}
+	switch {
+	case !t.awaiting():
+		// Already covered (or closed): never credited twice, support refunds.
+		data["to_support"] = true
+		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la recharge n'attend plus de paiement : il est transmis au support, il n'est pas crédité.", usd(p.AmountCents))
+		return t.record(ctx, ev)
+	case p.Late:
+		data["to_support"] = true
+		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre recharge.", usd(p.AmountCents))
+		ev.Status = t.refreshPaymentStatus(ctx)
+		return t.record(ctx, ev)
+	}
+	return t.count(ctx, key, p.AmountCents, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
+}
+
+// count adds a confirmed or attributed amount; the main flow credits once
+// the amount is covered. The caller holds mu.
+func (t *topUp) count(ctx workflow.Context, key string, cents int64, ev activities.TopUpEvent, message string) error {
+	t.st.ReceivedCents += cents
+	t.st.PaymentsConfirmed = append(t.st.PaymentsConfirmed, key)
+	ev.Message = message
+	missing := t.in.AmountCents - t.st.ReceivedCents
+	if missing <= 0 {
+		t.due = true
+		if missing < 0 {
+			ev.Data["overpaid_cents"] = -missing
+			ev.Message += fmt.Sprintf(" Le montant reçu dépasse la recharge de %s : l'excédent est signalé au support.", usd(-missing))
+		}
+		return t.record(ctx, ev)
+	}
+	ev.Status = t.refreshPaymentStatus(ctx)
+	if err := t.record(ctx, ev); err != nil {
+		return err
+	}
+	return t.record(ctx, activities.TopUpEvent{
+		Key:  "partial:" + key,
+		Kind: domain.EventPaymentPartial,
+		Message: fmt.Sprintf("Paiement partiel : il manque %s pour créditer la recharge. Complétez le paiement avant l'échéance de la demande de paiement.",
+			usd(missing)),
+		Data: map[string]any{"missing_cents": missing, "received_cents": t.st.ReceivedCents, "amount_cents": t.in.AmountCents},
+	})
+}
+
+func (t *topUp) validateAttribution(at Attribution) error {
+	if at.ActionID <= 0 {
+		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	}
+	if at.AmountCents < 0 {
+		return reject(domain.ECodeInvalid, "Le montant attribué ne peut pas être négatif.")
+	}
+	if t.actions[at.ActionID] {
+		return nil
+	}
+	if !t.awaiting() {
+		return reject(domain.ECodeConflict, "La recharge n'attend plus de paiement.")
+	}
+	return nil
+}
+
+func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
+	if err := t.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer t.mu.Unlock()
+	if err := t.validateAttribution(at); err != nil || t.actions[at.ActionID] {
+		return err
+	}
+	t.actions[at.ActionID] = true
+	amount := at.AmountCents
+	if amount == 0 {
+		amount = t.in.AmountCents - t.st.ReceivedCents
+	}
+	key := fmt.Sprintf("support:%d", at.ActionID)
+	t.payments.confirm(key)
+	data := supportData(domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason)
+	data["amount_cents"] = amount
+	if err := t.record(ctx, activities.TopUpEvent{
+		Key: fmt.Sprintf("support:%d:%s", at.ActionID, domain.ActionAttributePayment), Kind: domain.EventSupportAction,
+		Message: fmt.Sprintf("Le support a attribué un paiement de %s à la recharge.", usd(amount)), Data: data,
+	}); err != nil {
+		return errUnavailable()
+	}
+	ev := activities.TopUpEvent{
+		Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed,
+		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
+	}
+	if err := t.count(ctx, key, amount, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+func (t *topUp) validateCancel(req CancelRequest) error {
+	if req.ActionID > 0 && t.actions[req.ActionID] {
+		return nil
+	}
+	// Only an untouched top-up: once money is on its way, support decides.
+	if !t.awaiting() || t.st.Status != domain.TopUpAwaitingPayment || t.st.ReceivedCents > 0 {
+		return reject(domain.ECodeConflict, "La recharge ne peut plus être annulée : un paiement a déjà été détecté ou elle est close.")
+	}
+	return nil
+}
+
+func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
+	if err := t.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer t.mu.Unlock()
+	if err := t.validateCancel(req); err != nil || (req.ActionID > 0 && t.actions[req.ActionID]) {
+		return err
+	}
+	t.done = true
+	t.setStatus(ctx, domain.TopUpCancelled)
+	msg := "Recharge annulée."
+	if req.ActionID > 0 {
+		t.actions[req.ActionID] = true
+		msg = "Recharge annulée par le support."
+		if err := t.record(ctx, activities.TopUpEvent{
+			Key: fmt.Sprintf("support:%d:%s", req.ActionID, domain.ActionCancel), Kind: domain.EventSupportAction,
+			Message: msg, Data: supportData(domain.ActionCancel, req.ActionID, req.Agent, req.Reason),
+		}); err != nil {
+			return errUnavailable()
+		}
+	}
+	if err := t.record(ctx, activities.TopUpEvent{
+		Key: "cancelled", Kind: domain.EventCancelled, Status: domain.TopUpCancelled, Message: msg,
+		Data: map[string]any{"by": req.By, "reason": req.Reason},
+	}); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
