@@ -1,0 +1,25 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/wfclient"
+)
+
+// newAPIHandler builds the API and returns it with its background loop (the
+// PostgreSQL listener that wakes the live order streams).
+func newAPIHandler(cfg config.Config, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) (http.Handler, func(context.Context) error) {
+	tl := db.NewTimelineListener(logger.With("component", "timeline"))
+	srv := api.New(api.Config{
+		CookieSecure: cfg.CookieSecure,
+		AgentTokens:  cfg.SupportTokens,
+		Rental:       cfg.RentalConfig(),
+		TopUpTimeout: cfg.TopUpTimeout,
+	}, api.Deps{Store: db, Workflows: wf, Timeline: tl, Logger: logger})
+	return srv.Handler(), tl.Run
+}

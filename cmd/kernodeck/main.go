@@ -1,0 +1,300 @@
+// Command kernodeck runs Kernodeck's backend: the HTTP API, the Temporal
+// worker, the database migrations, the support agent's CLI, and `dev`, which
+// runs everything in one process for local use.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/wfclient"
+	"github.com/kernodeck/kernodeck/workers"
+)
+
+const usage = `kernodeck: GPU rentals paid in crypto or from a prepaid balance.
+
+Usage:
+  kernodeck dev       run everything locally: migrations, API, worker, and a
+                      Temporal dev server with its Web UI if none answers
+  kernodeck api       run the HTTP API
+  kernodeck worker    run the Temporal worker (workflows, activities, starter)
+  kernodeck migrate   apply the database migrations
+  kernodeck support   act on orders as a support agent (see kernodeck support -h)
+
+Configuration comes from environment variables (see README.md).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if args[0] == "support" {
+		return runSupport(ctx, args[1:], stdout, stderr)
+	}
+	cfg, err := config.FromEnv(nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "config:", err)
+		return 2
+	}
+	logger := newLogger(stderr, cfg.LogLevel)
+	switch args[0] {
+	case "migrate":
+		err = runMigrate(ctx, cfg)
+	case "api":
+		err = runAPI(ctx, cfg, logger)
+	case "worker":
+		err = runWorker(ctx, cfg, logger)
+	case "dev":
+		err = runDev(ctx, cfg, logger)
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error("exit", "command", args[0], "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func runMigrate(ctx context.Context, cfg config.Config) error {
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return postgres.Migrate(ctx, db.DB.DB)
+}
+
+// dialTemporal connects lazily: the API starts and answers (with 503 on
+// workflow actions) even while Temporal is down.
+func dialTemporal(cfg config.Config, logger *slog.Logger) (client.Client, error) {
+	return client.NewLazyClient(client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
+	})
+}
+
+func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tc, err := dialTemporal(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	return serveAPI(ctx, cfg, db, &wfclient.Client{Temporal: tc}, logger)
+}
+
+// serveAPI runs the HTTP server until ctx ends, then shuts it down gracefully.
+func serveAPI(ctx context.Context, cfg config.Config, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) error {
+	handler, background := newAPIHandler(cfg, db, wf, logger)
+	srv := &http.Server{
+		Addr:              cfg.HTTPAddr,
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// No WriteTimeout: the order tracking is a long-lived SSE stream.
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return background(gctx) })
+	g.Go(func() error {
+		logger.Info("api listening", "addr", "http://"+cfg.HTTPAddr)
+		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return g.Wait()
+}
+
+func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tc, err := client.Dial(client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
+	})
+	if err != nil {
+		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer tc.Close()
+	return serveWorker(ctx, cfg, db, tc, logger)
+}
+
+// serveWorker registers search attributes, then runs the worker and the
+// workflow starter until ctx ends.
+func serveWorker(ctx context.Context, cfg config.Config, db *postgres.DB, tc client.Client, logger *slog.Logger) error {
+	if err := workers.RegisterSearchAttributes(ctx, tc, cfg.TemporalNamespace, logger); err != nil {
+		return err
+	}
+	acts := &activities.Activities{
+		Store:       db,
+		Provisioner: &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort},
+		Logger:      logger,
+	}
+	w := workers.New(tc, acts)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+	logger.Info("worker started", "task_queue", "kernodeck", "provisioner", "localpg")
+	starter := &workers.Starter{
+		Store:        db,
+		Workflows:    &wfclient.Client{Temporal: tc},
+		RentalConfig: cfg.RentalConfig(),
+		TopUpTimeout: cfg.TopUpTimeout,
+		Interval:     cfg.StarterInterval,
+		Grace:        cfg.StarterInterval,
+		Logger:       logger.With("component", "starter"),
+	}
+	return starter.Run(ctx)
+}
+
+// runDev runs the whole service in one process on local defaults.
+func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	if os.Getenv("KERNODECK_COOKIE_SECURE") == "" {
+		cfg.CookieSecure = false // plain http on localhost
+	}
+	if len(cfg.SupportTokens) == 0 {
+		const devToken = "dev-support-token-change-me"
+		cfg.SupportTokens = map[string]string{devToken: "dev-agent"}
+		logger.Warn("no KERNODECK_SUPPORT_TOKENS: using a development agent token", "agent", "dev-agent", "token", devToken)
+	}
+	if err := ensureDatabase(ctx, cfg.DatabaseURL, logger); err != nil {
+		return err
+	}
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := postgres.Migrate(ctx, db.DB.DB); err != nil {
+		return err
+	}
+	logger.Info("migrations applied")
+
+	if !devserver.Answering(cfg.TemporalAddress) {
+		cli, err := devserver.FindCLI(cfg.TemporalCLI)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(cfg.DevDataDir, 0o755); err != nil {
+			return err
+		}
+		logf, err := os.Create(filepath.Join(cfg.DevDataDir, "temporal.log"))
+		if err != nil {
+			return err
+		}
+		defer logf.Close()
+		srv, err := devserver.Start(ctx, devserver.Options{
+			CLI: cli, Addr: cfg.TemporalAddress, UIPort: cfg.TemporalUIPort,
+			DBFile: filepath.Join(cfg.DevDataDir, "temporal.db"), Logger: logger, Log: logf,
+		})
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		host, _, _ := strings.Cut(cfg.TemporalAddress, ":")
+		logger.Info("temporal web ui", "url", fmt.Sprintf("http://%s:%d", host, cfg.TemporalUIPort))
+	} else {
+		logger.Info("using the Temporal server already answering", "address", cfg.TemporalAddress)
+	}
+
+	tc, err := client.Dial(client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
+	})
+	if err != nil {
+		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer tc.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveWorker(gctx, cfg, db, tc, logger) })
+	g.Go(func() error { return serveAPI(gctx, cfg, db, &wfclient.Client{Temporal: tc}, logger) })
+	return g.Wait()
+}
+
+// ensureDatabase creates the configured database if the server lacks it,
+// so `dev` works on a fresh PostgreSQL.
+func ensureDatabase(ctx context.Context, dbURL string, logger *slog.Logger) error {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return fmt.Errorf("KERNODECK_DATABASE_URL: %w", err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	if name == "" || name == "postgres" {
+		return nil
+	}
+	admin := *u
+	admin.Path = "/postgres"
+	db, err := sqlx.Open("postgres", admin.String())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var exists bool
+	if err := db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name); err != nil {
+		return fmt.Errorf("check database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := db.ExecContext(ctx, `CREATE DATABASE "`+strings.ReplaceAll(name, `"`, `""`)+`"`); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	logger.Info("created database", "name", name)
+	return nil
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+const supportUsage = `kernodeck support: act on orders and top-ups as a support agent.
+
+Every action goes through the support API (so it is authenticated, audited
+with your agent name and reason, and sent to the workflow).
+
+Usage:
+  kernodeck support [flags] show ORDER
+  kernodeck support [flags] show-topup TOPUP
+  kernodeck support [flags] attribute-payment ORDER --reason R [--amount-cents N]
+  kernodeck support [flags] attribute-topup TOPUP --reason R [--amount-cents N]
+  kernodeck support [flags] extend ORDER --days N --reason R
+  kernodeck support [flags] end-early ORDER --reason R
+  kernodeck support [flags] retry-provisioning ORDER --reason R
+  kernodeck support [flags] cancel ORDER --reason R
+  kernodeck support [flags] cancel-topup TOPUP --reason R
+  kernodeck support [flags] refund ORDER --amount-cents N --reason R
+
+Flags (before the action):
+  --url    support API base URL (env KERNODECK_SUPPORT_URL, default http://127.0.0.1:8080)
+  --token  agent token (env KERNODECK_SUPPORT_TOKEN)
+`
+
+// runSupport is the support agent's CLI. It returns the process exit code.
+func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("support", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, supportUsage) }
+	base := fs.String("url", envOr("KERNODECK_SUPPORT_URL", "http://127.0.0.1:8080"), "support API base URL")
+	token := fs.String("token", os.Getenv("KERNODECK_SUPPORT_TOKEN"), "agent token")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() < 2 {
+		fs.Usage()
+		return 2
+	}
+	action, ref := fs.Arg(0), fs.Arg(1)
+	af := flag.NewFlagSet(action, flag.ContinueOnError)
+	af.SetOutput(stderr)
+	reason := af.String("reason", "", "why (recorded in the audit log)")
+	days := af.Int("days", 0, "days to add (extend)")
+	cents := af.Int64("amount-cents", 0, "amount in USD cents")
+	if err := af.Parse(fs.Args()[2:]); err != nil {
+		return 2
+	}
+	if *token == "" {
+		fmt.Fprintln(stderr, "support: no agent token (--token or KERNODECK_SUPPORT_TOKEN)")
+		return 2
+	}
+
+	method, path := http.MethodPost, ""
+	body := map[string]any{"reason": *reason}
+	switch action {
+	case "show":
+		method, path, body = http.MethodGet, "/v1/support/orders/"+ref, nil
+	case "show-topup":
+		method, path, body = http.MethodGet, "/v1/support/topups/"+ref, nil
+	case "attribute-payment":
+		path = "/v1/support/orders/" + ref + "/attribute-payment"
+		if *cents > 0 {
+			body["amount_cents"] = *cents
+		}
+	case "attribute-topup":
+		path = "/v1/support/topups/" + ref + "/attribute-payment"
+		if *cents > 0 {
+			body["amount_cents"] = *cents
+		}
+	case "extend":
+		path = "/v1/support/orders/" + ref + "/extend"
+		body["days"] = *days
+	case "end-early", "retry-provisioning", "cancel":
+		path = "/v1/support/orders/" + ref + "/" + action
+	case "cancel-topup":
+		path = "/v1/support/topups/" + ref + "/cancel"
+	case "refund":
+		path = "/v1/support/orders/" + ref + "/refund"
+		body["amount_cents"] = *cents
+	default:
+		fmt.Fprintf(stderr, "support: unknown action %q\n\n", action)
+		fs.Usage()
+		return 2
+	}
+
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(*base, "/")+path, rd)
+	if err != nil {
+		fmt.Fprintln(stderr, "support:", err)
+		return 1
+	}
+	req.Header.Set("Authorization", "Bearer "+*token)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "support:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, out, "", "  ") == nil {
+		out = pretty.Bytes()
+	}
+	if resp.StatusCode >= 300 {
+		fmt.Fprintf(stderr, "support: %s\n%s\n", resp.Status, out)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
+	return 0
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,199 @@
+// Package e2e runs the whole service against a real Temporal dev server and a
+// real PostgreSQL: the API over HTTP, the worker with its real activities and
+// the local provisioning driver, and the workflow client in between.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
+	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/wfclient"
+	"github.com/kernodeck/kernodeck/workers"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+const agentToken = "e2e-agent-token-0123456789"
+
+type env struct {
+	t      *testing.T
+	db     *postgres.DB
+	tc     client.Client
+	api    *httptest.Server
+	logger *slog.Logger
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// newEnv starts a Temporal dev server (headless, in memory), a worker and the
+// API on a fresh database.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: needs the Temporal CLI (scripts/ensure-tools.sh)")
+	}
+	cli, err := devserver.FindCLI(os.Getenv("KERNODECK_TEMPORAL_CLI"))
+	if err != nil {
+		t.Fatalf("%v (scripts/test.sh installs it)", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	logf, err := os.Create(filepath.Join(t.TempDir(), "temporal.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	srv, err := devserver.Start(ctx, devserver.Options{CLI: cli, Addr: addr, Log: logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+
+	db := pgtest.NewDB(t)
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(logger)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	if err := workers.RegisterSearchAttributes(ctx, tc, "default", logger); err != nil {
+		t.Fatal(err)
+	}
+	w := workers.New(tc, &activities.Activities{
+		Store:       db,
+		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222},
+		Logger:      logger,
+	})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	tl := db.NewTimelineListener(logger)
+	go func() { _ = tl.Run(ctx) }()
+	a := api.New(api.Config{
+		AgentTokens: map[string]string{agentToken: "e2e-agent"},
+		Rental: workflows.RentalConfig{
+			UnpaidTimeout:        time.Hour,
+			ReminderOffsets:      []time.Duration{48 * time.Hour, 6 * time.Hour},
+			ProvisioningAttempts: 3,
+		},
+	}, api.Deps{Store: db, Workflows: &wfclient.Client{Temporal: tc}, Timeline: tl, Logger: logger})
+	hs := httptest.NewServer(a.Handler())
+	t.Cleanup(hs.Close)
+	return &env{t: t, db: db, tc: tc, api: hs, logger: logger}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// call sends a JSON request with a bearer token ("" for none) and decodes the
+// JSON answer into a generic map.
+func (e *env) call(method, path, token string, body any) (int, map[string]any) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, e.api.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := map[string]any{}
+	if len(raw) > 0 {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			e.t.Fatalf("%s %s: non-JSON answer %d: %s", method, path, resp.StatusCode, raw)
+		}
+		if m, ok := v.(map[string]any); ok {
+			out = m
+		} else {
+			out["items"] = v
+		}
+	}
+	return resp.StatusCode, out
+}
+
+// must calls and fails the test unless the status is want.
+func (e *env) must(want int, method, path, token string, body any) map[string]any {
+	e.t.Helper()
+	got, out := e.call(method, path, token, body)
+	if got != want {
+		e.t.Fatalf("%s %s: status %d, want %d: %v", method, path, got, want, out)
+	}
+	return out
+}
+
+// waitFor polls fn until it returns true or the deadline passes.
+func (e *env) waitFor(what string, fn func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !fn() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(x)
+	}
+}
