@@ -37,3 +37,11 @@ if ! pg_up; then
 	for _ in $(seq 1 30); do pg_up && break; sleep 1; done
 	pg_up || { log "PostgreSQL does not answer on 127.0.0.1:5432"; exit 1; }
 fi
+
+# Tools of the chain watchers, the SSH driver and the mail tests: one snippet
+# each, sourced in name order (they may use log and GOBIN_DIR).
+for snippet in "$(dirname "$0")"/tools.d/*.sh; do
+	[ -e "$snippet" ] || continue
+	# shellcheck source=/dev/null
+	. "$snippet"
+done
