@@ -31,6 +31,7 @@ type Config struct {
 	AccessPort           int               // KERNODECK_ACCESS_PORT (local driver)
 	StarterInterval      time.Duration     // KERNODECK_STARTER_INTERVAL
 	LogLevel             string            // KERNODECK_LOG_LEVEL
+	TrustedProxies       []string          // KERNODECK_TRUSTED_PROXIES
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv outside tests.
@@ -57,6 +58,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AccessPort:           p.int("KERNODECK_ACCESS_PORT", 22),
 		StarterInterval:      p.dur("KERNODECK_STARTER_INTERVAL", 30*time.Second),
 		LogLevel:             p.str("KERNODECK_LOG_LEVEL", "info"),
+		TrustedProxies:       p.list("KERNODECK_TRUSTED_PROXIES"),
 	}
 	if p.err != nil {
 		return Config{}, p.err
@@ -149,6 +151,17 @@ func (p *parser) durs(key string, def []time.Duration) []time.Duration {
 			return def
 		}
 		out = append(out, d)
+	}
+	return out
+}
+
+// list parses a comma-separated list.
+func (p *parser) list(key string) []string {
+	var out []string
+	for _, s := range strings.Split(p.getenv(key), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
 	}
 	return out
 }

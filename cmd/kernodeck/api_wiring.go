@@ -11,15 +11,17 @@ import (
 	"github.com/kernodeck/kernodeck/wfclient"
 )
 
-// newAPIHandler builds the API and returns it with its background loop (the
+// newAPIHandler builds the API and returns it with the function that closes
+// its live streams (before a graceful shutdown) and its background loop (the
 // PostgreSQL listener that wakes the live order streams).
-func newAPIHandler(cfg config.Config, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) (http.Handler, func(context.Context) error) {
+func newAPIHandler(cfg config.Config, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) (http.Handler, func(), func(context.Context) error) {
 	tl := db.NewTimelineListener(logger.With("component", "timeline"))
 	srv := api.New(api.Config{
-		CookieSecure: cfg.CookieSecure,
-		AgentTokens:  cfg.SupportTokens,
-		Rental:       cfg.RentalConfig(),
-		TopUpTimeout: cfg.TopUpTimeout,
+		CookieSecure:   cfg.CookieSecure,
+		AgentTokens:    cfg.SupportTokens,
+		Rental:         cfg.RentalConfig(),
+		TopUpTimeout:   cfg.TopUpTimeout,
+		TrustedProxies: cfg.TrustedProxies,
 	}, api.Deps{Store: db, Workflows: wf, Timeline: tl, Logger: logger})
-	return srv.Handler(), tl.Run
+	return srv.Handler(), srv.CloseStreams, tl.Run
 }

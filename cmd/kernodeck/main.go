@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -46,6 +47,7 @@ Configuration comes from environment variables (see README.md).
 `
 
 func main() {
+	gin.SetMode(gin.ReleaseMode)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
@@ -128,7 +130,7 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 
 // serveAPI runs the HTTP server until ctx ends, then shuts it down gracefully.
 func serveAPI(ctx context.Context, cfg config.Config, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) error {
-	handler, background := newAPIHandler(cfg, db, wf, logger)
+	handler, closeStreams, background := newAPIHandler(cfg, db, wf, logger)
 	srv := &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           handler,
@@ -137,6 +139,7 @@ func serveAPI(ctx context.Context, cfg config.Config, db *postgres.DB, wf *wfcli
 		IdleTimeout:       120 * time.Second,
 		// No WriteTimeout: the order tracking is a long-lived SSE stream.
 	}
+	srv.RegisterOnShutdown(closeStreams)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return background(gctx) })
 	g.Go(func() error {

@@ -1,0 +1,350 @@
+// Package api is Kernodeck's customer and support HTTP API (Gin, JSON, under
+// /v1). Customers authenticate with a session (cookie kd_session, or the same
+// token as "Authorization: Bearer" for a CLI); support agents with their own
+// bearer tokens. Everything that touches a rental or a top-up in progress goes
+// through the Workflows interface; the rest reads and writes the Store.
+//
+// Every error response is {"error": {"code", "message", "field"}} with a
+// stable code from package domain and a French message; statusFor maps the
+// codes to HTTP statuses.
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultSessionTTL          = 30 * 24 * time.Hour
+	DefaultMaxBodyBytes        = 64 << 10
+	DefaultLoginWindow         = 15 * time.Minute
+	DefaultMaxFailuresPerEmail = 5
+	DefaultMaxFailuresPerIP    = 20
+	DefaultSSEPoll             = 5 * time.Second
+	DefaultSSEHeartbeat        = 15 * time.Second
+	DefaultWorkflowTimeout     = 30 * time.Second
+)
+
+// Config is the API's configuration. Zero fields take the defaults above.
+type Config struct {
+	// CookieSecure sets the Secure flag of the session cookie. Keep it on
+	// in production; turn it off only for local plain-http development.
+	CookieSecure bool
+	// SessionTTL is a session's lifetime (30 days).
+	SessionTTL time.Duration
+	// AgentTokens maps each support agent's bearer token to the agent's
+	// name, recorded in the audit log. Tokens shorter than 16 characters
+	// are ignored (and logged).
+	AgentTokens map[string]string
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed for
+	// the client IP (login throttling). Empty: none, the peer address is used.
+	TrustedProxies []string
+	// MaxBodyBytes limits request bodies (64 KiB).
+	MaxBodyBytes int64
+	// LoginWindow, MaxFailuresPerEmail and MaxFailuresPerIP throttle logins:
+	// past that many failures within the window, 429 (15 min, 5, 20).
+	LoginWindow         time.Duration
+	MaxFailuresPerEmail int
+	MaxFailuresPerIP    int
+	// Argon2 are the password hashing parameters (zero: OWASP's 19 MiB,
+	// 2 passes, 1 lane).
+	Argon2 Argon2Params
+	// Rental is captured into every new rental workflow's input.
+	Rental workflows.RentalConfig
+	// TopUpTimeout expires an unpaid top-up (0: the workflow's default).
+	TopUpTimeout time.Duration
+	// SSEPoll is the order stream's fallback poll interval (5 s) and
+	// SSEHeartbeat its keep-alive comment interval (15 s).
+	SSEPoll      time.Duration
+	SSEHeartbeat time.Duration
+	// WorkflowTimeout bounds each call to the Workflows (30 s).
+	WorkflowTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.LoginWindow <= 0 {
+		c.LoginWindow = DefaultLoginWindow
+	}
+	if c.MaxFailuresPerEmail <= 0 {
+		c.MaxFailuresPerEmail = DefaultMaxFailuresPerEmail
+	}
+	if c.MaxFailuresPerIP <= 0 {
+		c.MaxFailuresPerIP = DefaultMaxFailuresPerIP
+	}
+	if c.Argon2 == (Argon2Params{}) {
+		c.Argon2 = defaultArgon2()
+	}
+	if c.SSEPoll <= 0 {
+		c.SSEPoll = DefaultSSEPoll
+	}
+	if c.SSEHeartbeat <= 0 {
+		c.SSEHeartbeat = DefaultSSEHeartbeat
+	}
+	if c.WorkflowTimeout <= 0 {
+		c.WorkflowTimeout = DefaultWorkflowTimeout
+	}
+}
+
+// AccountStore keeps accounts, sessions and login failures.
+type AccountStore interface {
+	CreateAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error)
+	AccountByEmail(ctx context.Context, email string) (domain.Account, string, error)
+	Account(ctx context.Context, id int64) (domain.Account, error)
+	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time) error
+	SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
+	DeleteSession(ctx context.Context, tokenHash []byte) error
+	RecordLoginFailure(ctx context.Context, email, ip string) error
+	RecentLoginFailures(ctx context.Context, email, ip string, window time.Duration) (perEmail, perIP int, err error)
+	ClearLoginFailures(ctx context.Context, email string) error
+}
+
+// CatalogStore reads the catalog.
+type CatalogStore interface {
+	Catalog(ctx context.Context) ([]domain.CatalogItem, error)
+	CatalogItem(ctx context.Context, model string) (domain.CatalogItem, error)
+}
+
+// OrderStore keeps orders, their timelines and access information.
+type OrderStore interface {
+	CreateOrder(ctx context.Context, accountID int64, q domain.Quote) (domain.Order, error)
+	ListOrders(ctx context.Context, accountID int64) ([]domain.Order, error)
+	GetOrder(ctx context.Context, ref string) (domain.Order, error)
+	OrderForAccount(ctx context.Context, ref string, accountID int64) (domain.Order, error)
+	MarkOrderWorkflowStarted(ctx context.Context, ref string) error
+	Timeline(ctx context.Context, ref string, afterID int64) ([]domain.TimelineEvent, error)
+	Access(ctx context.Context, ref string) (domain.Access, error)
+}
+
+// TopUpStore keeps top-ups.
+type TopUpStore interface {
+	CreateTopUp(ctx context.Context, accountID, amountCents int64) (domain.TopUp, error)
+	GetTopUp(ctx context.Context, ref string) (domain.TopUp, error)
+	TopUpForAccount(ctx context.Context, ref string, accountID int64) (domain.TopUp, error)
+	ListTopUps(ctx context.Context, accountID int64) ([]domain.TopUp, error)
+	MarkTopUpWorkflowStarted(ctx context.Context, ref string) error
+}
+
+// BalanceStore reads a customer's balance (available and pending apart).
+type BalanceStore interface {
+	Balance(ctx context.Context, accountID int64) (domain.Balance, error)
+}
+
+// SupportStore keeps the support audit log and customers' support requests.
+type SupportStore interface {
+	InsertSupportAction(ctx context.Context, a domain.SupportAction) (int64, error)
+	CompleteSupportAction(ctx context.Context, id int64, outcome, detail string) (domain.SupportAction, error)
+	ListSupportActions(ctx context.Context, targetRef string) ([]domain.SupportAction, error)
+	CreateSupportRequest(ctx context.Context, r domain.SupportRequest) (domain.SupportRequest, error)
+	ListSupportRequests(ctx context.Context, orderRef string, accountID int64) ([]domain.SupportRequest, error)
+}
+
+// Store is everything the API persists; *postgres.DB implements it.
+type Store interface {
+	AccountStore
+	CatalogStore
+	OrderStore
+	TopUpStore
+	BalanceStore
+	SupportStore
+}
+
+// TimelineNotifier wakes an order's live stream when its timeline grows
+// (*postgres.TimelineListener). Optional: without it streams only poll.
+type TimelineNotifier interface {
+	Subscribe(ref string) (<-chan struct{}, func())
+}
+
+// pinger is optionally implemented by the Store for /healthz.
+type pinger interface {
+	PingContext(ctx context.Context) error
+}
+
+// Deps are the API's dependencies. Store and Workflows are required.
+type Deps struct {
+	Store     Store
+	Workflows Workflows
+	Timeline  TimelineNotifier
+	Logger    *slog.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg      Config
+	store    Store
+	wf       Workflows
+	notifier TimelineNotifier
+	log      *slog.Logger
+	engine   *gin.Engine
+
+	agents    []agentToken
+	dummyHash string        // verified when the email is unknown: constant work
+	hashSem   chan struct{} // bounds concurrent argon2 work (memory)
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed by CloseStreams
+}
+
+type agentToken struct {
+	hash [sha256.Size]byte
+	name string
+}
+
+// New builds the API. It panics if Store or Workflows is nil.
+func New(cfg Config, deps Deps) *Server {
+	if deps.Store == nil || deps.Workflows == nil {
+		panic("api.New: Store and Workflows are required")
+	}
+	cfg.setDefaults()
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{
+		cfg:      cfg,
+		store:    deps.Store,
+		wf:       deps.Workflows,
+		notifier: deps.Timeline,
+		log:      logger,
+		hashSem:  make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
+		closing:  make(chan struct{}),
+	}
+	for token, name := range cfg.AgentTokens {
+		if len(token) < 16 || name == "" {
+			logger.Error("support agent token ignored: shorter than 16 characters or without a name", "agent", name)
+			continue
+		}
+		s.agents = append(s.agents, agentToken{hash: sha256.Sum256([]byte(token)), name: name})
+	}
+	dummy, err := hashPassword("kernodeck-dummy-password-for-constant-work", cfg.Argon2)
+	if err != nil {
+		panic("api.New: " + err.Error()) // crypto/rand failure
+	}
+	s.dummyHash = dummy
+	s.engine = s.routes()
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// CloseStreams ends every live order stream (call it before
+// http.Server.Shutdown, which waits for open requests).
+func (s *Server) CloseStreams() {
+	s.closeOnce.Do(func() { close(s.closing) })
+}
+
+func (s *Server) routes() *gin.Engine {
+	r := gin.New()
+	if err := r.SetTrustedProxies(s.cfg.TrustedProxies); err != nil {
+		s.log.Error("invalid trusted proxies, trusting none", "err", err)
+		_ = r.SetTrustedProxies(nil)
+	}
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.limitBody)
+	r.NoRoute(func(c *gin.Context) {
+		s.fail(c, domain.Errorf(domain.ECodeNotFound, "Cette adresse n'existe pas dans l'API."))
+	})
+
+	r.GET("/healthz", s.healthz)
+
+	v1 := r.Group("/v1")
+	v1.GET("/openapi.yaml", serveOpenAPI)
+	v1.GET("/catalog", s.getCatalog)
+	v1.POST("/quote", s.postQuote)
+	v1.POST("/auth/register", s.register)
+	v1.POST("/auth/login", s.login)
+
+	cust := v1.Group("", s.customerAuth)
+	cust.POST("/auth/logout", s.logout)
+	cust.GET("/me", s.me)
+	cust.GET("/balance", s.getBalance)
+	cust.POST("/orders", s.createOrder)
+	cust.GET("/orders", s.listOrders)
+	cust.GET("/orders/:ref", s.getOrder)
+	cust.GET("/orders/:ref/events", s.orderEvents)
+	cust.POST("/orders/:ref/cancel", s.cancelOrder)
+	cust.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
+	cust.POST("/orders/:ref/support-requests", s.createSupportRequest)
+	cust.GET("/orders/:ref/support-requests", s.listSupportRequests)
+	cust.POST("/topups", s.createTopUp)
+	cust.GET("/topups", s.listTopUps)
+	cust.GET("/topups/:ref", s.getTopUp)
+
+	sup := v1.Group("/support", s.agentAuth)
+	sup.GET("/orders/:ref", s.supportGetOrder)
+	sup.POST("/orders/:ref/attribute-payment", s.supportAttributeOrderPayment)
+	sup.POST("/orders/:ref/extend", s.supportExtend)
+	sup.POST("/orders/:ref/end-early", s.supportEndEarly)
+	sup.POST("/orders/:ref/retry-provisioning", s.supportRetryProvisioning)
+	sup.POST("/orders/:ref/cancel", s.supportCancelOrder)
+	sup.POST("/orders/:ref/refund", s.supportRefund)
+	sup.GET("/topups/:ref", s.supportGetTopUp)
+	sup.POST("/topups/:ref/attribute-payment", s.supportAttributeTopUpPayment)
+	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
+	return r
+}
+
+func (s *Server) healthz(c *gin.Context) {
+	if p, ok := s.store.(pinger); ok {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		if err := p.PingContext(ctx); err != nil {
+			s.log.Warn("healthz: database unreachable", "err", err)
+			s.fail(c, errUnavailable)
+			return
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// logRequests logs each request once it is done: route, status, duration.
+// Tokens, cookies and bodies are never logged.
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "(no route)"
+	}
+	s.log.LogAttrs(c.Request.Context(), slog.LevelInfo, "http request",
+		slog.String("method", c.Request.Method),
+		slog.String("route", route),
+		slog.Int("status", c.Writer.Status()),
+		slog.Duration("duration", time.Since(start)),
+		slog.String("client_ip", c.ClientIP()),
+	)
+}
+
+func securityHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	c.Next()
+}
+
+func (s *Server) recovered(c *gin.Context, rec any) {
+	s.log.Error("panic in handler", "route", c.FullPath(), "panic", rec)
+	if !c.Writer.Written() {
+		writeError(c, http.StatusInternalServerError, domain.ECodeInternal, domain.ErrorMessage(nil), "")
+	}
+	c.Abort()
+}

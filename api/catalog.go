@@ -1,0 +1,68 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+type catalogResponse struct {
+	Models    []domain.CatalogItem `json:"models"`
+	Durations []int                `json:"durations"`
+	Presets   []string             `json:"presets"`
+	MinLots   int                  `json:"min_lots"`
+	MaxLots   int                  `json:"max_lots"`
+}
+
+func (s *Server) getCatalog(c *gin.Context) {
+	items, err := s.store.Catalog(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, catalogResponse{
+		Models: items, Durations: domain.Durations, Presets: domain.Presets,
+		MinLots: domain.MinLots, MaxLots: domain.MaxLots,
+	})
+}
+
+type quoteResponse struct {
+	domain.Quote
+	DisplayName string `json:"display_name"`
+}
+
+// price validates a configuration and prices it from the catalog.
+func (s *Server) price(ctx context.Context, cfg domain.Configuration) (quoteResponse, error) {
+	if err := domain.ValidateConfiguration(cfg); err != nil {
+		return quoteResponse{}, err
+	}
+	item, err := s.store.CatalogItem(ctx, cfg.Model)
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		return quoteResponse{}, domain.FieldError("gpu_model", "Ce modèle de GPU n'est pas proposé.")
+	}
+	if err != nil {
+		return quoteResponse{}, err
+	}
+	q, err := domain.PriceQuote(item, cfg)
+	if err != nil {
+		return quoteResponse{}, err
+	}
+	return quoteResponse{Quote: q, DisplayName: item.DisplayName}, nil
+}
+
+func (s *Server) postQuote(c *gin.Context) {
+	var cfg domain.Configuration
+	if err := s.decodeJSON(c, &cfg, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	q, err := s.price(c.Request.Context(), cfg)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, q)
+}

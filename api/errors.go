@@ -1,0 +1,109 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// statusFor maps a domain error code to its HTTP status. It is the only
+// place where codes meet statuses.
+func statusFor(code string) int {
+	switch code {
+	case domain.ECodeInvalid, domain.ECodeInvalidJSON:
+		return http.StatusBadRequest
+	case domain.ECodeUnauthorized:
+		return http.StatusUnauthorized
+	case domain.ECodeForbidden:
+		return http.StatusForbidden
+	case domain.ECodeNotFound:
+		return http.StatusNotFound
+	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity:
+		return http.StatusConflict
+	case domain.ECodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case domain.ECodeTooMany:
+		return http.StatusTooManyRequests
+	case domain.ECodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// errorBody is the shape of every error response.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+var (
+	errUnavailable = &domain.Error{Code: domain.ECodeUnavailable,
+		Message: "Le service est momentanément indisponible. Votre demande n'a peut-être pas abouti : vérifiez le suivi puis réessayez dans quelques instants."}
+	errOrderNotFound   = &domain.Error{Code: domain.ECodeNotFound, Message: "Commande introuvable."}
+	errTopUpNotFound   = &domain.Error{Code: domain.ECodeNotFound, Message: "Recharge introuvable."}
+	errSessionRequired = &domain.Error{Code: domain.ECodeUnauthorized,
+		Message: "Connectez-vous pour accéder à cette page."}
+	errAgentRequired = &domain.Error{Code: domain.ECodeUnauthorized,
+		Message: "Jeton d'agent du support requis (Authorization: Bearer)."}
+	errCSRF = &domain.Error{Code: domain.ECodeForbidden,
+		Message: "Jeton anti-CSRF manquant ou invalide : envoyez l'en-tête X-CSRF-Token reçu à la connexion."}
+)
+
+// fail writes err as the error response. A *domain.Error keeps its code,
+// message and field; anything else is logged and answered with a generic
+// internal error.
+func (s *Server) fail(c *gin.Context, err error) {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		if errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+			// The client went away; nobody reads the answer.
+			c.Abort()
+			return
+		}
+		s.log.LogAttrs(c.Request.Context(), slog.LevelError, "internal error",
+			slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
+			slog.String("err", err.Error()))
+		writeError(c, http.StatusInternalServerError, domain.ECodeInternal, domain.ErrorMessage(err), "")
+		return
+	}
+	writeError(c, statusFor(de.Code), de.Code, de.Message, de.Field)
+}
+
+func writeError(c *gin.Context, status int, code, message, field string) {
+	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: message, Field: field}})
+}
+
+// workflowError turns an error of the Workflows into what the API answers:
+// a *domain.Error passes through with its code; anything else means the
+// workflow service could not be reached (logged, 503).
+func (s *Server) workflowError(ctx context.Context, op, ref string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return de
+	}
+	s.log.LogAttrs(ctx, slog.LevelError, "workflow call failed",
+		slog.String("op", op), slog.String("ref", ref), slog.String("err", err.Error()))
+	return errUnavailable
+}
+
+// notFoundAs replaces a not-found error with a more specific one.
+func notFoundAs(err error, nf *domain.Error) error {
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		return nf
+	}
+	return err
+}

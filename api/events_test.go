@@ -1,0 +1,170 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/postgres"
+)
+
+type sseEvent struct {
+	id, event, data string
+	comment         bool
+}
+
+// readSSE parses a stream into events until it ends.
+func readSSE(body *bufio.Reader, out chan<- sseEvent) {
+	defer close(out)
+	var ev sseEvent
+	for {
+		line, err := body.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if ev != (sseEvent{}) {
+				out <- ev
+			}
+			ev = sseEvent{}
+		case strings.HasPrefix(line, ":"):
+			ev.comment = true
+		case strings.HasPrefix(line, "id: "):
+			ev.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			ev.event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+}
+
+func nextEvent(t *testing.T, ch <-chan sseEvent, within time.Duration) sseEvent {
+	t.Helper()
+	for {
+		select {
+		case ev, ok := <-ch:
+			require.True(t, ok, "stream ended")
+			if ev.comment && ev.event == "" {
+				continue
+			}
+			return ev
+		case <-time.After(within):
+			t.Fatal("no event in time")
+		}
+	}
+}
+
+func openStream(t *testing.T, ctx context.Context, url, token, lastID string) <-chan sseEvent {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.Body.Close() })
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.True(t, strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream"))
+	ch := make(chan sseEvent, 16)
+	go readSSE(bufio.NewReader(res.Body), ch)
+	return ch
+}
+
+func TestOrderEventsStreamLive(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
+		l := deps.Store.(*postgres.DB).NewTimelineListener(slog.Default())
+		go func() { _ = l.Run(ctx) }()
+		deps.Timeline = l
+		cfg.SSEPoll = time.Hour // only the notifications can deliver in time
+		cfg.SSEHeartbeat = 200 * time.Millisecond
+	})
+	c := h.register("live@example.com")
+	ref := h.order(c)
+	ts := httptest.NewServer(h.h)
+	defer ts.Close()
+	defer h.srv.CloseStreams()
+
+	// The listener connects asynchronously; give it a moment.
+	time.Sleep(300 * time.Millisecond)
+	streamCtx, stop := context.WithCancel(ctx)
+	ch := openStream(t, streamCtx, ts.URL+"/v1/orders/"+ref+"/events", c.auth.bearer, "")
+
+	created := nextEvent(t, ch, 5*time.Second)
+	require.Equal(t, "timeline", created.event)
+	require.NotEmpty(t, created.id)
+	var tl map[string]any
+	require.NoError(t, json.Unmarshal([]byte(created.data), &tl))
+	require.Equal(t, "created", tl["kind"])
+
+	first := nextEvent(t, ch, 5*time.Second)
+	require.Equal(t, "order", first.event)
+	var o map[string]any
+	require.NoError(t, json.Unmarshal([]byte(first.data), &o))
+	require.Equal(t, "awaiting_payment", o["status"])
+
+	// A new event and a status change arrive live.
+	_, err := h.db.Exec(`WITH u AS (UPDATE orders SET status = 'payment_detected', updated_at = now() WHERE ref = $1)
+		INSERT INTO timeline_events (ref, idem_key, kind, message) VALUES ($1, 'seen', 'payment_seen', 'Paiement vu.')`, ref)
+	require.NoError(t, err)
+	seen := nextEvent(t, ch, 3*time.Second)
+	require.Equal(t, "timeline", seen.event)
+	require.Contains(t, seen.data, "payment_seen")
+	upd := nextEvent(t, ch, 3*time.Second)
+	require.Equal(t, "order", upd.event)
+	require.Contains(t, upd.data, `"status":"payment_detected"`)
+
+	// Heartbeats keep coming while nothing happens.
+	select {
+	case ev := <-ch:
+		require.True(t, ev.comment, "only a heartbeat expected, got %+v", ev)
+	case <-time.After(2 * time.Second):
+		t.Fatal("no heartbeat")
+	}
+	stop()
+
+	// Resuming after the first event sends only what followed.
+	ch = openStream(t, ctx, ts.URL+"/v1/orders/"+ref+"/events", c.auth.bearer, created.id)
+	again := nextEvent(t, ch, 5*time.Second)
+	require.Equal(t, "timeline", again.event)
+	require.Equal(t, seen.id, again.id)
+	require.Equal(t, "order", nextEvent(t, ch, 5*time.Second).event)
+}
+
+func TestOrderEventsPollWithoutNotifier(t *testing.T) {
+	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.SSEPoll = 100 * time.Millisecond })
+	c := h.register("poll@example.com")
+	ref := h.order(c)
+	ts := httptest.NewServer(h.h)
+	defer ts.Close()
+	defer h.srv.CloseStreams()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	ch := openStream(t, ctx, ts.URL+"/v1/orders/"+ref+"/events?after=0", c.auth.bearer, "")
+	require.Equal(t, "timeline", nextEvent(t, ch, 5*time.Second).event)
+	require.Equal(t, "order", nextEvent(t, ch, 5*time.Second).event)
+	_, err := h.db.Exec(`INSERT INTO timeline_events (ref, idem_key, kind, message) VALUES ($1, 'claim', 'payment_claimed', 'Vous avez signalé un paiement.')`, ref)
+	require.NoError(t, err)
+	ev := nextEvent(t, ch, 3*time.Second)
+	require.Contains(t, ev.data, "payment_claimed")
+
+	r := h.do("GET", "/v1/orders/"+ref+"/events?after=-1", nil, c.auth)
+	require.Equal(t, http.StatusBadRequest, r.Code)
+	require.Equal(t, "after", r.errField())
+}

@@ -1,0 +1,264 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// orderView is an order with its amounts also as USD strings.
+type orderView struct {
+	domain.Order
+	LotUSD      string `json:"lot_price_usd"`
+	TotalUSD    string `json:"total_usd"`
+	PaidUSD     string `json:"paid_usd"`
+	RefundedUSD string `json:"refunded_usd"`
+}
+
+func viewOrder(o domain.Order) orderView {
+	return orderView{Order: o, LotUSD: domain.FormatUSD(o.LotCents), TotalUSD: domain.FormatUSD(o.TotalCents),
+		PaidUSD: domain.FormatUSD(o.PaidCents), RefundedUSD: domain.FormatUSD(o.RefundedCents)}
+}
+
+// orderDetail is what the owner sees of an order: the order, its whole
+// timeline, and the access information once the machine is ready.
+type orderDetail struct {
+	Order    orderView              `json:"order"`
+	Timeline []domain.TimelineEvent `json:"timeline"`
+	Access   *domain.Access         `json:"access,omitempty"`
+}
+
+func (s *Server) orderDetail(ctx context.Context, o domain.Order) (orderDetail, error) {
+	tl, err := s.store.Timeline(ctx, o.Ref, 0)
+	if err != nil {
+		return orderDetail{}, err
+	}
+	d := orderDetail{Order: viewOrder(o), Timeline: tl}
+	acc, err := s.store.Access(ctx, o.Ref)
+	switch {
+	case err == nil:
+		if acc.RevokedAt != nil {
+			acc.Password = "" // revoked: the secret is of no use any more
+		}
+		d.Access = &acc
+	case domain.ErrorCode(err) != domain.ECodeNotFound:
+		return orderDetail{}, err
+	}
+	return d, nil
+}
+
+// ownOrder loads the caller's order named in the path, or fails with 404.
+func (s *Server) ownOrder(c *gin.Context) (domain.Order, bool) {
+	o, err := s.store.OrderForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
+	if err != nil {
+		s.fail(c, notFoundAs(err, errOrderNotFound))
+		return domain.Order{}, false
+	}
+	return o, true
+}
+
+// workflowCtx detaches a workflow call from the client's connection (a
+// started update should complete and be answered to the log) and bounds it.
+func (s *Server) workflowCtx(c *gin.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(c.Request.Context()), s.cfg.WorkflowTimeout)
+}
+
+func (s *Server) createOrder(c *gin.Context) {
+	var cfg domain.Configuration
+	if err := s.decodeJSON(c, &cfg, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	q, err := s.price(c.Request.Context(), cfg)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	o, err := s.store.CreateOrder(c.Request.Context(), account(c).ID, q.Quote)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.startRental(c, o)
+	d, err := s.orderDetail(c.Request.Context(), o)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("Location", "/v1/orders/"+o.Ref)
+	c.JSON(http.StatusCreated, d)
+}
+
+// startRental starts the order's workflow and marks it started. A failure
+// is logged only: the order exists and the reconciler starts it later.
+func (s *Server) startRental(c *gin.Context, o domain.Order) {
+	ctx, cancel := s.workflowCtx(c)
+	defer cancel()
+	if err := s.wf.StartRental(ctx, workflows.NewRentalInput(o, s.cfg.Rental)); err != nil {
+		s.log.Warn("rental workflow not started; the reconciler will retry", "ref", o.Ref, "err", err)
+		return
+	}
+	if err := s.store.MarkOrderWorkflowStarted(ctx, o.Ref); err != nil {
+		s.log.Warn("rental workflow started but not marked", "ref", o.Ref, "err", err)
+	}
+}
+
+func (s *Server) listOrders(c *gin.Context) {
+	orders, err := s.store.ListOrders(c.Request.Context(), account(c).ID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	views := make([]orderView, len(orders))
+	for i, o := range orders {
+		views[i] = viewOrder(o)
+	}
+	c.JSON(http.StatusOK, gin.H{"orders": views})
+}
+
+func (s *Server) getOrder(c *gin.Context) {
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	d, err := s.orderDetail(c.Request.Context(), o)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
+// respondOrder answers with the order's fresh detail after a workflow call.
+func (s *Server) respondOrder(c *gin.Context, ref string) {
+	o, err := s.store.GetOrder(c.Request.Context(), ref)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	d, err := s.orderDetail(c.Request.Context(), o)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
+type cancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) cancelOrder(c *gin.Context) {
+	var req cancelRequest
+	if err := s.decodeJSON(c, &req, true); err != nil {
+		s.fail(c, err)
+		return
+	}
+	reason, err := text("reason", req.Reason, 0, 2000, "La raison fait 2000 caractères au plus.")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.workflowCtx(c)
+	defer cancel()
+	if err := s.wf.CancelOrder(ctx, o.Ref, workflows.CancelRequest{By: "customer", Reason: reason}); err != nil {
+		s.fail(c, s.workflowError(ctx, "cancel order", o.Ref, err))
+		return
+	}
+	s.respondOrder(c, o.Ref)
+}
+
+func (s *Server) payFromBalance(c *gin.Context) {
+	var req struct{}
+	if err := s.decodeJSON(c, &req, true); err != nil {
+		s.fail(c, err)
+		return
+	}
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.workflowCtx(c)
+	defer cancel()
+	if err := s.wf.PayFromBalance(ctx, o.Ref); err != nil {
+		s.fail(c, s.workflowError(ctx, "pay from balance", o.Ref, err))
+		return
+	}
+	s.respondOrder(c, o.Ref)
+}
+
+type supportRequestInput struct {
+	Message       string `json:"message"`
+	LaunchCommand string `json:"launch_command"`
+	Versions      string `json:"versions"`
+	FirstError    string `json:"first_error"`
+}
+
+func (in supportRequestInput) validate() (domain.SupportRequest, error) {
+	var (
+		r   domain.SupportRequest
+		err error
+	)
+	if r.Message, err = text("message", in.Message, 1, 10000,
+		"Décrivez le problème (10 000 caractères au plus)."); err != nil {
+		return r, err
+	}
+	if r.LaunchCommand, err = text("launch_command", in.LaunchCommand, 0, 4000,
+		"La commande de lancement fait 4 000 caractères au plus."); err != nil {
+		return r, err
+	}
+	if r.Versions, err = text("versions", in.Versions, 0, 4000,
+		"Les versions font 4 000 caractères au plus."); err != nil {
+		return r, err
+	}
+	if r.FirstError, err = text("first_error", in.FirstError, 0, 20000,
+		"La première erreur fait 20 000 caractères au plus."); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func (s *Server) createSupportRequest(c *gin.Context) {
+	var in supportRequestInput
+	if err := s.decodeJSON(c, &in, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	r, err := in.validate()
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	r.OrderRef, r.AccountID = o.Ref, o.AccountID
+	created, err := s.store.CreateSupportRequest(c.Request.Context(), r)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, created)
+}
+
+func (s *Server) listSupportRequests(c *gin.Context) {
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	reqs, err := s.store.ListSupportRequests(c.Request.Context(), o.Ref, o.AccountID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"support_requests": reqs})
+}

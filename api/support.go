@@ -1,0 +1,362 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// Outcomes written to the audit log.
+const (
+	outcomeDone     = "done"
+	outcomeRejected = "rejected" // the workflow refused (a *domain.Error)
+	outcomeFailed   = "failed"   // the workflow could not be reached
+)
+
+type targetKind int
+
+const (
+	targetOrder targetKind = iota
+	targetTopUp
+)
+
+func reasonOf(r string) (string, error) {
+	return text("reason", r, 3, 2000, "Indiquez la raison de l'action (3 à 2 000 caractères).")
+}
+
+// supportActionError is the body of a refused or failed support action:
+// the usual error, plus the audit record.
+type supportActionError struct {
+	Error  errorDetail          `json:"error"`
+	Action domain.SupportAction `json:"action"`
+}
+
+// runSupportAction checks the target exists, records the action (who, what,
+// why, parameters) BEFORE carrying it out, calls the workflow with the
+// action's ID as idempotency key, then writes the outcome.
+func (s *Server) runSupportAction(c *gin.Context, kind targetKind, action, reason string, params any,
+	run func(ctx context.Context, actionID int64, agent string) error) {
+	ref := c.Param("ref")
+	var err error
+	if kind == targetOrder {
+		_, err = s.store.GetOrder(c.Request.Context(), ref)
+		err = notFoundAs(err, errOrderNotFound)
+	} else {
+		_, err = s.store.GetTopUp(c.Request.Context(), ref)
+		err = notFoundAs(err, errTopUpNotFound)
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	agent := c.GetString(ctxAgent)
+	rec := domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}
+	id, err := s.store.InsertSupportAction(c.Request.Context(), rec)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	rec.ID = id
+
+	ctx, cancel := s.workflowCtx(c)
+	defer cancel()
+	runErr := run(ctx, id, agent)
+	outcome, detail := outcomeDone, "OK"
+	var de *domain.Error
+	switch {
+	case runErr == nil:
+	case errors.As(runErr, &de):
+		outcome, detail = outcomeRejected, de.Code+": "+de.Message
+	default:
+		outcome, detail = outcomeFailed, runErr.Error()
+	}
+	done, err := s.store.CompleteSupportAction(ctx, id, outcome, detail)
+	if err != nil {
+		// The action ran (or not) already: answer its outcome anyway so the
+		// agent does not repeat it under a new ID.
+		s.log.Error("support action outcome not recorded", "id", id, "outcome", outcome, "err", err)
+		now := time.Now()
+		rec.Outcome, rec.Detail, rec.DoneAt, rec.CreatedAt = &outcome, &detail, &now, now
+		done = rec
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "support action",
+		slog.Int64("id", id), slog.String("agent", agent), slog.String("action", action),
+		slog.String("ref", ref), slog.String("outcome", outcome))
+	if runErr != nil {
+		werr := s.workflowError(ctx, action, ref, runErr)
+		var e *domain.Error
+		errors.As(werr, &e)
+		c.AbortWithStatusJSON(statusFor(e.Code), supportActionError{
+			Error:  errorDetail{Code: e.Code, Message: e.Message, Field: e.Field},
+			Action: done,
+		})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"action": done})
+}
+
+type reasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+// decodeReason decodes a body that is only {"reason"} and checks it.
+func (s *Server) decodeReason(c *gin.Context) (string, bool) {
+	var req reasonRequest
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return "", false
+	}
+	reason, err := reasonOf(req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return "", false
+	}
+	return reason, true
+}
+
+type attributeRequest struct {
+	Reason string `json:"reason"`
+	// AmountCents is the USD value attributed; absent or 0 means the full
+	// amount due.
+	AmountCents *int64 `json:"amount_cents"`
+}
+
+func (s *Server) decodeAttribution(c *gin.Context) (attributeRequest, int64, bool) {
+	var req attributeRequest
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return req, 0, false
+	}
+	reason, err := reasonOf(req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return req, 0, false
+	}
+	req.Reason = reason
+	var amount int64
+	if req.AmountCents != nil {
+		amount = *req.AmountCents
+		if amount < 0 || amount > 100_000_000_00 {
+			s.fail(c, domain.FieldError("amount_cents", "Le montant attribué doit être positif (0 : le montant dû)."))
+			return req, 0, false
+		}
+	}
+	return req, amount, true
+}
+
+func (s *Server) supportAttributeOrderPayment(c *gin.Context) {
+	req, amount, ok := s.decodeAttribution(c)
+	if !ok {
+		return
+	}
+	s.runSupportAction(c, targetOrder, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.AttributeOrderPayment(ctx, c.Param("ref"),
+				workflows.Attribution{ActionID: id, Agent: agent, AmountCents: amount, Reason: req.Reason})
+		})
+}
+
+func (s *Server) supportAttributeTopUpPayment(c *gin.Context) {
+	req, amount, ok := s.decodeAttribution(c)
+	if !ok {
+		return
+	}
+	s.runSupportAction(c, targetTopUp, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.AttributeTopUpPayment(ctx, c.Param("ref"),
+				workflows.Attribution{ActionID: id, Agent: agent, AmountCents: amount, Reason: req.Reason})
+		})
+}
+
+// Extension bounds, in days.
+const (
+	minExtendDays = 1
+	maxExtendDays = 30
+)
+
+func (s *Server) supportExtend(c *gin.Context) {
+	var req struct {
+		Reason string `json:"reason"`
+		Days   int    `json:"days"`
+	}
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	reason, err := reasonOf(req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.Days < minExtendDays || req.Days > maxExtendDays {
+		s.fail(c, domain.FieldError("days", "La prolongation est de 1 à 30 jours entiers."))
+		return
+	}
+	s.runSupportAction(c, targetOrder, domain.ActionExtend, reason, map[string]any{"days": req.Days},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.Extend(ctx, c.Param("ref"),
+				workflows.Extension{ActionID: id, Agent: agent, Days: req.Days, Reason: reason})
+		})
+}
+
+func (s *Server) supportEndEarly(c *gin.Context) {
+	reason, ok := s.decodeReason(c)
+	if !ok {
+		return
+	}
+	s.runSupportAction(c, targetOrder, domain.ActionEndEarly, reason, map[string]any{},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.EndEarly(ctx, c.Param("ref"), workflows.SupportAction{ActionID: id, Agent: agent, Reason: reason})
+		})
+}
+
+func (s *Server) supportRetryProvisioning(c *gin.Context) {
+	reason, ok := s.decodeReason(c)
+	if !ok {
+		return
+	}
+	s.runSupportAction(c, targetOrder, domain.ActionRetryProvisioning, reason, map[string]any{},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.RetryProvisioning(ctx, c.Param("ref"), workflows.SupportAction{ActionID: id, Agent: agent, Reason: reason})
+		})
+}
+
+func (s *Server) supportCancelOrder(c *gin.Context) {
+	reason, ok := s.decodeReason(c)
+	if !ok {
+		return
+	}
+	s.runSupportAction(c, targetOrder, domain.ActionCancel, reason, map[string]any{},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.CancelOrder(ctx, c.Param("ref"),
+				workflows.CancelRequest{By: "support", ActionID: id, Agent: agent, Reason: reason})
+		})
+}
+
+func (s *Server) supportCancelTopUp(c *gin.Context) {
+	reason, ok := s.decodeReason(c)
+	if !ok {
+		return
+	}
+	s.runSupportAction(c, targetTopUp, domain.ActionCancel, reason, map[string]any{},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.CancelTopUp(ctx, c.Param("ref"),
+				workflows.CancelRequest{By: "support", ActionID: id, Agent: agent, Reason: reason})
+		})
+}
+
+func (s *Server) supportRefund(c *gin.Context) {
+	var req struct {
+		Reason      string `json:"reason"`
+		AmountCents int64  `json:"amount_cents"`
+	}
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	reason, err := reasonOf(req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.AmountCents <= 0 {
+		s.fail(c, domain.FieldError("amount_cents", "Indiquez le montant à rembourser sur le solde, en cents (positif)."))
+		return
+	}
+	s.runSupportAction(c, targetOrder, domain.ActionRefund, reason, map[string]any{"amount_cents": req.AmountCents},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.Refund(ctx, c.Param("ref"),
+				workflows.Refund{ActionID: id, Agent: agent, AmountCents: req.AmountCents, Reason: reason})
+		})
+}
+
+// supportOrderDetail is the support view of an order. The access secret is
+// never shown to support; only whether access exists and its description.
+type supportOrderDetail struct {
+	Order           orderView               `json:"order"`
+	Customer        domain.Account          `json:"customer"`
+	Timeline        []domain.TimelineEvent  `json:"timeline"`
+	AccessPresent   bool                    `json:"access_present"`
+	Access          *domain.Access          `json:"access,omitempty"`
+	SupportActions  []domain.SupportAction  `json:"support_actions"`
+	SupportRequests []domain.SupportRequest `json:"support_requests"`
+}
+
+func (s *Server) supportGetOrder(c *gin.Context) {
+	ctx := c.Request.Context()
+	o, err := s.store.GetOrder(ctx, c.Param("ref"))
+	if err != nil {
+		s.fail(c, notFoundAs(err, errOrderNotFound))
+		return
+	}
+	d := supportOrderDetail{Order: viewOrder(o)}
+	if d.Customer, err = s.store.Account(ctx, o.AccountID); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d.Timeline, err = s.store.Timeline(ctx, o.Ref, 0); err != nil {
+		s.fail(c, err)
+		return
+	}
+	acc, err := s.store.Access(ctx, o.Ref)
+	switch {
+	case err == nil:
+		acc.Password = ""
+		d.AccessPresent, d.Access = true, &acc
+	case domain.ErrorCode(err) != domain.ECodeNotFound:
+		s.fail(c, err)
+		return
+	}
+	if d.SupportActions, err = s.store.ListSupportActions(ctx, o.Ref); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d.SupportRequests, err = s.store.ListSupportRequests(ctx, o.Ref, 0); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}
+
+type supportTopUpDetail struct {
+	TopUp          topUpView              `json:"topup"`
+	Customer       domain.Account         `json:"customer"`
+	Timeline       []domain.TimelineEvent `json:"timeline"`
+	SupportActions []domain.SupportAction `json:"support_actions"`
+}
+
+func (s *Server) supportGetTopUp(c *gin.Context) {
+	ctx := c.Request.Context()
+	t, err := s.store.GetTopUp(ctx, c.Param("ref"))
+	if err != nil {
+		s.fail(c, notFoundAs(err, errTopUpNotFound))
+		return
+	}
+	d := supportTopUpDetail{TopUp: viewTopUp(t)}
+	if d.Customer, err = s.store.Account(ctx, t.AccountID); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d.Timeline, err = s.store.Timeline(ctx, t.Ref, 0); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d.SupportActions, err = s.store.ListSupportActions(ctx, t.Ref); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
+}

@@ -1,0 +1,272 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+const orderColumnList = `ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus, duration_days,
+	preset, lot_cents, total_cents, status, payment_method, paid_cents, refunded_cents, paid_at,
+	period_start, period_end, ended_at, workflow_id, workflow_started_at, created_at, updated_at`
+
+// unstartedLimit bounds one reconciler pass.
+const unstartedLimit = 500
+
+// refAttempts is how many fresh references an insert tries before giving up
+// (a collision among 2^50 references is already unlikely).
+const refAttempts = 3
+
+// CreateOrder inserts an order for a priced configuration, awaiting payment,
+// with its "created" timeline event, in one transaction. The reference is
+// new and the workflow ID derived from it.
+func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) (domain.Order, error) {
+	data, err := json.Marshal(map[string]any{
+		"gpu_model": q.Model, "lots": q.Lots, "total_gpus": q.TotalGPUs,
+		"duration_days": q.DurationDays, "preset": q.Preset, "total_cents": q.TotalCents,
+	})
+	if err != nil {
+		return domain.Order{}, fmt.Errorf("create order: %w", err)
+	}
+	for attempt := 1; ; attempt++ {
+		ref := domain.NewRef(domain.OrderRefPrefix)
+		var o domain.Order
+		err := db.inTx(ctx, func(tx *sqlx.Tx) error {
+			if err := tx.GetContext(ctx, &o, `
+				INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
+					duration_days, preset, lot_cents, total_cents, status, workflow_id)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+				RETURNING `+orderColumnList,
+				ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
+				q.Preset, q.LotCents, q.TotalCents, domain.StatusAwaitingPayment,
+				workflows.RentalWorkflowID(ref)); err != nil {
+				return err
+			}
+			msg := fmt.Sprintf("Commande enregistrée : %d lot(s), %d GPU, %d jours, total %s USD. En attente du règlement.",
+				q.Lots, q.TotalGPUs, q.DurationDays, domain.FormatUSD(q.TotalCents))
+			return insertCreatedEvent(ctx, tx, ref, msg, data)
+		})
+		if isUniqueViolation(err) && attempt < refAttempts {
+			continue
+		}
+		if err != nil {
+			return domain.Order{}, fmt.Errorf("create order: %w", err)
+		}
+		return o, nil
+	}
+}
+
+func insertCreatedEvent(ctx context.Context, tx *sqlx.Tx, ref, message string, data []byte) error {
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO timeline_events (ref, idem_key, kind, message, data)
+		VALUES ($1, 'created', $2, $3, $4)`, ref, domain.EventCreated, message, data)
+	if err != nil {
+		return fmt.Errorf("created event: %w", err)
+	}
+	return nil
+}
+
+// ListOrders returns an account's orders, newest first.
+func (db *DB) ListOrders(ctx context.Context, accountID int64) ([]domain.Order, error) {
+	orders := []domain.Order{}
+	if err := db.SelectContext(ctx, &orders, `SELECT `+orderColumnList+` FROM orders
+		WHERE account_id = $1 ORDER BY created_at DESC, ref`, accountID); err != nil {
+		return nil, fmt.Errorf("list orders: %w", err)
+	}
+	return orders, nil
+}
+
+// GetOrder returns an order by reference, or ErrNotFound.
+func (db *DB) GetOrder(ctx context.Context, ref string) (domain.Order, error) {
+	var o domain.Order
+	if err := db.GetContext(ctx, &o, `SELECT `+orderColumnList+` FROM orders WHERE ref = $1`, ref); err != nil {
+		return domain.Order{}, fmt.Errorf("order %s: %w", ref, notFound(err))
+	}
+	return o, nil
+}
+
+// OrderForAccount returns the order if accountID owns it; ErrNotFound
+// otherwise, so another customer's reference looks like an absent one.
+func (db *DB) OrderForAccount(ctx context.Context, ref string, accountID int64) (domain.Order, error) {
+	var o domain.Order
+	if err := db.GetContext(ctx, &o, `SELECT `+orderColumnList+` FROM orders
+		WHERE ref = $1 AND account_id = $2`, ref, accountID); err != nil {
+		return domain.Order{}, fmt.Errorf("order %s: %w", ref, notFound(err))
+	}
+	return o, nil
+}
+
+// MarkOrderWorkflowStarted records that the order's workflow was started.
+// The first time is kept.
+func (db *DB) MarkOrderWorkflowStarted(ctx context.Context, ref string) error {
+	res, err := db.ExecContext(ctx, `UPDATE orders
+		SET workflow_started_at = COALESCE(workflow_started_at, now())
+		WHERE ref = $1`, ref)
+	if err != nil {
+		return fmt.Errorf("mark order %s started: %w", ref, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("mark order %s started: %w", ref, domainNotFound)
+	}
+	return nil
+}
+
+// UnstartedOrders returns orders created more than olderThan ago whose
+// workflow was never marked started, oldest first (at most 500 per call),
+// for the reconciler.
+func (db *DB) UnstartedOrders(ctx context.Context, olderThan time.Duration) ([]domain.Order, error) {
+	orders := []domain.Order{}
+	if err := db.SelectContext(ctx, &orders, `SELECT `+orderColumnList+` FROM orders
+		WHERE workflow_started_at IS NULL AND created_at < now() - make_interval(secs => $1)
+		ORDER BY created_at LIMIT $2`, olderThan.Seconds(), unstartedLimit); err != nil {
+		return nil, fmt.Errorf("unstarted orders: %w", err)
+	}
+	return orders, nil
+}
+
+type timelineReadRow struct {
+	ID      int64     `db:"id"`
+	Ref     string    `db:"ref"`
+	Kind    string    `db:"kind"`
+	Message string    `db:"message"`
+	Data    []byte    `db:"data"`
+	At      time.Time `db:"at"`
+}
+
+// Timeline returns the timeline events of an order or top-up with an ID
+// greater than afterID (0 for all), in order.
+func (db *DB) Timeline(ctx context.Context, ref string, afterID int64) ([]domain.TimelineEvent, error) {
+	var rows []timelineReadRow
+	if err := db.SelectContext(ctx, &rows, `SELECT id, ref, kind, message, data, at
+		FROM timeline_events WHERE ref = $1 AND id > $2 ORDER BY id`, ref, afterID); err != nil {
+		return nil, fmt.Errorf("timeline %s: %w", ref, err)
+	}
+	events := make([]domain.TimelineEvent, len(rows))
+	for i, r := range rows {
+		events[i] = domain.TimelineEvent{ID: r.ID, Ref: r.Ref, Kind: r.Kind, Message: r.Message, At: r.At}
+		if len(r.Data) > 0 {
+			events[i].Data = json.RawMessage(r.Data)
+		}
+	}
+	return events, nil
+}
+
+// Access returns the access information of an order, or ErrNotFound while
+// there is none (the machine is not ready).
+func (db *DB) Access(ctx context.Context, ref string) (domain.Access, error) {
+	var a domain.Access
+	if err := db.GetContext(ctx, &a, `SELECT host, port, username, password, gpu_model_seen,
+		gpu_count_seen, driver_version, cuda_version, notes, created_at, revoked_at
+		FROM order_access WHERE order_ref = $1`, ref); err != nil {
+		return domain.Access{}, fmt.Errorf("access %s: %w", ref, notFound(err))
+	}
+	return a, nil
+}
+
+// TimelineChannel is the PostgreSQL NOTIFY channel a trigger signals with the
+// reference of every new timeline event.
+const TimelineChannel = "timeline"
+
+// TimelineListener follows the 'timeline' notifications on one connection
+// and wakes the subscribers of the notified reference. One per API process;
+// subscribers must still poll now and then, since a notification can be
+// lost while the connection is re-established (they are all woken then).
+type TimelineListener struct {
+	url    string
+	logger *slog.Logger
+
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{}
+}
+
+// NewTimelineListener returns a listener on db's server. Call Run.
+func (db *DB) NewTimelineListener(logger *slog.Logger) *TimelineListener {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &TimelineListener{url: db.URL, logger: logger, subs: map[string]map[chan struct{}]struct{}{}}
+}
+
+// Run listens until ctx ends. It returns an error only when the channel
+// cannot be listened to at all.
+func (t *TimelineListener) Run(ctx context.Context) error {
+	l := pq.NewListener(t.url, time.Second, 30*time.Second, func(ev pq.ListenerEventType, err error) {
+		if err != nil {
+			t.logger.Warn("timeline listener", "event", ev, "err", err)
+		}
+	})
+	defer func() { _ = l.Close() }()
+	if err := l.Listen(TimelineChannel); err != nil {
+		return fmt.Errorf("listen %s: %w", TimelineChannel, err)
+	}
+	ping := time.NewTicker(90 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case n := <-l.Notify:
+			if n == nil { // reconnected: notifications may have been lost
+				t.wakeAll()
+				continue
+			}
+			t.wake(n.Extra)
+		case <-ping.C:
+			go func() { _ = l.Ping() }()
+		}
+	}
+}
+
+// Subscribe returns a channel that receives (coalesced) wake-ups when a
+// timeline event is added for ref, and a function to unsubscribe.
+func (t *TimelineListener) Subscribe(ref string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	t.mu.Lock()
+	if t.subs[ref] == nil {
+		t.subs[ref] = map[chan struct{}]struct{}{}
+	}
+	t.subs[ref][ch] = struct{}{}
+	t.mu.Unlock()
+	return ch, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.subs[ref], ch)
+		if len(t.subs[ref]) == 0 {
+			delete(t.subs, ref)
+		}
+	}
+}
+
+func (t *TimelineListener) wake(ref string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for ch := range t.subs[ref] {
+		wakeChan(ch)
+	}
+}
+
+func (t *TimelineListener) wakeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, set := range t.subs {
+		for ch := range set {
+			wakeChan(ch)
+		}
+	}
+}
+
+func wakeChan(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

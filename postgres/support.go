@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lib/pq"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Support action outcomes.
+const (
+	OutcomeDone     = "done"
+	OutcomeRejected = "rejected"
+	OutcomeFailed   = "failed"
+)
+
+const supportActionColumnList = `id, agent, action, target_ref, reason, params, outcome, detail, created_at, done_at`
+
+const supportRequestColumnList = `id, order_ref, account_id, message, launch_command, versions, first_error, status, created_at`
+
+// InsertSupportAction records a support agent's action before it is carried
+// out, and returns its ID (the idempotency key handed to the workflow).
+func (db *DB) InsertSupportAction(ctx context.Context, a domain.SupportAction) (int64, error) {
+	params := []byte(a.Params)
+	if len(params) == 0 {
+		params = []byte("{}")
+	}
+	var id int64
+	if err := db.GetContext(ctx, &id, `
+		INSERT INTO support_actions (agent, action, target_ref, reason, params)
+		VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		a.Agent, a.Action, a.TargetRef, a.Reason, string(params)); err != nil {
+		return 0, fmt.Errorf("insert support action: %w", err)
+	}
+	return id, nil
+}
+
+// CompleteSupportAction writes the outcome (done, rejected or failed) and its
+// detail, once: a trigger refuses any other change, and a second outcome is
+// a conflict.
+func (db *DB) CompleteSupportAction(ctx context.Context, id int64, outcome, detail string) (domain.SupportAction, error) {
+	var a domain.SupportAction
+	err := db.GetContext(ctx, &a, `
+		UPDATE support_actions SET outcome = $2, detail = $3, done_at = now()
+		WHERE id = $1 RETURNING `+supportActionColumnList, id, outcome, detail)
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "P0001" { // raised by support_actions_guard
+		return domain.SupportAction{}, domain.Errorf(domain.ECodeConflict, "Le résultat de cette action est déjà enregistré.")
+	}
+	if err != nil {
+		return domain.SupportAction{}, fmt.Errorf("complete support action %d: %w", id, notFound(err))
+	}
+	return a, nil
+}
+
+// SupportAction returns one support action.
+func (db *DB) SupportAction(ctx context.Context, id int64) (domain.SupportAction, error) {
+	var a domain.SupportAction
+	if err := db.GetContext(ctx, &a, `SELECT `+supportActionColumnList+` FROM support_actions WHERE id = $1`, id); err != nil {
+		return domain.SupportAction{}, fmt.Errorf("support action %d: %w", id, notFound(err))
+	}
+	return a, nil
+}
+
+// ListSupportActions returns the support actions on an order or top-up, oldest first.
+func (db *DB) ListSupportActions(ctx context.Context, targetRef string) ([]domain.SupportAction, error) {
+	actions := []domain.SupportAction{}
+	if err := db.SelectContext(ctx, &actions, `SELECT `+supportActionColumnList+` FROM support_actions
+		WHERE target_ref = $1 ORDER BY id`, targetRef); err != nil {
+		return nil, fmt.Errorf("list support actions: %w", err)
+	}
+	return actions, nil
+}
+
+// CreateSupportRequest records a customer's request for help on an order.
+// Ownership of the order is the caller's check.
+func (db *DB) CreateSupportRequest(ctx context.Context, r domain.SupportRequest) (domain.SupportRequest, error) {
+	var out domain.SupportRequest
+	if err := db.GetContext(ctx, &out, `
+		INSERT INTO support_requests (order_ref, account_id, message, launch_command, versions, first_error)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+supportRequestColumnList,
+		r.OrderRef, r.AccountID, r.Message, r.LaunchCommand, r.Versions, r.FirstError); err != nil {
+		return domain.SupportRequest{}, fmt.Errorf("create support request: %w", err)
+	}
+	return out, nil
+}
+
+// ListSupportRequests returns the support requests on an order, oldest
+// first: those of accountID, or all of them when accountID is 0 (support).
+func (db *DB) ListSupportRequests(ctx context.Context, orderRef string, accountID int64) ([]domain.SupportRequest, error) {
+	reqs := []domain.SupportRequest{}
+	if err := db.SelectContext(ctx, &reqs, `SELECT `+supportRequestColumnList+` FROM support_requests
+		WHERE order_ref = $1 AND ($2::bigint = 0 OR account_id = $2) ORDER BY id`, orderRef, accountID); err != nil {
+		return nil, fmt.Errorf("list support requests: %w", err)
+	}
+	return reqs, nil
+}
