@@ -41,11 +41,28 @@ type Provisioner interface {
 	Release(ctx context.Context, orderRef string) error
 }
 
+// IntentCreator creates payment requests (package payments).
+type IntentCreator interface {
+	CreateIntent(ctx context.Context, in CreateIntentInput) (domain.Intent, error)
+}
+
+// CreateIntentInput asks for a payment request for what is still due.
+type CreateIntentInput struct {
+	TargetKind string // "order" or "topup"
+	TargetRef  string
+	AccountID  int64
+	Asset      string
+	Network    string
+	USDCents   int64
+	RequestKey string // derived in the workflow: a retry finds the same request
+}
+
 // Activities holds the activities' dependencies. Register a *Activities with
 // the worker; workflows call its methods by reference.
 type Activities struct {
 	Store       Store
 	Provisioner Provisioner
+	Payments    IntentCreator
 	Logger      *slog.Logger
 }
 
@@ -223,4 +240,16 @@ func (a *Activities) RevokeAccess(ctx context.Context, orderRef string) error {
 // ReleaseCapacity wipes and releases the machine.
 func (a *Activities) ReleaseCapacity(ctx context.Context, orderRef string) error {
 	return a.Provisioner.Release(ctx, orderRef)
+}
+
+// CreatePaymentIntent creates a payment request; refusals (method not
+// offered, no fresh rate, a request still valid) come back as non-retryable
+// errors carrying their code and French message.
+func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInput) (domain.Intent, error) {
+	if a.Payments == nil {
+		return domain.Intent{}, temporal.NewNonRetryableApplicationError(
+			"Le paiement en crypto n'est pas configuré sur ce serveur.", domain.ECodeMethodUnavailable, nil)
+	}
+	it, err := a.Payments.CreateIntent(ctx, in)
+	return it, domainToApplication(err)
 }

@@ -23,13 +23,14 @@ func statusFor(code string) int {
 		return http.StatusForbidden
 	case domain.ECodeNotFound:
 		return http.StatusNotFound
-	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity:
+	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity,
+		domain.ECodeMethodUnavailable, domain.ECodeIntentActive:
 		return http.StatusConflict
 	case domain.ECodeTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case domain.ECodeTooMany:
 		return http.StatusTooManyRequests
-	case domain.ECodeUnavailable:
+	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/workflows"
@@ -117,6 +118,14 @@ func (f *fakeWorkflows) RetryProvisioning(_ context.Context, ref string, a workf
 }
 func (f *fakeWorkflows) Refund(_ context.Context, ref string, r workflows.Refund) error {
 	return f.record("Refund", ref, r)
+}
+
+func (f *fakeWorkflows) CreateOrderIntent(_ context.Context, ref string, req workflows.IntentRequest) (domain.Intent, error) {
+	return domain.Intent{}, f.record("CreateOrderIntent", ref, req)
+}
+
+func (f *fakeWorkflows) CreateTopUpIntent(_ context.Context, ref string, req workflows.IntentRequest) (domain.Intent, error) {
+	return domain.Intent{}, f.record("CreateTopUpIntent", ref, req)
 }
 
 var _ api.Workflows = (*fakeWorkflows)(nil)

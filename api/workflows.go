@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -25,4 +26,8 @@ type Workflows interface {
 	EndEarly(ctx context.Context, orderRef string, a workflows.SupportAction) error
 	RetryProvisioning(ctx context.Context, orderRef string, a workflows.SupportAction) error
 	Refund(ctx context.Context, orderRef string, r workflows.Refund) error
+	// CreateOrderIntent / CreateTopUpIntent run create-payment-intent and
+	// return the payment request.
+	CreateOrderIntent(ctx context.Context, orderRef string, req workflows.IntentRequest) (domain.Intent, error)
+	CreateTopUpIntent(ctx context.Context, topUpRef string, req workflows.IntentRequest) (domain.Intent, error)
 }

@@ -24,6 +24,10 @@ const (
 	ECodeTooLarge     = "body_too_large"       // request body over the limit (413)
 	ECodeUnavailable  = "unavailable"          // a dependency (Temporal, DB) is down (503)
 	ECodeInternal     = "internal"             // bug or unexpected failure (500)
+
+	ECodeMethodUnavailable = "method_unavailable"     // payment method not offered now (409)
+	ECodeRateUnavailable   = "rate_unavailable"       // no fresh rate for the asset (503)
+	ECodeIntentActive      = "payment_request_active" // a payment request is still valid (409)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

@@ -122,7 +122,25 @@ func (c *Client) Refund(ctx context.Context, orderRef string, r workflows.Refund
 	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateRefund, r)
 }
 
+// CreateOrderIntent runs create-payment-intent on a rental.
+func (c *Client) CreateOrderIntent(ctx context.Context, orderRef string, req workflows.IntentRequest) (domain.Intent, error) {
+	var it domain.Intent
+	err := c.updateResult(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateCreatePaymentIntent, &it, req)
+	return it, err
+}
+
+// CreateTopUpIntent runs create-payment-intent on a top-up.
+func (c *Client) CreateTopUpIntent(ctx context.Context, topUpRef string, req workflows.IntentRequest) (domain.Intent, error) {
+	var it domain.Intent
+	err := c.updateResult(ctx, workflows.TopUpWorkflowID(topUpRef), workflows.UpdateCreatePaymentIntent, &it, req)
+	return it, err
+}
+
 func (c *Client) update(ctx context.Context, workflowID, name string, args ...any) error {
+	return c.updateResult(ctx, workflowID, name, nil, args...)
+}
+
+func (c *Client) updateResult(ctx context.Context, workflowID, name string, result any, args ...any) error {
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   name,
@@ -130,7 +148,7 @@ func (c *Client) update(ctx context.Context, workflowID, name string, args ...an
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
-		err = h.Get(ctx, nil)
+		err = h.Get(ctx, result)
 	}
 	if err != nil {
 		return toDomain(fmt.Errorf("%s on %s: %w", name, workflowID, err))
@@ -142,7 +160,7 @@ func (c *Client) update(ctx context.Context, workflowID, name string, args ...an
 // treated as an outage, never shown raw to a customer.
 var passThrough = []string{
 	domain.ECodeInvalid, domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeNotFound,
-	domain.ECodeNoCapacity,
+	domain.ECodeNoCapacity, domain.ECodeMethodUnavailable, domain.ECodeRateUnavailable, domain.ECodeIntentActive,
 }
 
 // toDomain maps a Temporal error to a domain error.

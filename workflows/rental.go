@@ -49,6 +49,7 @@ type rental struct {
 	end         time.Time
 	endNow      bool
 	signalsBusy int // payment signals being processed
+	intents     int // payment requests asked for, part of their keys
 }
 
 func newRental(ctx workflow.Context, in RentalInput) *rental {
@@ -101,6 +102,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 		{UpdateEndEarly, r.endEarly, r.validateEndEarly},
 		{UpdateRetryProvisioning, r.retryProvisioning, r.validateRetry},
 		{UpdateRefund, r.refund, r.validateRefund},
+		{UpdateCreatePaymentIntent, r.createPaymentIntent, r.validateCreateIntent},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,

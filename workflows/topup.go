@@ -34,6 +34,7 @@ type topUp struct {
 	due         bool // received covers the amount: credit it
 	done        bool // cancelled or expired
 	signalsBusy int
+	intents     int // payment requests asked for, part of their keys
 }
 
 func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
@@ -71,6 +72,10 @@ func (t *topUp) setup(ctx workflow.Context) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, t.cancel,
 		workflow.UpdateHandlerOptions{Validator: t.validateCancel}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCreatePaymentIntent, t.createPaymentIntent,
+		workflow.UpdateHandlerOptions{Validator: t.validateCreateIntent}); err != nil {
 		return err
 	}
 	workflow.Go(ctx, t.listenPayments)

@@ -1,0 +1,107 @@
+package domain
+
+import (
+	"math/big"
+	"time"
+)
+
+// Method is a payment method: an asset on one network. A transfer on another
+// network is not equivalent, so the pair is always carried together.
+type Method struct {
+	Asset    string `json:"asset"`
+	Network  string `json:"network"`
+	Decimals int32  `json:"decimals"` // base units per whole unit = 10^Decimals
+	// Token says the asset is a token contract on the network (ERC-20, TRC-20).
+	Token bool `json:"token"`
+}
+
+// Networks.
+const (
+	NetworkBitcoin  = "bitcoin"
+	NetworkEthereum = "ethereum"
+	NetworkTron     = "tron"
+	NetworkSolana   = "solana"
+	NetworkLitecoin = "litecoin"
+)
+
+// Methods are exactly the eight methods the shop offers.
+var Methods = []Method{
+	{Asset: "BTC", Network: NetworkBitcoin, Decimals: 8},
+	{Asset: "ETH", Network: NetworkEthereum, Decimals: 18},
+	{Asset: "USDT", Network: NetworkEthereum, Decimals: 6, Token: true},
+	{Asset: "USDC", Network: NetworkEthereum, Decimals: 6, Token: true},
+	{Asset: "TRX", Network: NetworkTron, Decimals: 6},
+	{Asset: "USDT", Network: NetworkTron, Decimals: 6, Token: true},
+	{Asset: "SOL", Network: NetworkSolana, Decimals: 9},
+	{Asset: "LTC", Network: NetworkLitecoin, Decimals: 8},
+}
+
+// LookupMethod returns the method for an asset on a network.
+func LookupMethod(asset, network string) (Method, bool) {
+	for _, m := range Methods {
+		if m.Asset == asset && m.Network == network {
+			return m, true
+		}
+	}
+	return Method{}, false
+}
+
+// Intent is a payment request: pay exactly AmountBase of Asset on Network to
+// Address before Deadline.
+type Intent struct {
+	ID              string      `json:"id" db:"id"`
+	TargetKind      string      `json:"target_kind" db:"target_kind"` // "order" or "topup"
+	TargetRef       string      `json:"target_reference" db:"target_ref"`
+	AccountID       int64       `json:"-" db:"account_id"`
+	Asset           string      `json:"asset" db:"asset"`
+	Network         string      `json:"network" db:"network"`
+	Decimals        int32       `json:"decimals" db:"decimals"`
+	AmountBase      BigInt      `json:"amount_base_units" db:"amount_base"`
+	Amount          string      `json:"amount" db:"-"` // AmountBase in whole units, exact
+	USDCents        int64       `json:"usd_cents" db:"usd_cents"`
+	Rate            string      `json:"rate_usd_per_unit" db:"rate"`
+	RateSource      string      `json:"rate_source" db:"rate_source"`
+	RateAt          time.Time   `json:"rate_at" db:"rate_at"`
+	Address         string      `json:"address" db:"address"`
+	DerivationIndex *int64      `json:"-" db:"derivation_index"`
+	ReferenceKey    *string     `json:"reference_key,omitempty" db:"reference_key"`
+	TokenContract   *string     `json:"token_contract,omitempty" db:"token_contract"`
+	PaymentURI      string      `json:"payment_uri" db:"payment_uri"`
+	Deadline        time.Time   `json:"deadline" db:"deadline"`
+	WatchUntil      time.Time   `json:"-" db:"watch_until"`
+	Status          string      `json:"status" db:"status"`
+	CreatedAt       time.Time   `json:"created_at" db:"created_at"`
+	Claims          []time.Time `json:"claims,omitempty" db:"-"`
+}
+
+// Expired reports whether the request's deadline has passed at now.
+func (i Intent) Expired(now time.Time) bool { return !now.Before(i.Deadline) }
+
+// Intent statuses.
+const (
+	IntentOpen       = "open"
+	IntentSuperseded = "superseded"
+)
+
+// Event kinds of crypto payments.
+const (
+	EventPaymentRequested = "payment_requested"
+)
+
+// FormatUnits renders base units as an exact decimal amount of whole units
+// ("0.00012345").
+func FormatUnits(base *big.Int, decimals int32) string {
+	s := new(big.Int).Abs(base).String()
+	sign := ""
+	if base.Sign() < 0 {
+		sign = "-"
+	}
+	if decimals == 0 {
+		return sign + s
+	}
+	for len(s) <= int(decimals) {
+		s = "0" + s
+	}
+	whole, frac := s[:len(s)-int(decimals)], s[len(s)-int(decimals):]
+	return sign + whole + "." + frac
+}
