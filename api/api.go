@@ -164,6 +164,7 @@ type Store interface {
 	TopUpStore
 	BalanceStore
 	SupportStore
+	PaymentStore
 }
 
 // TimelineNotifier wakes an order's live stream when its timeline grows
@@ -182,7 +183,9 @@ type Deps struct {
 	Store     Store
 	Workflows Workflows
 	Timeline  TimelineNotifier
-	Logger    *slog.Logger
+	// Methods lists the payment methods offered now (optional: none without).
+	Methods MethodLister
+	Logger  *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -191,6 +194,7 @@ type Server struct {
 	store    Store
 	wf       Workflows
 	notifier TimelineNotifier
+	methods  MethodLister
 	log      *slog.Logger
 	engine   *gin.Engine
 
@@ -222,6 +226,7 @@ func New(cfg Config, deps Deps) *Server {
 		store:    deps.Store,
 		wf:       deps.Workflows,
 		notifier: deps.Timeline,
+		methods:  deps.Methods,
 		log:      logger,
 		hashSem:  make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 		closing:  make(chan struct{}),
@@ -267,6 +272,7 @@ func (s *Server) routes() *gin.Engine {
 	v1 := r.Group("/v1")
 	v1.GET("/openapi.yaml", serveOpenAPI)
 	v1.GET("/catalog", s.getCatalog)
+	v1.GET("/payment-methods", s.listMethods)
 	v1.POST("/quote", s.postQuote)
 	v1.POST("/auth/register", s.register)
 	v1.POST("/auth/login", s.login)
@@ -286,6 +292,13 @@ func (s *Server) routes() *gin.Engine {
 	cust.POST("/topups", s.createTopUp)
 	cust.GET("/topups", s.listTopUps)
 	cust.GET("/topups/:ref", s.getTopUp)
+	cust.POST("/orders/:ref/payment-intents", s.createOrderIntent)
+	cust.GET("/orders/:ref/payment-intents", s.listOrderIntents)
+	cust.POST("/topups/:ref/payment-intents", s.createTopUpIntent)
+	cust.GET("/topups/:ref/payment-intents", s.listTopUpIntents)
+	cust.GET("/payment-intents/:id", s.getIntent)
+	cust.POST("/payment-intents/:id/claim", s.claimPaid)
+	cust.GET("/payment-intents/:id/qr.png", s.intentQR)
 
 	sup := v1.Group("/support", s.agentAuth)
 	sup.GET("/orders/:ref", s.supportGetOrder)

@@ -30,6 +30,9 @@ type orderDetail struct {
 	Order    orderView              `json:"order"`
 	Timeline []domain.TimelineEvent `json:"timeline"`
 	Access   *domain.Access         `json:"access,omitempty"`
+	// PaymentIntents are the order's payment requests, newest first, each
+	// with its status; expired ones stay in the history.
+	PaymentIntents []intentView `json:"payment_intents"`
 }
 
 func (s *Server) orderDetail(ctx context.Context, o domain.Order) (orderDetail, error) {
@@ -38,6 +41,9 @@ func (s *Server) orderDetail(ctx context.Context, o domain.Order) (orderDetail, 
 		return orderDetail{}, err
 	}
 	d := orderDetail{Order: viewOrder(o), Timeline: tl}
+	if d.PaymentIntents, err = s.intentViews(ctx, o.Ref); err != nil {
+		return orderDetail{}, err
+	}
 	acc, err := s.store.Access(ctx, o.Ref)
 	switch {
 	case err == nil:

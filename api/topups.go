@@ -21,8 +21,9 @@ func viewTopUp(t domain.TopUp) topUpView {
 }
 
 type topUpDetail struct {
-	TopUp    topUpView              `json:"topup"`
-	Timeline []domain.TimelineEvent `json:"timeline"`
+	TopUp          topUpView              `json:"topup"`
+	Timeline       []domain.TimelineEvent `json:"timeline"`
+	PaymentIntents []intentView           `json:"payment_intents"`
 }
 
 func (s *Server) topUpDetail(ctx context.Context, t domain.TopUp) (topUpDetail, error) {
@@ -30,7 +31,11 @@ func (s *Server) topUpDetail(ctx context.Context, t domain.TopUp) (topUpDetail, 
 	if err != nil {
 		return topUpDetail{}, err
 	}
-	return topUpDetail{TopUp: viewTopUp(t), Timeline: tl}, nil
+	intents, err := s.intentViews(ctx, t.Ref)
+	if err != nil {
+		return topUpDetail{}, err
+	}
+	return topUpDetail{TopUp: viewTopUp(t), Timeline: tl, PaymentIntents: intents}, nil
 }
 
 // createTopUpRequest: the amount is given in cents, one of 10000, 50000,

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	qrcode "github.com/skip2/go-qrcode"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// PaymentStore keeps payment requests and the customers' claims.
+type PaymentStore interface {
+	Intent(ctx context.Context, id string) (domain.Intent, error)
+	IntentsFor(ctx context.Context, targetRef string) ([]domain.Intent, error)
+	ClaimPaid(ctx context.Context, intentID string, accountID int64, now time.Time) error
+}
+
+// MethodLister lists the payment methods that can be used now.
+type MethodLister interface {
+	Enabled() []domain.Method
+}
+
+var errIntentNotFound = domain.Errorf(domain.ECodeNotFound, "Demande de paiement introuvable.")
+
+// intentView is a payment request as shown to its customer, with whether it
+// has expired (a new one can then be asked for; never reuse its address).
+type intentView struct {
+	domain.Intent
+	Expired bool `json:"expired"`
+}
+
+func viewIntent(in domain.Intent, now time.Time) intentView {
+	if in.Amount == "" {
+		in.Amount = domain.FormatUnits(&in.AmountBase.Int, in.Decimals)
+	}
+	return intentView{Intent: in, Expired: in.Expired(now)}
+}
+
+func (s *Server) listMethods(c *gin.Context) {
+	methods := []domain.Method{}
+	if s.methods != nil {
+		methods = append(methods, s.methods.Enabled()...)
+	}
+	c.JSON(http.StatusOK, gin.H{"methods": methods})
+}
+
+type intentRequest struct {
+	Asset   string `json:"asset"`
+	Network string `json:"network"`
+}
+
+func (s *Server) createOrderIntent(c *gin.Context) {
+	var req intentRequest
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.workflowCtx(c)
+	defer cancel()
+	in, err := s.wf.CreateOrderIntent(ctx, o.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
+	if err != nil {
+		s.fail(c, s.workflowError(ctx, "create payment request", o.Ref, err))
+		return
+	}
+	c.Header("Location", "/v1/payment-intents/"+in.ID)
+	c.JSON(http.StatusCreated, gin.H{"payment_intent": viewIntent(in, time.Now())})
+}
+
+func (s *Server) createTopUpIntent(c *gin.Context) {
+	var req intentRequest
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
+	if err != nil {
+		s.fail(c, notFoundAs(err, errTopUpNotFound))
+		return
+	}
+	ctx, cancel := s.workflowCtx(c)
+	defer cancel()
+	in, err := s.wf.CreateTopUpIntent(ctx, t.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
+	if err != nil {
+		s.fail(c, s.workflowError(ctx, "create payment request", t.Ref, err))
+		return
+	}
+	c.Header("Location", "/v1/payment-intents/"+in.ID)
+	c.JSON(http.StatusCreated, gin.H{"payment_intent": viewIntent(in, time.Now())})
+}
+
+// intentViews lists a target's payment requests, newest first.
+func (s *Server) intentViews(ctx context.Context, ref string) ([]intentView, error) {
+	intents, err := s.store.IntentsFor(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]intentView, len(intents))
+	for i, in := range intents {
+		out[i] = viewIntent(in, now)
+	}
+	return out, nil
+}
+
+func (s *Server) listOrderIntents(c *gin.Context) {
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	views, err := s.intentViews(c.Request.Context(), o.Ref)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"payment_intents": views})
+}
+
+func (s *Server) listTopUpIntents(c *gin.Context) {
+	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
+	if err != nil {
+		s.fail(c, notFoundAs(err, errTopUpNotFound))
+		return
+	}
+	views, err := s.intentViews(c.Request.Context(), t.Ref)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"payment_intents": views})
+}
+
+// ownIntent loads the caller's payment request named in the path, or 404.
+func (s *Server) ownIntent(c *gin.Context) (domain.Intent, bool) {
+	in, err := s.store.Intent(c.Request.Context(), c.Param("id"))
+	if err != nil || in.AccountID != account(c).ID {
+		if err == nil {
+			err = domain.ErrNotFound
+		}
+		s.fail(c, notFoundAs(err, errIntentNotFound))
+		return domain.Intent{}, false
+	}
+	return in, true
+}
+
+func (s *Server) getIntent(c *gin.Context) {
+	in, ok := s.ownIntent(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"payment_intent": viewIntent(in, time.Now())})
+}
+
+// claimPaid records "J'ai payé": shown on the tracking, it confirms nothing
+// and asks no transaction hash.
+func (s *Server) claimPaid(c *gin.Context) {
+	var req struct{}
+	if err := s.decodeJSON(c, &req, true); err != nil {
+		s.fail(c, err)
+		return
+	}
+	in, ok := s.ownIntent(c)
+	if !ok {
+		return
+	}
+	if err := s.store.ClaimPaid(c.Request.Context(), in.ID, account(c).ID, time.Now()); err != nil {
+		s.fail(c, notFoundAs(err, errIntentNotFound))
+		return
+	}
+	in, err := s.store.Intent(c.Request.Context(), in.ID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"payment_intent": viewIntent(in, time.Now()),
+		"message": "Signalement enregistré. Il ne confirme pas la réception : le suivi se met à jour dès que le réseau confirme le paiement."})
+}
+
+// intentQR is the payment URI as a QR code (PNG), for wallets.
+func (s *Server) intentQR(c *gin.Context) {
+	in, ok := s.ownIntent(c)
+	if !ok {
+		return
+	}
+	png, err := qrcode.Encode(in.PaymentURI, qrcode.Medium, 320)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "private, max-age=3600")
+	c.Data(http.StatusOK, "image/png", png)
+}
