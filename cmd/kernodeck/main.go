@@ -130,7 +130,11 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 
 // serveAPI runs the HTTP server until ctx ends, then shuts it down gracefully.
 func serveAPI(ctx context.Context, cfg config.Config, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) error {
-	handler, closeStreams, background := newAPIHandler(cfg, db, wf, logger)
+	pay, err := paymentsFromEnv(db, logger)
+	if err != nil {
+		return err
+	}
+	handler, closeStreams, background := newAPIHandler(cfg, db, wf, pay, logger)
 	srv := &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           handler,
@@ -182,9 +186,14 @@ func serveWorker(ctx context.Context, cfg config.Config, db *postgres.DB, tc cli
 	if err := workers.RegisterSearchAttributes(ctx, tc, cfg.TemporalNamespace, logger); err != nil {
 		return err
 	}
+	pay, err := paymentsFromEnv(db, logger)
+	if err != nil {
+		return err
+	}
 	acts := &activities.Activities{
 		Store:       db,
 		Provisioner: &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort},
+		Payments:    pay,
 		Logger:      logger,
 	}
 	w := workers.New(tc, acts)

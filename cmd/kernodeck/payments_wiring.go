@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/hdwallet"
+	"github.com/kernodeck/kernodeck/payments"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/rates"
+)
+
+// paymentsFromEnv reads the payments configuration and builds the service.
+func paymentsFromEnv(db *postgres.DB, logger *slog.Logger) (*payments.Service, error) {
+	cfg, err := config.PaymentsFromEnv(nil)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return newPayments(cfg, db, logger)
+}
+
+// newPayments builds the payment request service from the configuration:
+// the rate source (Kraken's public ticker, or configured static rates),
+// checked for freshness, and the watch-only account of each configured
+// network. A network without its key (or Solana without its address) is
+// simply not offered.
+func newPayments(cfg config.Payments, db *postgres.DB, logger *slog.Logger) (*payments.Service, error) {
+	var src rates.Source
+	switch cfg.RateSource {
+	case "static":
+		s, err := rates.ParseStatic(cfg.StaticRates, nil)
+		if err != nil {
+			return nil, fmt.Errorf("KERNODECK_STATIC_RATES: %w", err)
+		}
+		src = s
+	default:
+		src = &rates.Kraken{BaseURL: cfg.KrakenURL, Client: &http.Client{Timeout: 10 * time.Second}}
+	}
+	svc := &payments.Service{
+		Store:      db,
+		Rates:      rates.Fresh{Source: src, MaxAge: cfg.RateMaxAge},
+		Networks:   map[string]payments.Network{},
+		Deadline:   cfg.Deadline,
+		WatchAfter: cfg.WatchAfter,
+	}
+	for network, xpub := range cfg.AccountKeys {
+		acc, err := hdwallet.ParseAccountKey(hdwallet.Network(cfg.KeyNetworks[network]), xpub)
+		if err != nil {
+			return nil, fmt.Errorf("watch-only key for %s: %w", network, err)
+		}
+		svc.Networks[network] = payments.Network{Deriver: acc, Tokens: cfg.Tokens[network], ChainID: cfg.EthereumChainID}
+	}
+	if cfg.SolanaAddress != "" {
+		svc.Networks["solana"] = payments.Network{ShopAddress: cfg.SolanaAddress}
+	}
+	var enabled []string
+	for _, m := range svc.Enabled() {
+		enabled = append(enabled, m.Asset+"/"+m.Network)
+	}
+	logger.Info("payment methods", "enabled", enabled, "rates", cfg.RateSource)
+	return svc, nil
+}

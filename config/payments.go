@@ -1,0 +1,105 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Payments is the crypto payments' configuration: rates, payment requests,
+// watch-only keys, token contracts, nodes and confirmation policies.
+type Payments struct {
+	RateSource       string                       // KERNODECK_RATES: "kraken" or "static"
+	StaticRates      string                       // KERNODECK_STATIC_RATES: "BTC=65000,ETH=3000,..."
+	KrakenURL        string                       // KERNODECK_KRAKEN_URL
+	RateMaxAge       time.Duration                // KERNODECK_RATE_MAX_AGE
+	Deadline         time.Duration                // KERNODECK_INTENT_DEADLINE
+	WatchAfter       time.Duration                // KERNODECK_INTENT_WATCH_AFTER
+	AccountKeys      map[string]string            // network -> account xpub: KERNODECK_XPUB_<NETWORK>
+	KeyNetworks      map[string]string            // network -> hdwallet network: KERNODECK_<NETWORK>_KEY_NETWORK
+	SolanaAddress    string                       // KERNODECK_SOLANA_ADDRESS
+	EthereumChainID  int64                        // KERNODECK_ETHEREUM_CHAIN_ID
+	Tokens           map[string]map[string]string // network -> asset -> contract
+	NodeURLs         map[string]string            // network -> node endpoint: KERNODECK_<NETWORK>_NODE_URL
+	Confirmations    map[string]int64             // KERNODECK_CONFIRMATIONS: "bitcoin=2,litecoin=6,..."
+	EthereumFinality string                       // KERNODECK_ETHEREUM_FINALITY: "latest" or "finalized"
+	WatcherPoll      time.Duration                // KERNODECK_WATCHER_POLL
+}
+
+// Networks with derived addresses, and all watched networks.
+var (
+	keyNetworks     = []string{"bitcoin", "litecoin", "ethereum", "tron"}
+	watchedNetworks = []string{"bitcoin", "litecoin", "ethereum", "tron", "solana"}
+)
+
+// DefaultConfirmations are the confirmation policies: Bitcoin 2, Litecoin 6,
+// Ethereum 12 (or "finalized"), Tron and Solana follow only solidified /
+// finalized data, which is final at 1.
+var DefaultConfirmations = map[string]int64{"bitcoin": 2, "litecoin": 6, "ethereum": 12, "tron": 1, "solana": 1}
+
+// PaymentsFromEnv reads the payments configuration.
+func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	p := parser{getenv: getenv}
+	c := Payments{
+		RateSource:       p.str("KERNODECK_RATES", "kraken"),
+		StaticRates:      p.str("KERNODECK_STATIC_RATES", ""),
+		KrakenURL:        p.str("KERNODECK_KRAKEN_URL", "https://api.kraken.com"),
+		RateMaxAge:       p.dur("KERNODECK_RATE_MAX_AGE", 5*time.Minute),
+		Deadline:         p.dur("KERNODECK_INTENT_DEADLINE", 60*time.Minute),
+		WatchAfter:       p.dur("KERNODECK_INTENT_WATCH_AFTER", 24*time.Hour),
+		SolanaAddress:    p.str("KERNODECK_SOLANA_ADDRESS", ""),
+		EthereumChainID:  int64(p.int("KERNODECK_ETHEREUM_CHAIN_ID", 1)),
+		EthereumFinality: p.str("KERNODECK_ETHEREUM_FINALITY", "latest"),
+		WatcherPoll:      p.dur("KERNODECK_WATCHER_POLL", 5*time.Second),
+		AccountKeys:      map[string]string{},
+		KeyNetworks:      map[string]string{},
+		NodeURLs:         map[string]string{},
+		Confirmations:    map[string]int64{},
+		Tokens: map[string]map[string]string{
+			// Mainnet contracts by default (Tether and Circle's own).
+			"ethereum": {
+				"USDT": p.str("KERNODECK_USDT_ETHEREUM_CONTRACT", "0xdAC17F958D2ee523a2206206994597C13D831ec7"),
+				"USDC": p.str("KERNODECK_USDC_ETHEREUM_CONTRACT", "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"),
+			},
+			"tron": {"USDT": p.str("KERNODECK_USDT_TRON_CONTRACT", "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t")},
+		},
+	}
+	for _, n := range keyNetworks {
+		up := strings.ToUpper(n)
+		if v := p.str("KERNODECK_XPUB_"+up, ""); v != "" {
+			c.AccountKeys[n] = v
+		}
+		c.KeyNetworks[n] = p.str("KERNODECK_"+up+"_KEY_NETWORK", n)
+	}
+	for _, n := range watchedNetworks {
+		if v := p.str("KERNODECK_"+strings.ToUpper(n)+"_NODE_URL", ""); v != "" {
+			c.NodeURLs[n] = v
+		}
+	}
+	for k, v := range DefaultConfirmations {
+		c.Confirmations[k] = v
+	}
+	for _, kv := range p.list("KERNODECK_CONFIRMATIONS") {
+		k, v, ok := strings.Cut(kv, "=")
+		var n int64
+		if _, err := fmt.Sscan(v, &n); !ok || err != nil || n < 1 {
+			p.fail("KERNODECK_CONFIRMATIONS", fmt.Errorf("want network=count pairs, got %q", kv))
+			break
+		}
+		c.Confirmations[k] = n
+	}
+	if c.RateSource != "kraken" && c.RateSource != "static" {
+		p.fail("KERNODECK_RATES", fmt.Errorf("want kraken or static, got %q", c.RateSource))
+	}
+	if c.EthereumFinality != "latest" && c.EthereumFinality != "finalized" {
+		p.fail("KERNODECK_ETHEREUM_FINALITY", fmt.Errorf("want latest or finalized, got %q", c.EthereumFinality))
+	}
+	if p.err != nil {
+		return Payments{}, p.err
+	}
+	return c, nil
+}
