@@ -214,6 +214,9 @@ func serveWorker(ctx context.Context, cfg config.Config, db *postgres.DB, tc cli
 	return starter.Run(ctx)
 }
 
+// devStaticRates are sample rates for local use only.
+const devStaticRates = "BTC=65000,ETH=3000,USDT=1,USDC=1,TRX=0.25,SOL=150,LTC=90"
+
 // runDev runs the whole service in one process on local defaults.
 func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if os.Getenv("KERNODECK_COOKIE_SECURE") == "" {
@@ -223,6 +226,14 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		const devToken = "dev-support-token-change-me"
 		cfg.SupportTokens = map[string]string{devToken: "dev-agent"}
 		logger.Warn("no KERNODECK_SUPPORT_TOKENS: using a development agent token", "agent", "dev-agent", "token", devToken)
+	}
+	if os.Getenv("KERNODECK_RATES") == "" {
+		// No rate feed on a developer machine: sample rates, said loudly.
+		_ = os.Setenv("KERNODECK_RATES", "static")
+		if os.Getenv("KERNODECK_STATIC_RATES") == "" {
+			_ = os.Setenv("KERNODECK_STATIC_RATES", devStaticRates)
+		}
+		logger.Warn("using sample static rates (set KERNODECK_RATES=kraken for real ones)", "rates", os.Getenv("KERNODECK_STATIC_RATES"))
 	}
 	if err := ensureDatabase(ctx, cfg.DatabaseURL, logger); err != nil {
 		return err
