@@ -1,0 +1,21 @@
+package watchtest
+
+import (
+	"net/http/httptest"
+
+	"github.com/kernodeck/kernodeck/api"
+)
+
+// AgentToken is the support agent token the harness's API accepts.
+const AgentToken = "watchtest-agent-token-0123456789"
+
+// API serves the real HTTP API over the harness (stopped with the test).
+func (e *Env) API() *httptest.Server {
+	tl := e.DB.NewTimelineListener(e.Logger)
+	go func() { _ = tl.Run(e.Ctx) }()
+	a := api.New(api.Config{AgentTokens: map[string]string{AgentToken: "watchtest-agent"}},
+		api.Deps{Store: e.DB, Workflows: e.Workflows, Timeline: tl, Methods: e.Payments, Logger: e.Logger})
+	hs := httptest.NewServer(a.Handler())
+	e.T.Cleanup(hs.Close)
+	return hs
+}

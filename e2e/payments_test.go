@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
+	"github.com/kernodeck/kernodeck/hdwallet"
+	"github.com/kernodeck/kernodeck/payments"
+)
+
+// BIP84's published account key for the "abandon ... about" mnemonic.
+const bip84Zpub = "zpub6rFR7y4Q2AijBEqTUquhVz398htDFrtymD9xYYfG1m4wAcvPhXNfE3EfH1r1ADqtfSdVCToUG868RvUUkgDKf31mGDtKsAYz2oz2AGutZYs"
+
+// A payment request through the API and the real RentalWorkflow: exact
+// instructions, one active request at a time, clear refusals that leave the
+// order readable, and "J'ai payé" recorded without changing any payment state.
+func TestPaymentRequestThroughAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	acc, err := hdwallet.ParseAccountKey(hdwallet.Bitcoin, bip84Zpub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchtest.New(t, watchtest.Options{
+		Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}},
+		Rates:    map[string]string{"BTC": "65000.12"},
+	})
+	e := &env{t: t, db: w.DB, tc: w.Temporal, api: w.API(), logger: w.Logger}
+	dana := register(e, "Dana", "dana@example.com")
+	eve := register(e, "Eve", "eve@example.com")
+
+	m := e.must(http.StatusOK, "GET", "/v1/payment-methods", "", nil)
+	if ms := asList(m["methods"]); len(ms) != 1 || str(ms[0].(map[string]any)["asset"]) != "BTC" {
+		t.Fatalf("methods: %v", m)
+	}
+	created := e.must(http.StatusCreated, "POST", "/v1/orders", dana, map[string]any{
+		"gpu_model": "rtx-a5000", "lots": 1, "duration_days": 3, "preset": "python"})
+	ref := str(created["order"].(map[string]any)["reference"])
+	waitStatus(e, dana, ref, "awaiting_payment")
+
+	// A method that is offered but not configured: clear refusal, order unchanged.
+	_, out := e.call("POST", "/v1/orders/"+ref+"/payment-intents", dana, map[string]any{"asset": "SOL", "network": "solana"})
+	if errBody := out["error"].(map[string]any); str(errBody["code"]) != "method_unavailable" || !strings.Contains(str(errBody["message"]), "commande reste enregistrée") {
+		t.Fatalf("unconfigured method: %v", out)
+	}
+	// USDT on Bitcoin does not exist.
+	st, _ := e.call("POST", "/v1/orders/"+ref+"/payment-intents", dana, map[string]any{"asset": "USDT", "network": "bitcoin"})
+	if st != http.StatusBadRequest {
+		t.Fatalf("USDT/bitcoin: status %d", st)
+	}
+
+	pi := e.must(http.StatusCreated, "POST", "/v1/orders/"+ref+"/payment-intents", dana,
+		map[string]any{"asset": "BTC", "network": "bitcoin"})["payment_intent"].(map[string]any)
+	if str(pi["address"]) != "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu" || str(pi["amount_base_units"]) != "36262" ||
+		str(pi["amount"]) != "0.00036262" || str(pi["usd_cents"]) != "2357" || str(pi["rate_usd_per_unit"]) != "65000.12" {
+		t.Fatalf("payment request: %v", pi)
+	}
+	deadline, err := time.Parse(time.RFC3339Nano, str(pi["deadline"]))
+	if err != nil || deadline.Sub(time.Now()) < 59*time.Minute || deadline.Sub(time.Now()) > 61*time.Minute {
+		t.Fatalf("deadline %v (%v)", pi["deadline"], err)
+	}
+	if str(pi["payment_uri"]) != "bitcoin:bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu?amount=0.00036262" {
+		t.Fatalf("uri: %v", pi["payment_uri"])
+	}
+	id := str(pi["id"])
+
+	// One active request at a time.
+	_, out = e.call("POST", "/v1/orders/"+ref+"/payment-intents", dana, map[string]any{"asset": "BTC", "network": "bitcoin"})
+	if str(out["error"].(map[string]any)["code"]) != "payment_request_active" {
+		t.Fatalf("second request: %v", out)
+	}
+
+	// The QR code is a PNG of the URI, for the owner only.
+	req, _ := http.NewRequest("GET", e.api.URL+"/v1/payment-intents/"+id+"/qr.png", nil)
+	req.Header.Set("Authorization", "Bearer "+dana)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" || !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Fatalf("qr: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	e.must(http.StatusNotFound, "GET", "/v1/payment-intents/"+id, eve, nil)
+	e.must(http.StatusNotFound, "POST", "/v1/payment-intents/"+id+"/claim", eve, nil)
+
+	// "J'ai payé": on the tracking, and nothing else changes.
+	e.must(http.StatusOK, "POST", "/v1/payment-intents/"+id+"/claim", dana, nil)
+	o, tl, _ := order(e, dana, ref)
+	if str(o["status"]) != "awaiting_payment" || str(o["paid_cents"]) != "0" {
+		t.Fatalf("the claim changed the order: %v", o)
+	}
+	if ks := kinds(tl); !slices.Contains(ks, "payment_requested") || !slices.Contains(ks, "payment_claimed") {
+		t.Fatalf("timeline: %v", ks)
+	}
+	out = e.must(http.StatusOK, "GET", "/v1/orders/"+ref, dana, nil)
+	intents := asList(out["payment_intents"])
+	if len(intents) != 1 || len(asList(intents[0].(map[string]any)["claims"])) != 1 {
+		t.Fatalf("intents on the order: %v", intents)
+	}
+	// Operators find the order by asset and network in Temporal.
+	d, err := w.Temporal.DescribeWorkflowExecution(w.Ctx, "rental-"+ref, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := d.WorkflowExecutionInfo.GetSearchAttributes().GetIndexedFields()
+	if !strings.Contains(string(sa["KdAsset"].GetData()), "BTC") || !strings.Contains(string(sa["KdNetwork"].GetData()), "bitcoin") {
+		t.Fatalf("search attributes: %v", sa)
+	}
+}
