@@ -31,8 +31,8 @@ func validateIntentRequest(req IntentRequest) error {
 	return nil
 }
 
-// createIntent runs the activity. Its refusals are non-retryable application
-// errors typed with a domain code, returned as they are to the caller.
+// createIntent runs the activity. Its refusals (non-retryable application
+// errors typed with a domain code) reach the caller as plain refusals.
 func createIntent(ctx workflow.Context, in activities.CreateIntentInput) (domain.Intent, error) {
 	var a *activities.Activities
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -45,8 +45,10 @@ func createIntent(ctx workflow.Context, in activities.CreateIntentInput) (domain
 		},
 	})
 	var it domain.Intent
-	err := workflow.ExecuteActivity(ctx, a.CreatePaymentIntent, in).Get(ctx, &it)
-	return it, err
+	if err := workflow.ExecuteActivity(ctx, a.CreatePaymentIntent, in).Get(ctx, &it); err != nil {
+		return domain.Intent{}, asRefusal(err, "La demande de paiement n'a pas pu être créée. Réessayez dans un instant.")
+	}
+	return it, nil
 }
 
 func (r *rental) validateCreateIntent(req IntentRequest) error {
