@@ -1,0 +1,229 @@
+// Package devnodes starts local development chains for `kernodeck dev`
+// (Litecoin Core in regtest, geth in dev mode) and pays payment requests on
+// them (`kernodeck dev pay`), so a newcomer sees an order paid and
+// provisioned on one machine. Nothing here is used in production.
+package devnodes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Development watch-only account keys, derived from BIP39's public test
+// mnemonic ("abandon ... about"): never for real funds.
+const (
+	LitecoinRegtestXpub = "tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M" // m/84'/1'/0'
+	EthereumXpub        = "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8ddYM3PwnATt" // m/44'/60'/0'
+)
+
+// Default local endpoints of the development nodes.
+const (
+	LitecoinRPCPort = 29443
+	GethHTTPPort    = 28545
+	rpcUser         = "kernodeck"
+	rpcPass         = "kernodeck-dev"
+)
+
+// LitecoinURL and GethURL are the nodes' RPC endpoints.
+var (
+	LitecoinURL = fmt.Sprintf("http://%s:%s@127.0.0.1:%d", rpcUser, rpcPass, LitecoinRPCPort)
+	GethURL     = fmt.Sprintf("http://127.0.0.1:%d", GethHTTPPort)
+)
+
+// Node is a running development node.
+type Node struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Stop terminates the node and waits for it.
+func (n *Node) Stop() {
+	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		<-n.done
+	}
+}
+
+func start(name string, args []string, logPath string) (*Node, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	n := &Node{cmd: cmd, done: make(chan error, 1)}
+	go func() { n.done <- cmd.Wait(); _ = log.Close() }()
+	return n, nil
+}
+
+// StartLitecoin starts Litecoin Core in regtest with a funded wallet.
+func StartLitecoin(ctx context.Context, dir string) (*Node, error) {
+	bin := "/usr/lib/litecoin/litecoind"
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("litecoind not installed (scripts/ensure-tools.sh installs it): %w", err)
+	}
+	data := filepath.Join(dir, "litecoin")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return nil, err
+	}
+	n, err := start(bin, []string{"-regtest", "-datadir=" + data, "-server", "-listen=0", "-rpcbind=127.0.0.1",
+		"-rpcallowip=127.0.0.1", "-rpcport=" + strconv.Itoa(LitecoinRPCPort), "-rpcuser=" + rpcUser,
+		"-rpcpassword=" + rpcPass, "-txindex=1", "-fallbackfee=0.0001"}, filepath.Join(dir, "litecoind.log"))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitRPC(ctx, LitecoinURL, "getblockchaininfo", n); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	// A wallet (created once, loaded after) with mature coins to pay with.
+	if err := rpc(ctx, LitecoinURL, "createwallet", []any{"dev"}, nil); err != nil {
+		_ = rpc(ctx, LitecoinURL, "loadwallet", []any{"dev"}, nil)
+	}
+	var height int64
+	if err := rpc(ctx, LitecoinURL, "getblockcount", nil, &height); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	if height < 101 {
+		if err := mineLitecoin(ctx, 101); err != nil {
+			n.Stop()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+func mineLitecoin(ctx context.Context, blocks int) error {
+	var addr string
+	if err := rpc(ctx, LitecoinURL, "getnewaddress", nil, &addr); err != nil {
+		return err
+	}
+	return rpc(ctx, LitecoinURL, "generatetoaddress", []any{blocks, addr}, nil)
+}
+
+// StartGeth starts geth in dev mode (in memory, one block a second, the
+// funded dev account unlocked).
+func StartGeth(ctx context.Context, dir string) (*Node, error) {
+	bin, err := exec.LookPath("geth")
+	if err != nil {
+		home, _ := os.UserHomeDir()
+		bin = filepath.Join(home, "go", "bin", "geth")
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("geth not installed (scripts/ensure-tools.sh installs it)")
+		}
+	}
+	n, err := start(bin, []string{"--dev", "--dev.period", "1", "--ipcdisable", "--nodiscover", "--maxpeers=0",
+		"--port=0", "--authrpc.port=0", "--http", "--http.addr=127.0.0.1", "--http.port=" + strconv.Itoa(GethHTTPPort),
+		"--http.api=eth,net,web3"}, filepath.Join(dir, "geth.log"))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitRPC(ctx, GethURL, "eth_blockNumber", n); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+func waitRPC(ctx context.Context, url, method string, n *Node) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := rpc(ctx, url, method, nil, nil)
+		if err == nil {
+			return nil
+		}
+		select {
+		case e := <-n.done:
+			return fmt.Errorf("node exited: %v", e)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node RPC at %s: %w", url, err)
+		}
+	}
+}
+
+// rpc makes one JSON-RPC 1.0/2.0 call.
+func rpc(ctx context.Context, url, method string, params []any, out any) error {
+	if params == nil {
+		params = []any{}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return fmt.Errorf("%s: %s: %w", method, resp.Status, err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("%s: %s (%d)", method, r.Error.Message, r.Error.Code)
+	}
+	if out != nil {
+		return json.Unmarshal(r.Result, out)
+	}
+	return nil
+}
+
+// Pay sends exactly the intent's amount to its address on the local chain
+// and mines enough blocks to confirm it. It returns the transaction id.
+func Pay(ctx context.Context, in domain.Intent, confirmations int) (string, error) {
+	switch {
+	case in.Network == domain.NetworkLitecoin:
+		var txid string
+		amount := domain.FormatUnits(&in.AmountBase.Int, in.Decimals)
+		if err := rpc(ctx, LitecoinURL, "sendtoaddress", []any{in.Address, json.Number(amount)}, &txid); err != nil {
+			return "", err
+		}
+		return txid, mineLitecoin(ctx, confirmations)
+	case in.Network == domain.NetworkEthereum && in.Asset == "ETH":
+		var accounts []string
+		if err := rpc(ctx, GethURL, "eth_accounts", nil, &accounts); err != nil || len(accounts) == 0 {
+			return "", fmt.Errorf("geth dev account: %v", err)
+		}
+		var hash string
+		err := rpc(ctx, GethURL, "eth_sendTransaction", []any{map[string]string{
+			"from": accounts[0], "to": in.Address, "value": "0x" + new(big.Int).Set(&in.AmountBase.Int).Text(16),
+		}}, &hash)
+		return hash, err // geth --dev mines a block a second: confirmations follow
+	default:
+		return "", errors.New("dev pay supports LTC on the local Litecoin regtest and ETH on the local geth only")
+	}
+}
