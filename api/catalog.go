@@ -64,5 +64,5 @@ func (s *Server) postQuote(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, q)
+	c.JSON(http.StatusOK, s.withAvailability(c.Request.Context(), q))
 }

@@ -44,11 +44,12 @@ func (s *Server) orderDetail(ctx context.Context, o domain.Order) (orderDetail, 
 	if d.PaymentIntents, err = s.intentViews(ctx, o.Ref); err != nil {
 		return orderDetail{}, err
 	}
-	acc, err := s.store.Access(ctx, o.Ref)
+	acc, err := s.ownerAccess(ctx, o.Ref)
 	switch {
 	case err == nil:
 		if acc.RevokedAt != nil {
-			acc.Password = "" // revoked: the secret is of no use any more
+			// Revoked: the secrets are of no use any more.
+			acc.Password, acc.PrivateKey, acc.JupyterToken = "", "", ""
 		}
 		d.Access = &acc
 	case domain.ErrorCode(err) != domain.ECodeNotFound:
@@ -74,13 +75,17 @@ func (s *Server) workflowCtx(c *gin.Context) (context.Context, context.CancelFun
 }
 
 func (s *Server) createOrder(c *gin.Context) {
-	var cfg domain.Configuration
-	if err := s.decodeJSON(c, &cfg, false); err != nil {
+	var req orderRequest
+	if err := s.decodeJSON(c, &req, false); err != nil {
 		s.fail(c, err)
 		return
 	}
-	q, err := s.price(c.Request.Context(), cfg)
+	q, err := s.price(c.Request.Context(), req.configuration())
 	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if q.SSHPublicKey, err = validSSHKey(req.SSHPublicKey); err != nil {
 		s.fail(c, err)
 		return
 	}

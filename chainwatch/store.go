@@ -29,17 +29,17 @@ type Seen struct {
 // Pending is a stored payment whose current state the workflow has not
 // acknowledged yet.
 type Pending struct {
-	Network     string
-	TxID        string
-	Index       int64
-	Asset       string
-	IntentID    string
-	TargetKind  string
-	TargetRef   string
-	AmountBase  string
-	AmountCents int64
-	Late        bool
-	State       string
+	Network     string `db:"network"`
+	TxID        string `db:"txid"`
+	Index       int64  `db:"index"`
+	Asset       string `db:"asset"`
+	IntentID    string `db:"intent_id"`
+	TargetKind  string `db:"target_kind"`
+	TargetRef   string `db:"target_ref"`
+	AmountBase  string `db:"amount_base"`
+	AmountCents int64  `db:"amount_cents"`
+	Late        bool   `db:"late"`
+	State       string `db:"state"`
 }
 
 // Store is the persistence a Watcher needs (implemented by package postgres).

@@ -2,7 +2,6 @@ package chainwatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -239,29 +238,5 @@ func (w *Watcher) findFork(ctx context.Context, height int64) (int64, error) {
 // acknowledged. A signal delivered twice is harmless: the workflow counts a
 // payment once per key.
 func (w *Watcher) Reconcile(ctx context.Context) error {
-	network := w.Chain.Network()
-	for {
-		pending, err := w.Store.Unsignaled(ctx, network, 200)
-		if err != nil {
-			return err
-		}
-		for _, p := range pending {
-			err := w.Signaler.Signal(ctx, p)
-			switch {
-			case errors.Is(err, ErrWorkflowClosed):
-				if err := w.Store.MarkUndeliverable(ctx, p); err != nil {
-					return err
-				}
-			case err != nil:
-				return fmt.Errorf("signal %s:%s:%d %s: %w", p.Network, p.TxID, p.Index, p.State, err)
-			default:
-				if err := w.Store.MarkSignaled(ctx, p); err != nil {
-					return err
-				}
-			}
-		}
-		if len(pending) < 200 {
-			return nil
-		}
-	}
+	return Reconcile(ctx, w.Chain.Network(), w.Store, w.Signaler)
 }

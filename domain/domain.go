@@ -116,6 +116,19 @@ type Quote struct {
 	TotalCents int64  `json:"total_cents"`
 	TotalUSD   string `json:"total_usd"`
 	MemoryGB   int    `json:"memory_gb_per_gpu"`
+	// SSHPublicKey is the customer's own key for the order (validated,
+	// normalised), not part of the price.
+	SSHPublicKey string `json:"-"`
+}
+
+// Availability says whether a configuration can be served right now. It is
+// advice for the configurator, not a hold: capacity is taken only once the
+// order is paid.
+type Availability struct {
+	AvailableNow bool `json:"available_now"`
+	// FreeNow counts what is free for this configuration: whole hosts with
+	// the SSH driver, GPUs with the local driver.
+	FreeNow int `json:"free_now"`
 }
 
 // Account is a customer account.
@@ -147,6 +160,7 @@ type Order struct {
 	PeriodStart       *time.Time `json:"period_start" db:"period_start"`
 	PeriodEnd         *time.Time `json:"period_end" db:"period_end"`
 	EndedAt           *time.Time `json:"ended_at" db:"ended_at"`
+	SSHPublicKey      *string    `json:"ssh_public_key,omitempty" db:"ssh_public_key"`
 	WorkflowID        string     `json:"workflow_id" db:"workflow_id"`
 	WorkflowStartedAt *time.Time `json:"-" db:"workflow_started_at"`
 	CreatedAt         time.Time  `json:"created_at" db:"created_at"`
@@ -164,19 +178,26 @@ type TimelineEvent struct {
 }
 
 // Access is what the customer needs to reach the machine. Shown to the
-// order's owner only.
+// order's owner only; secrets are stored sealed and opened for the owner.
 type Access struct {
-	Host      string     `json:"host" db:"host"`
-	Port      int        `json:"port" db:"port"`
-	Username  string     `json:"username" db:"username"`
-	Password  string     `json:"password,omitempty" db:"password"`
-	GPUModel  string     `json:"gpu_model_seen" db:"gpu_model_seen"`
-	GPUCount  int        `json:"gpu_count_seen" db:"gpu_count_seen"`
-	Driver    string     `json:"driver_version" db:"driver_version"`
-	CUDA      string     `json:"cuda_version" db:"cuda_version"`
-	Notes     string     `json:"notes" db:"notes"`
-	CreatedAt time.Time  `json:"created_at" db:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at" db:"revoked_at"`
+	Host     string `json:"host" db:"host"`
+	Port     int    `json:"port" db:"port"`
+	Username string `json:"username" db:"username"`
+	Password string `json:"password,omitempty" db:"password"`
+	// PrivateKey is the generated key (OpenSSH PEM), shown once to the
+	// owner, then erased; PrivateKeyShownAt says when.
+	PrivateKey        string     `json:"private_key,omitempty" db:"-"`
+	PrivateKeyShownAt *time.Time `json:"private_key_shown_at,omitempty" db:"private_key_shown_at"`
+	KeyFingerprint    *string    `json:"key_fingerprint,omitempty" db:"key_fingerprint"`
+	JupyterURL        *string    `json:"jupyter_url,omitempty" db:"jupyter_url"`
+	JupyterToken      string     `json:"jupyter_token,omitempty" db:"-"`
+	GPUModel          string     `json:"gpu_model_seen" db:"gpu_model_seen"`
+	GPUCount          int        `json:"gpu_count_seen" db:"gpu_count_seen"`
+	Driver            string     `json:"driver_version" db:"driver_version"`
+	CUDA              string     `json:"cuda_version" db:"cuda_version"`
+	Notes             string     `json:"notes" db:"notes"`
+	CreatedAt         time.Time  `json:"created_at" db:"created_at"`
+	RevokedAt         *time.Time `json:"revoked_at" db:"revoked_at"`
 }
 
 // TopUp is a balance top-up request.

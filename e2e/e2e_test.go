@@ -125,6 +125,7 @@ func TestRentalPaidBySupportRunsToEndEarly(t *testing.T) {
 	if audited != 2 {
 		t.Errorf("audited support actions = %d, want 2", audited)
 	}
+	replayHistory(t, e.tc, "rental-"+ref, "rental_support_paid_end_early.json")
 }
 
 // A top-up confirmed by support raises the available balance exactly once,
@@ -178,4 +179,5 @@ func TestTopUpCreditedOnceThenPaysRental(t *testing.T) {
 	if credits != 1 {
 		t.Fatalf("top-up credited %d times", credits)
 	}
+	replayHistory(t, e.tc, "topup-"+ref, "topup_support_credited.json")
 }

@@ -24,16 +24,46 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/notify"
+	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
 const agentToken = "e2e-agent-token-0123456789"
+
+// e2eKeys seals access secrets and Temporal payloads in these tests (a
+// test-only key: the replayer needs the same one).
+const e2eKeys = "e2e1:ZTJlLXRlc3Qta2V5LW5vdC1mb3ItcHJvZHVjdGlvbiE="
+
+func e2eKeyring(t testing.TB) *secrets.Keyring {
+	t.Helper()
+	k, err := secrets.Parse(e2eKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// envConfig changes what newEnv runs.
+type envConfig struct {
+	// provisioner replaces the local driver (and names the availability rule).
+	provisioner     func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner
+	provisionerName string
+	// mail, if set, runs a mail dispatcher in the worker.
+	mail *notify.SMTPConfig
+	// reminderOffsets replace the default reminders.
+	reminderOffsets []time.Duration
+	// payments, if set, serves payment requests (activities and API).
+	payments func(db *postgres.DB) *payments.Service
+}
 
 type env struct {
 	t      *testing.T
@@ -55,8 +85,13 @@ func freeAddr(t *testing.T) string {
 
 // newEnv starts a Temporal dev server (headless, in memory), a worker and the
 // API on a fresh database.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	t.Helper()
+	ec := envConfig{provisionerName: postgres.ProvisionerLocal,
+		reminderOffsets: []time.Duration{48 * time.Hour, 6 * time.Hour}}
+	for _, o := range opts {
+		o(&ec)
+	}
 	if testing.Short() {
 		t.Skip("end-to-end test: needs the Temporal CLI (scripts/ensure-tools.sh)")
 	}
@@ -80,7 +115,9 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(srv.Stop)
 
 	db := pgtest.NewDB(t)
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(logger)})
+	kr := e2eKeyring(t)
+	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(logger),
+		DataConverter: codec.DataConverter(kr), FailureConverter: codec.FailureConverter(kr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +125,31 @@ func newEnv(t *testing.T) *env {
 	if err := workers.RegisterSearchAttributes(ctx, tc, "default", logger); err != nil {
 		t.Fatal(err)
 	}
+	var prov activities.Provisioner = &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}
+	if ec.provisioner != nil {
+		prov = ec.provisioner(db, kr)
+	}
+	if ec.mail != nil {
+		renderer, err := notify.NewRenderer("https://kernodeck.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sender, err := notify.NewSMTPSender(*ec.mail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &notify.Dispatcher{DB: db.DB, Sender: sender, Renderer: renderer, From: "Kernodeck <noreply@kernodeck.test>",
+			Poll: 200 * time.Millisecond, Logger: logger}
+		go func() { _ = d.Run(ctx) }()
+	}
+	var pay *payments.Service
+	if ec.payments != nil {
+		pay = ec.payments(db)
+	}
 	w := workers.New(tc, &activities.Activities{
 		Store:       db,
-		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222},
+		Provisioner: prov,
+		Payments:    pay,
 		Logger:      logger,
 	})
 	if err := w.Start(); err != nil {
@@ -100,14 +159,18 @@ func newEnv(t *testing.T) *env {
 
 	tl := db.NewTimelineListener(logger)
 	go func() { _ = tl.Run(ctx) }()
+	deps := api.Deps{Store: postgres.NewStore(db, kr, ec.provisionerName), Workflows: &wfclient.Client{Temporal: tc}, Timeline: tl, Logger: logger}
+	if pay != nil {
+		deps.Methods = pay // never a nil *Service inside the interface
+	}
 	a := api.New(api.Config{
 		AgentTokens: map[string]string{agentToken: "e2e-agent"},
 		Rental: workflows.RentalConfig{
 			UnpaidTimeout:        time.Hour,
-			ReminderOffsets:      []time.Duration{48 * time.Hour, 6 * time.Hour},
+			ReminderOffsets:      ec.reminderOffsets,
 			ProvisioningAttempts: 3,
 		},
-	}, api.Deps{Store: db, Workflows: &wfclient.Client{Temporal: tc}, Timeline: tl, Logger: logger})
+	}, deps)
 	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)
 	return &env{t: t, db: db, tc: tc, api: hs, logger: logger}

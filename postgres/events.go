@@ -13,10 +13,22 @@ import (
 	"github.com/kernodeck/kernodeck/activities"
 )
 
-// insertEvent appends a timeline event once per (ref, key). It reports whether
+// insertEvent appends a timeline event once per (ref, key) and, when its
+// kind calls for a mail, queues that mail in the same transaction (from the
+// order's or top-up's state as the transaction sees it). It reports whether
 // the event is new: a retried activity finds it already there and must not
 // apply its changes twice.
 func insertEvent(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message string, data map[string]any, at time.Time) (bool, error) {
+	fresh, err := insertEventRow(ctx, tx, ref, key, kind, message, data, at)
+	if err != nil || !fresh {
+		return fresh, err
+	}
+	return true, queueMailForRef(ctx, tx, ref, key, kind, message, data, at)
+}
+
+// insertEventRow is insertEvent without the mail, for callers that queue it
+// themselves after changing the state the mail describes.
+func insertEventRow(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message string, data map[string]any, at time.Time) (bool, error) {
 	var raw []byte
 	if data != nil {
 		var err error
@@ -53,11 +65,12 @@ func nullJSON(b []byte) any {
 // changes in the same transaction, once per (OrderRef, Key).
 func (db *DB) RecordOrderEvent(ctx context.Context, ev activities.OrderEvent) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
-		fresh, err := insertEvent(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
+		fresh, err := insertEventRow(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
 		if err != nil || !fresh {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `
+		var o orderMailRow
+		err = tx.GetContext(ctx, &o, `
 			UPDATE orders SET
 				status = COALESCE(NULLIF($2, ''), status),
 				paid_cents = COALESCE($3, paid_cents),
@@ -67,15 +80,14 @@ func (db *DB) RecordOrderEvent(ctx context.Context, ev activities.OrderEvent) er
 				period_end = COALESCE($7, period_end),
 				ended_at = COALESCE($8, ended_at),
 				updated_at = now()
-			WHERE ref = $1`,
+			WHERE ref = $1
+			RETURNING `+orderMailColumns,
 			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt)
 		if err != nil {
-			return fmt.Errorf("update order %s: %w", ev.OrderRef, err)
+			return fmt.Errorf("update order %s: %w", ev.OrderRef, notFound(err))
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("update order %s: %w", ev.OrderRef, domainNotFound)
-		}
-		return nil
+		// The mail announcing the event commits or rolls back with it.
+		return queueMail(ctx, tx, o.AccountID, ev.OrderRef, ev.Key, ev.Kind, o.data(ev.Kind, ev.Message, ev.Data, ev.At))
 	})
 }
 
@@ -83,19 +95,21 @@ func (db *DB) RecordOrderEvent(ctx context.Context, ev activities.OrderEvent) er
 // status, once per (TopUpRef, Key).
 func (db *DB) RecordTopUpEvent(ctx context.Context, ev activities.TopUpEvent) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
-		fresh, err := insertEvent(ctx, tx, ev.TopUpRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
+		fresh, err := insertEventRow(ctx, tx, ev.TopUpRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
 		if err != nil || !fresh {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `
+		var t struct {
+			AccountID   int64 `db:"account_id"`
+			AmountCents int64 `db:"amount_cents"`
+		}
+		err = tx.GetContext(ctx, &t, `
 			UPDATE topups SET status = COALESCE(NULLIF($2, ''), status), updated_at = now()
-			WHERE ref = $1`, ev.TopUpRef, ev.Status)
+			WHERE ref = $1 RETURNING account_id, amount_cents`, ev.TopUpRef, ev.Status)
 		if err != nil {
-			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, err)
+			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, notFound(err))
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, domainNotFound)
-		}
-		return nil
+		return queueMail(ctx, tx, t.AccountID, ev.TopUpRef, ev.Key, ev.Kind, MailData{
+			Kind: ev.Kind, Message: ev.Message, Event: ev.Data, AmountCents: t.AmountCents, At: ev.At})
 	})
 }

@@ -145,6 +145,7 @@ func (db *DB) PayOrderFromBalance(ctx context.Context, in activities.PayFromBala
 			WHERE ref = $1`, in.OrderRef, in.AmountCents, in.At); err != nil {
 			return fmt.Errorf("mark order %s paid: %w", in.OrderRef, err)
 		}
+		// insertEvent also queues the "payment confirmed" mail, in this transaction.
 		_, err = insertEvent(ctx, tx, in.OrderRef, "paid", domain.EventPaid,
 			fmt.Sprintf("Commande réglée par le solde : %s USD débités. La préparation de la machine commence.", domain.FormatUSD(in.AmountCents)),
 			map[string]any{"method": "balance", "amount_cents": in.AmountCents}, in.At)
@@ -180,6 +181,7 @@ func (db *DB) CreditTopUp(ctx context.Context, in activities.CreditTopUpInput) e
 			in.TopUpRef, in.At); err != nil {
 			return fmt.Errorf("mark top-up %s credited: %w", in.TopUpRef, err)
 		}
+		// insertEvent also queues the "top-up credited" mail, in this transaction.
 		_, err = insertEvent(ctx, tx, in.TopUpRef, "credited", domain.EventTopUpCredited,
 			fmt.Sprintf("Recharge créditée : %s USD ajoutés à votre solde disponible.", domain.FormatUSD(in.AmountCents)),
 			map[string]any{"amount_cents": in.AmountCents}, in.At)

@@ -12,12 +12,13 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
 const orderColumnList = `ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus, duration_days,
 	preset, lot_cents, total_cents, status, payment_method, paid_cents, refunded_cents, paid_at,
-	period_start, period_end, ended_at, workflow_id, workflow_started_at, created_at, updated_at`
+	period_start, period_end, ended_at, ssh_public_key, workflow_id, workflow_started_at, created_at, updated_at`
 
 // unstartedLimit bounds one reconciler pass.
 const unstartedLimit = 500
@@ -43,17 +44,23 @@ func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) 
 		err := db.inTx(ctx, func(tx *sqlx.Tx) error {
 			if err := tx.GetContext(ctx, &o, `
 				INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
-					duration_days, preset, lot_cents, total_cents, status, workflow_id)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+					duration_days, preset, lot_cents, total_cents, status, workflow_id, ssh_public_key)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''))
 				RETURNING `+orderColumnList,
 				ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
 				q.Preset, q.LotCents, q.TotalCents, domain.StatusAwaitingPayment,
-				workflows.RentalWorkflowID(ref)); err != nil {
+				workflows.RentalWorkflowID(ref), q.SSHPublicKey); err != nil {
 				return err
 			}
 			msg := fmt.Sprintf("Commande enregistrée : %d lot(s), %d GPU, %d jours, total %s USD. En attente du règlement.",
 				q.Lots, q.TotalGPUs, q.DurationDays, domain.FormatUSD(q.TotalCents))
-			return insertCreatedEvent(ctx, tx, ref, msg, data)
+			if err := insertCreatedEvent(ctx, tx, ref, msg, data); err != nil {
+				return err
+			}
+			row := orderMailRow{AccountID: accountID, GPUModel: q.Model, Lots: q.Lots, TotalGPUs: q.TotalGPUs,
+				DurationDays: q.DurationDays, TotalCents: q.TotalCents}
+			return queueMail(ctx, tx, accountID, ref, "created", domain.EventCreated,
+				row.data(domain.EventCreated, msg, nil, o.CreatedAt))
 		})
 		if isUniqueViolation(err) && attempt < refAttempts {
 			continue
@@ -160,14 +167,22 @@ func (db *DB) Timeline(ctx context.Context, ref string, afterID int64) ([]domain
 	return events, nil
 }
 
+// accessColumns are the access columns safe to read anywhere: the sealed
+// secrets (private key, Jupyter token) are read only by Store.OwnerAccess.
+const accessColumns = `host, port, username, COALESCE(password, '') AS password, private_key_shown_at,
+	key_fingerprint, jupyter_url, gpu_model_seen, gpu_count_seen, driver_version, cuda_version, notes,
+	created_at, revoked_at`
+
 // Access returns the access information of an order, or ErrNotFound while
-// there is none (the machine is not ready).
+// there is none (the machine is not ready). It holds no keyring: a sealed
+// password is left out (Store.Access opens it).
 func (db *DB) Access(ctx context.Context, ref string) (domain.Access, error) {
 	var a domain.Access
-	if err := db.GetContext(ctx, &a, `SELECT host, port, username, password, gpu_model_seen,
-		gpu_count_seen, driver_version, cuda_version, notes, created_at, revoked_at
-		FROM order_access WHERE order_ref = $1`, ref); err != nil {
+	if err := db.GetContext(ctx, &a, `SELECT `+accessColumns+` FROM order_access WHERE order_ref = $1`, ref); err != nil {
 		return domain.Access{}, fmt.Errorf("access %s: %w", ref, notFound(err))
+	}
+	if secrets.IsSealed(a.Password) {
+		a.Password = ""
 	}
 	return a, nil
 }

@@ -125,7 +125,7 @@ func New(t testing.TB, o Options) *Env {
 	}
 	w := workers.New(tc, &activities.Activities{
 		Store:       db,
-		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22},
+		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22, Keyring: testKeyring(t)},
 		Payments:    pay,
 		Logger:      logger,
 	})

@@ -14,7 +14,7 @@ import (
 // newAPIHandler builds the API and returns it with the function that closes
 // its live streams (before a graceful shutdown) and its background loop (the
 // PostgreSQL listener that wakes the live order streams).
-func newAPIHandler(cfg config.Config, db *postgres.DB, wf *wfclient.Client, methods api.MethodLister, logger *slog.Logger) (http.Handler, func(), func(context.Context) error) {
+func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, methods api.MethodLister, logger *slog.Logger) (http.Handler, func(), func(context.Context) error) {
 	tl := db.NewTimelineListener(logger.With("component", "timeline"))
 	srv := api.New(api.Config{
 		CookieSecure:   cfg.CookieSecure,
@@ -22,6 +22,6 @@ func newAPIHandler(cfg config.Config, db *postgres.DB, wf *wfclient.Client, meth
 		Rental:         cfg.RentalConfig(),
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
-	}, api.Deps{Store: db, Workflows: wf, Timeline: tl, Methods: methods, Logger: logger})
-	return srv.Handler(), srv.CloseStreams, tl.Run
+	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Logger: logger})
+	return prov.withCodec(srv.Handler(), cfg), srv.CloseStreams, tl.Run
 }

@@ -21,14 +21,12 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devserver"
 	"github.com/kernodeck/kernodeck/postgres"
-	"github.com/kernodeck/kernodeck/provision/localpg"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
 )
@@ -36,12 +34,20 @@ import (
 const usage = `kernodeck: GPU rentals paid in crypto or from a prepaid balance.
 
 Usage:
-  kernodeck dev       run everything locally: migrations, API, worker, and a
-                      Temporal dev server with its Web UI if none answers
+  kernodeck dev       run everything locally: migrations, API, worker, chain
+                      watchers, and a Temporal dev server with its Web UI if
+                      none answers; KERNODECK_DEV_NODES=litecoin,ethereum also
+                      starts local chains
+  kernodeck dev pay PI-XXXXXXXXXX
+                      pay a payment request on the local chain
   kernodeck api       run the HTTP API
   kernodeck worker    run the Temporal worker (workflows, activities, starter)
+  kernodeck chainwatch
+                      run the chain watchers of the networks with a node URL
   kernodeck migrate   apply the database migrations
   kernodeck support   act on orders as a support agent (see kernodeck support -h)
+  kernodeck hosts     GPU host inventory of the SSH driver (see kernodeck hosts -h)
+  kernodeck keygen    print a new key for KERNODECK_SECRET_KEYS
 
 Configuration comes from environment variables (see README.md).
 `
@@ -58,8 +64,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	if args[0] == "support" {
+	switch args[0] {
+	case "support":
 		return runSupport(ctx, args[1:], stdout, stderr)
+	case "hosts":
+		return runHosts(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		return runKeygen(args[1:], stdout, stderr)
 	}
 	cfg, err := config.FromEnv(nil)
 	if err != nil {
@@ -67,15 +78,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(stderr, cfg.LogLevel)
+	var prov provisioning
+	if args[0] != "migrate" {
+		if prov, err = loadProvisioning(cfg, args[0] == "dev", logger); err != nil {
+			fmt.Fprintln(stderr, "config:", err)
+			return 2
+		}
+	}
 	switch args[0] {
 	case "migrate":
 		err = runMigrate(ctx, cfg)
 	case "api":
-		err = runAPI(ctx, cfg, logger)
+		err = runAPI(ctx, cfg, prov, logger)
 	case "worker":
-		err = runWorker(ctx, cfg, logger)
+		err = runWorker(ctx, cfg, prov, logger)
+	case "chainwatch":
+		err = runChainwatch(ctx, cfg, prov, logger)
 	case "dev":
-		err = runDev(ctx, cfg, logger)
+		if len(args) > 1 && args[1] == "pay" {
+			err = runDevPay(ctx, cfg, args[2:], stdout)
+			break
+		}
+		err = runDev(ctx, cfg, prov, logger)
 	default:
 		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -106,35 +130,31 @@ func runMigrate(ctx context.Context, cfg config.Config) error {
 
 // dialTemporal connects lazily: the API starts and answers (with 503 on
 // workflow actions) even while Temporal is down.
-func dialTemporal(cfg config.Config, logger *slog.Logger) (client.Client, error) {
-	return client.NewLazyClient(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
-	})
+func dialTemporal(cfg config.Config, prov provisioning, logger *slog.Logger) (client.Client, error) {
+	return client.NewLazyClient(prov.clientOptions(cfg, logger))
 }
 
-func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+func runAPI(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
 	db, err := postgres.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	tc, err := dialTemporal(cfg, logger)
+	tc, err := dialTemporal(cfg, prov, logger)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	return serveAPI(ctx, cfg, db, &wfclient.Client{Temporal: tc}, logger)
+	return serveAPI(ctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, logger)
 }
 
 // serveAPI runs the HTTP server until ctx ends, then shuts it down gracefully.
-func serveAPI(ctx context.Context, cfg config.Config, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) error {
+func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) error {
 	pay, err := paymentsFromEnv(db, logger)
 	if err != nil {
 		return err
 	}
-	handler, closeStreams, background := newAPIHandler(cfg, db, wf, pay, logger)
+	handler, closeStreams, background := newAPIHandler(cfg, prov, db, wf, pay, logger)
 	srv := &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           handler,
@@ -162,27 +182,23 @@ func serveAPI(ctx context.Context, cfg config.Config, db *postgres.DB, wf *wfcli
 	return g.Wait()
 }
 
-func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+func runWorker(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
 	db, err := postgres.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	tc, err := client.Dial(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
-	})
+	tc, err := client.Dial(prov.clientOptions(cfg, logger))
 	if err != nil {
 		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
-	return serveWorker(ctx, cfg, db, tc, logger)
+	return serveWorker(ctx, cfg, prov, db, tc, logger)
 }
 
 // serveWorker registers search attributes, then runs the worker and the
 // workflow starter until ctx ends.
-func serveWorker(ctx context.Context, cfg config.Config, db *postgres.DB, tc client.Client, logger *slog.Logger) error {
+func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, tc client.Client, logger *slog.Logger) error {
 	if err := workers.RegisterSearchAttributes(ctx, tc, cfg.TemporalNamespace, logger); err != nil {
 		return err
 	}
@@ -190,9 +206,17 @@ func serveWorker(ctx context.Context, cfg config.Config, db *postgres.DB, tc cli
 	if err != nil {
 		return err
 	}
+	provisioner, err := prov.provisioner(cfg, db, logger)
+	if err != nil {
+		return err
+	}
+	mail, err := prov.dispatcher(db, logger)
+	if err != nil {
+		return err
+	}
 	acts := &activities.Activities{
 		Store:       db,
-		Provisioner: &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort},
+		Provisioner: provisioner,
 		Payments:    pay,
 		Logger:      logger,
 	}
@@ -201,7 +225,7 @@ func serveWorker(ctx context.Context, cfg config.Config, db *postgres.DB, tc cli
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
-	logger.Info("worker started", "task_queue", "kernodeck", "provisioner", "localpg")
+	logger.Info("worker started", "task_queue", "kernodeck", "provisioner", prov.cfg.Provisioner, "mail", mail != nil)
 	starter := &workers.Starter{
 		Store:        db,
 		Workflows:    &wfclient.Client{Temporal: tc},
@@ -211,14 +235,14 @@ func serveWorker(ctx context.Context, cfg config.Config, db *postgres.DB, tc cli
 		Grace:        cfg.StarterInterval,
 		Logger:       logger.With("component", "starter"),
 	}
-	return starter.Run(ctx)
+	return withMail(ctx, mail, starter.Run)
 }
 
 // devStaticRates are sample rates for local use only.
 const devStaticRates = "BTC=65000,ETH=3000,USDT=1,USDC=1,TRX=0.25,SOL=150,LTC=90"
 
 // runDev runs the whole service in one process on local defaults.
-func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+func runDev(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
 	if os.Getenv("KERNODECK_COOKIE_SECURE") == "" {
 		cfg.CookieSecure = false // plain http on localhost
 	}
@@ -235,6 +259,11 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		}
 		logger.Warn("using sample static rates (set KERNODECK_RATES=kraken for real ones)", "rates", os.Getenv("KERNODECK_STATIC_RATES"))
 	}
+	stopNodes, err := startDevNodes(ctx, cfg.DevDataDir, logger)
+	if err != nil {
+		return err
+	}
+	defer stopNodes()
 	if err := ensureDatabase(ctx, cfg.DatabaseURL, logger); err != nil {
 		return err
 	}
@@ -275,18 +304,15 @@ func runDev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		logger.Info("using the Temporal server already answering", "address", cfg.TemporalAddress)
 	}
 
-	tc, err := client.Dial(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
-	})
+	tc, err := client.Dial(prov.clientOptions(cfg, logger))
 	if err != nil {
 		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveWorker(gctx, cfg, db, tc, logger) })
-	g.Go(func() error { return serveAPI(gctx, cfg, db, &wfclient.Client{Temporal: tc}, logger) })
+	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, logger) })
+	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, logger) })
+	g.Go(func() error { return serveChainwatch(gctx, db, tc, logger) })
 	return g.Wait()
 }
 

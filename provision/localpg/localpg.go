@@ -17,6 +17,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/secrets"
 )
 
 // Provisioner implements activities.Provisioner on PostgreSQL only.
@@ -25,6 +26,8 @@ type Provisioner struct {
 	// Host and Port are given to customers as the access address.
 	Host string
 	Port int
+	// Keyring seals the generated password at rest (required).
+	Keyring *secrets.Keyring
 }
 
 var _ activities.Provisioner = (*Provisioner)(nil)
@@ -123,16 +126,21 @@ func (p *Provisioner) Verify(ctx context.Context, in activities.VerifyInput) (ac
 	}, nil
 }
 
-// CreateAccess generates credentials once per order.
+// CreateAccess generates credentials once per order. The password is stored
+// sealed; only the order's owner sees it, opened by the API.
 func (p *Provisioner) CreateAccess(ctx context.Context, in activities.CreateAccessInput) (activities.AccessSummary, error) {
+	if p.Keyring == nil {
+		return activities.AccessSummary{}, fmt.Errorf("create access %s: no keyring to seal the password", in.OrderRef)
+	}
 	user := "kd" + strings.ToLower(strings.ReplaceAll(in.OrderRef, "-", ""))
+	password := p.Keyring.Seal(rand.Text(), "order_access.password:"+in.OrderRef)
 	v := in.Verification
 	if _, err := p.DB.ExecContext(ctx, `
 		INSERT INTO order_access (order_ref, host, port, username, password, gpu_model_seen, gpu_count_seen,
 			driver_version, cuda_version, notes)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (order_ref) DO NOTHING`,
-		in.OrderRef, p.Host, p.Port, user, rand.Text(), v.GPUModel, v.GPUCount, v.DriverVersion, v.CUDAVersion, v.Notes); err != nil {
+		in.OrderRef, p.Host, p.Port, user, password, v.GPUModel, v.GPUCount, v.DriverVersion, v.CUDAVersion, v.Notes); err != nil {
 		return activities.AccessSummary{}, fmt.Errorf("create access %s: %w", in.OrderRef, err)
 	}
 	var s activities.AccessSummary

@@ -10,7 +10,17 @@ import (
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/secrets"
 )
+
+func testKeyring(t *testing.T) *secrets.Keyring {
+	t.Helper()
+	k, err := secrets.Parse(secrets.Generate("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 
 func newOrder(t *testing.T, db *postgres.DB, acc int64, model string, lots, perLot int) string {
 	t.Helper()
@@ -31,7 +41,8 @@ func TestFullCycleIsIdempotent(t *testing.T) {
 	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','p@x.io','h') RETURNING id`); err != nil {
 		t.Fatal(err)
 	}
-	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22}
+	kr := testKeyring(t)
+	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: kr}
 	ref := newOrder(t, db, acc, "b200", 2, 2)
 	for i := 0; i < 2; i++ { // every step retried once
 		if err := p.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "b200", GPUs: 4}); err != nil {
@@ -66,6 +77,13 @@ func TestFullCycleIsIdempotent(t *testing.T) {
 	if a1 != a2 || pw1 != pw2 || len(pw1) < 20 {
 		t.Fatalf("access changed on retry: %+v %+v", a1, a2)
 	}
+	// Sealed at rest, and it opens to the generated password.
+	if !secrets.IsSealed(pw1) {
+		t.Fatalf("password stored in clear: %q", pw1)
+	}
+	if clear, err := kr.Open(pw1, "order_access.password:"+ref); err != nil || len(clear) < 20 {
+		t.Fatalf("open password: %q %v", clear, err)
+	}
 	for i := 0; i < 2; i++ {
 		if err := p.RevokeAccess(ctx, ref); err != nil {
 			t.Fatal(err)
@@ -92,7 +110,7 @@ func TestReservationsNeverExceedInventory(t *testing.T) {
 	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','q@x.io','h') RETURNING id`); err != nil {
 		t.Fatal(err)
 	}
-	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22}
+	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
 	const n = 10
 	refs := make([]string, n)
 	for i := range refs {

@@ -1,0 +1,103 @@
+package api
+
+import (
+	"context"
+	"crypto/rsa"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// ownerAccessStore is implemented by stores that hold the keyring
+// (postgres.Store): the owner's view opens every secret and hands out a
+// generated private key once.
+type ownerAccessStore interface {
+	OwnerAccess(ctx context.Context, ref string) (domain.Access, error)
+}
+
+// ownerAccess is the access as the order's owner sees it. Only the owner's
+// routes call it; support reads Store.Access, which holds no key or token.
+func (s *Server) ownerAccess(ctx context.Context, ref string) (domain.Access, error) {
+	if st, ok := s.store.(ownerAccessStore); ok {
+		return st.OwnerAccess(ctx, ref)
+	}
+	return s.store.Access(ctx, ref)
+}
+
+// availabilityStore is implemented by stores that can tell whether a
+// configuration could be served now (postgres.Store).
+type availabilityStore interface {
+	Availability(ctx context.Context, model string, gpus int) (domain.Availability, error)
+}
+
+// quoteWithAvailability is a quote and whether it could be served now.
+type quoteWithAvailability struct {
+	quoteResponse
+	Availability *domain.Availability `json:"availability,omitempty"`
+}
+
+// withAvailability adds availability to a quote when the store knows it. A
+// failure to read it is logged and leaves it out: the price stands anyway.
+func (s *Server) withAvailability(ctx context.Context, q quoteResponse) quoteWithAvailability {
+	out := quoteWithAvailability{quoteResponse: q}
+	st, ok := s.store.(availabilityStore)
+	if !ok {
+		return out
+	}
+	a, err := st.Availability(ctx, q.Model, q.TotalGPUs)
+	if err != nil {
+		s.log.Warn("availability unknown", "model", q.Model, "err", err)
+		return out
+	}
+	out.Availability = &a
+	return out
+}
+
+// orderRequest is a configuration plus the customer's own SSH public key
+// (fields spelled out, so a decoding error names the JSON field itself).
+type orderRequest struct {
+	Model        string `json:"gpu_model"`
+	Lots         int    `json:"lots"`
+	DurationDays int    `json:"duration_days"`
+	Preset       string `json:"preset"`
+	SSHPublicKey string `json:"ssh_public_key"`
+}
+
+func (r orderRequest) configuration() domain.Configuration {
+	return domain.Configuration{Model: r.Model, Lots: r.Lots, DurationDays: r.DurationDays, Preset: r.Preset}
+}
+
+// maxSSHKeyLen bounds the key field (an RSA 16384 key fits).
+const maxSSHKeyLen = 16 << 10
+
+// validSSHKey checks a public key in authorized_keys form and returns it
+// normalised to "type base64 [comment]", without options: it is written to
+// the host's authorized_keys, where options could open more than a login.
+func validSSHKey(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", nil
+	}
+	bad := domain.FieldError("ssh_public_key",
+		"La clé publique SSH est invalide : collez une seule ligne « ssh-ed25519 AAAA… » (ou ecdsa, ou rsa de 2048 bits et plus), sans options.")
+	if len(raw) > maxSSHKeyLen || strings.ContainsAny(raw, "\r\n") {
+		return "", bad
+	}
+	pk, comment, options, rest, err := ssh.ParseAuthorizedKey([]byte(raw))
+	if err != nil || len(options) > 0 || len(rest) > 0 {
+		return "", bad
+	}
+	if ck, ok := pk.(ssh.CryptoPublicKey); ok {
+		if rk, ok := ck.CryptoPublicKey().(*rsa.PublicKey); ok && rk.N.BitLen() < 2048 {
+			return "", bad
+		}
+	}
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pk)))
+	// The comment is kept only if it is plain text.
+	if comment = strings.TrimSpace(comment); comment != "" && len(comment) <= 200 && !strings.ContainsAny(comment, "'\"`$\\") {
+		line += " " + comment
+	}
+	return line, nil
+}

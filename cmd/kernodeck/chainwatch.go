@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kernodeck/kernodeck/chainwatch"
+	"github.com/kernodeck/kernodeck/chainwatch/evm"
+	"github.com/kernodeck/kernodeck/chainwatch/tron"
+	"github.com/kernodeck/kernodeck/chainwatch/utxo"
+	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/postgres"
+)
+
+// runner is a watcher's main loop.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// serveChainwatch runs one watcher per network with a node URL configured.
+// Each takes its network's lease, so running this on several machines keeps
+// one active watcher per network.
+func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, logger *slog.Logger) error {
+	pcfg, err := config.PaymentsFromEnv(nil)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
+	g, gctx := errgroup.WithContext(ctx)
+	started := 0
+	for network, nodeURL := range pcfg.NodeURLs {
+		r, err := newWatcher(gctx, network, nodeURL, pcfg, db, tc, holder, logger)
+		if err != nil {
+			return fmt.Errorf("%s watcher: %w", network, err)
+		}
+		if r == nil {
+			continue
+		}
+		started++
+		logger.Info("chain watcher", "network", network, "confirmations", pcfg.Confirmations[network])
+		g.Go(func() error { return r.Run(gctx) })
+	}
+	if started == 0 {
+		logger.Info("no chain watcher: no KERNODECK_<NETWORK>_NODE_URL configured")
+		<-ctx.Done()
+		return nil
+	}
+	return g.Wait()
+}
+
+func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Payments, db *postgres.DB,
+	tc client.Client, holder string, logger *slog.Logger) (runner, error) {
+	w := &chainwatch.Watcher{
+		Store:    db,
+		Signaler: chainwatch.TemporalSignaler{Client: tc},
+		Policy:   chainwatch.Policy{Confirmations: pcfg.Confirmations[network]},
+		Holder:   holder,
+		Poll:     pcfg.WatcherPoll,
+		Backfill: 100,
+		Logger:   logger.With("component", "chainwatch"),
+	}
+	switch network {
+	case "bitcoin", "litecoin":
+		u, err := url.Parse(nodeURL)
+		if err != nil {
+			return nil, fmt.Errorf("node URL: %w", err)
+		}
+		pass, _ := u.User.Password()
+		chain, err := utxo.New(utxo.Config{Host: u.Scheme + "://" + u.Host, User: u.User.Username(), Pass: pass, Network: network})
+		if err != nil {
+			return nil, err
+		}
+		w.Chain = chain
+	case "ethereum":
+		tokens := map[string]string{}
+		for asset, contract := range pcfg.Tokens["ethereum"] {
+			tokens[contract] = asset
+		}
+		chain, err := evm.New(ctx, evm.Config{RPCURL: nodeURL, ChainID: pcfg.EthereumChainID, Tokens: tokens, Finality: pcfg.EthereumFinality})
+		if err != nil {
+			return nil, err
+		}
+		w.Chain = chain
+		chain.SetWatched(evm.IndexFilter(w.Index()))
+	case "tron":
+		chain, err := tron.New(tron.Config{URL: nodeURL, Tokens: pcfg.Tokens["tron"]})
+		if err != nil {
+			return nil, err
+		}
+		w.Chain = chain
+	default:
+		logger.Warn("no watcher for this network yet", "network", network)
+		return nil, nil
+	}
+	return w, nil
+}
+
+func runChainwatch(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
+	db, err := postgres.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tc, err := dialTemporal(cfg, prov, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	return serveChainwatch(ctx, db, tc, logger)
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/codec"
+	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/notify"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
+	"github.com/kernodeck/kernodeck/secrets"
+)
+
+// provisioning is the keyring and the driver, codec and mail settings.
+type provisioning struct {
+	cfg     config.Provisioning
+	keyring *secrets.Keyring
+}
+
+// loadProvisioning reads the provisioning configuration and the keyring.
+// `dev` keeps a generated key in its data directory when none is set.
+func loadProvisioning(cfg config.Config, dev bool, logger *slog.Logger) (provisioning, error) {
+	pc, err := config.ProvisioningFromEnv(nil)
+	if err != nil {
+		return provisioning{}, err
+	}
+	if !dev {
+		k, err := pc.Keyring()
+		return provisioning{cfg: pc, keyring: k}, err
+	}
+	k, generated, err := pc.DevKeyring(cfg.DevDataDir)
+	if err != nil {
+		return provisioning{}, err
+	}
+	if generated {
+		logger.Warn("no KERNODECK_SECRET_KEYS: generated a development key", "file", cfg.DevDataDir+"/secret-keys")
+	}
+	return provisioning{cfg: pc, keyring: k}, nil
+}
+
+// clientOptions are the Temporal client options: every payload and failure
+// message is sealed with the keyring before it reaches the server.
+func (p provisioning) clientOptions(cfg config.Config, logger *slog.Logger) client.Options {
+	return client.Options{
+		HostPort:         cfg.TemporalAddress,
+		Namespace:        cfg.TemporalNamespace,
+		Logger:           tlog.NewStructuredLogger(logger.With("component", "temporal")),
+		DataConverter:    codec.DataConverter(p.keyring),
+		FailureConverter: codec.FailureConverter(p.keyring),
+	}
+}
+
+// store is the database as the API uses it: with the keyring that opens
+// access secrets, and availability counted the way the driver reserves.
+func (p provisioning) store(db *postgres.DB) *postgres.Store {
+	return postgres.NewStore(db, p.keyring, p.cfg.Provisioner)
+}
+
+// provisioner builds the configured machine driver.
+func (p provisioning) provisioner(cfg config.Config, db *postgres.DB, logger *slog.Logger) (activities.Provisioner, error) {
+	if p.cfg.Provisioner != postgres.ProvisionerSSH {
+		return &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil
+	}
+	raw, err := os.ReadFile(p.cfg.SSHKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE %s: %w", p.cfg.SSHKeyFile, err)
+	}
+	return &sshhost.Driver{
+		DB: db.DB, Keyring: p.keyring, Signer: signer, AdminUser: p.cfg.SSHUser,
+		UserPrefix: p.cfg.SSHUserPrefix, ScratchDir: p.cfg.ScratchDir, JupyterPort: p.cfg.JupyterPort,
+		ConnectTimeout: p.cfg.SSHTimeout, Logger: logger.With("component", "sshhost"),
+	}, nil
+}
+
+// dispatcher builds the mail dispatcher; nil when no SMTP server is
+// configured (mails then stay queued in the outbox until one is).
+func (p provisioning) dispatcher(db *postgres.DB, logger *slog.Logger) (*notify.Dispatcher, error) {
+	if p.cfg.SMTPHost == "" {
+		logger.Warn("no KERNODECK_SMTP_HOST: customer mails stay queued in mail_outbox")
+		return nil, nil
+	}
+	r, err := notify.NewRenderer(p.cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	sender, err := notify.NewSMTPSender(notify.SMTPConfig{Host: p.cfg.SMTPHost, Port: p.cfg.SMTPPort,
+		Username: p.cfg.SMTPUser, Password: p.cfg.SMTPPassword, TLS: p.cfg.SMTPTLS})
+	if err != nil {
+		return nil, err
+	}
+	return &notify.Dispatcher{DB: db.DB, Sender: sender, Renderer: r, From: p.cfg.MailFrom,
+		Poll: p.cfg.MailPoll, MaxAttempts: p.cfg.MailMaxAttempt, Logger: logger.With("component", "mail")}, nil
+}
+
+// withMail runs fn and, when there is one, the mail dispatcher beside it.
+func withMail(ctx context.Context, d *notify.Dispatcher, fn func(context.Context) error) error {
+	if d == nil {
+		return fn(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return fn(gctx) })
+	g.Go(func() error { return d.Run(gctx) })
+	return g.Wait()
+}
+
+// withCodec mounts the codec endpoint for operators under /codec/ (support
+// agent tokens) in front of the API.
+func (p provisioning) withCodec(api http.Handler, cfg config.Config) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/codec/", codec.Handler(p.keyring, codec.HandlerOptions{
+		AgentTokens: cfg.SupportTokens, AllowedOrigins: p.cfg.CodecOrigins,
+	}))
+	mux.Handle("/", api)
+	return mux
+}

@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/codec"
+	"github.com/kernodeck/kernodeck/hdwallet"
+	"github.com/kernodeck/kernodeck/notify"
+	"github.com/kernodeck/kernodeck/notify/mailtest"
+	"github.com/kernodeck/kernodeck/payments"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
+	"github.com/kernodeck/kernodeck/provision/sshhost/sshtest"
+	"github.com/kernodeck/kernodeck/rates"
+	"github.com/kernodeck/kernodeck/secrets"
+)
+
+// e2eUserPrefix names the accounts this package creates on the machine.
+const e2eUserPrefix = "kde-"
+
+// The whole rental through the SSH driver on a real OpenSSH stand-in host:
+// order (with availability in the quote), a payment request (BTC), the
+// payment attributed by support,
+// reserve / prepare / verify with nvidia-smi / access, the customer logs in
+// with the generated key (shown once), a reminder, early end, teardown that
+// removes the account; one email per step, each exactly once, none with a
+// secret; and Temporal holds only ciphertext.
+func TestRentalOverSSHWithMails(t *testing.T) {
+	sshtest.RequireRoot(t)
+	sshtest.RemoveAccounts(t, e2eUserPrefix)
+	t.Cleanup(func() { sshtest.RemoveAccounts(t, e2eUserPrefix) })
+	host := sshtest.Start(t, sshtest.RTXA5000)
+	mp := mailtest.Start(t)
+	e := newEnv(t, func(c *envConfig) {
+		c.provisionerName = postgres.ProvisionerSSH
+		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: e2eUserPrefix,
+				ScratchDir: filepath.Join(host.Dir, "scratch"), ConnectTimeout: 5 * time.Second}
+		}
+		c.mail = &notify.SMTPConfig{Host: mp.SMTPHost, Port: mp.SMTPPort, Username: "u", Password: "p", TLS: "none"}
+		// One reminder a few seconds into the 3-day period, so it is seen here.
+		c.reminderOffsets = []time.Duration{72*time.Hour - 4*time.Second}
+		c.payments = func(db *postgres.DB) *payments.Service {
+			acc, err := hdwallet.ParseAccountKey(hdwallet.Bitcoin, bip84Zpub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fixed, err := rates.ParseStatic("BTC=65000.12", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &payments.Service{Store: db, Rates: rates.Fresh{Source: fixed, MaxAge: time.Hour},
+				Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}}}
+		}
+	})
+	inv := &sshhost.Inventory{DB: e.db.DB}
+	if _, err := inv.Add(context.Background(), sshhost.Host{Name: "gpu-e2e-a5000", Address: host.Addr, Port: host.Port,
+		Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	dana := register(e, "Dana", "dana@example.com")
+	cfg := map[string]any{"gpu_model": "rtx-a5000", "lots": 1, "duration_days": 3, "preset": "notebook"}
+	q := e.must(200, "POST", "/v1/quote", "", cfg)
+	if av, _ := q["availability"].(map[string]any); av["available_now"] != true {
+		t.Fatalf("quote availability: %v", q)
+	}
+	created := e.must(201, "POST", "/v1/orders", dana, cfg)
+	ref := str(created["order"].(map[string]any)["reference"])
+	waitStatus(e, dana, ref, "awaiting_payment")
+	pi := e.must(201, "POST", "/v1/orders/"+ref+"/payment-intents", dana, map[string]any{"asset": "BTC", "network": "bitcoin"})["payment_intent"].(map[string]any)
+	e.must(200, "POST", "/v1/support/orders/"+ref+"/attribute-payment", agentToken, map[string]any{"reason": "virement reçu, ticket 51"})
+	waitStatus(e, dana, ref, "active")
+
+	_, tl, access := order(e, dana, ref)
+	user := str(access["username"])
+	if !strings.HasPrefix(user, e2eUserPrefix) || str(access["host"]) != host.Addr || str(access["port"]) != fmt.Sprint(host.Port) {
+		t.Fatalf("access: %v", access)
+	}
+	if str(access["gpu_model_seen"]) != "NVIDIA RTX A5000" || str(access["gpu_count_seen"]) != "1" ||
+		str(access["driver_version"]) != "570.211.01" || str(access["cuda_version"]) != "12.8" {
+		t.Fatalf("verification not shown: %v", access)
+	}
+	privateKey := str(access["private_key"])
+	if !strings.Contains(privateKey, "OPENSSH PRIVATE KEY") || str(access["jupyter_token"]) == "" || str(access["jupyter_url"]) == "" {
+		t.Fatalf("generated key or Jupyter access missing: %v", access)
+	}
+	if !slices.Contains(kinds(tl), "access_available") {
+		t.Fatalf("timeline: %v", kinds(tl))
+	}
+	// Shown to the owner only, and its first display is recorded: it is
+	// erased once the display window has passed (postgres.Store).
+	if _, _, again := order(e, dana, ref); again["private_key_shown_at"] == nil {
+		t.Fatalf("first display of the private key not recorded: %v", again)
+	}
+	if sup := e.must(200, "GET", "/v1/support/orders/"+ref, agentToken, nil); strings.Contains(fmt.Sprint(sup), "PRIVATE KEY") {
+		t.Fatal("support sees the private key")
+	}
+	// The customer really gets in with it, and finds the notebook preset.
+	out := sshAs(t, host, user, privateKey, "cat ~/kernodeck/preset && test -s ~/.jupyter/jupyter_server_config.json && echo ok")
+	if !strings.Contains(out, "notebook") || !strings.Contains(out, "ok") {
+		t.Fatalf("customer session: %q", out)
+	}
+	if n := len(sshtest.PasswdLines(t, user)); n != 1 {
+		t.Fatalf("%d accounts for %s", n, user)
+	}
+	e.waitFor("the reminder", func() bool {
+		_, tl, _ := order(e, dana, ref)
+		return slices.Contains(kinds(tl), "reminder_sent")
+	})
+
+	e.must(200, "POST", "/v1/support/orders/"+ref+"/end-early", agentToken, map[string]any{"reason": "demande du client, ticket 52"})
+	waitStatus(e, dana, ref, "ended")
+	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+		t.Fatalf("account left after the end: %v", got)
+	}
+	var state string
+	if err := e.db.Get(&state, `SELECT state FROM gpu_hosts WHERE name = 'gpu-e2e-a5000'`); err != nil || state != sshhost.StateAvailable {
+		t.Fatalf("host state after the end: %q %v", state, err)
+	}
+
+	// One mail per step of the order, each once.
+	want := []string{
+		"Commande " + ref + " enregistrée",
+		"Demande de paiement pour " + ref,
+		"Règlement confirmé pour la commande " + ref,
+		"Votre machine est prête (" + ref + ")",
+		"Rappel : fin de votre location " + ref + ", exportez vos résultats",
+		"Location " + ref + " terminée",
+	}
+	var msgs []mailtest.Message
+	e.waitFor("one mail per step", func() bool {
+		msgs = mp.Messages(t)
+		return len(msgs) >= len(want)
+	})
+	time.Sleep(time.Second) // a duplicate would arrive now
+	msgs = mp.Messages(t)
+	count := map[string]int{}
+	for _, m := range msgs {
+		count[m.Subject]++
+		for _, secret := range []string{privateKey, str(access["jupyter_token"]), "PRIVATE KEY"} {
+			if strings.Contains(m.Text+m.HTML, secret) {
+				t.Errorf("mail %q carries a secret", m.Subject)
+			}
+		}
+		if m.To[0].Address != "dana@example.com" || !strings.Contains(m.Text, "Bonjour Dana") {
+			t.Errorf("mail %q: to %v\n%s", m.Subject, m.To, m.Text)
+		}
+		if strings.HasPrefix(m.Subject, "Demande de paiement") {
+			for _, part := range []string{str(pi["address"]), str(pi["amount"]) + " BTC", "BTC sur le réseau bitcoin", "Attention au réseau", "23.57 USD"} {
+				if !strings.Contains(m.Text, part) {
+					t.Errorf("payment request mail lacks %q:\n%s", part, m.Text)
+				}
+			}
+		}
+	}
+	for _, s := range want {
+		if count[s] != 1 {
+			t.Errorf("mail %q received %d times (all: %v)", s, count[s], count)
+		}
+	}
+	if len(msgs) != len(want) {
+		t.Errorf("%d mails, want %d: %v", len(msgs), len(want), count)
+	}
+
+	// What the Temporal server (and its Web UI) holds is ciphertext.
+	iter := e.tc.GetWorkflowHistory(context.Background(), "rental-"+ref, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	first, err := iter.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := first.GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	if len(in) == 0 || string(in[0].GetMetadata()["encoding"]) != codec.Encoding || strings.Contains(string(in[0].GetData()), ref) {
+		t.Fatalf("workflow input stored in clear: %v", in)
+	}
+	replayHistory(t, e.tc, "rental-"+ref, "rental_ssh_end_early.json")
+}
+
+func sshAs(t *testing.T, h *sshtest.Host, user, pemKey, cmd string) string {
+	t.Helper()
+	signer, err := ssh.ParsePrivateKey([]byte(pemKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ssh.Dial("tcp", net.JoinHostPort(h.Addr, fmt.Sprint(h.Port)), &ssh.ClientConfig{
+		User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Timeout: 5 * time.Second,
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			if ssh.FingerprintSHA256(key) != h.Fingerprint {
+				return fmt.Errorf("unexpected host key")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatalf("customer login: %v", err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.CombinedOutput(cmd)
+	if err != nil {
+		t.Fatalf("customer command: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+// Two paid orders race for the last free host: one gets it, the other
+// waits visibly (provisioning_failed, "no free machine", support is told),
+// never both on one machine; once the first rental ends, support retries
+// the second, which then gets the host.
+func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
+	sshtest.RequireRoot(t)
+	const prefix = "kdr-"
+	sshtest.RemoveAccounts(t, prefix)
+	t.Cleanup(func() { sshtest.RemoveAccounts(t, prefix) })
+	host := sshtest.Start(t, sshtest.RTXA5000)
+	e := newEnv(t, func(c *envConfig) {
+		c.provisionerName = postgres.ProvisionerSSH
+		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: prefix,
+				ScratchDir: filepath.Join(host.Dir, "scratch"), ConnectTimeout: 5 * time.Second}
+		}
+	})
+	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-last", Address: host.Addr,
+		Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := map[string]any{"gpu_model": "rtx-a5000", "lots": 1, "duration_days": 7, "preset": "python"}
+	tokens := []string{register(e, "Erin", "erin@example.com"), register(e, "Finn", "finn@example.com")}
+	refs := make([]string, 2)
+	for i, tok := range tokens {
+		refs[i] = str(e.must(201, "POST", "/v1/orders", tok, cfg)["order"].(map[string]any)["reference"])
+		waitStatus(e, tok, refs[i], "awaiting_payment")
+	}
+	done := make(chan struct{}, 2)
+	for _, ref := range refs {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			e.call("POST", "/v1/support/orders/"+ref+"/attribute-payment", agentToken, map[string]any{"reason": "course au dernier hôte"})
+		}()
+	}
+	<-done
+	<-done
+	status := func(i int) string {
+		o, _, _ := order(e, tokens[i], refs[i])
+		return str(o["status"])
+	}
+	e.waitFor("one active and one waiting", func() bool {
+		a, b := status(0), status(1)
+		return (a == "active" && b == "provisioning_failed") || (a == "provisioning_failed" && b == "active")
+	})
+	winner, loser := 0, 1
+	if status(1) == "active" {
+		winner, loser = 1, 0
+	}
+	_, tl, acc := order(e, tokens[loser], refs[loser])
+	if acc != nil {
+		t.Fatalf("the waiting order has access: %v", acc)
+	}
+	var failed map[string]any
+	for _, ev := range tl {
+		if str(ev["kind"]) == "provisioning_failed" {
+			failed = ev
+		}
+	}
+	if failed == nil || !strings.Contains(fmt.Sprint(failed["data"]), "Aucune machine libre") {
+		t.Fatalf("no visible no-capacity wait: %v", failed)
+	}
+	var active int
+	_ = e.db.Get(&active, `SELECT count(*) FROM host_reservations WHERE state = 'active'`)
+	if active != 1 {
+		t.Fatalf("%d active reservations on one host", active)
+	}
+	t.Logf("%s got the host, %s waits: %s", refs[winner], refs[loser], failed["message"])
+
+	e.must(200, "POST", "/v1/support/orders/"+refs[winner]+"/end-early", agentToken, map[string]any{"reason": "fin de la location"})
+	waitStatus(e, tokens[winner], refs[winner], "ended")
+	e.must(200, "POST", "/v1/support/orders/"+refs[loser]+"/retry-provisioning", agentToken, map[string]any{"reason": "hôte libéré"})
+	waitStatus(e, tokens[loser], refs[loser], "active")
+	e.must(200, "POST", "/v1/support/orders/"+refs[loser]+"/end-early", agentToken, map[string]any{"reason": "fin du test"})
+	waitStatus(e, tokens[loser], refs[loser], "ended")
+	if got := sshtest.PasswdLines(t, prefix); len(got) != 0 {
+		t.Fatalf("accounts left: %v", got)
+	}
+}

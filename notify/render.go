@@ -1,0 +1,186 @@
+// Package notify sends the customer emails queued in the transactional
+// outbox (mail_outbox, written by package postgres in the same transaction
+// as the state change): French templates with plain-text and HTML parts,
+// delivered over SMTP by a dispatcher that runs in the worker process.
+package notify
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	htmltemplate "html/template"
+	"strings"
+	texttemplate "text/template"
+	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
+)
+
+//go:embed templates/*.txt templates/*.html
+var templateFS embed.FS
+
+// subjects of each template; %s is the order or top-up reference.
+var subjects = map[string]string{
+	postgres.MailOrderCreated:     "Commande %s enregistrée",
+	postgres.MailPaymentRequest:   "Demande de paiement pour %s",
+	postgres.MailPaymentConfirmed: "Règlement confirmé pour la commande %s",
+	postgres.MailMachineReady:     "Votre machine est prête (%s)",
+	postgres.MailReminder:         "Rappel : fin de votre location %s, exportez vos résultats",
+	postgres.MailRentalEnded:      "Location %s terminée",
+	postgres.MailTopUpCredited:    "Recharge %s créditée",
+	postgres.MailSupportAnswer:    "Réponse du support (%s)",
+}
+
+const htmlLayout = `<!doctype html><html lang="fr"><head><meta charset="utf-8"><title>{{.Subject}}</title></head>
+<body style="font-family: sans-serif; line-height: 1.5; max-width: 640px">{{.Body}}
+<hr><p style="color: #666; font-size: 12px">Kernodeck — ce message est envoyé automatiquement ; le suivi de votre compte fait foi.</p></body></html>`
+
+const textFooter = "\n-- \nKernodeck — ce message est envoyé automatiquement ; le suivi de votre compte fait foi.\n"
+
+// Renderer renders the templates.
+type Renderer struct {
+	// BaseURL is the customer site; links go to {BaseURL}/orders/{ref} and
+	// {BaseURL}/topups/{ref}.
+	BaseURL string
+	text    map[string]*texttemplate.Template
+	html    map[string]*htmltemplate.Template
+	layout  *htmltemplate.Template
+}
+
+// NewRenderer parses every template.
+func NewRenderer(baseURL string) (*Renderer, error) {
+	r := &Renderer{BaseURL: strings.TrimRight(baseURL, "/"),
+		text: map[string]*texttemplate.Template{}, html: map[string]*htmltemplate.Template{}}
+	var err error
+	if r.layout, err = htmltemplate.New("layout").Parse(htmlLayout); err != nil {
+		return nil, err
+	}
+	for name := range subjects {
+		raw, err := templateFS.ReadFile("templates/" + name + ".txt")
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		if r.text[name], err = texttemplate.New(name).Option("missingkey=error").Parse(string(raw)); err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		raw, err = templateFS.ReadFile("templates/" + name + ".html")
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		if r.html[name], err = htmltemplate.New(name).Option("missingkey=error").Parse(string(raw)); err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+	}
+	return r, nil
+}
+
+// Mail is a rendered message.
+type Mail struct {
+	Subject string
+	Text    string
+	HTML    string
+}
+
+// payment is what a payment request shows.
+type payment struct {
+	Asset, Network, Address, Amount, Deadline, USD string
+}
+
+// view is the data every template sees.
+type view struct {
+	FirstName    string
+	Ref          string
+	What         string // "la commande" / "la recharge"
+	URL          string
+	GPU          string
+	Lots         int
+	TotalGPUs    int
+	DurationDays int
+	Total        string
+	Amount       string
+	PeriodStart  string
+	PeriodEnd    string
+	Pay          payment
+	Answer       string
+}
+
+// frDate renders a time the way the tracking does.
+func frDate(t time.Time) string { return t.UTC().Format("02/01/2006 à 15:04 UTC") }
+
+func str(m map[string]any, keys ...string) string {
+	for _, k := range keys {
+		switch v := m[k].(type) {
+		case string:
+			if v != "" {
+				return v
+			}
+		case float64:
+			return fmt.Sprint(v)
+		}
+	}
+	return ""
+}
+
+func dateField(m map[string]any, keys ...string) string {
+	s := str(m, keys...)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return frDate(t)
+	}
+	return s
+}
+
+// Render renders template name for a customer.
+func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mail, error) {
+	subject, ok := subjects[name]
+	if !ok {
+		return Mail{}, fmt.Errorf("unknown mail template %q", name)
+	}
+	v := view{FirstName: firstName, Ref: ref, What: "la commande", URL: r.BaseURL + "/orders/" + ref,
+		GPU: d.GPUModel, Lots: d.Lots, TotalGPUs: d.TotalGPUs, DurationDays: d.DurationDays,
+		Total: domain.FormatUSD(d.TotalCents), Amount: domain.FormatUSD(d.AmountCents)}
+	if strings.HasPrefix(ref, domain.TopUpRefPrefix+"-") {
+		v.What, v.URL = "la recharge", r.BaseURL+"/topups/"+ref
+	}
+	if d.PeriodStart != nil {
+		v.PeriodStart = frDate(*d.PeriodStart)
+	}
+	if d.PeriodEnd != nil {
+		v.PeriodEnd = frDate(*d.PeriodEnd)
+	}
+	if v.PeriodEnd == "" { // reminders carry the end they announce
+		v.PeriodEnd = dateField(d.Event, "period_end")
+	}
+	ev := d.Event
+	v.Pay = payment{
+		Asset: str(ev, "asset"), Network: str(ev, "network"), Address: str(ev, "address"),
+		Amount: str(ev, "amount", "amount_display", "amount_base"), Deadline: dateField(ev, "deadline", "expires_at"),
+	}
+	for _, k := range []string{"usd_cents", "amount_cents"} {
+		if c, ok := ev[k].(float64); ok && c > 0 {
+			v.Pay.USD = domain.FormatUSD(int64(c))
+			break
+		}
+	}
+	v.Answer = str(ev, "answer", "message")
+	if v.Answer == "" {
+		v.Answer = d.Message
+	}
+	if name == postgres.MailPaymentRequest && (v.Pay.Address == "" || v.Pay.Amount == "" || v.Pay.Asset == "") {
+		return Mail{}, fmt.Errorf("payment request for %s lacks asset, amount or address", ref)
+	}
+	var text, body bytes.Buffer
+	if err := r.text[name].Execute(&text, v); err != nil {
+		return Mail{}, fmt.Errorf("render %s: %w", name, err)
+	}
+	if err := r.html[name].Execute(&body, v); err != nil {
+		return Mail{}, fmt.Errorf("render %s: %w", name, err)
+	}
+	m := Mail{Subject: fmt.Sprintf(subject, ref), Text: text.String() + textFooter}
+	var page bytes.Buffer
+	if err := r.layout.Execute(&page, map[string]any{"Subject": m.Subject, "Body": htmltemplate.HTML(body.String())}); err != nil {
+		return Mail{}, fmt.Errorf("render %s: %w", name, err)
+	}
+	m.HTML = page.String()
+	return m, nil
+}

@@ -1,0 +1,580 @@
+// Package sshhost is the provisioning driver for real GPU hosts, driven over
+// SSH (golang.org/x/crypto/ssh) from an inventory in PostgreSQL (gpu_hosts).
+//
+// An order takes one whole host whose GPU model and count are the order's.
+// Every step is an activity that may be retried after a crash at any line:
+// database writes are keyed on the order, secrets are generated once and
+// stored sealed, and the remote scripts (scripts/*.sh, embedded) are
+// idempotent and serialised per account with flock on the host.
+//
+// Host keys are always checked against the fingerprint in the inventory. A
+// host that shows another key, or other GPUs than it should, is marked
+// broken and its reservation dropped, and the step fails without retry: the
+// workflow's next provisioning attempt reserves another host.
+package sshhost
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"database/sql"
+	_ "embed"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"go.temporal.io/sdk/activity"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/secrets"
+)
+
+var (
+	//go:embed scripts/prepare.sh
+	prepareScript string
+	//go:embed scripts/teardown.sh
+	teardownScript string
+)
+
+// Defaults for the zero fields of Driver.
+const (
+	DefaultUserPrefix     = "kd-"
+	DefaultScratchDir     = "/var/lib/kernodeck/scratch"
+	DefaultJupyterPort    = 8888
+	DefaultConnectTimeout = 15 * time.Second
+)
+
+// ErrTypeHostRefused is the error code of a step refused because the host
+// is not trustworthy (host key mismatch): like a verification mismatch, the
+// host is set aside and the next attempt takes another one.
+const ErrTypeHostRefused = "host_refused"
+
+// Driver implements activities.Provisioner on SSH hosts.
+type Driver struct {
+	DB      *sqlx.DB
+	Keyring *secrets.Keyring
+	// Signer is the admin key the driver logs in to hosts with.
+	Signer ssh.Signer
+	// AdminUser is the login on hosts ("root"; another user needs
+	// passwordless sudo).
+	AdminUser string
+	// UserPrefix starts every customer account's name ("kd-").
+	UserPrefix string
+	// ScratchDir holds one scratch directory per customer, wiped at the end.
+	ScratchDir     string
+	JupyterPort    int
+	ConnectTimeout time.Duration
+	Logger         *slog.Logger
+	// OnStep, if set, is told each step a remote script reaches (tests use
+	// it to kill a worker mid-script).
+	OnStep func(orderRef, step string)
+}
+
+var _ activities.Provisioner = (*Driver)(nil)
+
+func (d *Driver) adminUser() string {
+	if d.AdminUser == "" {
+		return "root"
+	}
+	return d.AdminUser
+}
+
+func (d *Driver) connectTimeout() time.Duration {
+	if d.ConnectTimeout <= 0 {
+		return DefaultConnectTimeout
+	}
+	return d.ConnectTimeout
+}
+
+func (d *Driver) scratchDir() string {
+	if d.ScratchDir == "" {
+		return DefaultScratchDir
+	}
+	return d.ScratchDir
+}
+
+func (d *Driver) jupyterPort() int {
+	if d.JupyterPort <= 0 {
+		return DefaultJupyterPort
+	}
+	return d.JupyterPort
+}
+
+func (d *Driver) logger() *slog.Logger {
+	if d.Logger == nil {
+		return slog.Default()
+	}
+	return d.Logger
+}
+
+var unixUserRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// UnixUser is the account name of an order on its host: derived from the
+// reference, so every retry and every teardown names the same account.
+func (d *Driver) UnixUser(orderRef string) (string, error) {
+	prefix := d.UserPrefix
+	if prefix == "" {
+		prefix = DefaultUserPrefix
+	}
+	_, suffix, _ := strings.Cut(orderRef, "-")
+	u := prefix + strings.ToLower(suffix)
+	if !unixUserRE.MatchString(u) {
+		return "", fmt.Errorf("order %s gives no valid account name (%q)", orderRef, u)
+	}
+	return u, nil
+}
+
+func (d *Driver) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
+	tx, err := d.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// reservation is an order's active hold on a host, with the host.
+type reservation struct {
+	ID         int64          `db:"id"`
+	OrderRef   string         `db:"order_ref"`
+	UnixUser   string         `db:"unix_user"`
+	PrivateKey sql.NullString `db:"private_key"`
+	PublicKey  sql.NullString `db:"public_key"`
+	JupyterTok sql.NullString `db:"jupyter_token"`
+	host
+}
+
+const reservationQuery = `
+	SELECT r.id, r.order_ref, r.unix_user, r.private_key, r.public_key, r.jupyter_token,
+		h.id, h.name, h.address, h.ssh_port, h.host_key_fingerprint, h.host_key_type,
+		h.gpu_model, h.gpu_count, h.state
+	FROM host_reservations r JOIN gpu_hosts h ON h.id = r.host_id
+	WHERE r.order_ref = $1 AND r.state = 'active'`
+
+func (d *Driver) activeReservation(ctx context.Context, q sqlx.QueryerContext, orderRef string) (reservation, bool, error) {
+	var r reservation
+	err := q.QueryRowxContext(ctx, reservationQuery, orderRef).Scan(&r.ID, &r.OrderRef, &r.UnixUser,
+		&r.PrivateKey, &r.PublicKey, &r.JupyterTok, &r.host.ID, &r.Name, &r.Address, &r.Port,
+		&r.Fingerprint, &r.KeyType, &r.GPUModel, &r.GPUCount, &r.State)
+	if errors.Is(err, sql.ErrNoRows) {
+		return reservation{}, false, nil
+	}
+	if err != nil {
+		return reservation{}, false, fmt.Errorf("reservation of %s: %w", orderRef, err)
+	}
+	return r, true, nil
+}
+
+// Reserve takes a free host with exactly the order's GPUs. Hosts are picked
+// with FOR UPDATE SKIP LOCKED, and unique indexes allow one active
+// reservation per order and per host, so two orders never share a machine.
+// A second call for the same order keeps its host. No free host: a
+// non-retryable no_capacity error (the order waits for support).
+func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error {
+	user, err := d.UnixUser(in.OrderRef)
+	if err != nil {
+		return err
+	}
+	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, ok, err := d.activeReservation(ctx, tx, in.OrderRef); err != nil || ok {
+			return err
+		}
+		var h struct {
+			ID   int64  `db:"id"`
+			Name string `db:"name"`
+		}
+		err := tx.GetContext(ctx, &h, `SELECT id, name FROM gpu_hosts
+			WHERE state = 'available' AND gpu_model = $1 AND gpu_count = $2
+			ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`, in.GPUModel, in.GPUs)
+		if errors.Is(err, sql.ErrNoRows) {
+			return domain.Errorf(domain.ECodeNoCapacity,
+				"Aucune machine libre avec %d GPU %s pour le moment.", in.GPUs, in.GPUModel)
+		}
+		if err != nil {
+			return fmt.Errorf("pick host: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO host_reservations (order_ref, host_id, host_name, unix_user, state)
+			VALUES ($1, $2, $3, $4, 'active')`, in.OrderRef, h.ID, h.Name, user); err != nil {
+			return fmt.Errorf("reserve %s for %s: %w", h.Name, in.OrderRef, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'reserved', updated_at = now() WHERE id = $1`, h.ID); err != nil {
+			return fmt.Errorf("mark %s reserved: %w", h.Name, err)
+		}
+		d.logger().Info("host reserved", "order", in.OrderRef, "host", h.Name)
+		return nil
+	})
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "23505" {
+		// A concurrent attempt for the same order won the race: retrying
+		// finds its reservation.
+		return fmt.Errorf("reserve %s: concurrent reservation, retry: %w", in.OrderRef, err)
+	}
+	return err
+}
+
+// setAside marks the host broken and fails the order's reservation, so the
+// next Reserve picks another host. The customer's account and scratch space,
+// if any, are removed first (best effort: the host is out of service anyway).
+func (d *Driver) setAside(ctx context.Context, r reservation, reason string, seen *gpuSeen, cleanup bool) error {
+	if cleanup {
+		if err := d.teardown(ctx, r, "release"); err != nil {
+			d.logger().Warn("cleanup on a host set aside failed", "host", r.Name, "order", r.OrderRef, "err", err)
+		}
+	}
+	var model, drv, cuda any
+	var count any
+	if seen != nil {
+		model, count, drv, cuda = seen.model(), len(seen.Names), seen.Driver, seen.CUDA
+	}
+	err := d.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE host_reservations SET state = 'failed', failure = $2,
+			gpu_model_seen = $3, gpu_count_seen = $4, driver_version = $5, cuda_version = $6, released_at = now()
+			WHERE id = $1 AND state = 'active'`, r.ID, reason, model, count, drv, cuda); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'broken', note = $2, updated_at = now() WHERE id = $1`,
+			r.host.ID, fmt.Sprintf("%s (commande %s, %s)", reason, r.OrderRef, time.Now().UTC().Format(time.RFC3339)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set host %s aside: %w", r.Name, err)
+	}
+	d.logger().Error("host set aside as broken", "host", r.Name, "order", r.OrderRef, "reason", reason)
+	return nil
+}
+
+// connect dials the reserved host. A host key mismatch sets the host aside
+// and returns a non-retryable refusal.
+func (d *Driver) connect(ctx context.Context, r reservation) (*ssh.Client, func(), error) {
+	client, closeFn, err := d.dial(ctx, r.host)
+	var mismatch *HostKeyMismatchError
+	if errors.As(err, &mismatch) {
+		if aerr := d.setAside(ctx, r, "clé d'hôte SSH inattendue : "+mismatch.Got, nil, false); aerr != nil {
+			return nil, nil, aerr
+		}
+		return nil, nil, domain.Errorf(ErrTypeHostRefused,
+			"La machine %s n'a pas présenté la clé SSH attendue : elle est écartée, une autre sera réservée.", r.Name)
+	}
+	return client, closeFn, err
+}
+
+func (d *Driver) step(ctx context.Context, orderRef string) func(string) {
+	return func(step string) {
+		d.logger().Debug("remote step", "order", orderRef, "step", step)
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, step)
+		}
+		if d.OnStep != nil {
+			d.OnStep(orderRef, step)
+		}
+	}
+}
+
+func aad(field, orderRef string) string { return field + ":" + orderRef }
+
+// newKeyPair returns an ed25519 key pair: OpenSSH PEM private key and
+// authorized_keys line.
+func newKeyPair(comment string) (privPEM, authorized string, err error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, comment)
+	if err != nil {
+		return "", "", err
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return "", "", err
+	}
+	return string(pem.EncodeToMemory(block)), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + comment, nil
+}
+
+// ensureSecrets generates the order's key pair (when the customer gave no
+// public key) and Jupyter token once, stores them sealed on the reservation
+// and returns the public key to install and the token. A retry finds them.
+func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, preset string) (pubKey, jupyterToken string, err error) {
+	if customerKey == "" && !r.PublicKey.Valid {
+		priv, pub, err := newKeyPair("kernodeck-" + strings.ToLower(r.OrderRef))
+		if err != nil {
+			return "", "", fmt.Errorf("generate key pair: %w", err)
+		}
+		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET private_key = $2, public_key = $3
+			WHERE id = $1 AND public_key IS NULL`, r.ID, d.Keyring.Seal(priv, aad("host_reservations.private_key", r.OrderRef)), pub); err != nil {
+			return "", "", fmt.Errorf("store key pair: %w", err)
+		}
+	}
+	if preset == "notebook" && !r.JupyterTok.Valid {
+		var b [24]byte
+		_, _ = rand.Read(b[:])
+		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET jupyter_token = $2
+			WHERE id = $1 AND jupyter_token IS NULL`, r.ID, d.Keyring.Seal(hex.EncodeToString(b[:]), aad("host_reservations.jupyter_token", r.OrderRef))); err != nil {
+			return "", "", fmt.Errorf("store jupyter token: %w", err)
+		}
+	}
+	// Read back what won: a concurrent or earlier attempt may have written first.
+	var pub, tok sql.NullString
+	if err := d.DB.QueryRowxContext(ctx, `SELECT public_key, jupyter_token FROM host_reservations WHERE id = $1`, r.ID).
+		Scan(&pub, &tok); err != nil {
+		return "", "", fmt.Errorf("read secrets: %w", err)
+	}
+	pubKey = customerKey
+	if pubKey == "" {
+		pubKey = pub.String
+	}
+	if tok.Valid {
+		if jupyterToken, err = d.Keyring.Open(tok.String, aad("host_reservations.jupyter_token", r.OrderRef)); err != nil {
+			return "", "", err
+		}
+	}
+	return pubKey, jupyterToken, nil
+}
+
+// Prepare creates the customer's account, installs their public key (theirs
+// or a generated one) and lays out the preset.
+func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error {
+	r, ok, err := d.activeReservation(ctx, d.DB, in.OrderRef)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("prepare %s: no active host reservation", in.OrderRef)
+	}
+	var customerKey sql.NullString
+	if err := d.DB.GetContext(ctx, &customerKey, `SELECT ssh_public_key FROM orders WHERE ref = $1`, in.OrderRef); err != nil {
+		return fmt.Errorf("order %s: %w", in.OrderRef, err)
+	}
+	pubKey, token, err := d.ensureSecrets(ctx, r, customerKey.String, in.Preset)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
+	}
+	client, closeFn, err := d.connect(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	res, err := d.runScript(ctx, client, prepareScript, [][2]string{
+		{"KD_USER", r.UnixUser}, {"KD_ORDER", in.OrderRef}, {"KD_PUBKEY", pubKey},
+		{"KD_PRESET", in.Preset}, {"KD_SCRATCH", d.scratchDir()}, {"KD_JUPYTER_TOKEN", token},
+		{"KD_JUPYTER_PORT", fmt.Sprint(d.jupyterPort())}, {"KD_HOST", r.Address},
+	}, d.step(ctx, in.OrderRef))
+	if err != nil {
+		return fmt.Errorf("prepare %s on %s: %w", in.OrderRef, r.Name, err)
+	}
+	if !strings.Contains(res.Stdout, "KD_PREPARE_OK") {
+		return fmt.Errorf("prepare %s on %s: script ended early", in.OrderRef, r.Name)
+	}
+	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET prepared_at = COALESCE(prepared_at, now()) WHERE id = $1`, r.ID); err != nil {
+		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
+	}
+	return nil
+}
+
+// Verify reads the GPUs with nvidia-smi. Another model or count than the
+// order's sets the host aside and fails without retry.
+func (d *Driver) Verify(ctx context.Context, in activities.VerifyInput) (activities.Verification, error) {
+	r, ok, err := d.activeReservation(ctx, d.DB, in.OrderRef)
+	if err != nil {
+		return activities.Verification{}, err
+	}
+	if !ok {
+		// A retry after this very step set the host aside: say it again.
+		var failure sql.NullString
+		_ = d.DB.GetContext(ctx, &failure, `SELECT failure FROM host_reservations WHERE order_ref = $1
+			ORDER BY id DESC LIMIT 1`, in.OrderRef)
+		if failure.Valid {
+			return activities.Verification{}, domain.Errorf(activities.ErrTypeVerifyMismatch,
+				"La machine ne correspond pas à la commande (%s) : elle est écartée, une autre sera réservée.", failure.String)
+		}
+		return activities.Verification{}, fmt.Errorf("verify %s: no active host reservation", in.OrderRef)
+	}
+	var pattern sql.NullString
+	if err := d.DB.GetContext(ctx, &pattern, `SELECT smi_name_pattern FROM gpu_models WHERE model = $1`, in.GPUModel); err != nil {
+		return activities.Verification{}, fmt.Errorf("model %s: %w", in.GPUModel, err)
+	}
+	if !pattern.Valid {
+		return activities.Verification{}, domain.Errorf(activities.ErrTypeVerifyMismatch,
+			"Le modèle %s ne peut pas être vérifié avec nvidia-smi.", in.GPUModel)
+	}
+	re, err := regexp.Compile("(?i)" + pattern.String)
+	if err != nil {
+		return activities.Verification{}, fmt.Errorf("smi_name_pattern of %s: %w", in.GPUModel, err)
+	}
+	client, closeFn, err := d.connect(ctx, r)
+	if err != nil {
+		return activities.Verification{}, err
+	}
+	defer closeFn()
+	out, err := d.run(ctx, client, verifyScript)
+	if err != nil {
+		return activities.Verification{}, fmt.Errorf("verify %s on %s: %w", in.OrderRef, r.Name, err)
+	}
+	seen, err := parseVerify(out)
+	if err != nil {
+		return activities.Verification{}, fmt.Errorf("verify %s on %s: %w", in.OrderRef, r.Name, err)
+	}
+	if why := seen.mismatch(re, in.GPUModel, in.GPUs); why != "" {
+		closeFn() // the cleanup below opens its own connection
+		if err := d.setAside(ctx, r, "vérification : "+why, &seen, true); err != nil {
+			return activities.Verification{}, err
+		}
+		return activities.Verification{}, domain.Errorf(activities.ErrTypeVerifyMismatch,
+			"La machine ne correspond pas à la commande (%s) : elle est écartée, une autre sera réservée.", why)
+	}
+	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET gpu_model_seen = $2, gpu_count_seen = $3,
+		driver_version = $4, cuda_version = $5 WHERE id = $1`, r.ID, seen.model(), len(seen.Names), seen.Driver, seen.CUDA); err != nil {
+		return activities.Verification{}, fmt.Errorf("record verification of %s: %w", in.OrderRef, err)
+	}
+	return activities.Verification{
+		GPUModel:      seen.model(),
+		GPUCount:      len(seen.Names),
+		DriverVersion: seen.Driver,
+		CUDAVersion:   seen.CUDA,
+		Notes:         fmt.Sprintf("Lu par nvidia-smi sur %s (mémoire par GPU : %s).", r.Name, seen.Memory[0]),
+	}, nil
+}
+
+// CreateAccess writes the order's access information once: the host, the
+// account, the generated private key (sealed, shown once to the owner) and
+// the Jupyter URL and token for the notebook preset.
+func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInput) (activities.AccessSummary, error) {
+	r, ok, err := d.activeReservation(ctx, d.DB, in.OrderRef)
+	if err != nil {
+		return activities.AccessSummary{}, err
+	}
+	if !ok {
+		return activities.AccessSummary{}, fmt.Errorf("create access %s: no active host reservation", in.OrderRef)
+	}
+	var privKey, fingerprint, jupyterURL, jupyterTok any
+	if r.PrivateKey.Valid {
+		pem, err := d.Keyring.Open(r.PrivateKey.String, aad("host_reservations.private_key", in.OrderRef))
+		if err != nil {
+			return activities.AccessSummary{}, err
+		}
+		privKey = d.Keyring.Seal(pem, aad("order_access.private_key", in.OrderRef))
+	}
+	var customerKey sql.NullString
+	if err := d.DB.GetContext(ctx, &customerKey, `SELECT ssh_public_key FROM orders WHERE ref = $1`, in.OrderRef); err != nil {
+		return activities.AccessSummary{}, fmt.Errorf("order %s: %w", in.OrderRef, err)
+	}
+	pubLine := customerKey.String
+	if pubLine == "" {
+		pubLine = r.PublicKey.String
+	}
+	if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(pubLine)); err == nil {
+		fingerprint = ssh.FingerprintSHA256(pk)
+	}
+	if r.JupyterTok.Valid {
+		tok, err := d.Keyring.Open(r.JupyterTok.String, aad("host_reservations.jupyter_token", in.OrderRef))
+		if err != nil {
+			return activities.AccessSummary{}, err
+		}
+		jupyterTok = d.Keyring.Seal(tok, aad("order_access.jupyter_token", in.OrderRef))
+		jupyterURL = fmt.Sprintf("http://%s:%d/lab", r.Address, d.jupyterPort())
+	}
+	v := in.Verification
+	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO order_access (order_ref, host, port, username, password, private_key, key_fingerprint,
+				jupyter_url, jupyter_token, gpu_model_seen, gpu_count_seen, driver_version, cuda_version, notes)
+			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			ON CONFLICT (order_ref) DO NOTHING`,
+			in.OrderRef, r.Address, r.Port, r.UnixUser, privKey, fingerprint, jupyterURL, jupyterTok,
+			v.GPUModel, v.GPUCount, v.DriverVersion, v.CUDAVersion, v.Notes); err != nil {
+			return fmt.Errorf("create access %s: %w", in.OrderRef, err)
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'in_use', updated_at = now()
+			WHERE id = $1 AND state = 'reserved'`, r.host.ID)
+		return err
+	})
+	if err != nil {
+		return activities.AccessSummary{}, err
+	}
+	// The generated private key now lives (sealed) on the access only.
+	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET private_key = NULL WHERE id = $1`, r.ID); err != nil {
+		return activities.AccessSummary{}, fmt.Errorf("create access %s: %w", in.OrderRef, err)
+	}
+	var s activities.AccessSummary
+	if err := d.DB.QueryRowxContext(ctx, `SELECT host, port, username FROM order_access WHERE order_ref = $1`, in.OrderRef).
+		Scan(&s.Host, &s.Port, &s.Username); err != nil {
+		return activities.AccessSummary{}, fmt.Errorf("read access %s: %w", in.OrderRef, err)
+	}
+	return s, nil
+}
+
+func (d *Driver) teardown(ctx context.Context, r reservation, mode string) error {
+	client, closeFn, err := d.connect(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	res, err := d.runScript(ctx, client, teardownScript, [][2]string{
+		{"KD_USER", r.UnixUser}, {"KD_SCRATCH", d.scratchDir()}, {"KD_MODE", mode},
+	}, d.step(ctx, r.OrderRef))
+	if err != nil {
+		return fmt.Errorf("%s %s on %s: %w", mode, r.OrderRef, r.Name, err)
+	}
+	if !strings.Contains(res.Stdout, "KD_TEARDOWN_OK") {
+		return fmt.Errorf("%s %s on %s: script ended early", mode, r.OrderRef, r.Name)
+	}
+	return nil
+}
+
+// RevokeAccess stops the customer's processes and removes the account and
+// its files, then marks the access revoked.
+func (d *Driver) RevokeAccess(ctx context.Context, orderRef string) error {
+	r, ok, err := d.activeReservation(ctx, d.DB, orderRef)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if err := d.teardown(ctx, r, "revoke"); err != nil {
+			return err
+		}
+	}
+	if _, err := d.DB.ExecContext(ctx, `UPDATE order_access SET revoked_at = now(), private_key = NULL, jupyter_token = NULL
+		WHERE order_ref = $1 AND revoked_at IS NULL`, orderRef); err != nil {
+		return fmt.Errorf("revoke %s: %w", orderRef, err)
+	}
+	return nil
+}
+
+// Release wipes the scratch space, checks the host is clean and gives it
+// back: available again, unless an operator drained it or it broke.
+func (d *Driver) Release(ctx context.Context, orderRef string) error {
+	r, ok, err := d.activeReservation(ctx, d.DB, orderRef)
+	if err != nil || !ok {
+		return err
+	}
+	if err := d.teardown(ctx, r, "release"); err != nil {
+		return err
+	}
+	return d.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE host_reservations SET state = 'released', released_at = now(),
+			private_key = NULL, jupyter_token = NULL WHERE id = $1 AND state = 'active'`, r.ID); err != nil {
+			return fmt.Errorf("release %s: %w", orderRef, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET updated_at = now(),
+			state = CASE WHEN state IN ('reserved', 'in_use') THEN 'available' ELSE state END
+			WHERE id = $1`, r.host.ID); err != nil {
+			return fmt.Errorf("release %s: %w", orderRef, err)
+		}
+		d.logger().Info("host released", "order", orderRef, "host", r.Name)
+		return nil
+	})
+}

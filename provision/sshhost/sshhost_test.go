@@ -1,0 +1,522 @@
+package sshhost_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
+	"github.com/kernodeck/kernodeck/provision/sshhost/sshtest"
+	"github.com/kernodeck/kernodeck/secrets"
+)
+
+// userPrefix names every account these tests create; they remove them all.
+const userPrefix = "kdt-"
+
+// Fixed for the subprocess helper, which must open what the parent sealed.
+const testKeys = "t1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+func keyring(t testing.TB) *secrets.Keyring {
+	t.Helper()
+	k, err := secrets.Parse(testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+type fixture struct {
+	t   *testing.T
+	db  *postgres.DB
+	acc int64
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	var acc int64
+	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash)
+		VALUES ('Ada', 'L', 'ada@example.com', 'h') RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, db: db, acc: acc}
+}
+
+func (f *fixture) order(model string, gpus int, preset, pubKey string) string {
+	f.t.Helper()
+	ref := domain.NewRef(domain.OrderRefPrefix)
+	var key any
+	if pubKey != "" {
+		key = pubKey
+	}
+	if _, err := f.db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
+		duration_days, preset, lot_cents, total_cents, status, workflow_id, ssh_public_key)
+		VALUES ($1, $2, $3, $4::int, 1, $4::int, 3, $5, 100, 100 * $4::int, 'paid', 'rental-' || $1, $6)`,
+		ref, f.acc, model, gpus, preset, key); err != nil {
+		f.t.Fatal(err)
+	}
+	return ref
+}
+
+func (f *fixture) addHost(name string, h *sshtest.Host, fingerprint, model string, gpus int) {
+	f.t.Helper()
+	inv := &sshhost.Inventory{DB: f.db.DB}
+	if _, err := inv.Add(context.Background(), sshhost.Host{Name: name, Address: h.Addr, Port: h.Port,
+		Fingerprint: fingerprint, KeyType: h.KeyType, GPUModel: model, GPUCount: gpus}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) hostState(name string) string {
+	f.t.Helper()
+	var s string
+	if err := f.db.Get(&s, `SELECT state FROM gpu_hosts WHERE name = $1`, name); err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+func driver(db *postgres.DB, h *sshtest.Host, t testing.TB) *sshhost.Driver {
+	return &sshhost.Driver{
+		DB: db.DB, Keyring: keyring(t), Signer: h.Admin, UserPrefix: userPrefix,
+		ScratchDir: filepath.Join(h.Dir, "scratch"), ConnectTimeout: 5 * time.Second,
+	}
+}
+
+// cleanAccounts removes this package's accounts before and after a test.
+func cleanAccounts(t *testing.T) {
+	sshtest.RemoveAccounts(t, userPrefix)
+	t.Cleanup(func() { sshtest.RemoveAccounts(t, userPrefix) })
+}
+
+// passwdWithoutOthers is /etc/passwd minus accounts other test packages
+// (e2e, prefix kde-) may be creating at the same time.
+func passwdWithoutOthers(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(l, "kde-") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Prepare, verify and teardown leave the host as it was: same /etc/passwd,
+// no home directory, no process, no scratch space; meanwhile the customer
+// really logs in with the generated key.
+func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
+	sshtest.RequireRoot(t)
+	cleanAccounts(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	h := sshtest.Start(t, sshtest.RTXA5000)
+	f.addHost("gpu-a5000-1", h, h.Fingerprint, "rtx-a5000", 1)
+	d := driver(f.db, h, t)
+	ref := f.order("rtx-a5000", 1, "notebook", "")
+	user, _ := d.UnixUser(ref)
+	before := passwdWithoutOthers(t)
+
+	for i := 0; i < 2; i++ { // every step retried once: same result
+		if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "notebook"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sshtest.PasswdLines(t, user); len(got) != 1 {
+		t.Fatalf("passwd lines for %s: %v", user, got)
+	}
+	v, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GPUModel != "NVIDIA RTX A5000" || v.GPUCount != 1 || v.DriverVersion != "570.211.01" || v.CUDAVersion != "12.8" {
+		t.Fatalf("verification = %+v", v)
+	}
+	t.Logf("verification: %+v", v)
+	sum, err := d.CreateAccess(ctx, activities.CreateAccessInput{OrderRef: ref, Verification: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Username != user || sum.Port != h.Port {
+		t.Fatalf("access summary %+v", sum)
+	}
+	if st := f.hostState("gpu-a5000-1"); st != sshhost.StateInUse {
+		t.Fatalf("host state %s, want in_use", st)
+	}
+
+	// Secrets are sealed at rest; opened, they let the customer in.
+	var sealedKey, sealedTok, jupyterURL string
+	if err := f.db.QueryRow(`SELECT private_key, jupyter_token, jupyter_url FROM order_access WHERE order_ref = $1`, ref).
+		Scan(&sealedKey, &sealedTok, &jupyterURL); err != nil {
+		t.Fatal(err)
+	}
+	if !secrets.IsSealed(sealedKey) || !secrets.IsSealed(sealedTok) || strings.Contains(sealedKey, "PRIVATE KEY") {
+		t.Fatalf("secrets stored in clear: %.40s / %.40s", sealedKey, sealedTok)
+	}
+	pemKey, err := keyring(t).Open(sealedKey, "order_access.private_key:"+ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := keyring(t).Open(sealedTok, "order_access.jupyter_token:"+ref)
+	if err != nil || len(tok) != 48 {
+		t.Fatalf("jupyter token %q %v", tok, err)
+	}
+	out := customerRun(t, h, user, pemKey, "cat ~/kernodeck/preset; cat ~/.jupyter/jupyter_server_config.json; "+
+		"setsid nohup sleep 600 </dev/null >/dev/null 2>&1 & echo started")
+	if !strings.Contains(out, "notebook") || !strings.Contains(out, tok) || !strings.Contains(out, "started") {
+		t.Fatalf("customer session: %s", out)
+	}
+	if !strings.HasPrefix(jupyterURL, "http://127.0.0.1:") {
+		t.Fatalf("jupyter url %q", jupyterURL)
+	}
+	waitFor(t, "customer process", func() bool { return sshtest.ProcessCount(user) > 0 })
+
+	for i := 0; i < 2; i++ {
+		if err := d.RevokeAccess(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Release(ctx, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := passwdWithoutOthers(t)
+	if !slices.Equal(before, after) {
+		t.Fatalf("/etc/passwd changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if _, err := os.Stat("/home/" + user); !os.IsNotExist(err) {
+		t.Fatalf("home directory still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.Dir, "scratch", user)); !os.IsNotExist(err) {
+		t.Fatalf("scratch space still there: %v", err)
+	}
+	if n := sshtest.ProcessCount(user); n != 0 {
+		t.Fatalf("%d processes of %s survive", n, user)
+	}
+	if st := f.hostState("gpu-a5000-1"); st != sshhost.StateAvailable {
+		t.Fatalf("host state after release %s", st)
+	}
+	var revoked bool
+	_ = f.db.Get(&revoked, `SELECT revoked_at IS NOT NULL AND private_key IS NULL FROM order_access WHERE order_ref = $1`, ref)
+	if !revoked {
+		t.Fatal("access not revoked")
+	}
+}
+
+func customerRun(t *testing.T, h *sshtest.Host, user, pemKey, cmd string) string {
+	t.Helper()
+	signer, err := ssh.ParsePrivateKey([]byte(pemKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ssh.Dial("tcp", fmt.Sprintf("%s:%d", h.Addr, h.Port), &ssh.ClientConfig{
+		User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			if ssh.FingerprintSHA256(key) != h.Fingerprint {
+				return fmt.Errorf("host key mismatch")
+			}
+			return nil
+		},
+		Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("customer login: %v", err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.CombinedOutput(cmd)
+	if err != nil {
+		t.Fatalf("customer command: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+func waitFor(t *testing.T, what string, fn func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !fn() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Killing the worker in the middle of prepare (SIGKILL right after the
+// account is created, while the script still runs) and running prepare
+// again gives one account, fully prepared.
+func TestPrepareKilledMidScriptGivesOneAccount(t *testing.T) {
+	sshtest.RequireRoot(t)
+	cleanAccounts(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	h := sshtest.Start(t, sshtest.RTXA5000)
+	f.addHost("gpu-a5000-kill", h, h.Fingerprint, "rtx-a5000", 1)
+	d := driver(f.db, h, t)
+	_, custPub := customerKey(t)
+	ref := f.order("rtx-a5000", 1, "pytorch", custPub)
+	user, _ := d.UnixUser(ref)
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The "worker": this test binary re-run as a helper that SIGKILLs itself
+	// when the remote script reports the account step.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPrepareThenDie$", "-test.v")
+	cmd.Env = append(os.Environ(), "KD_HELPER=1", "KD_HELPER_DB="+f.db.URL, "KD_HELPER_REF="+ref,
+		"KD_HELPER_ADDR="+h.Addr, "KD_HELPER_PORT="+strconv.Itoa(h.Port), "KD_HELPER_DIR="+h.Dir)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !asExit(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("helper was not killed mid-prepare: %v\n%s", err, out)
+	}
+	if n := len(sshtest.PasswdLines(t, user)); n != 1 {
+		t.Fatalf("after the crash: %d accounts (want the one created before the kill)", n)
+	}
+	// The connection died with the worker, which cuts the script that bash
+	// reads from it: usually the later steps never ran.
+	_, keyErr := os.Stat("/home/" + user + "/.ssh/authorized_keys")
+	t.Logf("after the kill: account present, authorized_keys present: %v", keyErr == nil)
+	// The restarted worker runs the activity again.
+	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "pytorch"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sshtest.PasswdLines(t, user); len(got) != 1 {
+		t.Fatalf("after the retry: %v", got)
+	}
+	keys, err := os.ReadFile("/home/" + user + "/.ssh/authorized_keys")
+	if err != nil || strings.TrimSpace(string(keys)) != custPub {
+		t.Fatalf("authorized_keys = %q, %v", keys, err)
+	}
+	if _, err := os.Stat("/home/" + user + "/kernodeck/check_torch.py"); err != nil {
+		t.Fatalf("preset not laid out: %v", err)
+	}
+	if err := d.RevokeAccess(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+		t.Fatalf("account left after teardown: %v", got)
+	}
+}
+
+func asExit(err error, target **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+// TestHelperPrepareThenDie is the worker process killed by
+// TestPrepareKilledMidScriptGivesOneAccount; it does nothing on its own.
+func TestHelperPrepareThenDie(t *testing.T) {
+	if os.Getenv("KD_HELPER") != "1" {
+		t.Skip("helper process")
+	}
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, os.Getenv("KD_HELPER_DB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(os.Getenv("KD_HELPER_DIR"), "admin_key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(os.Getenv("KD_HELPER_PORT"))
+	h := &sshtest.Host{Addr: os.Getenv("KD_HELPER_ADDR"), Port: port, Admin: signer, Dir: os.Getenv("KD_HELPER_DIR")}
+	d := driver(db, h, t)
+	d.OnStep = func(_, step string) {
+		if step == "account" {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	}
+	_ = d.Prepare(ctx, activities.PrepareInput{OrderRef: os.Getenv("KD_HELPER_REF"), Preset: "pytorch"})
+	t.Fatal("prepare finished: the kill did not happen")
+}
+
+// customerKey returns a new key pair standing for a customer's own key.
+func customerKey(t *testing.T) (ssh.Signer, string) {
+	t.Helper()
+	signer, err := ssh.ParsePrivateKey(sshtest.NewKeyPEM(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+}
+
+// A host that shows other GPUs than the inventory says is set aside as
+// broken, with what was seen recorded; the next Reserve takes another host.
+func TestVerifyMismatchSetsHostAsideAndRetryTakesAnother(t *testing.T) {
+	sshtest.RequireRoot(t)
+	cleanAccounts(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	admin := sshtest.Options{AdminKeyPEM: sshtest.NewKeyPEM(t)}
+	liar := sshtest.Start(t, sshtest.QuadroRTX4000x2, admin)
+	good := sshtest.Start(t, sshtest.RTXA5000, admin)
+	f.addHost("gpu-liar", liar, liar.Fingerprint, "rtx-a5000", 1) // first by id: reserved first
+	f.addHost("gpu-good", good, good.Fingerprint, "rtx-a5000", 1)
+	d := driver(f.db, liar, t)
+	ref := f.order("rtx-a5000", 1, "python", "")
+	user, _ := d.UnixUser(ref)
+
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "python"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1})
+	if domain.ErrorCode(err) != activities.ErrTypeVerifyMismatch {
+		t.Fatalf("mismatch not detected: %v", err)
+	}
+	t.Logf("mismatch: %v", err)
+	if st := f.hostState("gpu-liar"); st != sshhost.StateBroken {
+		t.Fatalf("liar host state %s", st)
+	}
+	var seen string
+	var count int
+	if err := f.db.QueryRow(`SELECT gpu_model_seen, gpu_count_seen FROM host_reservations WHERE order_ref = $1 AND state = 'failed'`, ref).
+		Scan(&seen, &count); err != nil || seen != "Quadro RTX 4000" || count != 2 {
+		t.Fatalf("seen %q x%d: %v", seen, count, err)
+	}
+	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+		t.Fatalf("account left on the broken host: %v", got)
+	}
+	// A retried Verify says the same; the workflow's next attempt reserves again.
+	if _, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); domain.ErrorCode(err) != activities.ErrTypeVerifyMismatch {
+		t.Fatalf("retried verify: %v", err)
+	}
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var host string
+	_ = f.db.Get(&host, `SELECT host_name FROM host_reservations WHERE order_ref = $1 AND state = 'active'`, ref)
+	if host != "gpu-good" {
+		t.Fatalf("retry reserved %q", host)
+	}
+	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "python"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RevokeAccess(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A host presenting another key than the inventory's is refused before any
+// command is sent, and set aside.
+func TestHostKeyMismatchRefusesHost(t *testing.T) {
+	sshtest.RequireRoot(t)
+	cleanAccounts(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	h := sshtest.Start(t, sshtest.RTXA5000)
+	other, _ := customerKey(t)
+	f.addHost("gpu-impostor", h, ssh.FingerprintSHA256(other.PublicKey()), "rtx-a5000", 1)
+	d := driver(f.db, h, t)
+	ref := f.order("rtx-a5000", 1, "python", "")
+	user, _ := d.UnixUser(ref)
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "python"})
+	if domain.ErrorCode(err) != sshhost.ErrTypeHostRefused {
+		t.Fatalf("host key mismatch not refused: %v", err)
+	}
+	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+		t.Fatalf("account created on a refused host: %v", got)
+	}
+	if st := f.hostState("gpu-impostor"); st != sshhost.StateBroken {
+		t.Fatalf("host state %s", st)
+	}
+	// Nothing else is free: the retry waits (no capacity), it never goes back.
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); domain.ErrorCode(err) != domain.ECodeNoCapacity {
+		t.Fatalf("reserve after refusal: %v", err)
+	}
+}
+
+// Two orders racing for the last free host: exactly one gets it, the other
+// is told there is no capacity; the database never holds both on one host.
+func TestTwoOrdersRaceForLastHost(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	fake := &sshtest.Host{Addr: "10.0.0.7", Port: 22, KeyType: ssh.KeyAlgoED25519}
+	other, _ := customerKey(t)
+	f.addHost("gpu-last", fake, ssh.FingerprintSHA256(other.PublicKey()), "h100-80g", 1)
+	d := &sshhost.Driver{DB: f.db.DB, Keyring: keyring(t), UserPrefix: userPrefix}
+	for round := 0; round < 20; round++ {
+		a, b := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, ref := range []string{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "h100-80g", GPUs: 1})
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case domain.ErrorCode(err) != domain.ECodeNoCapacity:
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		var active int
+		_ = f.db.Get(&active, `SELECT count(*) FROM host_reservations WHERE state = 'active'`)
+		if won != 1 || active != 1 {
+			t.Fatalf("round %d: %d winners, %d active reservations", round, won, active)
+		}
+		// Give the host back without SSH (nothing was prepared on it).
+		if _, err := f.db.Exec(`UPDATE host_reservations SET state = 'released' WHERE state = 'active';
+			UPDATE gpu_hosts SET state = 'available'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := sshhost.FreeHosts(ctx, f.db, "h100-80g", 1)
+	if err != nil || n != 1 {
+		t.Fatalf("free hosts %d %v", n, err)
+	}
+}
