@@ -10,11 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -25,7 +22,7 @@ import (
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/codec"
-	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/devserver/devservertest"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -73,16 +70,6 @@ type env struct {
 	logger *slog.Logger
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // newEnv starts a Temporal dev server (headless, in memory), a worker and the
 // API on a fresh database.
 func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
@@ -95,24 +82,10 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	if testing.Short() {
 		t.Skip("end-to-end test: needs the Temporal CLI (scripts/ensure-tools.sh)")
 	}
-	cli, err := devserver.FindCLI(os.Getenv("KERNODECK_TEMPORAL_CLI"))
-	if err != nil {
-		t.Fatalf("%v (scripts/test.sh installs it)", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-	logf, err := os.Create(filepath.Join(t.TempDir(), "temporal.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	srv, err := devserver.Start(ctx, devserver.Options{CLI: cli, Addr: addr, Log: logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	addr := devservertest.Start(t)
 
 	db := pgtest.NewDB(t)
 	kr := e2eKeyring(t)

@@ -8,9 +8,6 @@ package watchtest
 import (
 	"context"
 	"log/slog"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,7 +17,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/devserver/devservertest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -70,16 +67,6 @@ func (s staticRates) Rate(_ context.Context, asset string) (rates.Rate, error) {
 	return rates.Rate{Asset: asset, USDPerUnit: r, Source: "watchtest-fixed", At: time.Now()}, nil
 }
 
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
@@ -87,24 +74,10 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 // New starts everything; all of it stops when the test ends.
 func New(t testing.TB, o Options) *Env {
 	t.Helper()
-	cli, err := devserver.FindCLI(os.Getenv("KERNODECK_TEMPORAL_CLI"))
-	if err != nil {
-		t.Fatalf("%v (scripts/test.sh installs it)", err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-
-	logf, err := os.Create(filepath.Join(t.TempDir(), "temporal.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	srv, err := devserver.Start(ctx, devserver.Options{CLI: cli, Addr: addr, Log: logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	addr := devservertest.Start(t)
 	db := pgtest.NewDB(t)
 	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(logger)})
 	if err != nil {
