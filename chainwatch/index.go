@@ -28,14 +28,15 @@ type Intent struct {
 type Index struct {
 	mu        sync.RWMutex
 	network   string
-	byAddress map[string]*Intent // asset + "|" + normalised address
-	byRef     map[string]*Intent // Solana Pay reference
+	byID      map[string]*Intent
+	byAddress map[string]*Intent // asset + "|" + normalised address (derived addresses)
+	byRef     map[string]*Intent // Solana Pay reference (all share the shop's address)
 	maxSeq    int64
 }
 
 // NewIndex returns an empty index for network.
 func NewIndex(network string) *Index {
-	return &Index{network: network, byAddress: map[string]*Intent{}, byRef: map[string]*Intent{}}
+	return &Index{network: network, byID: map[string]*Intent{}, byAddress: map[string]*Intent{}, byRef: map[string]*Intent{}}
 }
 
 // normalise makes address comparison exact: EVM hex addresses compare
@@ -55,9 +56,11 @@ func (x *Index) Add(intents ...Intent) {
 	defer x.mu.Unlock()
 	for i := range intents {
 		in := intents[i]
-		x.byAddress[addrKey(in.Asset, in.Address)] = &in
+		x.byID[in.ID] = &in
 		if in.Reference != "" {
 			x.byRef[in.Reference] = &in
+		} else {
+			x.byAddress[addrKey(in.Asset, in.Address)] = &in
 		}
 		if in.Seq > x.maxSeq {
 			x.maxSeq = in.Seq
@@ -92,15 +95,15 @@ func (x *Index) MaxSeq() int64 {
 func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.byAddress)
+	return len(x.byID)
 }
 
 // Intents returns a snapshot of the watched intents.
 func (x *Index) Intents() []Intent {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := make([]Intent, 0, len(x.byAddress))
-	for _, in := range x.byAddress {
+	out := make([]Intent, 0, len(x.byID))
+	for _, in := range x.byID {
 		out = append(out, *in)
 	}
 	return out
@@ -111,11 +114,13 @@ func (x *Index) Evict(now time.Time) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := 0
-	for k, in := range x.byAddress {
+	for id, in := range x.byID {
 		if now.After(in.WatchUntil) {
-			delete(x.byAddress, k)
+			delete(x.byID, id)
 			if in.Reference != "" {
 				delete(x.byRef, in.Reference)
+			} else {
+				delete(x.byAddress, addrKey(in.Asset, in.Address))
 			}
 			n++
 		}

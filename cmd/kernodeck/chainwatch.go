@@ -12,6 +12,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/chainwatch/evm"
+	"github.com/kernodeck/kernodeck/chainwatch/solana"
 	"github.com/kernodeck/kernodeck/chainwatch/tron"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
 	"github.com/kernodeck/kernodeck/config"
@@ -95,9 +96,12 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 			return nil, err
 		}
 		w.Chain = chain
+	case "solana":
+		// Solana Pay: signatures per reference key at "finalized".
+		return &solana.Watcher{RPCURL: nodeURL, Store: db, Signaler: w.Signaler, Holder: holder,
+			Poll: pcfg.WatcherPoll, Logger: w.Logger}, nil
 	default:
-		logger.Warn("no watcher for this network yet", "network", network)
-		return nil, nil
+		return nil, fmt.Errorf("unknown network %q", network)
 	}
 	return w, nil
 }

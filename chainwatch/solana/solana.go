@@ -1,0 +1,249 @@
+// Package solana watches SOL payments to Solana Pay requests. Every request
+// (intent) pays the shop's address and carries its own reference key, which
+// the customer's wallet adds to the transfer's accounts; the watcher asks the
+// node for the finalized transactions that mention each open reference
+// (getSignaturesForAddress) and counts what the shop's address received in
+// each (its balance after minus before, in lamports).
+//
+// Solana is followed by reference, not block by block, so this is not a
+// chainwatch.Chain. It shares the rest with the block-based watchers:
+// chainwatch.Store (payments written first, keyed by (network, signature,
+// 0)), chainwatch.Reconcile (signals re-sent until acknowledged) and the
+// lease that keeps one active watcher.
+//
+// Only finalized transactions are read: they are never rolled back, so a
+// payment is recorded and confirmed at once. The per-reference cursor (the
+// newest signature handled) lives in memory; after a restart every
+// reference is read again from its first transaction, which records
+// nothing twice.
+package solana
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/kernodeck/kernodeck/chainwatch"
+)
+
+// Network is the network's name in intents and payments.
+const Network = "solana"
+
+// Asset is SOL, counted in lamports (1 SOL = 10^9 lamports).
+const Asset = "SOL"
+
+// Watcher follows the open Solana Pay requests.
+type Watcher struct {
+	// RPCURL is the node's JSON-RPC endpoint.
+	RPCURL string
+	// Client is the HTTP client (a 30 s timeout by default).
+	Client   *http.Client
+	Store    chainwatch.Store
+	Signaler chainwatch.Signaler
+	// Holder names this process in the lease (host:pid or similar).
+	Holder   string
+	LeaseTTL time.Duration
+	// Poll is the pause between steps.
+	Poll   time.Duration
+	Logger *slog.Logger
+	// Now is the clock (time.Now by default).
+	Now func() time.Time
+
+	rpc *rpcClient
+	// intents by reference key. chainwatch.Index keys intents by address,
+	// and every Solana request shares the shop's address.
+	intents map[string]chainwatch.Intent
+	maxSeq  int64
+	// until is, per reference, the newest signature fully handled.
+	until map[string]string
+}
+
+func (w *Watcher) defaults() {
+	if w.LeaseTTL <= 0 {
+		w.LeaseTTL = 30 * time.Second
+	}
+	if w.Poll <= 0 {
+		w.Poll = 5 * time.Second
+	}
+	if w.Logger == nil {
+		w.Logger = slog.Default()
+	}
+	if w.rpc == nil {
+		c := w.Client
+		if c == nil {
+			c = &http.Client{Timeout: 30 * time.Second}
+		}
+		w.rpc = &rpcClient{url: w.RPCURL, client: c}
+	}
+	if w.intents == nil {
+		w.intents = map[string]chainwatch.Intent{}
+		w.until = map[string]string{}
+	}
+}
+
+func (w *Watcher) now() time.Time {
+	if w.Now != nil {
+		return w.Now()
+	}
+	return time.Now()
+}
+
+// Run watches until ctx ends, while it holds Solana's lease.
+func (w *Watcher) Run(ctx context.Context) error {
+	w.defaults()
+	log := w.Logger.With("network", Network, "holder", w.Holder)
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = w.Store.ReleaseLease(rctx, Network, w.Holder)
+	}()
+	leader := false
+	for {
+		ok, err := w.Store.AcquireLease(ctx, Network, w.Holder, w.LeaseTTL)
+		switch {
+		case err != nil:
+			log.Warn("lease", "err", err)
+		case ok && !leader:
+			log.Info("watcher is active")
+		case !ok && leader:
+			log.Warn("lease lost: another watcher is active")
+			// The other watcher may have moved on; start over from the
+			// references' first transactions if the lease comes back.
+			w.until = map[string]string{}
+		}
+		leader = ok && err == nil
+		if leader {
+			if err := w.Step(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("step failed", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(w.Poll):
+		}
+	}
+}
+
+// Step runs one pass: refresh the requests, read each reference's new
+// finalized transactions, record and confirm the payments, and deliver the
+// signals not yet acknowledged.
+func (w *Watcher) Step(ctx context.Context) error {
+	w.defaults()
+	if err := w.refresh(ctx); err != nil {
+		return err
+	}
+	refs := make([]string, 0, len(w.intents))
+	for ref := range w.intents {
+		refs = append(refs, ref)
+	}
+	// Oldest requests first: deterministic, and fair when one fails.
+	sort.Slice(refs, func(i, j int) bool { return w.intents[refs[i]].Seq < w.intents[refs[j]].Seq })
+	var errs []error
+	for _, ref := range refs {
+		if err := w.scan(ctx, w.intents[ref]); err != nil {
+			errs = append(errs, fmt.Errorf("reference %s: %w", ref, err))
+		}
+	}
+	// Everything recorded is finalized: confirm it up to the finalized slot
+	// (read after the transactions, so it is at or above theirs).
+	slot, err := w.rpc.finalizedSlot(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	} else if _, err := w.Store.Confirm(ctx, Network, slot); err != nil {
+		errs = append(errs, err)
+	}
+	// Deliver what was stored even if a reference failed.
+	if err := chainwatch.Reconcile(ctx, Network, w.Store, w.Signaler); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (w *Watcher) refresh(ctx context.Context) error {
+	now := w.now()
+	fresh, err := w.Store.WatchedIntents(ctx, Network, w.maxSeq, now)
+	if err != nil {
+		return fmt.Errorf("load intents: %w", err)
+	}
+	for _, in := range fresh {
+		w.maxSeq = max(w.maxSeq, in.Seq)
+		if in.Reference == "" {
+			w.Logger.Warn("solana intent without reference key: not watched", "intent", in.ID)
+			continue
+		}
+		w.intents[in.Reference] = in
+	}
+	for ref, in := range w.intents {
+		if now.After(in.WatchUntil) {
+			delete(w.intents, ref)
+			delete(w.until, ref)
+		}
+	}
+	return nil
+}
+
+// scan records the payments of the reference's transactions newer than its
+// cursor, oldest first, moving the cursor past each one handled.
+func (w *Watcher) scan(ctx context.Context, in chainwatch.Intent) error {
+	sigs, err := w.rpc.signaturesForAddress(ctx, in.Reference, w.until[in.Reference])
+	if err != nil {
+		return err
+	}
+	for i := len(sigs) - 1; i >= 0; i-- {
+		s := sigs[i]
+		if !s.failed() {
+			if err := w.record(ctx, in, s); err != nil {
+				return err
+			}
+		}
+		w.until[in.Reference] = s.Signature
+	}
+	return nil
+}
+
+func (w *Watcher) record(ctx context.Context, in chainwatch.Intent, s signatureInfo) error {
+	tx, err := w.rpc.getTransaction(ctx, s.Signature)
+	if err != nil {
+		return err
+	}
+	if tx == nil {
+		// Listed as finalized but not served yet (a node still catching
+		// up): keep the cursor here and try again next step.
+		return fmt.Errorf("transaction %s: not available", s.Signature)
+	}
+	if tx.failed() {
+		return nil
+	}
+	amount, err := tx.received(in.Address)
+	if err != nil {
+		return fmt.Errorf("transaction %s: %w", s.Signature, err)
+	}
+	if amount == nil || amount.Sign() <= 0 {
+		// The reference was used in a transaction that paid the shop
+		// nothing (or that the shop paid from): nothing to count.
+		w.Logger.Info("solana reference used without payment", "intent", in.ID, "signature", s.Signature)
+		return nil
+	}
+	at := w.now()
+	if tx.BlockTime != nil {
+		at = time.Unix(*tx.BlockTime, 0)
+	}
+	intent := in
+	return w.Store.RecordBlock(ctx, Network, tx.Slot, slotHash(tx.Slot), []chainwatch.Seen{{
+		// One payment per transaction: the net balance change of the
+		// shop's address, whatever the number of instructions.
+		TxID: s.Signature, Index: 0, Asset: Asset, Address: in.Address, Amount: amount,
+		Intent: &intent, Late: at.After(in.Deadline), BlockHeight: tx.Slot, BlockHash: slotHash(tx.Slot),
+	}})
+}
+
+// slotHash stands for the block hash in the store: getTransaction does not
+// report its block's hash, and a finalized slot is never replaced, so the
+// slot number identifies the block well enough (nothing rewinds Solana).
+func slotHash(slot int64) string { return "slot:" + strconv.FormatInt(slot, 10) }

@@ -1,0 +1,89 @@
+package solana
+
+import (
+	"math/big"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kernodeck/kernodeck/chainwatch"
+	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/payments"
+)
+
+// TestSolanaOrderThroughRentalWorkflow pays a real order in SOL (Solana Pay
+// request: the shop's address, its own reference) on the Solana stand-in and
+// follows its RentalWorkflow, on a real Temporal dev server and PostgreSQL,
+// through payment and provisioning to an active rental.
+// A second order's payment, sent with the wrong reference, is not counted.
+func TestSolanaOrderThroughRentalWorkflow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal CLI and PostgreSQL")
+	}
+	env := watchtest.New(t, watchtest.Options{Networks: map[string]payments.Network{
+		Network: {ShopAddress: shop},
+	}})
+	node := newSolanaStandIn(t, time.Now().UTC())
+	w := &Watcher{RPCURL: node.srv.URL, Store: env.DB, Signaler: chainwatch.TemporalSignaler{Client: env.Temporal},
+		Holder: "watchtest", Logger: env.Logger}
+	account := env.NewAccount("sol-payer@example.com")
+
+	o := env.NewOrder(account, 1)
+	it, err := env.RequestOrderPayment(o.Ref, Asset, Network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Address != shop || it.ReferenceKey == nil || *it.ReferenceKey == "" {
+		t.Fatalf("intent %+v", it)
+	}
+	// 23.57 USD at 150 USD/SOL: 0.157133334 SOL, rounded up.
+	if it.AmountBase.Cmp(big.NewInt(157_133_334)) < 0 {
+		t.Fatalf("amount %s", it.AmountBase.String())
+	}
+	other := env.NewOrder(account, 1)
+	otherIt, err := env.RequestOrderPayment(other.Ref, Asset, Network)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Half, then the rest; and a payment to the shop under no watched
+	// reference.
+	half := new(big.Int).Div(&it.AmountBase.Int, big.NewInt(2))
+	node.pay(*it.ReferenceKey, shop, half.Int64())
+	node.pay(newReference(t), shop, otherIt.AmountBase.Int64())
+	if err := w.Step(env.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitFor("first part delivered", func() bool {
+		rows := env.ChainPayments(it.ID)
+		return len(rows) == 1 && rows[0].SignaledState != nil && *rows[0].SignaledState == chainwatch.StateConfirmed
+	})
+	if got := env.Order(o.Ref).Status; got != domain.StatusAwaitingPayment {
+		t.Fatalf("half-paid order is %s", got)
+	}
+	node.pay(*it.ReferenceKey, shop, new(big.Int).Sub(&it.AmountBase.Int, half).Int64())
+	if err := w.Step(env.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitFor(o.Ref+" paid and provisioning", func() bool {
+		return len(env.EventsOfKind(o.Ref, domain.EventPaid)) == 1 &&
+			len(env.EventsOfKind(o.Ref, domain.EventProvisioningStep)) > 0
+	})
+	kinds := env.Kinds(o.Ref)
+	if i, j := slices.Index(kinds, domain.EventPaid), slices.Index(kinds, domain.EventProvisioningStep); i > j {
+		t.Fatalf("timeline %v", kinds)
+	}
+	if n := len(env.EventsOfKind(o.Ref, domain.EventPaymentConfirmed)); n != 2 {
+		t.Fatalf("%d payment_confirmed events, want 2", n)
+	}
+	if rows := env.ChainPayments(otherIt.ID); len(rows) != 0 {
+		t.Fatalf("payment without the request's reference counted: %+v", rows)
+	}
+	if got := env.Order(other.Ref).Status; got != domain.StatusAwaitingPayment {
+		t.Fatalf("other order is %s", got)
+	}
+	if got := env.WaitOrderStatus(o.Ref, domain.StatusActive); got.PaidCents != o.TotalCents {
+		t.Fatalf("paid %d cents of %d", got.PaidCents, o.TotalCents)
+	}
+}
