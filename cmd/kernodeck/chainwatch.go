@@ -90,6 +90,9 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		}
 		w.Chain = chain
 		chain.SetWatched(evm.IndexFilter(w.Index()))
+		if pcfg.EthereumFinality == "finalized" {
+			w.Policy.Confirmations = 1 // the tip itself is final
+		}
 	case "tron":
 		chain, err := tron.New(tron.Config{URL: nodeURL, Tokens: pcfg.Tokens["tron"]})
 		if err != nil {
