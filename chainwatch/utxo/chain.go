@@ -1,0 +1,296 @@
+// Package utxo follows a Bitcoin Core-compatible node (Bitcoin Core, btcd,
+// Litecoin Core) over JSON-RPC for the chain watcher: block heights, hashes,
+// and every transaction output that pays an address.
+package utxo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/btcsuite/btcd/rpcclient"
+
+	"github.com/kernodeck/kernodeck/chainwatch"
+)
+
+// Config says which node to follow and what it carries.
+type Config struct {
+	// Host is the node's RPC endpoint: "host:port" or "http://host:port".
+	Host string
+	User string
+	Pass string
+	// Network is the watcher's network name: "bitcoin" or "litecoin".
+	Network string
+	// Asset is the native asset ("BTC" for bitcoin, "LTC" for litecoin by
+	// default).
+	Asset string
+}
+
+// Chain is a chainwatch.Chain over a node's JSON-RPC.
+type Chain struct {
+	cfg Config
+	rpc *rpcclient.Client
+}
+
+var _ chainwatch.Chain = (*Chain)(nil)
+
+// defaultAssets are the native assets of the networks this package follows.
+var defaultAssets = map[string]string{"bitcoin": "BTC", "litecoin": "LTC"}
+
+// New connects to the node (lazily: HTTP POST mode opens a connection per
+// request, so a node that restarts needs no reconnection logic here).
+func New(cfg Config) (*Chain, error) {
+	if _, ok := defaultAssets[cfg.Network]; !ok {
+		return nil, fmt.Errorf("utxo: unsupported network %q (bitcoin or litecoin)", cfg.Network)
+	}
+	if cfg.Asset == "" {
+		cfg.Asset = defaultAssets[cfg.Network]
+	}
+	host := cfg.Host
+	if strings.Contains(host, "://") {
+		u, err := url.Parse(host)
+		if err != nil {
+			return nil, fmt.Errorf("utxo: node URL: %w", err)
+		}
+		if u.Scheme != "http" {
+			// rpcclient's TLS needs the node's certificate; nodes here are
+			// reached over loopback or a tunnel.
+			return nil, fmt.Errorf("utxo: node URL scheme %q not supported (http only)", u.Scheme)
+		}
+		if u.User != nil && cfg.User == "" {
+			cfg.User = u.User.Username()
+			cfg.Pass, _ = u.User.Password()
+		}
+		host = u.Host + strings.TrimRight(u.Path, "/")
+	}
+	rpc, err := rpcclient.New(&rpcclient.ConnConfig{
+		Host:         host,
+		User:         cfg.User,
+		Pass:         cfg.Pass,
+		HTTPPostMode: true,
+		DisableTLS:   true,
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("utxo: rpc client: %w", err)
+	}
+	return &Chain{cfg: cfg, rpc: rpc}, nil
+}
+
+// Close releases the RPC client.
+func (c *Chain) Close() {
+	c.rpc.Shutdown()
+}
+
+// RPC is the underlying client, for callers that need other node calls
+// (tests mine blocks and broadcast with it).
+func (c *Chain) RPC() *rpcclient.Client { return c.rpc }
+
+// Network is the configured network name.
+func (c *Chain) Network() string { return c.cfg.Network }
+
+// Tip is the node's best height (getblockcount). The confirmation policy is
+// applied by the watcher, so the tip itself is not held back.
+func (c *Chain) Tip(ctx context.Context) (int64, error) {
+	f := c.rpc.GetBlockCountAsync()
+	n, err := await(ctx, f.Receive)
+	if err != nil {
+		return 0, fmt.Errorf("%s getblockcount: %w", c.cfg.Network, err)
+	}
+	return n, nil
+}
+
+// BlockHash is the hash of the best chain's block at height (getblockhash).
+func (c *Chain) BlockHash(ctx context.Context, height int64) (string, error) {
+	f := c.rpc.GetBlockHashAsync(height)
+	h, err := await(ctx, f.Receive)
+	if err != nil {
+		return "", fmt.Errorf("%s getblockhash %d: %w", c.cfg.Network, height, err)
+	}
+	return h.String(), nil
+}
+
+// Block returns the block at height with every output that pays an address.
+func (c *Chain) Block(ctx context.Context, height int64) (chainwatch.Block, error) {
+	hash, err := c.BlockHash(ctx, height)
+	if err != nil {
+		return chainwatch.Block{}, err
+	}
+	raw, err := c.rawRequest(ctx, "getblock", hash, 2)
+	if err != nil {
+		return chainwatch.Block{}, fmt.Errorf("%s getblock %s: %w", c.cfg.Network, hash, err)
+	}
+	b, err := DecodeBlock(raw, c.cfg.Asset)
+	if err != nil {
+		return chainwatch.Block{}, fmt.Errorf("%s block %d: %w", c.cfg.Network, height, err)
+	}
+	if b.Height != height || b.Hash != hash {
+		// The node answered for another block than asked: never record it
+		// under this height.
+		return chainwatch.Block{}, fmt.Errorf("%s block %d: node returned %d/%s for %s", c.cfg.Network, height, b.Height, b.Hash, hash)
+	}
+	return b, nil
+}
+
+// rawRequest sends a JSON-RPC call the typed client does not model the way
+// both node families answer it.
+func (c *Chain) rawRequest(ctx context.Context, method string, params ...any) (json.RawMessage, error) {
+	ps := make([]json.RawMessage, len(params))
+	for i, p := range params {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = b
+	}
+	f := c.rpc.RawRequestAsync(method, ps)
+	return await(ctx, f.Receive)
+}
+
+// await waits for an rpcclient future, or gives up when ctx ends: rpcclient
+// takes no context and its HTTP client has no timeout, so a stuck node must
+// not hold the watcher past its shutdown. The abandoned request finishes (or
+// fails) in the background.
+func await[T any](ctx context.Context, receive func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := receive()
+		ch <- result{v, err}
+	}()
+	select {
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	case r := <-ch:
+		return r.v, r.err
+	}
+}
+
+// verboseBlock is getblock's answer at verbosity 2. Bitcoin Core and
+// Litecoin Core put the decoded transactions under "tx"; btcd puts them
+// under "rawtx" (and leaves "tx" out).
+type verboseBlock struct {
+	Hash     string          `json:"hash"`
+	Height   int64           `json:"height"`
+	Previous string          `json:"previousblockhash"`
+	Time     int64           `json:"time"`
+	Tx       json.RawMessage `json:"tx"`
+	RawTx    []verboseTx     `json:"rawtx"`
+}
+
+type verboseTx struct {
+	TxID string          `json:"txid"`
+	Vout []verboseOutput `json:"vout"`
+}
+
+type verboseOutput struct {
+	// Value is kept as the node's literal text: amounts are converted to
+	// base units exactly, never through float64.
+	Value        json.Number `json:"value"`
+	N            int64       `json:"n"`
+	IsMWEB       bool        `json:"ismweb"`
+	ScriptPubKey struct {
+		Address   string   `json:"address"`
+		Addresses []string `json:"addresses"`
+	} `json:"scriptPubKey"`
+}
+
+// address is the single address an output pays, "" if none (OP_RETURN,
+// bare multisig, non-standard). Newer nodes give "address", older ones
+// (Litecoin Core 0.21) only "addresses"; btcd gives both.
+func (o verboseOutput) address() string {
+	if o.ScriptPubKey.Address != "" {
+		return o.ScriptPubKey.Address
+	}
+	if len(o.ScriptPubKey.Addresses) == 1 {
+		return o.ScriptPubKey.Addresses[0]
+	}
+	return ""
+}
+
+// DecodeBlock turns getblock's verbosity-2 JSON (the RPC result, either node
+// family's shape) into a chainwatch.Block with every output that pays an
+// address, in asset.
+func DecodeBlock(raw []byte, asset string) (chainwatch.Block, error) {
+	var vb verboseBlock
+	if err := json.Unmarshal(raw, &vb); err != nil {
+		return chainwatch.Block{}, fmt.Errorf("decode getblock: %w", err)
+	}
+	if vb.Hash == "" {
+		return chainwatch.Block{}, errors.New("decode getblock: no block hash")
+	}
+	txs := vb.RawTx
+	if len(txs) == 0 && len(vb.Tx) > 0 && string(vb.Tx) != "null" {
+		if err := json.Unmarshal(vb.Tx, &txs); err != nil {
+			// Transaction ids only: the node ignored verbosity 2.
+			return chainwatch.Block{}, fmt.Errorf("decode getblock %s transactions (verbosity 2 needed): %w", vb.Hash, err)
+		}
+	}
+	b := chainwatch.Block{
+		Height: vb.Height,
+		Hash:   vb.Hash,
+		Parent: vb.Previous,
+		Time:   time.Unix(vb.Time, 0).UTC(),
+	}
+	for _, tx := range txs {
+		for _, o := range tx.Vout {
+			// MWEB outputs hide their amount and address: nothing to match.
+			if o.IsMWEB {
+				continue
+			}
+			addr := o.address()
+			if addr == "" {
+				continue
+			}
+			amount, err := ParseAmount(o.Value)
+			if err != nil {
+				return chainwatch.Block{}, fmt.Errorf("output %s:%d: %w", tx.TxID, o.N, err)
+			}
+			b.Outputs = append(b.Outputs, chainwatch.Output{
+				TxID: tx.TxID, Index: o.N, Address: addr, Asset: asset, Amount: amount,
+			})
+		}
+	}
+	return b, nil
+}
+
+// coin is the number of base units (satoshi, litoshi) in one coin.
+var coin = big.NewRat(100_000_000, 1)
+
+// ParseAmount converts a node's JSON amount in coins to base units exactly.
+// Bitcoin and Litecoin Core print fixed-point decimals ("0.00012345"); btcd
+// prints Go float64 text, which uses an exponent for small values ("1e-06").
+// Both are parsed as exact decimals; a value that is not a whole number of
+// base units, or is negative, is an error rather than a rounded amount.
+func ParseAmount(n json.Number) (*big.Int, error) {
+	s := string(n)
+	// Bounds the work big.Rat does on the exponent; real amounts are short.
+	if s == "" || len(s) > 40 {
+		return nil, fmt.Errorf("amount %q: not a coin amount", s)
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 && len(strings.TrimLeft(s[i+1:], "+-")) > 2 {
+		// Float text of a real amount has a one- or two-digit exponent;
+		// a huge one would make big.Rat compute a huge power of ten.
+		return nil, fmt.Errorf("amount %q: exponent out of range", s)
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil, fmt.Errorf("amount %q: not a number", s)
+	}
+	r.Mul(r, coin)
+	if !r.IsInt() {
+		return nil, fmt.Errorf("amount %q: not a whole number of base units", s)
+	}
+	if r.Sign() < 0 {
+		return nil, fmt.Errorf("amount %q: negative", s)
+	}
+	return new(big.Int).Set(r.Num()), nil
+}
