@@ -154,6 +154,8 @@ type SupportStore interface {
 	ListSupportActions(ctx context.Context, targetRef string) ([]domain.SupportAction, error)
 	CreateSupportRequest(ctx context.Context, r domain.SupportRequest) (domain.SupportRequest, error)
 	ListSupportRequests(ctx context.Context, orderRef string, accountID int64) ([]domain.SupportRequest, error)
+	OpenSupportRequests(ctx context.Context, limit int) ([]domain.SupportRequest, error)
+	AnswerSupportRequest(ctx context.Context, id int64, agent, message string, now time.Time) (domain.SupportRequest, error)
 }
 
 // Store is everything the API persists; *postgres.DB implements it.
@@ -309,6 +311,8 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/orders/:ref/cancel", s.supportCancelOrder)
 	sup.POST("/orders/:ref/refund", s.supportRefund)
 	sup.GET("/topups/:ref", s.supportGetTopUp)
+	sup.GET("/support-requests", s.supportOpenRequests)
+	sup.POST("/support-requests/:id/answer", s.supportAnswer)
 	sup.POST("/topups/:ref/attribute-payment", s.supportAttributeTopUpPayment)
 	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
 	return r

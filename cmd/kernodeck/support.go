@@ -29,6 +29,8 @@ Usage:
   kernodeck support [flags] cancel ORDER --reason R
   kernodeck support [flags] cancel-topup TOPUP --reason R
   kernodeck support [flags] refund ORDER --amount-cents N --reason R
+  kernodeck support [flags] requests
+  kernodeck support [flags] answer REQUEST_ID --message M
 
 Flags (before the action):
   --url    support API base URL (env KERNODECK_SUPPORT_URL, default http://127.0.0.1:8080)
@@ -45,17 +47,22 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() < 2 {
+	args = fs.Args()
+	if len(args) == 1 && args[0] == "requests" {
+		args = append(args, "") // the queue takes no reference
+	}
+	if len(args) < 2 {
 		fs.Usage()
 		return 2
 	}
-	action, ref := fs.Arg(0), fs.Arg(1)
+	action, ref := args[0], args[1]
 	af := flag.NewFlagSet(action, flag.ContinueOnError)
 	af.SetOutput(stderr)
 	reason := af.String("reason", "", "why (recorded in the audit log)")
 	days := af.Int("days", 0, "days to add (extend)")
 	cents := af.Int64("amount-cents", 0, "amount in USD cents")
-	if err := af.Parse(fs.Args()[2:]); err != nil {
+	message := af.String("message", "", "answer to the customer (answer)")
+	if err := af.Parse(args[2:]); err != nil {
 		return 2
 	}
 	if *token == "" {
@@ -87,6 +94,11 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		path = "/v1/support/orders/" + ref + "/" + action
 	case "cancel-topup":
 		path = "/v1/support/topups/" + ref + "/cancel"
+	case "requests":
+		method, path, body = http.MethodGet, "/v1/support/support-requests", nil
+	case "answer":
+		path = "/v1/support/support-requests/" + ref + "/answer"
+		body = map[string]any{"message": *message}
 	case "refund":
 		path = "/v1/support/orders/" + ref + "/refund"
 		body["amount_cents"] = *cents
