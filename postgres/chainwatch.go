@@ -124,10 +124,13 @@ func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p chainwatc
 	prev := &prevSum.Int
 	after := new(big.Int).Add(prev, p.Amount)
 	cents := valueCents(after, p.Intent) - valueCents(prev, p.Intent)
+	// Another watcher process may insert the same payment at this moment
+	// (only without the lease): the first row stands, once.
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base,
 			amount_cents, late, block_height, block_hash, state)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'seen')`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'seen')
+		ON CONFLICT (network, txid, output_index) DO NOTHING`,
 		network, p.TxID, p.Index, p.Asset, p.Intent.ID, p.Address, p.Amount.String(),
 		cents, p.Late, p.BlockHeight, p.BlockHash)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/btcsuite/btcd/rpcclient"
@@ -24,16 +25,25 @@ type Config struct {
 	Host string
 	User string
 	Pass string
+	// CookiePath is the node's .cookie file, used when User and Pass are
+	// empty (Bitcoin Core's default authentication).
+	CookiePath string
 	// Network is the watcher's network name: "bitcoin" or "litecoin".
 	Network string
 	// Asset is the native asset ("BTC" for bitcoin, "LTC" for litecoin by
 	// default).
 	Asset string
+	// Timeout bounds each RPC call (30 s by default). rpcclient has none
+	// of its own, and the watcher's context lives as long as the process.
+	Timeout time.Duration
 }
 
 // Chain is a chainwatch.Chain over a node's JSON-RPC.
 type Chain struct {
-	cfg Config
+	cfg  Config
+	conn rpcclient.ConnConfig
+
+	mu  sync.Mutex
 	rpc *rpcclient.Client
 }
 
@@ -68,27 +78,65 @@ func New(cfg Config) (*Chain, error) {
 		}
 		host = u.Host + strings.TrimRight(u.Path, "/")
 	}
-	rpc, err := rpcclient.New(&rpcclient.ConnConfig{
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	c := &Chain{cfg: cfg, conn: rpcclient.ConnConfig{
 		Host:         host,
 		User:         cfg.User,
 		Pass:         cfg.Pass,
+		CookiePath:   cfg.CookiePath,
 		HTTPPostMode: true,
 		DisableTLS:   true,
-	}, nil)
+	}}
+	var err error
+	if c.rpc, err = c.newClient(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Chain) newClient() (*rpcclient.Client, error) {
+	conn := c.conn // rpcclient keeps the pointer and caches cookie state in it
+	rpc, err := rpcclient.New(&conn, nil)
 	if err != nil {
 		return nil, fmt.Errorf("utxo: rpc client: %w", err)
 	}
-	return &Chain{cfg: cfg, rpc: rpc}, nil
+	return rpc, nil
 }
 
 // Close releases the RPC client.
 func (c *Chain) Close() {
-	c.rpc.Shutdown()
+	c.client().Shutdown()
 }
 
 // RPC is the underlying client, for callers that need other node calls
 // (tests mine blocks and broadcast with it).
-func (c *Chain) RPC() *rpcclient.Client { return c.rpc }
+func (c *Chain) RPC() *rpcclient.Client { return c.client() }
+
+func (c *Chain) client() *rpcclient.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rpc
+}
+
+// replace swaps in a fresh client after a call on old was abandoned: in
+// HTTP POST mode rpcclient sends one request at a time, so every later call
+// would queue behind the hung one. The hung request is left to its
+// connection; old's queued requests fail with a shutdown error.
+func (c *Chain) replace(old *rpcclient.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rpc != old {
+		return // another caller already replaced it
+	}
+	fresh, err := c.newClient()
+	if err != nil {
+		return // keep the old one; the next call tries again
+	}
+	c.rpc = fresh
+	old.Shutdown()
+}
 
 // Network is the configured network name.
 func (c *Chain) Network() string { return c.cfg.Network }
@@ -96,8 +144,9 @@ func (c *Chain) Network() string { return c.cfg.Network }
 // Tip is the node's best height (getblockcount). The confirmation policy is
 // applied by the watcher, so the tip itself is not held back.
 func (c *Chain) Tip(ctx context.Context) (int64, error) {
-	f := c.rpc.GetBlockCountAsync()
-	n, err := await(ctx, f.Receive)
+	n, err := call(ctx, c, func(r *rpcclient.Client) func() (int64, error) {
+		return r.GetBlockCountAsync().Receive
+	})
 	if err != nil {
 		return 0, fmt.Errorf("%s getblockcount: %w", c.cfg.Network, err)
 	}
@@ -106,12 +155,20 @@ func (c *Chain) Tip(ctx context.Context) (int64, error) {
 
 // BlockHash is the hash of the best chain's block at height (getblockhash).
 func (c *Chain) BlockHash(ctx context.Context, height int64) (string, error) {
-	f := c.rpc.GetBlockHashAsync(height)
-	h, err := await(ctx, f.Receive)
+	h, err := call(ctx, c, func(r *rpcclient.Client) func() (string, error) {
+		f := r.GetBlockHashAsync(height)
+		return func() (string, error) {
+			h, err := f.Receive()
+			if err != nil {
+				return "", err
+			}
+			return h.String(), nil
+		}
+	})
 	if err != nil {
 		return "", fmt.Errorf("%s getblockhash %d: %w", c.cfg.Network, height, err)
 	}
-	return h.String(), nil
+	return h, nil
 }
 
 // Block returns the block at height with every output that pays an address.
@@ -147,14 +204,29 @@ func (c *Chain) rawRequest(ctx context.Context, method string, params ...any) (j
 		}
 		ps[i] = b
 	}
-	f := c.rpc.RawRequestAsync(method, ps)
-	return await(ctx, f.Receive)
+	return call(ctx, c, func(r *rpcclient.Client) func() (json.RawMessage, error) {
+		return r.RawRequestAsync(method, ps).Receive
+	})
+}
+
+// call sends one request (send issues it and returns its future's Receive)
+// and waits at most the configured timeout, or until ctx ends. An abandoned
+// call replaces the client so that the next ones are not stuck behind it.
+func call[T any](ctx context.Context, c *Chain, send func(*rpcclient.Client) func() (T, error)) (T, error) {
+	rpc := c.client()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	v, err := await(ctx, send(rpc))
+	if err != nil && ctx.Err() != nil {
+		c.replace(rpc)
+	}
+	return v, err
 }
 
 // await waits for an rpcclient future, or gives up when ctx ends: rpcclient
 // takes no context and its HTTP client has no timeout, so a stuck node must
-// not hold the watcher past its shutdown. The abandoned request finishes (or
-// fails) in the background.
+// not hold the watcher. The abandoned request finishes (or fails) in the
+// background.
 func await[T any](ctx context.Context, receive func() (T, error)) (T, error) {
 	type result struct {
 		v   T
