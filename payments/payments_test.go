@@ -140,8 +140,8 @@ func TestRefusalsWriteNothing(t *testing.T) {
 		asset, network, code string
 	}{
 		{"USDT", "tron", domain.ECodeMethodUnavailable}, // not configured
-		{"DOGE", "dogecoin", domain.ECodeInvalid},      // not offered
-		{"ETH", "bitcoin", domain.ECodeInvalid},        // wrong network for the asset
+		{"DOGE", "dogecoin", domain.ECodeInvalid},       // not offered
+		{"ETH", "bitcoin", domain.ECodeInvalid},         // wrong network for the asset
 	}
 	for _, c := range cases {
 		_, err := svc.Create(ctx, payments.Request{TargetKind: "order", TargetRef: ref, AccountID: acc,
