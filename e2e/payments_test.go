@@ -62,7 +62,7 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 		t.Fatalf("payment request: %v", pi)
 	}
 	deadline, err := time.Parse(time.RFC3339Nano, str(pi["deadline"]))
-	if err != nil || deadline.Sub(time.Now()) < 59*time.Minute || deadline.Sub(time.Now()) > 61*time.Minute {
+	if err != nil || time.Until(deadline) < 59*time.Minute || time.Until(deadline) > 61*time.Minute {
 		t.Fatalf("deadline %v (%v)", pi["deadline"], err)
 	}
 	if str(pi["payment_uri"]) != "bitcoin:bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu?amount=0.00036262" {
@@ -106,11 +106,11 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 		t.Fatalf("intents on the order: %v", intents)
 	}
 	// Operators find the order by asset and network in Temporal.
-	d, err := w.Temporal.DescribeWorkflowExecution(w.Ctx, "rental-"+ref, "")
+	d, err := w.Temporal.DescribeWorkflow(w.Ctx, "rental-"+ref, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa := d.WorkflowExecutionInfo.GetSearchAttributes().GetIndexedFields()
+	sa := d.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
 	if !strings.Contains(string(sa["KdAsset"].GetData()), "BTC") || !strings.Contains(string(sa["KdNetwork"].GetData()), "bitcoin") {
 		t.Fatalf("search attributes: %v", sa)
 	}
