@@ -103,7 +103,7 @@ func (c *simChain) deployToken(symbol string) common.Address {
 	}
 	tx := c.send(nil, nil, append(common.FromHex(strings.TrimSpace(tokenBin)), args...), 0)
 	if c.sim != nil {
-		c.sim.Commit() // geth --dev seals by itself
+		c.commit() // geth --dev seals by itself
 	}
 	r := c.receipt(tx)
 	if r.Status != types.ReceiptStatusSuccessful {
@@ -194,7 +194,7 @@ func (c *simChain) receipt(tx *types.Transaction) *types.Receipt {
 		}
 		// geth answers "transaction indexing is in progress" at start.
 		retry := errors.Is(err, ethereum.NotFound) || strings.Contains(err.Error(), "indexing is in progress")
-		if !retry || i == 250 {
+		if !retry || i == 750 { // 15 s: the indexer lags on a loaded machine
 			c.t.Fatalf("receipt %s: %v", tx.Hash().Hex(), err)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -205,9 +205,27 @@ func (c *simChain) receipt(tx *types.Transaction) *types.Receipt {
 func (c *simChain) mine(n int) common.Hash {
 	var h common.Hash
 	for range n {
-		h = c.sim.Commit()
+		h = c.commit()
 	}
 	return h
+}
+
+// commit seals one block. The simulated backend only logs a failed sealing
+// (it happens on a loaded machine: the payload is not built in time), so
+// check that the head moved and seal again if it did not.
+func (c *simChain) commit() common.Hash {
+	c.t.Helper()
+	before := c.head().Number.Uint64()
+	for try := 0; ; try++ {
+		h := c.sim.Commit()
+		if c.head().Number.Uint64() > before {
+			return h
+		}
+		if try == 20 {
+			c.t.Fatalf("the simulated chain does not seal blocks (head %d)", before)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (c *simChain) head() *types.Header {

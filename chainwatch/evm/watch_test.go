@@ -482,6 +482,6 @@ func (c *simChain) fundedAccount(value *big.Int) *simChain {
 	other := *c
 	other.key, other.from, other.nextNonce = key, crypto.PubkeyToAddress(key.PublicKey), 0
 	c.send(&other.from, value, nil, 0)
-	c.sim.Commit()
+	c.commit()
 	return &other
 }
