@@ -9,6 +9,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/payments"
@@ -215,5 +216,58 @@ func TestNoAddressOrAmountReused(t *testing.T) {
 	}
 	if len(seenAddr) != 60 {
 		t.Fatalf("%d distinct addresses for 60 requests", len(seenAddr))
+	}
+}
+
+// Operators see how far each watch-only account was used, and the gap after
+// the last paid address (what the wallet's gap limit must cover).
+func TestDerivationUsesForOperators(t *testing.T) {
+	ctx := context.Background()
+	db, svc, _, acc, _ := setup(t)
+	item, _ := db.CatalogItem(ctx, "rtx-a5000")
+	q, _ := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
+	var intents []domain.Intent
+	for i := 0; i < 5; i++ {
+		o, err := db.CreateOrder(ctx, acc, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := svc.Create(ctx, payments.Request{TargetKind: "order", TargetRef: o.Ref, AccountID: acc,
+			Asset: "BTC", Network: "bitcoin", USDCents: 2357, RequestKey: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		intents = append(intents, in)
+	}
+	// Index 1 (the second request) was paid.
+	watched, err := db.WatchedIntents(ctx, "bitcoin", 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paid *chainwatch.Intent
+	for i := range watched {
+		if watched[i].ID == intents[1].ID {
+			paid = &watched[i]
+		}
+	}
+	if err := db.RecordBlock(ctx, "bitcoin", 100, "h100", []chainwatch.Seen{{TxID: "tx", Index: 0, Asset: "BTC",
+		Address: paid.Address, Amount: paid.AmountBase, Intent: paid, BlockHeight: 100, BlockHash: "h100"}}); err != nil {
+		t.Fatal(err)
+	}
+	uses, err := db.DerivationUses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range uses {
+		switch u.Network {
+		case "bitcoin":
+			if u.NextIndex != 5 || u.LastPaidIndex != 1 || u.Gap != 3 {
+				t.Fatalf("bitcoin use: %+v", u)
+			}
+		default:
+			if u.NextIndex != 0 || u.LastPaidIndex != -1 || u.Gap != 0 {
+				t.Fatalf("%s use: %+v", u.Network, u)
+			}
+		}
 	}
 }

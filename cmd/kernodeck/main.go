@@ -44,6 +44,8 @@ Usage:
   kernodeck worker    run the Temporal worker (workflows, activities, starter)
   kernodeck chainwatch
                       run the chain watchers of the networks with a node URL
+  kernodeck wallet    derivation indexes used per network, and the gap after
+                      the last paid one (set the wallet's gap limit above it)
   kernodeck migrate   apply the database migrations
   kernodeck support   act on orders as a support agent (see kernodeck support -h)
   kernodeck hosts     GPU host inventory of the SSH driver (see kernodeck hosts -h)
@@ -94,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runWorker(ctx, cfg, prov, logger)
 	case "chainwatch":
 		err = runChainwatch(ctx, cfg, prov, logger)
+	case "wallet":
+		err = runWallet(ctx, cfg, stdout)
 	case "dev":
 		if len(args) > 1 && args[1] == "pay" {
 			err = runDevPay(ctx, cfg, args[2:], stdout)
