@@ -54,7 +54,7 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 		SolanaAddress:    p.str("KERNODECK_SOLANA_ADDRESS", ""),
 		EthereumChainID:  int64(p.int("KERNODECK_ETHEREUM_CHAIN_ID", 1)),
 		EthereumFinality: p.str("KERNODECK_ETHEREUM_FINALITY", "latest"),
-		WatcherPoll:      p.dur("KERNODECK_WATCHER_POLL", 5*time.Second),
+		WatcherPoll:      p.dur("KERNODECK_WATCHER_POLL", 2*time.Second),
 		AccountKeys:      map[string]string{},
 		KeyNetworks:      map[string]string{},
 		NodeURLs:         map[string]string{},
