@@ -233,3 +233,54 @@ func awaitOrTimeout(ctx workflow.Context, d time.Duration, cond func() bool) (ok
 	}
 	return cond(), nil
 }
+
+// paymentTarget is what the payment signal loop drives: a rental or a top-up.
+type paymentTarget interface {
+	onSeen(ctx workflow.Context, p PaymentEvent) error
+	onConfirmed(ctx workflow.Context, p PaymentEvent) error
+	onReverted(ctx workflow.Context, p PaymentEvent) error
+}
+
+// listenPayments handles the chain watchers' signals for the workflow's
+// life, each under mu; busy counts the handlers running, so the workflow
+// returns only after them.
+func listenPayments(ctx workflow.Context, mu workflow.Mutex, busy *int, t paymentTarget) {
+	for {
+		sig := receivePaymentSignal(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if sig.ev.Network == "" || sig.ev.TxID == "" {
+			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
+			continue
+		}
+		*busy++
+		if err := mu.Lock(ctx); err != nil {
+			*busy--
+			return
+		}
+		var err error
+		switch sig.name {
+		case SignalPaymentSeen:
+			err = t.onSeen(ctx, sig.ev)
+		case SignalPaymentConfirmed:
+			err = t.onConfirmed(ctx, sig.ev)
+		case SignalPaymentReverted:
+			err = t.onReverted(ctx, sig.ev)
+		}
+		mu.Unlock()
+		*busy--
+		if err != nil {
+			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
+		}
+	}
+}
+
+// upsertPaymentAttributes lets operators find the workflow by the asset and
+// network of its payment.
+func upsertPaymentAttributes(ctx workflow.Context, p PaymentEvent) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		saKeyAsset.ValueSet(p.Asset), saKeyNetwork.ValueSet(p.Network)); err != nil {
+		workflow.GetLogger(ctx).Error("upsert payment search attributes", "error", err)
+	}
+}

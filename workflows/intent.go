@@ -78,7 +78,7 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 	if err != nil {
 		return domain.Intent{}, err
 	}
-	r.upsertPaymentAttributes(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
+	upsertPaymentAttributes(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
 	return it, nil
 }
 
@@ -109,6 +109,6 @@ func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (do
 	if err != nil {
 		return domain.Intent{}, err
 	}
-	t.upsertPaymentAttributes(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
+	upsertPaymentAttributes(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
 	return it, nil
 }

@@ -219,46 +219,7 @@ func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, ag
 // --- payments (signals) ---
 
 func (r *rental) listenPayments(ctx workflow.Context) {
-	for {
-		sig := receivePaymentSignal(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if sig.ev.Network == "" || sig.ev.TxID == "" {
-			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
-			continue
-		}
-		r.signalsBusy++
-		if err := r.mu.Lock(ctx); err != nil {
-			r.signalsBusy--
-			return
-		}
-		err := r.onPayment(ctx, sig)
-		r.mu.Unlock()
-		r.signalsBusy--
-		if err != nil {
-			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
-		}
-	}
-}
-
-func (r *rental) onPayment(ctx workflow.Context, sig paymentSignal) error {
-	switch sig.name {
-	case SignalPaymentSeen:
-		return r.onSeen(ctx, sig.ev)
-	case SignalPaymentConfirmed:
-		return r.onConfirmed(ctx, sig.ev)
-	case SignalPaymentReverted:
-		return r.onReverted(ctx, sig.ev)
-	}
-	return nil
-}
-
-func (r *rental) upsertPaymentAttributes(ctx workflow.Context, p PaymentEvent) {
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		saKeyAsset.ValueSet(p.Asset), saKeyNetwork.ValueSet(p.Network)); err != nil {
-		workflow.GetLogger(ctx).Error("upsert payment search attributes", "error", err)
-	}
+	listenPayments(ctx, r.mu, &r.signalsBusy, r)
 }
 
 func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
@@ -267,7 +228,7 @@ func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
 	if !ok {
 		return nil
 	}
-	r.upsertPaymentAttributes(ctx, p)
+	upsertPaymentAttributes(ctx, p)
 	ev := activities.OrderEvent{Key: eventKey, Kind: domain.EventPaymentSeen, Data: paymentData(p)}
 	switch {
 	case p.Late:
@@ -313,7 +274,7 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		return nil // already counted: a watcher re-sent it
 	}
 	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
-	r.upsertPaymentAttributes(ctx, p)
+	upsertPaymentAttributes(ctx, p)
 	data := paymentData(p)
 	ev := activities.OrderEvent{Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed, Data: data}
 	switch {

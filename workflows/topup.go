@@ -183,42 +183,7 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 }
 
 func (t *topUp) listenPayments(ctx workflow.Context) {
-	for {
-		sig := receivePaymentSignal(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if sig.ev.Network == "" || sig.ev.TxID == "" {
-			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
-			continue
-		}
-		t.signalsBusy++
-		if err := t.mu.Lock(ctx); err != nil {
-			t.signalsBusy--
-			return
-		}
-		var err error
-		switch sig.name {
-		case SignalPaymentSeen:
-			err = t.onSeen(ctx, sig.ev)
-		case SignalPaymentConfirmed:
-			err = t.onConfirmed(ctx, sig.ev)
-		case SignalPaymentReverted:
-			err = t.onReverted(ctx, sig.ev)
-		}
-		t.mu.Unlock()
-		t.signalsBusy--
-		if err != nil {
-			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
-		}
-	}
-}
-
-func (t *topUp) upsertPaymentAttributes(ctx workflow.Context, p PaymentEvent) {
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
-		saKeyAsset.ValueSet(p.Asset), saKeyNetwork.ValueSet(p.Network)); err != nil {
-		workflow.GetLogger(ctx).Error("upsert payment search attributes", "error", err)
-	}
+	listenPayments(ctx, t.mu, &t.signalsBusy, t)
 }
 
 func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
@@ -226,7 +191,7 @@ func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
 	if !ok {
 		return nil
 	}
-	t.upsertPaymentAttributes(ctx, p)
+	upsertPaymentAttributes(ctx, p)
 	ev := activities.TopUpEvent{Key: eventKey, Kind: domain.EventPaymentSeen, Data: paymentData(p)}
 	switch {
 	case p.Late:
@@ -267,7 +232,7 @@ func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	if !t.payments.confirm(key) {
 		return nil // already counted: a watcher re-sent it
 	}
-	t.upsertPaymentAttributes(ctx, p)
+	upsertPaymentAttributes(ctx, p)
 	data := paymentData(p)
 	ev := activities.TopUpEvent{Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed, Data: data}
 	switch {
