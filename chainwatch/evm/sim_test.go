@@ -149,7 +149,25 @@ func (c *simChain) send(to *common.Address, value *big.Int, data []byte, gas uin
 	if err := c.client.SendTransaction(c.ctx, tx); err != nil {
 		c.t.Fatalf("send: %v", err)
 	}
+	c.waitPending(tx)
 	return tx
+}
+
+// waitPending returns once the pool holds tx as executable: the pool
+// promotes transactions in the background, and a block sealed before that
+// would leave tx out (seen on a loaded machine).
+func (c *simChain) waitPending(tx *types.Transaction) {
+	c.t.Helper()
+	for i := 0; ; i++ {
+		n, err := c.client.PendingNonceAt(c.ctx, c.from)
+		if err == nil && n > tx.Nonce() {
+			return
+		}
+		if i == 1000 {
+			c.t.Fatalf("tx %s never became pending (pending nonce %d, %v)", tx.Hash().Hex(), n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // resend puts an already signed transaction back in the pool (after a
@@ -159,6 +177,7 @@ func (c *simChain) resend(tx *types.Transaction) {
 	if err := c.client.SendTransaction(c.ctx, tx); err != nil && !strings.Contains(err.Error(), "already known") {
 		c.t.Fatalf("resend %s: %v", tx.Hash().Hex(), err)
 	}
+	c.waitPending(tx)
 }
 
 // pay sends amount of asset ("ETH", "USDT", "USDC") to address.
