@@ -78,6 +78,7 @@ type OrderEvent struct {
 	// Order changes, applied with the event (nil / "" = unchanged).
 	Status        string
 	PaidCents     *int64 // cumulative
+	LateCents     *int64 // cumulative late payments not counted
 	PaymentMethod string
 	PaidAt        *time.Time
 	PeriodStart   *time.Time

@@ -142,20 +142,23 @@ type Account struct {
 
 // Order is a rental order as stored.
 type Order struct {
-	Ref               string     `json:"reference" db:"ref"`
-	AccountID         int64      `json:"-" db:"account_id"`
-	Model             string     `json:"gpu_model" db:"gpu_model"`
-	Lots              int        `json:"lots" db:"lots"`
-	GPUsPerLot        int        `json:"gpus_per_lot" db:"gpus_per_lot"`
-	TotalGPUs         int        `json:"total_gpus" db:"total_gpus"`
-	DurationDays      int        `json:"duration_days" db:"duration_days"`
-	Preset            string     `json:"preset" db:"preset"`
-	LotCents          int64      `json:"lot_price_cents" db:"lot_cents"`
-	TotalCents        int64      `json:"total_cents" db:"total_cents"`
-	Status            string     `json:"status" db:"status"`
-	PaymentMethod     *string    `json:"payment_method" db:"payment_method"`
-	PaidCents         int64      `json:"paid_cents" db:"paid_cents"`
-	RefundedCents     int64      `json:"refunded_cents" db:"refunded_cents"`
+	Ref           string  `json:"reference" db:"ref"`
+	AccountID     int64   `json:"-" db:"account_id"`
+	Model         string  `json:"gpu_model" db:"gpu_model"`
+	Lots          int     `json:"lots" db:"lots"`
+	GPUsPerLot    int     `json:"gpus_per_lot" db:"gpus_per_lot"`
+	TotalGPUs     int     `json:"total_gpus" db:"total_gpus"`
+	DurationDays  int     `json:"duration_days" db:"duration_days"`
+	Preset        string  `json:"preset" db:"preset"`
+	LotCents      int64   `json:"lot_price_cents" db:"lot_cents"`
+	TotalCents    int64   `json:"total_cents" db:"total_cents"`
+	Status        string  `json:"status" db:"status"`
+	PaymentMethod *string `json:"payment_method" db:"payment_method"`
+	PaidCents     int64   `json:"paid_cents" db:"paid_cents"`
+	RefundedCents int64   `json:"refunded_cents" db:"refunded_cents"`
+	// LateCents are confirmed payments not counted (after the request's
+	// deadline), waiting for support to accept or refund them.
+	LateCents         int64      `json:"late_cents" db:"late_cents"`
 	PaidAt            *time.Time `json:"paid_at" db:"paid_at"`
 	PeriodStart       *time.Time `json:"period_start" db:"period_start"`
 	PeriodEnd         *time.Time `json:"period_end" db:"period_end"`

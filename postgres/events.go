@@ -79,10 +79,11 @@ func (db *DB) RecordOrderEvent(ctx context.Context, ev activities.OrderEvent) er
 				period_start = COALESCE($6, period_start),
 				period_end = COALESCE($7, period_end),
 				ended_at = COALESCE($8, ended_at),
+				late_cents = COALESCE($9, late_cents),
 				updated_at = now()
 			WHERE ref = $1
 			RETURNING `+orderMailColumns,
-			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt)
+			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt, ev.LateCents)
 		if err != nil {
 			return fmt.Errorf("update order %s: %w", ev.OrderRef, notFound(err))
 		}

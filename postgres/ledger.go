@@ -191,7 +191,7 @@ func (db *DB) CreditTopUp(ctx context.Context, in activities.CreditTopUpInput) e
 
 // RefundToBalance credits an amount of an order back to the customer's
 // balance, once per support action. The refunds of an order never exceed
-// what was paid for it.
+// what was received for it (counted payments and late ones).
 func (db *DB) RefundToBalance(ctx context.Context, in activities.RefundInput) error {
 	if in.AmountCents <= 0 {
 		return domain.FieldError("amount_cents", "Le montant à rembourser doit être positif.")
@@ -203,9 +203,10 @@ func (db *DB) RefundToBalance(ctx context.Context, in activities.RefundInput) er
 		var o struct {
 			AccountID int64 `db:"account_id"`
 			Paid      int64 `db:"paid_cents"`
+			Late      int64 `db:"late_cents"`
 			Refunded  int64 `db:"refunded_cents"`
 		}
-		if err := tx.GetContext(ctx, &o, `SELECT account_id, paid_cents, refunded_cents FROM orders WHERE ref = $1 FOR UPDATE`, in.Ref); err != nil {
+		if err := tx.GetContext(ctx, &o, `SELECT account_id, paid_cents, late_cents, refunded_cents FROM orders WHERE ref = $1 FOR UPDATE`, in.Ref); err != nil {
 			return fmt.Errorf("order %s: %w", in.Ref, notFound(err))
 		}
 		if o.AccountID != in.AccountID {
@@ -219,10 +220,11 @@ func (db *DB) RefundToBalance(ctx context.Context, in activities.RefundInput) er
 		if done {
 			return nil
 		}
-		if o.Refunded+in.AmountCents > o.Paid {
+		// What was received: counted payments, and late ones left to support.
+		if o.Refunded+in.AmountCents > o.Paid+o.Late {
 			return domain.Errorf(domain.ECodeConflict,
-				"Le remboursement dépasserait le montant payé (%s USD payés, %s USD déjà remboursés).",
-				domain.FormatUSD(o.Paid), domain.FormatUSD(o.Refunded))
+				"Le remboursement dépasserait le montant reçu (%s USD reçus, %s USD déjà remboursés).",
+				domain.FormatUSD(o.Paid+o.Late), domain.FormatUSD(o.Refunded))
 		}
 		if _, err := postLedger(ctx, tx, key, "refund", in.Ref, in.Reason,
 			entry{ledgerRefunds, -in.AmountCents},

@@ -288,9 +288,12 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la commande n'attend plus de paiement : il est transmis au support pour remboursement.", usd(p.AmountCents))
 		return r.record(ctx, ev)
 	case p.Late:
-		// Never provisioned automatically: support attributes it.
+		// Never provisioned automatically: support attributes it (accept)
+		// or refunds it to the balance.
+		r.st.LateCents += p.AmountCents
 		data["to_support"] = true
-		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre commande.", usd(p.AmountCents))
+		ev.LateCents = ptrTo(r.st.LateCents)
+		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre commande ou le remboursera sur votre solde.", usd(p.AmountCents))
 		ev.Status = r.refreshPaymentStatus(ctx)
 		return r.record(ctx, ev)
 	}
@@ -735,6 +738,9 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	r.payments.confirm(key)
 	r.supportPaid = true
 	r.st.PaidCents += amount
+	// Accepting a payment takes late money first: it is now counted.
+	fromLate := min(amount, r.st.LateCents)
+	r.st.LateCents -= fromLate
 	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
 	if err := r.recordSupport(ctx, domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason,
 		fmt.Sprintf("Le support a attribué un paiement de %s à la commande.", usd(amount)),
@@ -744,6 +750,10 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	ev := activities.OrderEvent{
 		Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed,
 		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
+	}
+	if fromLate > 0 {
+		ev.LateCents = ptrTo(r.st.LateCents)
+		ev.Data["accepted_late_cents"] = fromLate
 	}
 	if err := r.afterPaymentCounted(ctx, key, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
 		return errUnavailable()
@@ -941,9 +951,9 @@ func (r *rental) validateRefund(rf Refund) error {
 	if r.done || r.closing {
 		return reject(domain.ECodeConflict, "La commande est close : le remboursement n'est plus possible ici.")
 	}
-	if r.st.RefundedCents+rf.AmountCents > r.st.PaidCents {
-		return reject(domain.ECodeInvalid, fmt.Sprintf("Le remboursement dépasse le montant payé (%s payés, %s déjà remboursés).",
-			usd(r.st.PaidCents), usd(r.st.RefundedCents)))
+	if received := r.st.PaidCents + r.st.LateCents; r.st.RefundedCents+rf.AmountCents > received {
+		return reject(domain.ECodeInvalid, fmt.Sprintf("Le remboursement dépasse le montant reçu (%s reçus, %s déjà remboursés).",
+			usd(received), usd(r.st.RefundedCents)))
 	}
 	return nil
 }

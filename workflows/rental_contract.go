@@ -54,6 +54,7 @@ type RentalStatus struct {
 	Status            string
 	PaidCents         int64
 	RefundedCents     int64
+	LateCents         int64 // confirmed late payments, not counted: for support
 	PaymentMethod     string
 	PaymentsSeen      []string // payment keys seen (not confirmed)
 	PaymentsConfirmed []string // payment keys confirmed / attributed
