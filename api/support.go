@@ -283,15 +283,38 @@ func (s *Server) supportRefund(c *gin.Context) {
 		})
 }
 
+// supportCase is what support sees of any order or top-up: who, what
+// happened, the payment requests, and the actions already taken.
+type supportCase struct {
+	Customer       domain.Account         `json:"customer"`
+	Timeline       []domain.TimelineEvent `json:"timeline"`
+	PaymentIntents []intentView           `json:"payment_intents"`
+	SupportActions []domain.SupportAction `json:"support_actions"`
+}
+
+func (s *Server) supportCase(ctx context.Context, ref string, accountID int64) (supportCase, error) {
+	var sc supportCase
+	var err error
+	if sc.Customer, err = s.store.Account(ctx, accountID); err != nil {
+		return sc, err
+	}
+	if sc.Timeline, err = s.store.Timeline(ctx, ref, 0); err != nil {
+		return sc, err
+	}
+	if sc.PaymentIntents, err = s.intentViews(ctx, ref); err != nil {
+		return sc, err
+	}
+	sc.SupportActions, err = s.store.ListSupportActions(ctx, ref)
+	return sc, err
+}
+
 // supportOrderDetail is the support view of an order. The access secret is
 // never shown to support; only whether access exists and its description.
 type supportOrderDetail struct {
-	Order           orderView               `json:"order"`
-	Customer        domain.Account          `json:"customer"`
-	Timeline        []domain.TimelineEvent  `json:"timeline"`
+	Order orderView `json:"order"`
+	supportCase
 	AccessPresent   bool                    `json:"access_present"`
 	Access          *domain.Access          `json:"access,omitempty"`
-	SupportActions  []domain.SupportAction  `json:"support_actions"`
 	SupportRequests []domain.SupportRequest `json:"support_requests"`
 }
 
@@ -303,11 +326,7 @@ func (s *Server) supportGetOrder(c *gin.Context) {
 		return
 	}
 	d := supportOrderDetail{Order: viewOrder(o)}
-	if d.Customer, err = s.store.Account(ctx, o.AccountID); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if d.Timeline, err = s.store.Timeline(ctx, o.Ref, 0); err != nil {
+	if d.supportCase, err = s.supportCase(ctx, o.Ref, o.AccountID); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -320,10 +339,6 @@ func (s *Server) supportGetOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if d.SupportActions, err = s.store.ListSupportActions(ctx, o.Ref); err != nil {
-		s.fail(c, err)
-		return
-	}
 	if d.SupportRequests, err = s.store.ListSupportRequests(ctx, o.Ref, 0); err != nil {
 		s.fail(c, err)
 		return
@@ -332,10 +347,8 @@ func (s *Server) supportGetOrder(c *gin.Context) {
 }
 
 type supportTopUpDetail struct {
-	TopUp          topUpView              `json:"topup"`
-	Customer       domain.Account         `json:"customer"`
-	Timeline       []domain.TimelineEvent `json:"timeline"`
-	SupportActions []domain.SupportAction `json:"support_actions"`
+	TopUp topUpView `json:"topup"`
+	supportCase
 }
 
 func (s *Server) supportGetTopUp(c *gin.Context) {
@@ -346,15 +359,7 @@ func (s *Server) supportGetTopUp(c *gin.Context) {
 		return
 	}
 	d := supportTopUpDetail{TopUp: viewTopUp(t)}
-	if d.Customer, err = s.store.Account(ctx, t.AccountID); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if d.Timeline, err = s.store.Timeline(ctx, t.Ref, 0); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if d.SupportActions, err = s.store.ListSupportActions(ctx, t.Ref); err != nil {
+	if d.supportCase, err = s.supportCase(ctx, t.Ref, t.AccountID); err != nil {
 		s.fail(c, err)
 		return
 	}

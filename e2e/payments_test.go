@@ -105,6 +105,11 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 	if len(intents) != 1 || len(asList(intents[0].(map[string]any)["claims"])) != 1 {
 		t.Fatalf("intents on the order: %v", intents)
 	}
+	// Support sees the request too.
+	sup := e.must(http.StatusOK, "GET", "/v1/support/orders/"+ref, watchtest.AgentToken, nil)
+	if pis := asList(sup["payment_intents"]); len(pis) != 1 || str(pis[0].(map[string]any)["id"]) != id {
+		t.Fatalf("support view of the requests: %v", sup["payment_intents"])
+	}
 	// Operators find the order by asset and network in Temporal.
 	d, err := w.Temporal.DescribeWorkflow(w.Ctx, "rental-"+ref, "")
 	if err != nil {
