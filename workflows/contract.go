@@ -18,10 +18,35 @@ const TaskQueue = "kernodeck"
 // Signals sent by the chain watchers (and accepted by both workflows). Each
 // carries a PaymentEvent; a payment already counted under the same Key is
 // ignored, so a watcher may re-send freely.
+//
+// The life of one payment (Key) as the watchers report it:
+//   - payment-seen: in the node's mempool (Mempool) or in a block not yet
+//     deep enough. The order may show "payment detected"; nothing is counted.
+//   - payment-confirmed: deep enough for the network's policy: count it.
+//   - payment-reverted: gone from the chain. Before confirmation (a reorg, or
+//     a mempool transaction replaced (RBF) or double-spent) it is simply
+//     not counted. With AfterConfirmation, a reorganisation deeper than the
+//     policy removed a payment already signalled confirmed: it must be
+//     uncounted (order back to awaiting payment before provisioning, flagged
+//     for support after). If the same transaction is mined again, the same
+//     Key is seen and confirmed again and counts again.
+//
+// Outputs below the network's dust threshold are not signalled one by one:
+// they are recorded by the watcher and summarised per payment request in
+// SignalPaymentDust, so whatever payers send, a workflow receives at most one
+// dust signal per request per watcher step.
+//
+// Payments the watcher cannot count are not signalled at all: another asset
+// sent to a request's address (USDT to an ETH request's address), or any
+// payment to an address the shop handed out whose watch window has ended.
+// They are recorded in chain_payments (to_support set, amount_cents 0) with a
+// "payment_to_support" timeline entry on the order or top-up, for support.
 const (
 	SignalPaymentSeen      = "payment-seen"
 	SignalPaymentConfirmed = "payment-confirmed"
 	SignalPaymentReverted  = "payment-reverted"
+	// SignalPaymentDust carries a DustSummary.
+	SignalPaymentDust = "payment-dust"
 )
 
 // Updates (synchronous, validated, answer to the caller) common to both workflows.
@@ -54,6 +79,29 @@ type PaymentEvent struct {
 	// Late is set by the watcher when the payment arrived after the intent's
 	// deadline: recorded, never provisioned automatically.
 	Late bool
+	// Mempool is set on payment-seen for a transaction not yet in a block.
+	Mempool bool `json:",omitempty"`
+	// AfterConfirmation is set on payment-reverted when the payment had been
+	// signalled confirmed (a reorganisation deeper than the policy).
+	AfterConfirmation bool `json:",omitempty"`
+}
+
+// DustSummary is the running total of the confirmed outputs below the
+// network's dust threshold paid to one payment request (in its asset). Each
+// summary replaces the previous one for the same IntentID: Outputs only
+// grows, so a workflow keeps the summary with the most outputs and ignores
+// older or repeated ones. The outputs themselves are in PostgreSQL
+// (chain_payments with dust set) for support.
+type DustSummary struct {
+	Network  string
+	Asset    string
+	IntentID string
+	// Outputs is how many dust outputs were confirmed so far.
+	Outputs int64
+	// AmountBase is their total in base units (decimal string).
+	AmountBase string
+	// AmountCents is the total's USD value at the request's rate.
+	AmountCents int64
 }
 
 // Key identifies a payment: (network, txid, index). Seen twice, counted once.
