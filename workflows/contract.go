@@ -88,14 +88,16 @@ type PaymentEvent struct {
 
 // DustSummary is the running total of the confirmed outputs below the
 // network's dust threshold paid to one payment request (in its asset). Each
-// summary replaces the previous one for the same IntentID: Outputs only
-// grows, so a workflow keeps the summary with the most outputs and ignores
-// older or repeated ones. The outputs themselves are in PostgreSQL
-// (chain_payments with dust set) for support.
+// summary replaces the previous one for the same IntentID: a workflow keeps
+// the one with the highest Version and ignores older or repeated ones. The
+// outputs themselves are in PostgreSQL (chain_payments with dust set) for
+// support.
 type DustSummary struct {
 	Network  string
 	Asset    string
 	IntentID string
+	// Version increases with every summary sent for IntentID.
+	Version int64
 	// Outputs is how many dust outputs were confirmed so far.
 	Outputs int64
 	// AmountBase is their total in base units (decimal string).
