@@ -264,7 +264,7 @@ func (s *Server) routes() *gin.Engine {
 		s.log.Error("invalid trusted proxies, trusting none", "err", err)
 		_ = r.SetTrustedProxies(nil)
 	}
-	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.limitBody)
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.refuseControlInURL, s.limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, domain.Errorf(domain.ECodeNotFound, "Cette adresse n'existe pas dans l'API."))
 	})

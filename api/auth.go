@@ -222,12 +222,12 @@ func (s *Server) register(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	first, err := text("first_name", req.FirstName, 1, 100, "Indiquez votre prénom (100 caractères au plus).")
+	first, err := personName("first_name", req.FirstName, 100, "Indiquez votre prénom (100 caractères au plus).")
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	last, err := text("last_name", req.LastName, 1, 100, "Indiquez votre nom (100 caractères au plus).")
+	last, err := personName("last_name", req.LastName, 100, "Indiquez votre nom (100 caractères au plus).")
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"reflect"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -63,7 +66,78 @@ func (s *Server) decodeJSON(c *gin.Context, v any, optional bool) error {
 		}
 		return invalidJSON("", "Le corps de la requête doit contenir un seul objet JSON.")
 	}
+	return refuseNUL(reflect.ValueOf(v), "")
+}
+
+// errNUL is the answer to a NUL character in any input: PostgreSQL cannot
+// store it in text, and no field of ours has a use for it.
+func errNUL(field string) *domain.Error {
+	return domain.FieldError(field, "Le texte contient un caractère nul (U+0000), refusé.")
+}
+
+// refuseNUL walks a decoded request body and refuses a NUL character in any
+// string, naming the JSON field. Free-text fields are checked further by
+// text and personName; this catches every other field (emails, models,
+// assets…) before it reaches a query.
+func refuseNUL(v reflect.Value, field string) error {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return refuseNUL(v.Elem(), field)
+		}
+	case reflect.String:
+		if strings.ContainsRune(v.String(), 0) {
+			return errNUL(field)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name := field
+			if tag, _, _ := strings.Cut(f.Tag.Get("json"), ","); tag != "" && tag != "-" {
+				name = tag
+			} else if !f.Anonymous {
+				name = f.Name
+			}
+			if err := refuseNUL(v.Field(i), name); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if err := refuseNUL(v.Index(i), field); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if err := refuseNUL(it.Key(), field); err != nil {
+				return err
+			}
+			if err := refuseNUL(it.Value(), field); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// refuseControlInURL answers 400 to a path or query holding a control
+// character (%00 and the like): no reference, id or parameter of ours has
+// one, and PostgreSQL refuses NUL.
+func (s *Server) refuseControlInURL(c *gin.Context) {
+	query, err := url.QueryUnescape(c.Request.URL.RawQuery)
+	if err != nil {
+		query = c.Request.URL.RawQuery
+	}
+	if strings.IndexFunc(c.Request.URL.Path+query, unicode.IsControl) >= 0 {
+		s.fail(c, domain.FieldError("", "L'adresse contient un caractère de contrôle, refusé."))
+		return
+	}
+	c.Next()
 }
 
 func (s *Server) jsonError(err error) error {
@@ -92,11 +166,35 @@ func (s *Server) jsonError(err error) error {
 	}
 }
 
-// text trims a free-text input and checks its length in characters.
+// text trims a free-text input and checks its length in characters. Line
+// breaks and tabs are kept (messages, commands, error output); any other
+// control character is refused, NUL first of all.
 func text(field, value string, minLen, maxLen int, message string) (string, error) {
 	v := strings.TrimSpace(value)
 	if n := utf8.RuneCountInString(v); n < minLen || n > maxLen {
 		return "", domain.FieldError(field, message)
+	}
+	if strings.ContainsRune(v, 0) {
+		return "", errNUL(field)
+	}
+	if strings.IndexFunc(v, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\r' && r != '\t' }) >= 0 {
+		return "", domain.FieldError(field, "Le texte contient un caractère de contrôle, refusé.")
+	}
+	return v, nil
+}
+
+// personName is text on one line: no control character at all, nor the
+// invisible format characters (bidirectional overrides, zero-width…) that
+// would let a name display as something else in support's views and mails.
+func personName(field, value string, maxLen int, message string) (string, error) {
+	v, err := text(field, value, 1, maxLen, message)
+	if err != nil {
+		return "", err
+	}
+	if strings.IndexFunc(v, func(r rune) bool {
+		return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
+	}) >= 0 {
+		return "", domain.FieldError(field, "Le nom ne peut contenir ni retour à la ligne, ni caractère de contrôle ou invisible.")
 	}
 	return v, nil
 }
