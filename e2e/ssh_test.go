@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -38,15 +36,13 @@ const e2eUserPrefix = "kde-"
 // secret; and Temporal holds only ciphertext.
 func TestRentalOverSSHWithMails(t *testing.T) {
 	sshtest.RequireRoot(t)
-	sshtest.RemoveAccounts(t, e2eUserPrefix)
-	t.Cleanup(func() { sshtest.RemoveAccounts(t, e2eUserPrefix) })
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	mp := mailtest.Start(t)
 	e := newEnv(t, func(c *envConfig) {
 		c.provisionerName = postgres.ProvisionerSSH
 		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
 			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: e2eUserPrefix,
-				ScratchDir: filepath.Join(host.Dir, "scratch"), ConnectTimeout: 5 * time.Second}
+				ConnectTimeout: 5 * time.Second}
 		}
 		c.mail = &notify.SMTPConfig{Host: mp.SMTPHost, Port: mp.SMTPPort, Username: "u", Password: "p", TLS: "none"}
 		// One reminder a few seconds into the 3-day period, so it is seen here.
@@ -111,7 +107,7 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 	if !strings.Contains(out, "notebook") || !strings.Contains(out, "ok") {
 		t.Fatalf("customer session: %q", out)
 	}
-	if n := len(sshtest.PasswdLines(t, user)); n != 1 {
+	if n := len(host.PasswdLines(t, user)); n != 1 {
 		t.Fatalf("%d accounts for %s", n, user)
 	}
 	e.waitFor("the reminder", func() bool {
@@ -121,7 +117,7 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 
 	e.must(200, "POST", "/v1/support/orders/"+ref+"/end-early", agentToken, map[string]any{"reason": "demande du client, ticket 52"})
 	waitStatus(e, dana, ref, "ended")
-	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+	if got := host.PasswdLines(t, user); len(got) != 0 {
 		t.Fatalf("account left after the end: %v", got)
 	}
 	var state string
@@ -192,29 +188,11 @@ func sshAs(t *testing.T, h *sshtest.Host, user, pemKey, cmd string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ssh.Dial("tcp", net.JoinHostPort(h.Addr, fmt.Sprint(h.Port)), &ssh.ClientConfig{
-		User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, Timeout: 5 * time.Second,
-		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
-			if ssh.FingerprintSHA256(key) != h.Fingerprint {
-				return fmt.Errorf("unexpected host key")
-			}
-			return nil
-		},
-	})
+	out, err := h.Run(user, signer, cmd)
 	if err != nil {
-		t.Fatalf("customer login: %v", err)
+		t.Fatalf("customer: %v", err)
 	}
-	defer c.Close()
-	s, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	out, err := s.CombinedOutput(cmd)
-	if err != nil {
-		t.Fatalf("customer command: %v: %s", err, out)
-	}
-	return string(out)
+	return out
 }
 
 // Two paid orders race for the last free host: one gets it, the other
@@ -224,14 +202,12 @@ func sshAs(t *testing.T, h *sshtest.Host, user, pemKey, cmd string) string {
 func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 	sshtest.RequireRoot(t)
 	const prefix = "kdr-"
-	sshtest.RemoveAccounts(t, prefix)
-	t.Cleanup(func() { sshtest.RemoveAccounts(t, prefix) })
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	e := newEnv(t, func(c *envConfig) {
 		c.provisionerName = postgres.ProvisionerSSH
 		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
 			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: prefix,
-				ScratchDir: filepath.Join(host.Dir, "scratch"), ConnectTimeout: 5 * time.Second}
+				ConnectTimeout: 5 * time.Second}
 		}
 	})
 	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-last", Address: host.Addr,
@@ -292,7 +268,7 @@ func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 	waitStatus(e, tokens[loser], refs[loser], "active")
 	e.must(200, "POST", "/v1/support/orders/"+refs[loser]+"/end-early", agentToken, map[string]any{"reason": "fin du test"})
 	waitStatus(e, tokens[loser], refs[loser], "ended")
-	if got := sshtest.PasswdLines(t, prefix); len(got) != 0 {
+	if got := host.PasswdLines(t, prefix); len(got) != 0 {
 		t.Fatalf("accounts left: %v", got)
 	}
 }

@@ -109,8 +109,9 @@ type scriptResult struct {
 	Stderr string
 }
 
-// runScript runs script with bash as root on the host. The variables are
-// sent on stdin ahead of the script, never on the command line, so secrets
+// runScript runs script with bash as root on the host, after common.sh when
+// vars are given (the host scripts). The variables are sent on stdin ahead
+// of the script, never on the command line, so secrets
 // do not show in the host's process list. Each "KD_STEP name" line is
 // reported to onStep as it arrives.
 func (d *Driver) runScript(ctx context.Context, client *ssh.Client, script string, vars [][2]string, onStep func(string)) (scriptResult, error) {
@@ -122,6 +123,9 @@ func (d *Driver) runScript(ctx context.Context, client *ssh.Client, script strin
 	var in bytes.Buffer
 	for _, kv := range vars {
 		fmt.Fprintf(&in, "export %s=%s\n", kv[0], shellQuote(kv[1]))
+	}
+	if vars != nil {
+		in.WriteString(commonScript)
 	}
 	in.WriteString(script)
 	sess.Stdin = &in

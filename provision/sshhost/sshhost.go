@@ -39,6 +39,8 @@ import (
 )
 
 var (
+	//go:embed scripts/common.sh
+	commonScript string
 	//go:embed scripts/prepare.sh
 	prepareScript string
 	//go:embed scripts/teardown.sh
@@ -232,7 +234,7 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 // if any, are removed first (best effort: the host is out of service anyway).
 func (d *Driver) setAside(ctx context.Context, r reservation, reason string, seen *gpuSeen, cleanup bool) error {
 	if cleanup {
-		if err := d.teardown(ctx, r, "release"); err != nil {
+		if _, err := d.teardown(ctx, r, "release"); err != nil {
 			d.logger().Warn("cleanup on a host set aside failed", "host", r.Name, "order", r.OrderRef, "err", err)
 		}
 	}
@@ -517,22 +519,33 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 	return s, nil
 }
 
-func (d *Driver) teardown(ctx context.Context, r reservation, mode string) error {
+// teardown runs teardown.sh and returns what it could not clean (the
+// KD_DIRTY lines: empty when the host is clean).
+func (d *Driver) teardown(ctx context.Context, r reservation, mode string) ([]string, error) {
 	client, closeFn, err := d.connect(ctx, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer closeFn()
 	res, err := d.runScript(ctx, client, teardownScript, [][2]string{
 		{"KD_USER", r.UnixUser}, {"KD_SCRATCH", d.scratchDir()}, {"KD_MODE", mode},
 	}, d.step(ctx, r.OrderRef))
 	if err != nil {
-		return fmt.Errorf("%s %s on %s: %w", mode, r.OrderRef, r.Name, err)
+		return nil, fmt.Errorf("%s %s on %s: %w", mode, r.OrderRef, r.Name, err)
 	}
-	if !strings.Contains(res.Stdout, "KD_TEARDOWN_OK") {
-		return fmt.Errorf("%s %s on %s: script ended early", mode, r.OrderRef, r.Name)
+	var dirty []string
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if reason, ok := strings.CutPrefix(line, "KD_DIRTY "); ok {
+			dirty = append(dirty, reason)
+		}
 	}
-	return nil
+	if !strings.Contains(res.Stdout, "KD_TEARDOWN_OK") && !strings.Contains(res.Stdout, "KD_TEARDOWN_DIRTY") {
+		return nil, fmt.Errorf("%s %s on %s: script ended early", mode, r.OrderRef, r.Name)
+	}
+	if len(dirty) > 0 {
+		d.logger().Warn("host not clean after "+mode, "host", r.Name, "order", r.OrderRef, "left", dirty)
+	}
+	return dirty, nil
 }
 
 // RevokeAccess stops the customer's processes and removes the account and
@@ -543,7 +556,8 @@ func (d *Driver) RevokeAccess(ctx context.Context, orderRef string) error {
 		return err
 	}
 	if ok {
-		if err := d.teardown(ctx, r, "revoke"); err != nil {
+		// What could not be cleaned is checked again, and acted on, by Release.
+		if _, err := d.teardown(ctx, r, "revoke"); err != nil {
 			return err
 		}
 	}
@@ -554,20 +568,37 @@ func (d *Driver) RevokeAccess(ctx context.Context, orderRef string) error {
 	return nil
 }
 
-// Release wipes the scratch space, checks the host is clean and gives it
-// back: available again, unless an operator drained it or it broke.
+// Release wipes what the customer left, checks the host is clean and gives
+// it back: available again, unless an operator drained it or it broke. A
+// host that could not be cleaned is marked broken with the reasons (shown to
+// operators by `kernodeck hosts list`), and the order's release still ends:
+// the host is out of rotation, the customer's access is closed.
 func (d *Driver) Release(ctx context.Context, orderRef string) error {
 	r, ok, err := d.activeReservation(ctx, d.DB, orderRef)
 	if err != nil || !ok {
 		return err
 	}
-	if err := d.teardown(ctx, r, "release"); err != nil {
+	dirty, err := d.teardown(ctx, r, "release")
+	if err != nil {
 		return err
 	}
 	return d.inTx(ctx, func(tx *sqlx.Tx) error {
+		var failure any
+		if len(dirty) > 0 {
+			failure = "nettoyage incomplet : " + strings.Join(dirty, " ; ")
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE host_reservations SET state = 'released', released_at = now(),
-			private_key = NULL, jupyter_token = NULL WHERE id = $1 AND state = 'active'`, r.ID); err != nil {
+			private_key = NULL, jupyter_token = NULL, failure = COALESCE($2::text, failure) WHERE id = $1 AND state = 'active'`,
+			r.ID, failure); err != nil {
 			return fmt.Errorf("release %s: %w", orderRef, err)
+		}
+		if failure != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'broken', note = $2, updated_at = now() WHERE id = $1`,
+				r.host.ID, fmt.Sprintf("%s (commande %s, %s)", failure, r.OrderRef, time.Now().UTC().Format(time.RFC3339))); err != nil {
+				return fmt.Errorf("release %s: %w", orderRef, err)
+			}
+			d.logger().Error("host set aside as broken: not clean after release", "host", r.Name, "order", orderRef, "left", dirty)
+			return nil
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET updated_at = now(),
 			state = CASE WHEN state IN ('reserved', 'in_use') THEN 'available' ELSE state END

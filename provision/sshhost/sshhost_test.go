@@ -2,8 +2,6 @@ package sshhost_test
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,31 +93,8 @@ func (f *fixture) hostState(name string) string {
 func driver(db *postgres.DB, h *sshtest.Host, t testing.TB) *sshhost.Driver {
 	return &sshhost.Driver{
 		DB: db.DB, Keyring: keyring(t), Signer: h.Admin, UserPrefix: userPrefix,
-		ScratchDir: filepath.Join(h.Dir, "scratch"), ConnectTimeout: 5 * time.Second,
+		ConnectTimeout: 5 * time.Second, // scratch: the default, in each host's own /var
 	}
-}
-
-// cleanAccounts removes this package's accounts before and after a test.
-func cleanAccounts(t *testing.T) {
-	sshtest.RemoveAccounts(t, userPrefix)
-	t.Cleanup(func() { sshtest.RemoveAccounts(t, userPrefix) })
-}
-
-// passwdWithoutOthers is /etc/passwd minus accounts other test packages
-// (e2e, prefix kde-) may be creating at the same time.
-func passwdWithoutOthers(t *testing.T) []string {
-	t.Helper()
-	raw, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, l := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(l, "kde-") {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // Prepare, verify and teardown leave the host as it was: same /etc/passwd,
@@ -127,7 +102,6 @@ func passwdWithoutOthers(t *testing.T) []string {
 // really logs in with the generated key.
 func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 	sshtest.RequireRoot(t)
-	cleanAccounts(t)
 	ctx := context.Background()
 	f := newFixture(t)
 	h := sshtest.Start(t, sshtest.RTXA5000)
@@ -135,7 +109,7 @@ func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 	d := driver(f.db, h, t)
 	ref := f.order("rtx-a5000", 1, "notebook", "")
 	user, _ := d.UnixUser(ref)
-	before := passwdWithoutOthers(t)
+	before := h.PasswdLines(t, "")
 
 	for i := 0; i < 2; i++ { // every step retried once: same result
 		if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
@@ -145,7 +119,7 @@ func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := sshtest.PasswdLines(t, user); len(got) != 1 {
+	if got := h.PasswdLines(t, user); len(got) != 1 {
 		t.Fatalf("passwd lines for %s: %v", user, got)
 	}
 	v, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1})
@@ -184,6 +158,7 @@ func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 	if err != nil || len(tok) != 48 {
 		t.Fatalf("jupyter token %q %v", tok, err)
 	}
+	uid := h.UID(t, user)
 	out := customerRun(t, h, user, pemKey, "cat ~/kernodeck/preset; cat ~/.jupyter/jupyter_server_config.json; "+
 		"setsid nohup sleep 600 </dev/null >/dev/null 2>&1 & echo started")
 	if !strings.Contains(out, "notebook") || !strings.Contains(out, tok) || !strings.Contains(out, "started") {
@@ -192,7 +167,7 @@ func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 	if !strings.HasPrefix(jupyterURL, "http://127.0.0.1:") {
 		t.Fatalf("jupyter url %q", jupyterURL)
 	}
-	waitFor(t, "customer process", func() bool { return sshtest.ProcessCount(user) > 0 })
+	waitFor(t, "customer process", func() bool { return sshtest.ProcessCount(uid) > 0 })
 
 	for i := 0; i < 2; i++ {
 		if err := d.RevokeAccess(ctx, ref); err != nil {
@@ -202,18 +177,18 @@ func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after := passwdWithoutOthers(t)
+	after := h.PasswdLines(t, "")
 	if !slices.Equal(before, after) {
 		t.Fatalf("/etc/passwd changed:\nbefore %v\nafter  %v", before, after)
 	}
-	if _, err := os.Stat("/home/" + user); !os.IsNotExist(err) {
+	if _, err := os.Stat(h.Path("/home/" + user)); !os.IsNotExist(err) {
 		t.Fatalf("home directory still there: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(h.Dir, "scratch", user)); !os.IsNotExist(err) {
+	if _, err := os.Stat(h.Path(filepath.Join(sshhost.DefaultScratchDir, user))); !os.IsNotExist(err) {
 		t.Fatalf("scratch space still there: %v", err)
 	}
-	if n := sshtest.ProcessCount(user); n != 0 {
-		t.Fatalf("%d processes of %s survive", n, user)
+	if p := sshtest.Processes(uid); len(p) != 0 {
+		t.Fatalf("processes of %s survive: %v", user, p)
 	}
 	if st := f.hostState("gpu-a5000-1"); st != sshhost.StateAvailable {
 		t.Fatalf("host state after release %s", st)
@@ -231,30 +206,11 @@ func customerRun(t *testing.T, h *sshtest.Host, user, pemKey, cmd string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ssh.Dial("tcp", fmt.Sprintf("%s:%d", h.Addr, h.Port), &ssh.ClientConfig{
-		User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
-			if ssh.FingerprintSHA256(key) != h.Fingerprint {
-				return fmt.Errorf("host key mismatch")
-			}
-			return nil
-		},
-		Timeout: 5 * time.Second,
-	})
+	out, err := h.Run(user, signer, cmd)
 	if err != nil {
-		t.Fatalf("customer login: %v", err)
+		t.Fatalf("customer: %v", err)
 	}
-	defer c.Close()
-	s, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	out, err := s.CombinedOutput(cmd)
-	if err != nil {
-		t.Fatalf("customer command: %v: %s", err, out)
-	}
-	return string(out)
+	return out
 }
 
 func waitFor(t *testing.T, what string, fn func() bool) {
@@ -273,7 +229,6 @@ func waitFor(t *testing.T, what string, fn func() bool) {
 // again gives one account, fully prepared.
 func TestPrepareKilledMidScriptGivesOneAccount(t *testing.T) {
 	sshtest.RequireRoot(t)
-	cleanAccounts(t)
 	ctx := context.Background()
 	f := newFixture(t)
 	h := sshtest.Start(t, sshtest.RTXA5000)
@@ -296,25 +251,25 @@ func TestPrepareKilledMidScriptGivesOneAccount(t *testing.T) {
 	if !asExit(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("helper was not killed mid-prepare: %v\n%s", err, out)
 	}
-	if n := len(sshtest.PasswdLines(t, user)); n != 1 {
+	if n := len(h.PasswdLines(t, user)); n != 1 {
 		t.Fatalf("after the crash: %d accounts (want the one created before the kill)", n)
 	}
 	// The connection died with the worker, which cuts the script that bash
 	// reads from it: usually the later steps never ran.
-	_, keyErr := os.Stat("/home/" + user + "/.ssh/authorized_keys")
+	_, keyErr := os.Stat(h.Path("/home/" + user + "/.ssh/authorized_keys"))
 	t.Logf("after the kill: account present, authorized_keys present: %v", keyErr == nil)
 	// The restarted worker runs the activity again.
 	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "pytorch"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := sshtest.PasswdLines(t, user); len(got) != 1 {
+	if got := h.PasswdLines(t, user); len(got) != 1 {
 		t.Fatalf("after the retry: %v", got)
 	}
-	keys, err := os.ReadFile("/home/" + user + "/.ssh/authorized_keys")
+	keys, err := os.ReadFile(h.Path("/home/" + user + "/.ssh/authorized_keys"))
 	if err != nil || strings.TrimSpace(string(keys)) != custPub {
 		t.Fatalf("authorized_keys = %q, %v", keys, err)
 	}
-	if _, err := os.Stat("/home/" + user + "/kernodeck/check_torch.py"); err != nil {
+	if _, err := os.Stat(h.Path("/home/" + user + "/kernodeck/check_torch.py")); err != nil {
 		t.Fatalf("preset not laid out: %v", err)
 	}
 	if err := d.RevokeAccess(ctx, ref); err != nil {
@@ -323,7 +278,7 @@ func TestPrepareKilledMidScriptGivesOneAccount(t *testing.T) {
 	if err := d.Release(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+	if got := h.PasswdLines(t, user); len(got) != 0 {
 		t.Fatalf("account left after teardown: %v", got)
 	}
 }
@@ -381,7 +336,6 @@ func customerKey(t *testing.T) (ssh.Signer, string) {
 // broken, with what was seen recorded; the next Reserve takes another host.
 func TestVerifyMismatchSetsHostAsideAndRetryTakesAnother(t *testing.T) {
 	sshtest.RequireRoot(t)
-	cleanAccounts(t)
 	ctx := context.Background()
 	f := newFixture(t)
 	admin := sshtest.Options{AdminKeyPEM: sshtest.NewKeyPEM(t)}
@@ -413,7 +367,7 @@ func TestVerifyMismatchSetsHostAsideAndRetryTakesAnother(t *testing.T) {
 		Scan(&seen, &count); err != nil || seen != "Quadro RTX 4000" || count != 2 {
 		t.Fatalf("seen %q x%d: %v", seen, count, err)
 	}
-	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+	if got := liar.PasswdLines(t, user); len(got) != 0 {
 		t.Fatalf("account left on the broken host: %v", got)
 	}
 	// A retried Verify says the same; the workflow's next attempt reserves again.
@@ -446,7 +400,6 @@ func TestVerifyMismatchSetsHostAsideAndRetryTakesAnother(t *testing.T) {
 // command is sent, and set aside.
 func TestHostKeyMismatchRefusesHost(t *testing.T) {
 	sshtest.RequireRoot(t)
-	cleanAccounts(t)
 	ctx := context.Background()
 	f := newFixture(t)
 	h := sshtest.Start(t, sshtest.RTXA5000)
@@ -462,7 +415,7 @@ func TestHostKeyMismatchRefusesHost(t *testing.T) {
 	if domain.ErrorCode(err) != sshhost.ErrTypeHostRefused {
 		t.Fatalf("host key mismatch not refused: %v", err)
 	}
-	if got := sshtest.PasswdLines(t, user); len(got) != 0 {
+	if got := h.PasswdLines(t, user); len(got) != 0 {
 		t.Fatalf("account created on a refused host: %v", got)
 	}
 	if st := f.hostState("gpu-impostor"); st != sshhost.StateBroken {

@@ -1,18 +1,21 @@
 # prepare.sh: create the customer's account on a GPU host, install their SSH
 # public key and lay out the preparation preset. Run as root by the SSH
-# driver (bash -s, variables exported above this text). Every step is
-# idempotent and the whole run holds a per-account lock, so a run cut short
-# at any line (worker killed, connection lost) is completed by the next one,
-# never doubled.
+# driver (bash -s, variables exported above this text, common.sh before this
+# text). Every step is idempotent and the whole run holds a per-account lock,
+# so a run cut short at any line (worker killed, connection lost) is
+# completed by the next one, never doubled.
+#
+# Isolation: once the account exists its home belongs to the customer, who
+# may have replaced any entry in it with a symlink (to /root/.ssh, /etc...)
+# since the last run. Root touches only entries of root-owned directories
+# (/home/USER, SCRATCH/USER themselves); everything inside them is written by
+# the customer's own uid (as_user), so a symlink gets the customer nothing
+# they could not already write.
 # Inputs: KD_USER KD_ORDER KD_PUBKEY KD_PRESET KD_SCRATCH KD_JUPYTER_TOKEN
 #         KD_JUPYTER_PORT KD_HOST
 set -eu
 umask 077
-step() { echo "KD_STEP $1"; }
-
-mkdir -p /run/kernodeck
-exec 9>"/run/kernodeck/$KD_USER.lock"
-flock -w 120 9
+kd_lock
 step locked
 
 if ! getent passwd "$KD_USER" >/dev/null; then
@@ -20,24 +23,57 @@ if ! getent passwd "$KD_USER" >/dev/null; then
 fi
 # '*': no password login, but not a locked account (sshd refuses locked ones).
 usermod -p '*' "$KD_USER"
+kd_account
+kd_record_uid
 step account
 
-home=$(getent passwd "$KD_USER" | cut -d: -f6)
-group=$(id -gn "$KD_USER")
-install -d -m 700 -o "$KD_USER" -g "$group" "$home" "$home/.ssh"
-tmp=$(mktemp "$home/.ssh/.authorized_keys.XXXXXX")
-printf '%s\n' "$KD_PUBKEY" >"$tmp"
-chown "$KD_USER:$group" "$tmp"
-chmod 600 "$tmp"
-mv -f "$tmp" "$home/.ssh/authorized_keys"
-step key
-
+# The home and scratch directories are entries of root-owned directories:
+# the customer cannot swap them for symlinks, only what is inside them.
+[ -d "$home" ] && [ ! -L "$home" ] || fail "home directory $home missing or not a directory"
+chown "$uid:$gid" "$home"
+chmod 700 "$home"
 install -d -m 755 "$KD_SCRATCH"
-install -d -m 700 -o "$KD_USER" -g "$group" "$KD_SCRATCH/$KD_USER"
-install -d -m 755 -o "$KD_USER" -g "$group" "$home/kernodeck" "$home/work"
-ln -sfn "$KD_SCRATCH/$KD_USER" "$home/scratch"
+if [ ! -d "$KD_SCRATCH/$KD_USER" ] || [ -L "$KD_SCRATCH/$KD_USER" ]; then
+	rm -f -- "$KD_SCRATCH/$KD_USER"
+	mkdir -m 700 "$KD_SCRATCH/$KD_USER"
+fi
+chown "$uid:$gid" "$KD_SCRATCH/$KD_USER"
+chmod 700 "$KD_SCRATCH/$KD_USER"
 
-cat >"$home/kernodeck/LISEZMOI.txt" <<TXT
+# Everything below runs as the customer. Secrets travel in the environment
+# (readable by the customer and root only), never on a command line.
+export HOME="$home" USER="$KD_USER" LOGNAME="$KD_USER" KD_SCRATCH_DIR="$KD_SCRATCH/$KD_USER"
+as_user bash -s <<'AS_USER'
+set -eu
+umask 077
+cd "$HOME"
+# Our directories: a symlink or file the customer put in their place is
+# replaced by a real directory (the customer's own entry, removed as them).
+own_dir() {
+	if [ -L "$1" ] || { [ -e "$1" ] && [ ! -d "$1" ]; }; then rm -f -- "$1"; fi
+	mkdir -p -m "$2" -- "$1"
+	chmod "$2" -- "$1"
+}
+own_dir .ssh 700
+tmp=$(mktemp .ssh/.authorized_keys.XXXXXX)
+printf '%s\n' "$KD_PUBKEY" >"$tmp"
+chmod 600 "$tmp"
+mv -f -T -- "$tmp" .ssh/authorized_keys
+echo "KD_STEP key"
+
+own_dir kernodeck 755
+own_dir work 755
+if [ -L scratch ] || [ ! -e scratch ]; then ln -sfn -- "$KD_SCRATCH_DIR" scratch; fi
+
+# Files of ours are written to a new name, then renamed over the old one:
+# rename replaces a symlink, it never writes through it.
+put() { # put MODE PATH < content
+	t=$(mktemp "$2.XXXXXX")
+	cat >"$t"
+	chmod "$1" "$t"
+	mv -f -T -- "$t" "$2"
+}
+put 644 kernodeck/LISEZMOI.txt <<TXT
 Commande $KD_ORDER - préparation « $KD_PRESET ».
 La préparation décrit un point de départ ; elle ne certifie aucune version.
 - ~/work : votre espace de travail ; ~/scratch : espace temporaire, effacé à la fin.
@@ -45,44 +81,43 @@ La préparation décrit un point de départ ; elle ne certifie aucune version.
 Exportez vos résultats et checkpoints avant la fin de la location, puis
 vérifiez votre copie : la machine est effacée à l'échéance.
 TXT
-cat >"$home/kernodeck/check_gpu.sh" <<'TXT'
+put 755 kernodeck/check_gpu.sh <<'TXT'
 #!/bin/sh
 # Minimal GPU check: what the driver sees, then the CUDA toolchain if any.
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 command -v nvcc >/dev/null && nvcc --version | tail -n 2
 exit 0
 TXT
-chmod 755 "$home/kernodeck/check_gpu.sh"
-echo "$KD_PRESET" >"$home/kernodeck/preset"
+printf '%s\n' "$KD_PRESET" | put 644 kernodeck/preset
 
 case "$KD_PRESET" in
 python)
-	if command -v python3 >/dev/null && [ ! -d "$home/venv" ]; then
-		runuser -u "$KD_USER" -- python3 -m venv --without-pip "$home/venv" 2>/dev/null || true
+	if command -v python3 >/dev/null && [ ! -d venv ]; then
+		python3 -m venv --without-pip venv 2>/dev/null || true
 	fi
 	;;
 pytorch | inference)
-	cat >"$home/kernodeck/check_torch.py" <<'TXT'
+	put 644 kernodeck/check_torch.py <<'TXT'
 # Run with the interpreter of your project: fails loudly instead of
 # silently falling back to the CPU.
 import torch
 assert torch.cuda.is_available(), "no GPU visible to PyTorch"
 print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))
 TXT
-	[ "$KD_PRESET" = inference ] && install -d -m 755 -o "$KD_USER" -g "$group" "$home/models"
+	[ "$KD_PRESET" != inference ] || own_dir models 755
 	;;
 notebook)
-	install -d -m 755 -o "$KD_USER" -g "$group" "$home/notebooks" "$home/.jupyter"
+	own_dir notebooks 755
+	own_dir .jupyter 700
 	# The token lives in a file only the customer can read, never on a
 	# command line (visible in ps).
-	cat >"$home/.jupyter/jupyter_server_config.json" <<TXT
-{"ServerApp": {"token": "$KD_JUPYTER_TOKEN", "ip": "0.0.0.0", "port": $KD_JUPYTER_PORT, "open_browser": false, "root_dir": "$home/notebooks"}}
+	put 600 .jupyter/jupyter_server_config.json <<TXT
+{"ServerApp": {"token": "$KD_JUPYTER_TOKEN", "ip": "0.0.0.0", "port": $KD_JUPYTER_PORT, "open_browser": false, "root_dir": "$HOME/notebooks"}}
 TXT
-	chmod 600 "$home/.jupyter/jupyter_server_config.json"
-	printf 'http://%s:%s/lab\n' "$KD_HOST" "$KD_JUPYTER_PORT" >"$home/kernodeck/jupyter_url"
+	printf 'http://%s:%s/lab\n' "$KD_HOST" "$KD_JUPYTER_PORT" | put 644 kernodeck/jupyter_url
 	if command -v jupyter >/dev/null; then
-		if ! pgrep -u "$KD_USER" -f jupyter >/dev/null; then
-			runuser -u "$KD_USER" -- sh -c 'cd && nohup jupyter lab >"$HOME/kernodeck/jupyter.log" 2>&1 &'
+		if ! pgrep -u "$(id -u)" -f jupyter >/dev/null; then
+			nohup jupyter lab >"$HOME/kernodeck/jupyter.log" 2>&1 </dev/null &
 		fi
 		echo "KD_JUPYTER started"
 	else
@@ -92,6 +127,6 @@ TXT
 	fi
 	;;
 esac
-chown -R "$KD_USER:$group" "$home/kernodeck" "$home/.jupyter" 2>/dev/null || chown -R "$KD_USER:$group" "$home/kernodeck"
+AS_USER
 step preset
 echo KD_PREPARE_OK

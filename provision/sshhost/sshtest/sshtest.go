@@ -54,14 +54,33 @@ var QuadroRTX4000x2 = GPU{
 }
 
 // Host is a running stand-in host.
+//
+// Its sshd runs in a private mount namespace, so the host is a machine of
+// its own as far as files go: /etc and /var are overlays on this machine's
+// (writes land in the test's directory), /root, /home, /run, /tmp, /var/tmp
+// and /dev/shm are fresh tmpfs. The admin logs in with the key in the
+// host's /root/.ssh/authorized_keys (its only authorized key), like on a
+// real machine. A bug that deletes or hands over /root/.ssh or /etc on the
+// host damages these copies, never this machine's files; read them from the
+// outside with Path. Accounts the host creates get uids in a range of their
+// own (UIDMin..UIDMax, from the port), so killing "every process of that
+// uid" on one stand-in host cannot touch another's, nor this machine's.
 type Host struct {
 	Addr        string
 	Port        int
 	Fingerprint string // of its host key, SHA256:...
 	KeyType     string
 	Admin       ssh.Signer // logs in as root
-	Dir         string
+	Dir         string     // this machine's path, also the same path on the host
+	UIDMin      int
+	UIDMax      int
 	cmd         *exec.Cmd
+}
+
+// Path is where this machine sees path p of the host (through the sshd's
+// /proc/PID/root, which shows the host's mounts).
+func (h *Host) Path(p string) string {
+	return fmt.Sprintf("/proc/%d/root%s", h.cmd.Process.Pid, p)
 }
 
 // RequireRoot skips the test unless it runs as root.
@@ -123,8 +142,6 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 		adminPEM = opts[0].AdminKeyPEM
 	}
 	admin := writeKey(t, filepath.Join(dir, "admin_key"), adminPEM)
-	must(os.MkdirAll(filepath.Join(dir, "admin_keys"), 0o755))
-	must(os.WriteFile(filepath.Join(dir, "admin_keys", "root"), ssh.MarshalAuthorizedKey(admin.PublicKey()), 0o600))
 
 	bin := filepath.Join(dir, "bin")
 	must(os.MkdirAll(bin, 0o755))
@@ -134,14 +151,16 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 		"'')\ncat <<'KD_EOF'\n" + gpu.Header + "KD_EOF\n;;\n" +
 		"*) echo \"stand-in nvidia-smi: unsupported arguments: $*\" >&2; exit 2 ;;\nesac\n"
 	must(os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(smi), 0o755))
+	// Customers reach their scratch space under dir.
+	must(os.Chmod(dir, 0o755))
 
 	port := freePort(t)
+	uidMin := 200000 + port*16
 	cfg := strings.Join([]string{
 		"HostKey " + filepath.Join(dir, "ssh_host_ed25519_key"),
 		"PidFile " + filepath.Join(dir, "sshd.pid"),
-		"AuthorizedKeysFile .ssh/authorized_keys " + filepath.Join(dir, "admin_keys", "%u"),
-		// The admin key file sits under /tmp (world-writable): not a real host.
-		"StrictModes no",
+		"AuthorizedKeysFile .ssh/authorized_keys",
+		"StrictModes yes",
 		"PermitRootLogin prohibit-password",
 		"PubkeyAuthentication yes",
 		"PasswordAuthentication no",
@@ -154,13 +173,42 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 	cfgPath := filepath.Join(dir, "sshd_config")
 	must(os.WriteFile(cfgPath, []byte(cfg), 0o600))
 
-	cmd := exec.Command(sshd, "-D", "-e", "-p", strconv.Itoa(port), "-f", cfgPath, "-o", "ListenAddress=127.0.0.1")
+	// The namespace's mounts, then sshd in it (same process: unshare and
+	// sh exec, so the pid is sshd's).
+	setup := `set -eu
+D=$1; PORT=$2; UMIN=$3; UMAX=$4; CFG=$5
+for p in etc var; do
+	mkdir -p "$D/ov/$p/upper" "$D/ov/$p/work"
+	mount -t overlay "kd-$p" -o "lowerdir=/$p,upperdir=$D/ov/$p/upper,workdir=$D/ov/$p/work" "/$p"
+done
+mount -t tmpfs -o mode=0755 kd-run /run
+mkdir -m 0755 /run/sshd
+# /tmp is private too, with this test's directory bound back at its path.
+mkdir -m 0700 /run/kd-dir
+mount --bind "$D" /run/kd-dir
+for p in /tmp /var/tmp /dev/shm; do mount -t tmpfs -o mode=1777 kd-tmp "$p"; done
+mkdir -p -m 0755 "$D"
+mount --bind /run/kd-dir "$D"
+umount /run/kd-dir
+rmdir /run/kd-dir
+mount -t tmpfs -o mode=0755 kd-home /home
+mount -t tmpfs -o mode=0700 kd-root /root
+mkdir -m 0700 /root/.ssh
+cp "$D/admin.pub" /root/.ssh/authorized_keys
+chmod 0600 /root/.ssh/authorized_keys
+sed -i -e '/^[[:space:]]*[UG]ID_M\(IN\|AX\)[[:space:]]/d' /etc/login.defs
+printf 'UID_MIN %s\nUID_MAX %s\nGID_MIN %s\nGID_MAX %s\n' "$UMIN" "$UMAX" "$UMIN" "$UMAX" >>/etc/login.defs
+exec /usr/sbin/sshd -D -e -p "$PORT" -f "$CFG" -o ListenAddress=127.0.0.1
+`
+	must(os.WriteFile(filepath.Join(dir, "admin.pub"), ssh.MarshalAuthorizedKey(admin.PublicKey()), 0o644))
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", setup, "sh",
+		dir, strconv.Itoa(port), strconv.Itoa(uidMin), strconv.Itoa(uidMin+15), cfgPath)
 	logf, err := os.Create(filepath.Join(dir, "sshd.log"))
 	must(err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	must(cmd.Start())
 	h := &Host{Addr: "127.0.0.1", Port: port, Fingerprint: ssh.FingerprintSHA256(hostKey.PublicKey()),
-		KeyType: hostKey.PublicKey().Type(), Admin: admin, Dir: dir, cmd: cmd}
+		KeyType: hostKey.PublicKey().Type(), Admin: admin, Dir: dir, UIDMin: uidMin, UIDMax: uidMin + 15, cmd: cmd}
 	t.Cleanup(h.Stop)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -178,13 +226,58 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 	return h
 }
 
-// Stop stops the server.
+// Stop kills every process of the host's uid range (what a failed test
+// may leave), then the server; the namespace and its files go with them.
 func (h *Host) Stop() {
-	if h.cmd != nil && h.cmd.Process != nil {
-		_ = h.cmd.Process.Kill()
-		_ = h.cmd.Wait()
-		h.cmd = nil
+	if h.cmd == nil || h.cmd.Process == nil {
+		return
 	}
+	uids := make([]string, 0, h.UIDMax-h.UIDMin+1)
+	for u := h.UIDMin; u <= h.UIDMax; u++ {
+		uids = append(uids, strconv.Itoa(u))
+	}
+	list := strings.Join(uids, ",")
+	for i := 0; i < 100 && exec.Command("pgrep", "-U", list).Run() == nil; i++ {
+		_ = exec.Command("pkill", "-KILL", "-U", list).Run()
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = h.cmd.Process.Kill()
+	_ = h.cmd.Wait()
+	h.cmd = nil
+}
+
+// AdminRun runs cmd on the host as root, logging in with the admin key as
+// the driver does; the error says when that login is refused.
+func (h *Host) AdminRun(cmd string) (string, error) {
+	return h.Run("root", h.Admin, cmd)
+}
+
+// Run logs in as user with signer and runs cmd, returning its combined output.
+func (h *Host) Run(user string, signer ssh.Signer, cmd string) (string, error) {
+	c, err := ssh.Dial("tcp", net.JoinHostPort(h.Addr, strconv.Itoa(h.Port)), &ssh.ClientConfig{
+		User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
+			if ssh.FingerprintSHA256(key) != h.Fingerprint {
+				return fmt.Errorf("host key mismatch")
+			}
+			return nil
+		},
+		Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		return "", fmt.Errorf("login as %s: %w", user, err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	out, err := s.CombinedOutput(cmd)
+	if err != nil {
+		return string(out), fmt.Errorf("%s as %s: %w: %s", cmd, user, err, out)
+	}
+	return string(out), nil
 }
 
 func writeKey(t testing.TB, path string, pemKey []byte) ssh.Signer {
@@ -212,11 +305,11 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// PasswdLines returns the /etc/passwd lines of accounts whose name starts
-// with prefix.
-func PasswdLines(t testing.TB, prefix string) []string {
+// PasswdLines returns the host's /etc/passwd lines of accounts whose name
+// starts with prefix.
+func (h *Host) PasswdLines(t testing.TB, prefix string) []string {
 	t.Helper()
-	f, err := os.Open("/etc/passwd")
+	f, err := os.Open(h.Path("/etc/passwd"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,32 +324,38 @@ func PasswdLines(t testing.TB, prefix string) []string {
 	return out
 }
 
-// RemoveAccounts deletes every account whose name starts with prefix, with
-// its home and processes: the tests leave this machine as they found it.
-func RemoveAccounts(t testing.TB, prefix string) {
+// UID returns the uid of the host's account user.
+func (h *Host) UID(t testing.TB, user string) int {
 	t.Helper()
-	if len(prefix) < 3 {
-		t.Fatalf("refusing to remove accounts with the short prefix %q", prefix)
+	lines := h.PasswdLines(t, user+":")
+	if len(lines) != 1 {
+		t.Fatalf("account %s on the host: %v", user, lines)
 	}
-	for _, line := range PasswdLines(t, prefix) {
-		name, _, _ := strings.Cut(line, ":")
-		_ = exec.Command("pkill", "-KILL", "-u", name).Run()
-		if out, err := exec.Command("userdel", "--remove", name).CombinedOutput(); err != nil {
-			t.Logf("userdel %s: %v %s", name, err, out)
-		}
-		_ = os.RemoveAll(filepath.Join("/home", name))
+	uid, err := strconv.Atoi(strings.Split(lines[0], ":")[2])
+	if err != nil {
+		t.Fatal(err)
 	}
+	return uid
 }
 
-// ProcessCount counts the processes of user (0 if the account is gone).
-func ProcessCount(user string) int {
-	out, err := exec.Command("pgrep", "-c", "-u", user).Output()
-	if err != nil {
-		return 0
+// Processes lists the live processes (not zombies: dead, waiting for their
+// parent to reap them) whose real or effective uid is uid, as "pid state
+// command" lines.
+func Processes(uid int) []string {
+	out, _ := exec.Command("ps", "-e", "-o", "pid=,ruid=,euid=,stat=,args=").Output()
+	var procs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 || (f[1] != strconv.Itoa(uid) && f[2] != strconv.Itoa(uid)) || strings.HasPrefix(f[3], "Z") {
+			continue
+		}
+		procs = append(procs, f[0]+" "+f[3]+" "+strings.Join(f[4:], " "))
 	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	return n
+	return procs
 }
+
+// ProcessCount counts Processes(uid).
+func ProcessCount(uid int) int { return len(Processes(uid)) }
 
 // String describes the host for logs.
 func (h *Host) String() string { return fmt.Sprintf("%s:%d (%s)", h.Addr, h.Port, h.Fingerprint) }

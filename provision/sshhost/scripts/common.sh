@@ -1,0 +1,43 @@
+# common.sh: helpers sent ahead of every host script (prepare, teardown,
+# setkey). Root state lives in /run/kernodeck (root-only): the per-account
+# lock and the uid each account had, so a teardown that runs after the
+# account is gone still knows whose processes and files to look for.
+step() { echo "KD_STEP $1"; }
+fail() {
+	echo "KD_FAIL $1" >&2
+	exit 1
+}
+# The customer's uid cannot enter root's home: commands run as them (find)
+# need a working directory they can read.
+cd /
+# Root's own temporary files (bash here-documents) never go to /tmp.
+mkdir -p -m 700 /run/kernodeck
+export TMPDIR=/run/kernodeck
+
+kd_lock() {
+	exec 9>"/run/kernodeck/$KD_USER.lock"
+	flock -w 120 9 || fail "another operation holds $KD_USER"
+}
+
+# kd_account sets uid, gid and home from the account, if it exists.
+kd_account() {
+	uid="" gid="" home=""
+	local line
+	line=$(getent passwd "$KD_USER") || return 0
+	uid=$(echo "$line" | cut -d: -f3)
+	gid=$(echo "$line" | cut -d: -f4)
+	home=$(echo "$line" | cut -d: -f6)
+	# Only the home useradd gives: a directory of root-owned /home.
+	[ "$home" = "/home/$KD_USER" ] || fail "unexpected home directory $home for $KD_USER"
+}
+
+kd_record_uid() {
+	echo "$uid $gid" >"/run/kernodeck/$KD_USER.uid"
+}
+
+# as_user runs a command with the customer's uid and gid only: no
+# supplementary groups, no capabilities, no way to gain privileges. What it
+# does through a symlink is what the customer could do anyway.
+as_user() {
+	TMPDIR=/tmp setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all --no-new-privs -- "$@"
+}
