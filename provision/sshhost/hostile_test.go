@@ -131,19 +131,7 @@ func TestHostileCustomerGetsNothingFromRoot(t *testing.T) {
 	signer, pub := customerKey(t)
 	ref := f.order("rtx-a5000", 1, "notebook", pub)
 	user, _ := d.UnixUser(ref)
-	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "notebook"}); err != nil {
-		t.Fatal(err)
-	}
-	v, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "rtx-a5000", GPUs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.CreateAccess(ctx, activities.CreateAccessInput{OrderRef: ref, Verification: v}); err != nil {
-		t.Fatal(err)
-	}
+	f.provision(d, ref, "rtx-a5000", 1, "notebook")
 	uid := h.UID(t, user)
 
 	// A root-owned decoy the customer can read but not write.

@@ -81,6 +81,27 @@ func (f *fixture) addHost(name string, h *sshtest.Host, fingerprint, model strin
 	}
 }
 
+// provision runs an order through reserve, prepare, verify and access, as the
+// workflow does; any failure fails the test.
+func (f *fixture) provision(d *sshhost.Driver, ref, model string, gpus int, preset string) activities.Verification {
+	f.t.Helper()
+	ctx := context.Background()
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: model, GPUs: gpus}); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: preset}); err != nil {
+		f.t.Fatal(err)
+	}
+	v, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: model, GPUs: gpus})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := d.CreateAccess(ctx, activities.CreateAccessInput{OrderRef: ref, Verification: v}); err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
 func (f *fixture) hostState(name string) string {
 	f.t.Helper()
 	var s string
