@@ -188,6 +188,13 @@ type Deps struct {
 	// Methods lists the payment methods offered now (optional: none without).
 	Methods MethodLister
 	Logger  *slog.Logger
+	// Requests, if set, is told of each answered request (metrics).
+	Requests RequestObserver
+}
+
+// RequestObserver records answered requests by route template and status.
+type RequestObserver interface {
+	ObserveRequest(method, route string, status int, d time.Duration)
 }
 
 // Server is the HTTP API.
@@ -199,6 +206,7 @@ type Server struct {
 	methods  MethodLister
 	log      *slog.Logger
 	engine   *gin.Engine
+	requests RequestObserver
 
 	agents    []agentToken
 	dummyHash string        // verified when the email is unknown: constant work
@@ -230,6 +238,7 @@ func New(cfg Config, deps Deps) *Server {
 		notifier: deps.Timeline,
 		methods:  deps.Methods,
 		log:      logger,
+		requests: deps.Requests,
 		hashSem:  make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 		closing:  make(chan struct{}),
 	}
@@ -340,13 +349,17 @@ func (s *Server) logRequests(c *gin.Context) {
 	if route == "" {
 		route = "(no route)"
 	}
+	took := time.Since(start)
 	s.log.LogAttrs(c.Request.Context(), slog.LevelInfo, "http request",
 		slog.String("method", c.Request.Method),
 		slog.String("route", route),
 		slog.Int("status", c.Writer.Status()),
-		slog.Duration("duration", time.Since(start)),
+		slog.Duration("duration", took),
 		slog.String("client_ip", c.ClientIP()),
 	)
+	if s.requests != nil {
+		s.requests.ObserveRequest(c.Request.Method, route, c.Writer.Status(), took)
+	}
 }
 
 func securityHeaders(c *gin.Context) {

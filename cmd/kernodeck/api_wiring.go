@@ -14,7 +14,8 @@ import (
 // newAPIHandler builds the API and returns it with the function that closes
 // its live streams (before a graceful shutdown) and its background loop (the
 // PostgreSQL listener that wakes the live order streams).
-func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, methods api.MethodLister, logger *slog.Logger) (http.Handler, func(), func(context.Context) error) {
+func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, methods api.MethodLister,
+	requests api.RequestObserver, logger *slog.Logger) (http.Handler, func(), func(context.Context) error) {
 	tl := db.NewTimelineListener(logger.With("component", "timeline"))
 	srv := api.New(api.Config{
 		CookieSecure:   cfg.CookieSecure,
@@ -22,6 +23,6 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		Rental:         cfg.RentalConfig(),
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
-	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Logger: logger})
+	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Logger: logger, Requests: requests})
 	return prov.withCodec(srv.Handler(), cfg), srv.CloseStreams, tl.Run
 }

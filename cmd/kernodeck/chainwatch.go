@@ -16,6 +16,7 @@ import (
 	"github.com/kernodeck/kernodeck/chainwatch/tron"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
 	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
 )
 
@@ -27,7 +28,7 @@ type runner interface {
 // serveChainwatch runs one watcher per network with a node URL configured.
 // Each takes its network's lease, so running this on several machines keeps
 // one active watcher per network.
-func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, logger *slog.Logger) error {
+func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, m *metrics.Metrics, logger *slog.Logger) error {
 	pcfg, err := config.PaymentsFromEnv(nil)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -37,7 +38,7 @@ func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, log
 	g, gctx := errgroup.WithContext(ctx)
 	started := 0
 	for network, nodeURL := range pcfg.NodeURLs {
-		r, err := newWatcher(gctx, network, nodeURL, pcfg, db, tc, holder, logger)
+		r, err := newWatcher(gctx, network, nodeURL, pcfg, db, tc, holder, m.Chains, logger)
 		if err != nil {
 			return fmt.Errorf("%s watcher: %w", network, err)
 		}
@@ -57,9 +58,9 @@ func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, log
 }
 
 func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Payments, db *postgres.DB,
-	tc client.Client, holder string, logger *slog.Logger) (runner, error) {
+	tc client.Client, holder string, chains *metrics.Chains, logger *slog.Logger) (runner, error) {
 	w := &chainwatch.Watcher{
-		Store:    db,
+		Store:    chains.Store(db),
 		Signaler: chainwatch.TemporalSignaler{Client: tc},
 		Policy:   chainwatch.Policy{Confirmations: pcfg.Confirmations[network]},
 		Holder:   holder,
@@ -106,19 +107,24 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 	default:
 		return nil, fmt.Errorf("unknown network %q", network)
 	}
+	w.Chain = chains.Chain(w.Chain)
 	return w, nil
 }
 
-func runChainwatch(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
+func runChainwatch(ctx context.Context, cfg config.Config, prov provisioning, m *metrics.Metrics, logger *slog.Logger) error {
 	db, err := postgres.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	tc, err := dialTemporal(cfg, prov, logger)
+	tc, err := dialTemporal(prov, m, logger)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	return serveChainwatch(ctx, db, tc, logger)
+	m.CollectChainPayments(db)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveMetrics(gctx, "chainwatch", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveChainwatch(gctx, db, tc, m, logger) })
+	return g.Wait()
 }

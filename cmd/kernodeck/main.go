@@ -26,6 +26,7 @@ import (
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
@@ -87,15 +88,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	var m *metrics.Metrics
+	if _, serves := defaultMetricsAddr[args[0]]; serves {
+		if prov.conn, err = temporalConnection(&cfg); err != nil {
+			fmt.Fprintln(stderr, "config:", err)
+			return 2
+		}
+		if m, err = metrics.New(); err != nil {
+			fmt.Fprintln(stderr, "metrics:", err)
+			return 1
+		}
+	}
 	switch args[0] {
 	case "migrate":
 		err = runMigrate(ctx, cfg)
 	case "api":
-		err = runAPI(ctx, cfg, prov, logger)
+		err = runAPI(ctx, cfg, prov, m, logger)
 	case "worker":
-		err = runWorker(ctx, cfg, prov, logger)
+		err = runWorker(ctx, cfg, prov, m, logger)
 	case "chainwatch":
-		err = runChainwatch(ctx, cfg, prov, logger)
+		err = runChainwatch(ctx, cfg, prov, m, logger)
 	case "wallet":
 		err = runWallet(ctx, cfg, stdout)
 	case "dev":
@@ -103,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			err = runDevPay(ctx, cfg, args[2:], stdout)
 			break
 		}
-		err = runDev(ctx, cfg, prov, logger)
+		err = runDev(ctx, cfg, prov, m, logger)
 	default:
 		fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -134,31 +146,34 @@ func runMigrate(ctx context.Context, cfg config.Config) error {
 
 // dialTemporal connects lazily: the API starts and answers (with 503 on
 // workflow actions) even while Temporal is down.
-func dialTemporal(cfg config.Config, prov provisioning, logger *slog.Logger) (client.Client, error) {
-	return client.NewLazyClient(prov.clientOptions(cfg, logger))
+func dialTemporal(prov provisioning, m *metrics.Metrics, logger *slog.Logger) (client.Client, error) {
+	return client.NewLazyClient(prov.clientOptions(m, logger))
 }
 
-func runAPI(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
+func runAPI(ctx context.Context, cfg config.Config, prov provisioning, m *metrics.Metrics, logger *slog.Logger) error {
 	db, err := postgres.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	tc, err := dialTemporal(cfg, prov, logger)
+	tc, err := dialTemporal(prov, m, logger)
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	return serveAPI(ctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, logger)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveMetrics(gctx, "api", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, m, logger) })
+	return g.Wait()
 }
 
 // serveAPI runs the HTTP server until ctx ends, then shuts it down gracefully.
-func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, logger *slog.Logger) error {
+func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, m *metrics.Metrics, logger *slog.Logger) error {
 	pay, err := paymentsFromEnv(db, logger)
 	if err != nil {
 		return err
 	}
-	handler, closeStreams, background := newAPIHandler(cfg, prov, db, wf, pay, logger)
+	handler, closeStreams, background := newAPIHandler(cfg, prov, db, wf, pay, m.HTTP, logger)
 	srv := &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           handler,
@@ -186,23 +201,27 @@ func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *pos
 	return g.Wait()
 }
 
-func runWorker(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
+func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *metrics.Metrics, logger *slog.Logger) error {
 	db, err := postgres.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	tc, err := client.Dial(prov.clientOptions(cfg, logger))
+	tc, err := client.Dial(prov.clientOptions(m, logger))
 	if err != nil {
 		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
-	return serveWorker(ctx, cfg, prov, db, tc, logger)
+	m.CollectOrders(db)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serveMetrics(gctx, "worker", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, m, logger) })
+	return g.Wait()
 }
 
 // serveWorker registers search attributes, then runs the worker and the
 // workflow starter until ctx ends.
-func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, tc client.Client, logger *slog.Logger) error {
+func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, tc client.Client, m *metrics.Metrics, logger *slog.Logger) error {
 	if err := workers.RegisterSearchAttributes(ctx, tc, cfg.TemporalNamespace, logger); err != nil {
 		return err
 	}
@@ -220,7 +239,7 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *
 	}
 	acts := &activities.Activities{
 		Store:       db,
-		Provisioner: provisioner,
+		Provisioner: m.Steps.Provisioner(provisioner),
 		Payments:    pay,
 		Logger:      logger,
 	}
@@ -246,7 +265,7 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *
 const devStaticRates = "BTC=65000,ETH=3000,USDT=1,USDC=1,TRX=0.25,SOL=150,LTC=90"
 
 // runDev runs the whole service in one process on local defaults.
-func runDev(ctx context.Context, cfg config.Config, prov provisioning, logger *slog.Logger) error {
+func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metrics.Metrics, logger *slog.Logger) error {
 	if os.Getenv("KERNODECK_COOKIE_SECURE") == "" {
 		cfg.CookieSecure = false // plain http on localhost
 	}
@@ -308,15 +327,18 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, logger *s
 		logger.Info("using the Temporal server already answering", "address", cfg.TemporalAddress)
 	}
 
-	tc, err := client.Dial(prov.clientOptions(cfg, logger))
+	tc, err := client.Dial(prov.clientOptions(m, logger))
 	if err != nil {
 		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
+	m.CollectOrders(db)
+	m.CollectChainPayments(db)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, logger) })
-	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, logger) })
-	g.Go(func() error { return serveChainwatch(gctx, db, tc, logger) })
+	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, m, logger) })
+	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, m, logger) })
+	g.Go(func() error { return serveChainwatch(gctx, db, tc, m, logger) })
 	return g.Wait()
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/provision/localpg"
@@ -22,10 +23,12 @@ import (
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
-// provisioning is the keyring and the driver, codec and mail settings.
+// provisioning is the keyring and the driver, codec and mail settings, and
+// the Temporal connection (see temporalConnection).
 type provisioning struct {
 	cfg     config.Provisioning
 	keyring *secrets.Keyring
+	conn    client.Options
 }
 
 // loadProvisioning reads the provisioning configuration and the keyring.
@@ -49,16 +52,17 @@ func loadProvisioning(cfg config.Config, dev bool, logger *slog.Logger) (provisi
 	return provisioning{cfg: pc, keyring: k}, nil
 }
 
-// clientOptions are the Temporal client options: every payload and failure
-// message is sealed with the keyring before it reaches the server.
-func (p provisioning) clientOptions(cfg config.Config, logger *slog.Logger) client.Options {
-	return client.Options{
-		HostPort:         cfg.TemporalAddress,
-		Namespace:        cfg.TemporalNamespace,
-		Logger:           tlog.NewStructuredLogger(logger.With("component", "temporal")),
-		DataConverter:    codec.DataConverter(p.keyring),
-		FailureConverter: codec.FailureConverter(p.keyring),
-	}
+// clientOptions are the Temporal client options: the connection (address,
+// namespace, TLS, API key), and on top every payload and failure message
+// sealed with the keyring before it reaches the server, and the SDK's
+// metrics in the process's registry.
+func (p provisioning) clientOptions(m *metrics.Metrics, logger *slog.Logger) client.Options {
+	opts := p.conn
+	opts.Logger = tlog.NewStructuredLogger(logger.With("component", "temporal"))
+	opts.DataConverter = codec.DataConverter(p.keyring)
+	opts.FailureConverter = codec.FailureConverter(p.keyring)
+	opts.MetricsHandler = m.Temporal()
+	return opts
 }
 
 // store is the database as the API uses it: with the keyring that opens

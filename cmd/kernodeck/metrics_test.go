@@ -1,0 +1,150 @@
+package main
+
+import (
+	"io"
+
+	dto "github.com/prometheus/client_model/go"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// After an order paid on the Litecoin regtest chain has gone through
+// provisioning to active, the operations listener of the running service
+// exports every family operators watch, each with a value that follows from
+// what happened; /readyz says the database and Temporal answer. Then the
+// committed alert expressions are evaluated (promtool) on that scrape: all
+// quiet; and on a scrape after a mail failed, an order paid by support found
+// no capacity, and a payment waited 10 minutes undelivered: exactly those fire.
+func TestMetricsAndAlertsOfARunningService(t *testing.T) {
+	s := startService(t, map[string]string{"KERNODECK_PROVISIONING_ATTEMPTS": "1"})
+	tok := s.customer("metrics@example.com")
+	ref := s.newOrder(tok)
+	s.payOnChain(tok, ref)
+	s.waitStatus(tok, ref, "active")
+	s.call("GET", "/v1/orders/"+ref, tok, nil)
+	s.call("GET", "/v1/no-such-route", "", nil)
+
+	tip := s.ltc.height()
+	fams, raw := s.scrape()
+	// The watcher may still be reading the last block: wait for the cursor
+	// to reach the node's tip as the metrics say.
+	s.waitFor(30*time.Second, "processed height = node height", func() bool {
+		fams, raw = s.scrape()
+		p, _ := value(fams, "kernodeck_chain_processed_height", map[string]string{"network": "litecoin"})
+		n, _ := value(fams, "kernodeck_chain_node_height", map[string]string{"network": "litecoin"})
+		return int64(p) == tip && int64(n) == tip
+	})
+	// The Temporal SDK flushes its metrics on its own schedule; the order
+	// reached active only after its activities' tasks completed.
+	type check struct {
+		fam    string
+		labels map[string]string
+		ok     func(v float64) bool
+		want   string
+	}
+	exactly := func(n float64) func(float64) bool { return func(v float64) bool { return v == n } }
+	atLeast := func(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
+	checks := []check{
+		{"kernodeck_http_requests_total", map[string]string{"method": "POST", "route": "/v1/orders", "status": "201"}, exactly(1), "1 order created"},
+		{"kernodeck_http_requests_total", map[string]string{"method": "GET", "route": "/v1/orders/:ref", "status": "200"}, atLeast(2), ">= 2 reads by template"},
+		{"kernodeck_http_requests_total", map[string]string{"route": "(no route)", "status": "404"}, exactly(1), "the unknown path under one label"},
+		{"kernodeck_http_request_duration_seconds", map[string]string{"method": "POST", "route": "/v1/orders"}, exactly(1), "1 observation"},
+		{"kernodeck_chain_node_height", map[string]string{"network": "litecoin"}, exactly(float64(tip)), "the node's tip"},
+		{"kernodeck_chain_processed_height", map[string]string{"network": "litecoin"}, exactly(float64(tip)), "the node's tip"},
+		{"kernodeck_chain_seconds_since_last_block", map[string]string{"network": "litecoin"}, func(v float64) bool { return v >= 0 && v < 120 }, "recent"},
+		{"kernodeck_chain_payments", map[string]string{"network": "litecoin", "state": "confirmed"}, exactly(1), "the payment, confirmed once"},
+		{"kernodeck_chain_payments_undelivered", map[string]string{"network": "litecoin"}, exactly(0), "delivered"},
+		{"kernodeck_chain_payments_undelivered_oldest_seconds", map[string]string{"network": "litecoin"}, exactly(0), "nothing waiting"},
+		{"kernodeck_mail_outbox", map[string]string{"state": "pending"}, atLeast(1), "mails queued (no SMTP server here)"},
+		{"kernodeck_provisioning_step_duration_seconds", map[string]string{"step": "reserve", "outcome": "ok"}, exactly(1), "one reservation"},
+		{"kernodeck_provisioning_step_duration_seconds", map[string]string{"step": "create_access", "outcome": "ok"}, exactly(1), "one access"},
+		{"kernodeck_orders", map[string]string{"status": "active"}, exactly(1), "the order"},
+		{"temporal_workflow_task_execution_latency_seconds", map[string]string{"workflow_type": "RentalWorkflow"}, atLeast(1), "workflow tasks ran"},
+		{"temporal_workflow_task_schedule_to_start_latency_seconds", nil, atLeast(1), "workflow tasks polled"},
+		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"activity_type": "ReserveCapacity"}, atLeast(1), "activity polled"},
+		{"temporal_activity_execution_latency_seconds", map[string]string{"activity_type": "CreateAccess"}, atLeast(1), "activity ran"},
+		{"process_resident_memory_bytes", nil, atLeast(1 << 20), "a resident set"},
+		{"go_goroutines", nil, atLeast(10), "goroutines"},
+	}
+	for _, c := range checks {
+		v, ok := value(fams, c.fam, c.labels)
+		if !ok {
+			t.Errorf("%s%v: missing", c.fam, c.labels)
+			continue
+		}
+		if !c.ok(v) {
+			t.Errorf("%s%v = %v, want %s", c.fam, c.labels, v, c.want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", raw)
+	}
+
+	resp, err := http.Get("http://" + s.ops + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "database: ok") || !strings.Contains(string(body), "temporal: ok") {
+		t.Fatalf("/readyz: %d %s", resp.StatusCode, body)
+	}
+	if t.Failed() {
+		return
+	}
+	alertsPhase(t, s, tok, fams)
+}
+
+func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.MetricFamily) {
+	// Every family an alert reads is in the healthy scrape.
+	for _, name := range ruleFamilies(t) {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("alert rules read %s, which the service does not export", name)
+		}
+	}
+	evalRules(t, fams, nil)
+
+	// A mail failed for good.
+	if _, err := s.db.Exec(`UPDATE mail_outbox SET state = 'failed' WHERE id = (SELECT min(id) FROM mail_outbox)`); err != nil {
+		t.Fatal(err)
+	}
+	// An order paid by support finds no capacity left.
+	ref := s.newOrder(tok)
+	if _, err := s.db.Exec(`UPDATE gpu_inventory SET total_gpus = 0 WHERE gpu_model = 'rtx-a5000'`); err != nil {
+		t.Fatal(err)
+	}
+	s.must(http.StatusOK, "POST", "/v1/support/orders/"+ref+"/attribute-payment", s.supportTok,
+		map[string]any{"reason": "virement reçu"})
+	s.waitStatus(tok, ref, "provisioning_failed")
+	// A payment on a network no watcher here follows, seen 10 minutes ago
+	// and never delivered to its workflow.
+	if _, err := s.db.Exec(`
+		INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base,
+		                            amount_cents, late, block_height, block_hash, state, seen_at)
+		SELECT 'bitcoin', 'ab' || id, 0, 'BTC', id, address, 1000, 1, false, 1, 'h', 'seen', now() - interval '10 minutes'
+		FROM payment_intents LIMIT 1`); err != nil {
+		t.Fatal(err)
+	}
+	fams, raw := s.scrape()
+	// With an activity failure (no capacity) seen, every family the
+	// dashboard queries is exported.
+	for _, name := range dashboardFamilies(t) {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("the dashboard queries %s, which the service does not export", name)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", raw)
+	}
+	oldest, ok := value(fams, "kernodeck_chain_payments_undelivered_oldest_seconds", map[string]string{"network": "bitcoin"})
+	if !ok || oldest < 600 {
+		t.Fatalf("undelivered bitcoin payment: %v %v", oldest, ok)
+	}
+	evalRules(t, fams, map[string][]expSample{
+		"KernodeckMailsFailed":              {{Labels: `{state="failed"}`, Value: 1}},
+		"KernodeckOrdersProvisioningFailed": {{Labels: `{}`, Value: 1}},
+		"KernodeckPaymentsUndelivered":      {{Labels: `{network="bitcoin"}`, Value: oldest}},
+	})
+}
