@@ -98,11 +98,11 @@ func StartLitecoin(ctx context.Context, dir string) (*Node, error) {
 		return nil, err
 	}
 	// A wallet (created once, loaded after) with mature coins to pay with.
-	if err := rpc(ctx, LitecoinURL, "createwallet", []any{"dev"}, nil); err != nil {
-		_ = rpc(ctx, LitecoinURL, "loadwallet", []any{"dev"}, nil)
+	if err := RPC(ctx, LitecoinURL, "createwallet", []any{"dev"}, nil); err != nil {
+		_ = RPC(ctx, LitecoinURL, "loadwallet", []any{"dev"}, nil)
 	}
 	var height int64
-	if err := rpc(ctx, LitecoinURL, "getblockcount", nil, &height); err != nil {
+	if err := RPC(ctx, LitecoinURL, "getblockcount", nil, &height); err != nil {
 		n.Stop()
 		return nil, err
 	}
@@ -117,10 +117,10 @@ func StartLitecoin(ctx context.Context, dir string) (*Node, error) {
 
 func mineLitecoin(ctx context.Context, blocks int) error {
 	var addr string
-	if err := rpc(ctx, LitecoinURL, "getnewaddress", nil, &addr); err != nil {
+	if err := RPC(ctx, LitecoinURL, "getnewaddress", nil, &addr); err != nil {
 		return err
 	}
-	return rpc(ctx, LitecoinURL, "generatetoaddress", []any{blocks, addr}, nil)
+	return RPC(ctx, LitecoinURL, "generatetoaddress", []any{blocks, addr}, nil)
 }
 
 // StartGeth starts geth in dev mode (in memory, one block a second, the
@@ -150,7 +150,7 @@ func StartGeth(ctx context.Context, dir string) (*Node, error) {
 func waitRPC(ctx context.Context, url, method string, n *Node) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		err := rpc(ctx, url, method, nil, nil)
+		err := RPC(ctx, url, method, nil, nil)
 		if err == nil {
 			return nil
 		}
@@ -167,8 +167,9 @@ func waitRPC(ctx context.Context, url, method string, n *Node) error {
 	}
 }
 
-// rpc makes one JSON-RPC 1.0/2.0 call.
-func rpc(ctx context.Context, url, method string, params []any, out any) error {
+// RPC makes one JSON-RPC 1.0/2.0 call (also used by tests that run their
+// own node).
+func RPC(ctx context.Context, url, method string, params []any, out any) error {
 	if params == nil {
 		params = []any{}
 	}
@@ -209,17 +210,17 @@ func Pay(ctx context.Context, in domain.Intent, confirmations int) (string, erro
 	case in.Network == domain.NetworkLitecoin:
 		var txid string
 		amount := domain.FormatUnits(&in.AmountBase.Int, in.Decimals)
-		if err := rpc(ctx, LitecoinURL, "sendtoaddress", []any{in.Address, json.Number(amount)}, &txid); err != nil {
+		if err := RPC(ctx, LitecoinURL, "sendtoaddress", []any{in.Address, json.Number(amount)}, &txid); err != nil {
 			return "", err
 		}
 		return txid, mineLitecoin(ctx, confirmations)
 	case in.Network == domain.NetworkEthereum && in.Asset == "ETH":
 		var accounts []string
-		if err := rpc(ctx, GethURL, "eth_accounts", nil, &accounts); err != nil || len(accounts) == 0 {
+		if err := RPC(ctx, GethURL, "eth_accounts", nil, &accounts); err != nil || len(accounts) == 0 {
 			return "", fmt.Errorf("geth dev account: %v", err)
 		}
 		var hash string
-		err := rpc(ctx, GethURL, "eth_sendTransaction", []any{map[string]string{
+		err := RPC(ctx, GethURL, "eth_sendTransaction", []any{map[string]string{
 			"from": accounts[0], "to": in.Address, "value": "0x" + new(big.Int).Set(&in.AmountBase.Int).Text(16),
 		}}, &hash)
 		return hash, err // geth --dev mines a block a second: confirmations follow

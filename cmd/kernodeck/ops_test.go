@@ -334,31 +334,7 @@ func startLtc(t *testing.T) *ltcNode {
 }
 
 func (n *ltcNode) try(method string, params []any, out any) error {
-	if params == nil {
-		params = []any{}
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
-	resp, err := http.Post(n.url, "text/plain", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return fmt.Errorf("%s: %d: %w", method, resp.StatusCode, err)
-	}
-	if r.Error != nil {
-		return fmt.Errorf("%s: %s", method, r.Error.Message)
-	}
-	if out != nil {
-		return json.Unmarshal(r.Result, out)
-	}
-	return nil
+	return devnodes.RPC(context.Background(), n.url, method, params, out)
 }
 
 func (n *ltcNode) call(method string, params []any, out any) {
