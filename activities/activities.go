@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/kernodeck/kernodeck/domain"
@@ -213,33 +214,39 @@ func (a *Activities) RefundToBalance(ctx context.Context, in RefundInput) error 
 
 // ReserveCapacity reserves GPUs for the order.
 func (a *Activities) ReserveCapacity(ctx context.Context, in ReserveInput) error {
+	defer heartbeating(ctx)()
 	return domainToApplication(a.Provisioner.Reserve(ctx, in))
 }
 
 // PreparePreset lays out the preparation preset.
 func (a *Activities) PreparePreset(ctx context.Context, in PrepareInput) error {
+	defer heartbeating(ctx)()
 	return domainToApplication(a.Provisioner.Prepare(ctx, in))
 }
 
 // VerifyMachine reads what the machine really has.
 func (a *Activities) VerifyMachine(ctx context.Context, in VerifyInput) (Verification, error) {
+	defer heartbeating(ctx)()
 	v, err := a.Provisioner.Verify(ctx, in)
 	return v, domainToApplication(err)
 }
 
 // CreateAccess creates the customer's credentials.
 func (a *Activities) CreateAccess(ctx context.Context, in CreateAccessInput) (AccessSummary, error) {
+	defer heartbeating(ctx)()
 	s, err := a.Provisioner.CreateAccess(ctx, in)
 	return s, domainToApplication(err)
 }
 
 // RevokeAccess closes the customer's access.
 func (a *Activities) RevokeAccess(ctx context.Context, orderRef string) error {
+	defer heartbeating(ctx)()
 	return a.Provisioner.RevokeAccess(ctx, orderRef)
 }
 
 // ReleaseCapacity wipes and releases the machine.
 func (a *Activities) ReleaseCapacity(ctx context.Context, orderRef string) error {
+	defer heartbeating(ctx)()
 	return a.Provisioner.Release(ctx, orderRef)
 }
 
@@ -253,4 +260,34 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 	}
 	it, err := a.Payments.CreateIntent(ctx, in)
 	return it, domainToApplication(err)
+}
+
+// heartbeatEvery is well under the machine steps' heartbeat timeout (the SDK
+// batches heartbeats anyway).
+const heartbeatEvery = 2 * time.Second
+
+// heartbeating heartbeats in the background while a machine step runs, so a
+// step whose worker died is retried after its heartbeat timeout (seconds)
+// instead of its start-to-close timeout (minutes). Call the returned func
+// when the step is done.
+func heartbeating(ctx context.Context) func() {
+	if !activity.IsActivity(ctx) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	return func() { close(done) }
 }

@@ -39,10 +39,11 @@ func usd(cents int64) string { return domain.FormatUSD(cents) + " USD" }
 
 // timelineCtx is for timeline and ledger writes: the database is the system of
 // record, so these retry until they succeed (only a domain refusal, which is
-// non-retryable, comes back).
+// non-retryable, comes back). One write takes milliseconds: 10 s bounds how
+// long a write lost with its worker waits before it is retried.
 func timelineCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
+		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
@@ -54,10 +55,13 @@ func timelineCtx(ctx workflow.Context) workflow.Context {
 
 // machineCtx is for machine driver calls. attempts 0 means unlimited: teardown
 // must eventually revoke and release, whereas provisioning gives up after a few
-// attempts and hands over to support.
+// attempts and hands over to support. A step may take minutes (SSH, preset
+// setup) but heartbeats every few seconds (activities.heartbeating): a step
+// lost with its worker is retried after HeartbeatTimeout, not StartToClose.
 func machineCtx(ctx workflow.Context, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    MachineHeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    5 * time.Second,
 			BackoffCoefficient: 2,
@@ -66,6 +70,10 @@ func machineCtx(ctx workflow.Context, attempts int32) workflow.Context {
 		},
 	})
 }
+
+// MachineHeartbeatTimeout is how long a machine step may go without a
+// heartbeat before Temporal retries it on another worker.
+const MachineHeartbeatTimeout = 10 * time.Second
 
 // reject builds an update refusal: a French message under a domain error code,
 // which the API maps back to a *domain.Error.

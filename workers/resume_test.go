@@ -1,0 +1,142 @@
+package workers_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/devserver/devservertest"
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
+	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/secrets"
+	"github.com/kernodeck/kernodeck/wfclient"
+	"github.com/kernodeck/kernodeck/workers"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// deadPrepare is a driver whose Prepare never returns and ignores
+// cancellation: the step of a worker that died mid-way. Nothing is reported
+// to Temporal; only the missing heartbeats tell.
+type deadPrepare struct {
+	activities.Provisioner
+	started chan struct{}
+	once    sync.Once
+	release chan struct{}
+}
+
+func (d *deadPrepare) Prepare(ctx context.Context, in activities.PrepareInput) error {
+	d.once.Do(func() { close(d.started) })
+	<-d.release
+	return context.Canceled
+}
+
+// A machine step in flight on a worker that dies is retried on the next
+// worker after the step's heartbeat timeout, not its start-to-close timeout:
+// the retry's last failure is a heartbeat timeout, and the order reaches
+// active. The time from the restart to active is logged (BENCHMARKS.md).
+func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
+	db := pgtest.NewDB(t)
+	tc, err := client.Dial(client.Options{HostPort: devservertest.Start(t), Logger: tlog.NewStructuredLogger(logger)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	kr, err := secrets.Parse("t1:ZTJlLXRlc3Qta2V5LW5vdC1mb3ItcHJvZHVjdGlvbiE=")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := &localpg.Provisioner{DB: db.DB, Host: "gpu.test", Port: 22, Keyring: kr}
+	dead := &deadPrepare{Provisioner: local, started: make(chan struct{}), release: make(chan struct{})}
+	defer close(dead.release)
+
+	first := workers.New(tc, &activities.Activities{Store: db, Provisioner: dead, Logger: logger})
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acc, err := db.CreateAccount(ctx, domain.Account{FirstName: "Re", LastName: "Sume", Email: "resume@example.com"}, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	item, err := db.CatalogItem(ctx, "rtx-a5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := db.CreateOrder(ctx, acc.ID, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := &wfclient.Client{Temporal: tc}
+	if err := wf.StartRental(ctx, workflows.NewRentalInput(o, workflows.RentalConfig{
+		UnpaidTimeout: time.Hour, ProvisioningAttempts: 3})); err != nil {
+		t.Fatal(err)
+	}
+	if err := wf.AttributeOrderPayment(ctx, o.Ref, workflows.Attribution{ActionID: 1, Agent: "test", Reason: "virement"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-dead.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Prepare never started")
+	}
+	first.Stop() // the worker is gone; its Prepare never answers
+	restarted := time.Now()
+	second := workers.New(tc, &activities.Activities{Store: db, Provisioner: local, Logger: logger})
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer second.Stop()
+
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		got, err := db.GetOrder(ctx, o.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == domain.StatusActive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order still %s", got.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("active %.1f s after the worker restart (heartbeat timeout %s)", time.Since(restarted).Seconds(), workflows.MachineHeartbeatTimeout)
+
+	iter := tc.GetWorkflowHistory(ctx, "rental-"+o.Ref, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var heartbeatRetry bool
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+			tt := a.GetLastFailure().GetTimeoutFailureInfo().GetTimeoutType()
+			heartbeatRetry = heartbeatRetry || tt == enumspb.TIMEOUT_TYPE_HEARTBEAT
+		}
+	}
+	if !heartbeatRetry {
+		t.Fatal("no step was retried after a heartbeat timeout")
+	}
+}
+
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
