@@ -136,7 +136,6 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	}
 }
 
-
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
