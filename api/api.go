@@ -32,6 +32,10 @@ const (
 	DefaultLoginWindow         = 15 * time.Minute
 	DefaultMaxFailuresPerEmail = 5
 	DefaultMaxFailuresPerIP    = 20
+	DefaultMaxFailuresAccount  = 100
+	DefaultLoginLockout        = 15 * time.Minute
+	DefaultRegistrationsPerIP  = 10
+	DefaultRegistrationWindow  = time.Hour
 	DefaultSSEPoll             = 5 * time.Second
 	DefaultSSEHeartbeat        = 15 * time.Second
 	DefaultWorkflowTimeout     = 30 * time.Second
@@ -53,11 +57,28 @@ type Config struct {
 	TrustedProxies []string
 	// MaxBodyBytes limits request bodies (64 KiB).
 	MaxBodyBytes int64
-	// LoginWindow, MaxFailuresPerEmail and MaxFailuresPerIP throttle logins:
-	// past that many failures within the window, 429 (15 min, 5, 20).
-	LoginWindow         time.Duration
-	MaxFailuresPerEmail int
-	MaxFailuresPerIP    int
+	// Login throttling, decided atomically in PostgreSQL before the password
+	// is checked. Within LoginWindow (15 min): MaxFailuresPerEmail (5)
+	// failures for one email from one network (IPv4 address, IPv6 /64),
+	// MaxFailuresPerIP (20) from one network whatever the email, and
+	// MaxFailuresPerAccount (100) for one email from all networks together
+	// (a distributed attack). Past a limit: 429 for LoginLockout (15 min),
+	// doubled at each further lock up to a day. The owner logging in from
+	// another network is not locked out by someone else's failures until
+	// the account limit.
+	LoginWindow           time.Duration
+	MaxFailuresPerEmail   int
+	MaxFailuresPerIP      int
+	MaxFailuresPerAccount int
+	LoginLockout          time.Duration
+	// RegistrationsPerIP accounts may be created from one network per
+	// RegistrationWindow (10 per hour).
+	RegistrationsPerIP int
+	RegistrationWindow time.Duration
+	// AllowedOrigins are browser origins, besides the API's own host, whose
+	// state-changing requests are accepted (a request with any other Origin
+	// header is refused: cross-site request forgery).
+	AllowedOrigins []string
 	// Argon2 are the password hashing parameters (zero: OWASP's 19 MiB,
 	// 2 passes, 1 lane).
 	Argon2 Argon2Params
@@ -89,6 +110,18 @@ func (c *Config) setDefaults() {
 	if c.MaxFailuresPerIP <= 0 {
 		c.MaxFailuresPerIP = DefaultMaxFailuresPerIP
 	}
+	if c.MaxFailuresPerAccount <= 0 {
+		c.MaxFailuresPerAccount = DefaultMaxFailuresAccount
+	}
+	if c.LoginLockout <= 0 {
+		c.LoginLockout = DefaultLoginLockout
+	}
+	if c.RegistrationsPerIP <= 0 {
+		c.RegistrationsPerIP = DefaultRegistrationsPerIP
+	}
+	if c.RegistrationWindow <= 0 {
+		c.RegistrationWindow = DefaultRegistrationWindow
+	}
 	if c.Argon2 == (Argon2Params{}) {
 		c.Argon2 = defaultArgon2()
 	}
@@ -103,7 +136,7 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// AccountStore keeps accounts, sessions and login failures.
+// AccountStore keeps accounts, sessions and the authentication throttle.
 type AccountStore interface {
 	CreateAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error)
 	AccountByEmail(ctx context.Context, email string) (domain.Account, string, error)
@@ -111,9 +144,9 @@ type AccountStore interface {
 	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time) error
 	SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
 	DeleteSession(ctx context.Context, tokenHash []byte) error
-	RecordLoginFailure(ctx context.Context, email, ip string) error
-	RecentLoginFailures(ctx context.Context, email, ip string, window time.Duration) (perEmail, perIP int, err error)
-	ClearLoginFailures(ctx context.Context, email string) error
+	Attempt(ctx context.Context, rules []domain.ThrottleRule) (retryAfter time.Duration, err error)
+	Forgive(ctx context.Context, undo, reset []string) error
+	ThrottleLocked(ctx context.Context, rules []domain.ThrottleRule) (time.Duration, error)
 }
 
 // CatalogStore reads the catalog.
@@ -273,7 +306,7 @@ func (s *Server) routes() *gin.Engine {
 		s.log.Error("invalid trusted proxies, trusting none", "err", err)
 		_ = r.SetTrustedProxies(nil)
 	}
-	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.refuseControlInURL, s.limitBody)
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.refuseControlInURL, s.checkOrigin, s.limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, domain.Errorf(domain.ECodeNotFound, "Cette adresse n'existe pas dans l'API."))
 	})

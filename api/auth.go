@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/mail"
-	"strconv"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -111,8 +112,21 @@ func account(c *gin.Context) domain.Account {
 
 // agentAuth accepts only a configured support agent token as "Authorization:
 // Bearer". Every configured token is compared (in constant time) whatever
-// the input; a customer session is never accepted here.
+// the input; a customer session is never accepted here. Wrong tokens are
+// counted per client network (domain.AgentGuessRule, shared with the codec
+// endpoint): past the limit the network is refused before any comparison.
 func (s *Server) agentAuth(c *gin.Context) {
+	ctx := c.Request.Context()
+	rule := domain.AgentGuessRule(domain.ClientNetwork(c.ClientIP()))
+	locked, err := s.store.ThrottleLocked(ctx, []domain.ThrottleRule{rule})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if locked > 0 {
+		s.tooMany(c, locked, "Trop de jetons d'agent invalides depuis votre adresse.")
+		return
+	}
 	token, _ := bearerToken(c.Request)
 	sum := sha256.Sum256([]byte(token))
 	name := ""
@@ -122,11 +136,41 @@ func (s *Server) agentAuth(c *gin.Context) {
 		}
 	}
 	if token == "" || name == "" {
+		if token != "" {
+			retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{rule})
+			if err != nil {
+				s.fail(c, err)
+				return
+			}
+			if retry > 0 {
+				s.tooMany(c, retry, "Trop de jetons d'agent invalides depuis votre adresse.")
+				return
+			}
+		}
 		c.Header("WWW-Authenticate", `Bearer realm="kernodeck-support"`)
 		s.fail(c, errAgentRequired)
 		return
 	}
 	c.Set(ctxAgent, name)
+	c.Next()
+}
+
+// checkOrigin refuses a state-changing request whose Origin header names
+// another site than the API's own host (or Config.AllowedOrigins): with
+// the CSRF token of cookie sessions and the JSON content type, a third-party
+// page can neither act with a customer's cookie nor log a browser into the
+// attacker's account. Requests without Origin (non-browser clients) pass.
+func (s *Server) checkOrigin(c *gin.Context) {
+	origin := c.GetHeader("Origin")
+	if origin == "" || !unsafeMethod(c.Request.Method) || slices.Contains(s.cfg.AllowedOrigins, origin) {
+		c.Next()
+		return
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, c.Request.Host) {
+		s.fail(c, errOrigin)
+		return
+	}
 	c.Next()
 }
 
@@ -242,6 +286,21 @@ func (s *Server) register(c *gin.Context) {
 			"Le mot de passe doit comporter de %d à %d caractères.", domain.MinPasswordLen, domain.MaxPasswordLen)))
 		return
 	}
+	// Counted once the request is valid, whether or not the email is taken
+	// (a taken email must not be probed without limit either).
+	retry, err := s.store.Attempt(c.Request.Context(), []domain.ThrottleRule{{
+		Key:   "register:net:" + domain.ClientNetwork(c.ClientIP()),
+		Limit: s.cfg.RegistrationsPerIP, Window: s.cfg.RegistrationWindow,
+		Lockout: s.cfg.RegistrationWindow, MaxLockout: 24 * time.Hour,
+	}})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if retry > 0 {
+		s.tooMany(c, retry, "Trop de comptes créés depuis votre adresse.")
+		return
+	}
 	hash, err := s.hash(c.Request.Context(), req.Password)
 	if err != nil {
 		s.fail(c, err)
@@ -285,18 +344,17 @@ func (s *Server) login(c *gin.Context) {
 		s.fail(c, domain.FieldError("password", "Indiquez votre mot de passe."))
 		return
 	}
-	ip := c.ClientIP()
-	perEmail, perIP, err := s.store.RecentLoginFailures(ctx, email, ip, s.cfg.LoginWindow)
+	rules := s.loginRules(email, domain.ClientNetwork(c.ClientIP()))
+	retry, err := s.store.Attempt(ctx, rules)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if perEmail >= s.cfg.MaxFailuresPerEmail || perIP >= s.cfg.MaxFailuresPerIP {
-		c.Header("Retry-After", strconv.Itoa(int(s.cfg.LoginWindow.Seconds())))
-		s.fail(c, domain.Errorf(domain.ECodeTooMany,
-			"Trop de tentatives de connexion échouées. Réessayez dans %d minutes.", int(s.cfg.LoginWindow.Minutes())))
+	if retry > 0 {
+		s.tooMany(c, retry, "Trop de tentatives de connexion échouées.")
 		return
 	}
+	// From here the attempt counts as a failure until the password is right.
 	acc, encoded, err := s.store.AccountByEmail(ctx, email)
 	found := err == nil
 	if err != nil && domain.ErrorCode(err) != domain.ECodeNotFound {
@@ -312,15 +370,13 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	if !found || !ok {
-		if err := s.store.RecordLoginFailure(ctx, email, ip); err != nil {
-			s.fail(c, err)
-			return
-		}
 		s.fail(c, domain.Errorf(domain.ECodeUnauthorized, "Email ou mot de passe incorrect."))
 		return
 	}
-	if err := s.store.ClearLoginFailures(ctx, email); err != nil {
-		s.log.Warn("clear login failures", "err", err)
+	// The right password: this attempt is taken back from the network's and
+	// the account's counters, and the email-and-network counter forgotten.
+	if err := s.store.Forgive(ctx, []string{rules[1].Key, rules[2].Key}, []string{rules[0].Key}); err != nil {
+		s.log.Warn("forgive login attempt", "err", err)
 	}
 	resp, err := s.startSession(c, acc, req.Bearer)
 	if err != nil {
@@ -328,6 +384,21 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, resp)
+}
+
+// loginRules are the counters of a login for email from network: the pair
+// first, then the network, then the account (Forgive relies on the order).
+func (s *Server) loginRules(email, network string) []domain.ThrottleRule {
+	email = strings.ToLower(email)
+	rule := func(key string, limit int) domain.ThrottleRule {
+		return domain.ThrottleRule{Key: key, Limit: limit, Window: s.cfg.LoginWindow,
+			Lockout: s.cfg.LoginLockout, MaxLockout: 24 * time.Hour}
+	}
+	return []domain.ThrottleRule{
+		rule("login:pair:"+email+"|"+network, s.cfg.MaxFailuresPerEmail),
+		rule("login:net:"+network, s.cfg.MaxFailuresPerIP),
+		rule("login:account:"+email, s.cfg.MaxFailuresPerAccount),
+	}
 }
 
 func (s *Server) logout(c *gin.Context) {

@@ -1,11 +1,20 @@
 package api_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernodeck/kernodeck/api"
 )
 
 func registerBody(first, last, email, password string) map[string]any {
@@ -150,30 +159,176 @@ func TestLoginWrongPasswordAndUnknownEmailLookAlike(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, unknown.Code)
 	require.Equal(t, wrong.Body.String(), unknown.Body.String())
 	require.Nil(t, sessionCookie(wrong.ResponseRecorder))
-	require.Equal(t, 2, h.count("login_failures"))
+	var failures int
+	require.NoError(t, h.db.Get(&failures, `SELECT failures FROM auth_throttle WHERE key = sha256($1::bytea)`,
+		[]byte("login:net:192.0.2.1")))
+	require.Equal(t, 2, failures, "both counted against the network alike")
 }
 
-func TestLoginThrottledPerEmailThenPerIP(t *testing.T) {
+// TestLoginThrottledPerEmailAndNetwork: five failures for an email from one
+// address lock that pair only: the owner, from another address, still logs
+// in; IPv6 addresses count per /64; twenty failures from one network over
+// many emails lock the network.
+func TestLoginThrottledPerEmailAndNetwork(t *testing.T) {
 	h := newHarness(t)
 	h.register("target@example.com")
+	attacker := auth{ip: "203.0.113.7"}
 	for i := 0; i < 5; i++ {
-		r := h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": "guess number " + string(rune('a'+i))}, auth{})
+		r := h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": "guess number " + string(rune('a'+i))}, attacker)
 		require.Equal(t, http.StatusUnauthorized, r.Code)
 	}
-	// Even the right password is refused while throttled.
-	r := h.do("POST", "/v1/auth/login", map[string]any{"email": "Target@example.com", "password": testPassword}, auth{})
+	// Even the right password is refused from the attacker's address...
+	r := h.do("POST", "/v1/auth/login", map[string]any{"email": "Target@example.com", "password": testPassword}, attacker)
 	require.Equal(t, http.StatusTooManyRequests, r.Code)
 	require.Equal(t, "too_many_attempts", r.errCode())
-	require.NotEmpty(t, r.Header().Get("Retry-After"))
+	require.Equal(t, "900", r.Header().Get("Retry-After"))
 	require.Nil(t, sessionCookie(r.ResponseRecorder))
+	// ...not from the owner's.
+	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "198.51.100.20"})
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
 
-	// Per IP: 20 failures over many emails from the same address.
-	for i := 5; i < 20; i++ {
-		r := h.do("POST", "/v1/auth/login", map[string]any{"email": "spray" + string(rune('a'+i)) + "@example.com", "password": "whatever"}, auth{})
+	// IPv6: the whole /64 is one network; the next /64 is another.
+	for i := 1; i <= 5; i++ {
+		r := h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": "wrong password"},
+			auth{ip: fmt.Sprintf("2001:db8:1:2::%x", i)})
 		require.Equal(t, http.StatusUnauthorized, r.Code)
 	}
-	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "fresh@example.com", "password": "whatever"}, auth{})
+	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "2001:db8:1:2:ffff::9"})
 	require.Equal(t, http.StatusTooManyRequests, r.Code)
+	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "2001:db8:1:3::1"})
+	require.Equal(t, http.StatusOK, r.Code)
+
+	// Per network: 20 failures over many emails from the same address.
+	spray := auth{ip: "192.0.2.50"}
+	for i := 0; i < 20; i++ {
+		r := h.do("POST", "/v1/auth/login", map[string]any{"email": fmt.Sprintf("spray%d@example.com", i), "password": "whatever"}, spray)
+		require.Equal(t, http.StatusUnauthorized, r.Code)
+	}
+	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, spray)
+	require.Equal(t, http.StatusTooManyRequests, r.Code)
+}
+
+// TestParallelWrongPasswordsCheckedAtMostTheLimit: 60 parallel wrong-password
+// logins for one email from one address get at most 5 password checks
+// (401), the rest 429; meanwhile the owner logs in from another address.
+func TestParallelWrongPasswordsCheckedAtMostTheLimit(t *testing.T) {
+	h := newHarness(t)
+	h.register("victim@example.com")
+	var checked, throttled, other atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := h.doConcurrent("POST", "/v1/auth/login", map[string]any{"email": "victim@example.com", "password": fmt.Sprintf("wrong guess %02d", i)}, "203.0.113.9")
+			switch r {
+			case http.StatusUnauthorized:
+				checked.Add(1)
+			case http.StatusTooManyRequests:
+				throttled.Add(1)
+			default:
+				other.Add(1)
+			}
+		}()
+	}
+	owner := make(chan int, 1)
+	go func() {
+		owner <- h.doConcurrent("POST", "/v1/auth/login", map[string]any{"email": "victim@example.com", "password": testPassword}, "198.51.100.77")
+	}()
+	wg.Wait()
+	require.Equal(t, http.StatusOK, <-owner, "the owner logs in from another address meanwhile")
+	t.Logf("60 parallel wrong passwords: %d checked, %d throttled", checked.Load(), throttled.Load())
+	require.Zero(t, other.Load())
+	require.LessOrEqual(t, checked.Load(), int64(5))
+	require.EqualValues(t, 60, checked.Load()+throttled.Load())
+}
+
+// doConcurrent sends a JSON request from ip and returns the status (no
+// require: it runs on other goroutines).
+func (h *harness) doConcurrent(method, path string, body any, ip string) int {
+	raw, _ := json.Marshal(body)
+	req := httptest.NewRequest(method, path, bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.RemoteAddr = net.JoinHostPort(ip, "40000")
+	rec := httptest.NewRecorder()
+	h.h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+// TestRegistrationThrottledPerNetwork: past the limit from one network, 429
+// and no account; another network still registers.
+func TestRegistrationThrottledPerNetwork(t *testing.T) {
+	h := newHarness(t, func(c *api.Config, _ *api.Deps) { c.RegistrationsPerIP = 3 })
+	reg := func(i int, ip string) resp {
+		return h.do("POST", "/v1/auth/register", map[string]any{"first_name": "A", "last_name": "B",
+			"email": fmt.Sprintf("r%d@example.com", i), "password": testPassword}, auth{ip: ip})
+	}
+	for i := range 3 {
+		require.Equal(t, http.StatusCreated, reg(i, "2001:db8:9::1").Code)
+	}
+	accounts := h.count("accounts")
+	r := reg(3, "2001:db8:9::ffff")
+	require.Equal(t, http.StatusTooManyRequests, r.Code)
+	require.Equal(t, "too_many_attempts", r.errCode())
+	require.Equal(t, accounts, h.count("accounts"))
+	require.Equal(t, http.StatusCreated, reg(4, "2001:db8:10::1").Code)
+}
+
+// TestLoginCSRFRefused: a text/plain (or form) login, which a third-party
+// page can send without a preflight, is refused and opens no session; so is
+// a JSON login or a cookie request carrying another site's Origin.
+func TestLoginCSRFRefused(t *testing.T) {
+	h := newHarness(t)
+	c := h.register("csrf-login@example.com")
+	sessions := h.count("sessions")
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""} {
+		req := httptest.NewRequest("POST", "/v1/auth/login",
+			strings.NewReader(`{"email":"csrf-login@example.com","password":"`+testPassword+`"}`))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		rec := httptest.NewRecorder()
+		h.h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusUnsupportedMediaType, rec.Code, ct)
+		require.Contains(t, rec.Body.String(), "unsupported_media_type")
+		require.Nil(t, sessionCookie(rec))
+	}
+	require.Equal(t, sessions, h.count("sessions"))
+
+	post := func(path, origin string, a auth) int {
+		req := httptest.NewRequest("POST", path, strings.NewReader(`{"email":"csrf-login@example.com","password":"`+testPassword+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Origin", origin)
+		if a.cookie != "" {
+			req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: a.cookie})
+			req.Header.Set(csrfHeaderKey, a.csrf)
+		}
+		rec := httptest.NewRecorder()
+		h.h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusForbidden, post("/v1/auth/login", "https://evil.example", auth{}))
+	require.Equal(t, http.StatusForbidden, post("/v1/auth/login", "null", auth{}))
+	require.Equal(t, sessions, h.count("sessions"))
+	require.Equal(t, http.StatusForbidden, post("/v1/auth/logout", "https://evil.example", c.web))
+	// httptest requests are for example.com: the same host is accepted.
+	require.Equal(t, http.StatusOK, post("/v1/auth/login", "https://example.com", auth{}))
+	require.Equal(t, http.StatusNoContent, post("/v1/auth/logout", "https://example.com", c.web))
+}
+
+// TestAgentTokenGuessingThrottled: ten wrong agent tokens from one network
+// lock it: the eleventh request is refused before any comparison, even
+// with the right token; another network is not affected.
+func TestAgentTokenGuessingThrottled(t *testing.T) {
+	h := newHarness(t)
+	for i := range 10 {
+		r := h.do("GET", "/v1/support/support-requests", nil, auth{bearer: fmt.Sprintf("guess-%02d-0123456789abcdef", i), ip: "203.0.113.66"})
+		require.Equal(t, http.StatusUnauthorized, r.Code)
+	}
+	r := h.do("GET", "/v1/support/support-requests", nil, auth{bearer: agentToken, ip: "203.0.113.66"})
+	require.Equal(t, http.StatusTooManyRequests, r.Code)
+	require.NotEmpty(t, r.Header().Get("Retry-After"))
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/support/support-requests", nil, auth{bearer: agentToken, ip: "198.51.100.1"}).Code)
 }
 
 func TestCSRFOnCookieRequests(t *testing.T) {

@@ -3,8 +3,11 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -28,6 +31,8 @@ func statusFor(code string) int {
 		return http.StatusConflict
 	case domain.ECodeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case domain.ECodeMediaType:
+		return http.StatusUnsupportedMediaType
 	case domain.ECodeTooMany:
 		return http.StatusTooManyRequests
 	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
@@ -59,6 +64,10 @@ var (
 		Message: "Jeton d'agent du support requis (Authorization: Bearer)."}
 	errCSRF = &domain.Error{Code: domain.ECodeForbidden,
 		Message: "Jeton anti-CSRF manquant ou invalide : envoyez l'en-tête X-CSRF-Token reçu à la connexion."}
+	errOrigin = &domain.Error{Code: domain.ECodeForbidden,
+		Message: "Requête refusée : elle provient d'un autre site que Kernodeck."}
+	errMediaType = &domain.Error{Code: domain.ECodeMediaType,
+		Message: "Envoyez le corps de la requête en JSON, avec l'en-tête Content-Type: application/json."}
 )
 
 // fail writes err as the error response. A *domain.Error keeps its code,
@@ -79,6 +88,18 @@ func (s *Server) fail(c *gin.Context, err error) {
 		return
 	}
 	writeError(c, statusFor(de.Code), de.Code, de.Message, de.Field)
+}
+
+// tooMany answers 429 with Retry-After (whole seconds, rounded up) and a
+// French message saying how long to wait.
+func (s *Server) tooMany(c *gin.Context, retry time.Duration, what string) {
+	secs := int((retry + time.Second - 1) / time.Second)
+	c.Header("Retry-After", strconv.Itoa(secs))
+	wait := fmt.Sprintf("%d minute(s)", (secs+59)/60)
+	if secs < 60 {
+		wait = fmt.Sprintf("%d seconde(s)", secs)
+	}
+	s.fail(c, domain.Errorf(domain.ECodeTooMany, "%s Réessayez dans %s.", what, wait))
 }
 
 func writeError(c *gin.Context, status int, code, message, field string) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -147,6 +148,8 @@ func testConfig() api.Config {
 		AgentTokens:  map[string]string{agentToken: agentName},
 		Argon2:       api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1},
 		Rental:       workflows.RentalConfig{ProvisioningAttempts: 3},
+		// Every test registers from the same address.
+		RegistrationsPerIP: 1000,
 	}
 }
 
@@ -183,6 +186,7 @@ type auth struct {
 	cookie string // kd_session value
 	csrf   string // X-CSRF-Token
 	bearer string // Authorization: Bearer
+	ip     string // client address (default: httptest's 192.0.2.1)
 }
 
 type resp struct {
@@ -235,6 +239,9 @@ func (h *harness) do(method, path string, body any, a auth) resp {
 	}
 	if a.bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+a.bearer)
+	}
+	if a.ip != "" {
+		req.RemoteAddr = net.JoinHostPort(a.ip, "40000")
 	}
 	rec := httptest.NewRecorder()
 	h.h.ServeHTTP(rec, req)

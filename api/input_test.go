@@ -10,7 +10,7 @@ import (
 )
 
 // writableTables are every table a request of the API can write to.
-var writableTables = []string{"accounts", "sessions", "login_failures", "orders", "topups", "timeline_events",
+var writableTables = []string{"accounts", "sessions", "orders", "topups", "timeline_events",
 	"support_actions", "support_requests", "payment_intents", "payment_claims"}
 
 func (h *harness) counts() map[string]int {

@@ -186,6 +186,7 @@ func TestBodyTooLarge(t *testing.T) {
 	// Without a declared length (chunked), the limit applies while reading.
 	req := httptest.NewRequest("POST", "/v1/orders/"+ref+"/support-requests", strings.NewReader(big))
 	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.auth.bearer)
 	rec := httptest.NewRecorder()
 	h.h.ServeHTTP(rec, req)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -42,7 +43,17 @@ func invalidJSON(field, format string, args ...any) *domain.Error {
 // decodeJSON reads exactly one JSON object into v, refusing unknown fields.
 // With optional, an empty body leaves v as it is. Nothing has been written
 // anywhere when it fails.
+//
+// A body must be sent as Content-Type: application/json: a browser sends
+// that type cross-site only after a CORS preflight, which this API never
+// grants, whereas a form or text/plain body needs none (login CSRF).
 func (s *Server) decodeJSON(c *gin.Context, v any, optional bool) error {
+	if c.Request.ContentLength != 0 && c.Request.Body != nil && c.Request.Body != http.NoBody {
+		mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+		if err != nil || mt != "application/json" {
+			return errMediaType
+		}
+	}
 	if c.Request.Body == nil {
 		if optional {
 			return nil

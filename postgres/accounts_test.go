@@ -3,9 +3,12 @@ package postgres_test
 import (
 	"context"
 	"crypto/sha256"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/domain"
@@ -72,25 +75,69 @@ func TestSessionsExpireAndDelete(t *testing.T) {
 	require.Equal(t, domain.ECodeNotFound, domain.ErrorCode(err))
 }
 
-func TestLoginFailuresCountPerEmailAndIP(t *testing.T) {
+// TestThrottleDecidesAtomically: 60 parallel attempts against a limit of 5
+// are allowed exactly 5 times (the sixth locks the key), whatever the
+// interleaving; a lock doubles at the next strike; a success forgiven
+// takes its attempt back.
+func TestThrottleDecidesAtomically(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	for range 3 {
-		require.NoError(t, db.RecordLoginFailure(ctx, "Who@Example.com", "10.0.0.1"))
+	rule := domain.ThrottleRule{Key: "login:pair:who@example.com|10.0.0.1", Limit: 5,
+		Window: 15 * time.Minute, Lockout: 15 * time.Minute, MaxLockout: 24 * time.Hour}
+	other := domain.ThrottleRule{Key: "login:ip:10.0.0.1", Limit: 100,
+		Window: 15 * time.Minute, Lockout: 15 * time.Minute, MaxLockout: 24 * time.Hour}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			retry, err := db.Attempt(ctx, []domain.ThrottleRule{other, rule})
+			assert.NoError(t, err)
+			if retry == 0 {
+				allowed.Add(1)
+			}
+		}()
 	}
-	require.NoError(t, db.RecordLoginFailure(ctx, "other@example.com", "10.0.0.1"))
-	require.NoError(t, db.RecordLoginFailure(ctx, "who@example.com", "10.0.0.2"))
-	_, err := db.Exec(`INSERT INTO login_failures (email, ip, at) VALUES ('who@example.com', '10.0.0.1', now() - interval '1 hour')`)
+	wg.Wait()
+	require.EqualValues(t, 5, allowed.Load())
+	retry, err := db.ThrottleLocked(ctx, []domain.ThrottleRule{rule})
 	require.NoError(t, err)
+	require.InDelta(t, 15*time.Minute, retry, float64(time.Minute))
+	// Refused attempts counted nothing under the other rule.
+	var failures int
+	require.NoError(t, db.Get(&failures, `SELECT failures FROM auth_throttle WHERE key = sha256($1::bytea)`, []byte(other.Key)))
+	require.Equal(t, 5, failures)
 
-	perEmail, perIP, err := db.RecentLoginFailures(ctx, "WHO@example.com", "10.0.0.1", 15*time.Minute)
+	// The lock runs out: five more, then a lock twice as long.
+	_, err = db.Exec(`UPDATE auth_throttle SET locked_until = now() - interval '1 second' WHERE key = sha256($1::bytea)`, []byte(rule.Key))
 	require.NoError(t, err)
-	require.Equal(t, 4, perEmail)
-	require.Equal(t, 4, perIP)
+	for range 5 {
+		retry, err := db.Attempt(ctx, []domain.ThrottleRule{rule})
+		require.NoError(t, err)
+		require.Zero(t, retry)
+	}
+	retry, err = db.Attempt(ctx, []domain.ThrottleRule{rule})
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Minute, retry)
 
-	require.NoError(t, db.ClearLoginFailures(ctx, "who@EXAMPLE.com"))
-	perEmail, perIP, err = db.RecentLoginFailures(ctx, "who@example.com", "10.0.0.1", 15*time.Minute)
+	// A success takes its attempt back; a reset forgets the key.
+	fresh := domain.ThrottleRule{Key: "login:ip:10.0.0.9", Limit: 1,
+		Window: time.Minute, Lockout: time.Minute, MaxLockout: time.Hour}
+	for range 3 {
+		retry, err := db.Attempt(ctx, []domain.ThrottleRule{fresh})
+		require.NoError(t, err)
+		require.Zero(t, retry)
+		require.NoError(t, db.Forgive(ctx, []string{fresh.Key}, nil))
+	}
+	require.NoError(t, db.Forgive(ctx, nil, []string{rule.Key}))
+	retry, err = db.Attempt(ctx, []domain.ThrottleRule{rule})
 	require.NoError(t, err)
-	require.Equal(t, 0, perEmail)
-	require.Equal(t, 1, perIP)
+	require.Zero(t, retry)
+}
+
+func TestLockoutDoublesUpToTheCap(t *testing.T) {
+	r := domain.ThrottleRule{Key: "k", Limit: 1, Window: time.Minute, Lockout: 15 * time.Minute, MaxLockout: time.Hour}
+	require.Equal(t, []time.Duration{15 * time.Minute, 30 * time.Minute, time.Hour, time.Hour},
+		[]time.Duration{r.LockoutAfter(0), r.LockoutAfter(1), r.LockoutAfter(2), r.LockoutAfter(50)})
 }
