@@ -3,20 +3,39 @@
 // AES-256-GCM before it leaves the process, so the Temporal server and its
 // Web UI only ever hold ciphertext. Operators read payloads through the
 // codec HTTP endpoint (Handler), authenticated with support agent tokens.
+//
+// The seal is also the authenticity check: anyone who can reach the
+// Temporal frontend can send a signal or an update, but only a holder of
+// the keyring can seal one. Workers and clients therefore refuse unsealed
+// payloads (ErrUnsealed): a forged update is rejected before its handler
+// runs, a forged signal is dropped by the SDK (logged as a corrupted signal,
+// counted in corrupted_signals) and the workflow goes on.
 package codec
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"mime"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
@@ -30,9 +49,19 @@ const (
 	aad = "temporal-payload"
 )
 
+// ErrUnsealed is the decoding error of a payload this codec did not seal.
+var ErrUnsealed = errors.New("codec: unsealed payload refused (only holders of the keyring may send payloads)")
+
 // Codec is a converter.PayloadCodec sealing payloads with a keyring.
 type Codec struct {
 	Keyring *secrets.Keyring
+	// AcceptUnsealed lets unsealed payloads through as they are. Only for
+	// showing histories (the codec endpoint, history exports), where a
+	// forged payload must stay readable to be investigated; never on a
+	// worker or a client.
+	AcceptUnsealed bool
+	// Logger records each refused payload (nil: slog.Default()).
+	Logger *slog.Logger
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
@@ -57,14 +86,23 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// Decode opens sealed payloads and leaves the others as they are (payloads
-// written before encryption was turned on).
+// Decode opens sealed payloads. An unsealed one is refused with ErrUnsealed
+// (and logged, with its encoding only: never its data), unless
+// AcceptUnsealed.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
-		if string(p.GetMetadata()[converter.MetadataEncoding]) != Encoding {
-			out[i] = p
-			continue
+		if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != Encoding {
+			if c.AcceptUnsealed {
+				out[i] = p
+				continue
+			}
+			logger := c.Logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			logger.Warn("unsealed Temporal payload refused: sent without the keyring", "encoding", enc, "bytes", len(p.GetData()))
+			return nil, ErrUnsealed
 		}
 		raw, err := c.Keyring.OpenBytes(string(p.GetMetadata()[MetadataKeyID]), p.GetData(), []byte(aad))
 		if err != nil {
@@ -100,86 +138,240 @@ type HandlerOptions struct {
 	// AllowedOrigins may call the endpoint from a browser (the Temporal Web
 	// UI's origin, e.g. http://127.0.0.1:8233).
 	AllowedOrigins []string
+	// CookieSecure sets the Secure flag of the session cookie (keep it on
+	// in production, behind a TLS proxy too; off for plain-http development).
+	CookieSecure bool
+	// Throttle counts wrong agent tokens (required in production: the
+	// PostgreSQL store); nil counts nothing.
+	Throttle Throttle
+	// ClientIP tells the client's address (default: the connection's peer;
+	// behind a proxy, pass the API's trusted-proxy logic).
+	ClientIP func(*http.Request) string
+	// SessionTTL is a codec session's lifetime (12 h).
+	SessionTTL time.Duration
 }
 
-// CookieName carries an agent token for the Web UI, which cannot add an
+// Throttle is the authentication throttle (postgres.DB).
+type Throttle interface {
+	ThrottleLocked(ctx context.Context, rules []domain.ThrottleRule) (time.Duration, error)
+	Attempt(ctx context.Context, rules []domain.ThrottleRule) (time.Duration, error)
+}
+
+// CookieName carries a codec session for the Web UI, which cannot add an
 // Authorization header of its own but sends cookies when told to include
 // credentials (Data Encoder settings).
 const CookieName = "kd_codec"
 
+// session is what the kd_codec cookie holds, sealed with the keyring: a
+// random session id, the agent, a fingerprint of the agent's token (so
+// removing the token from the configuration ends its sessions) and the
+// expiry. Never the token itself. Sealed rather than kept in a table so
+// that every API replica accepts it.
+type session struct {
+	ID      string `json:"sid"`
+	Agent   string `json:"agent"`
+	Token   string `json:"tok"`
+	Expires int64  `json:"exp"`
+}
+
+const sessionAAD = "codec-session"
+
+type agent struct {
+	hash [sha256.Size]byte
+	name string
+}
+
+type handler struct {
+	keyring *secrets.Keyring
+	opts    HandlerOptions
+	agents  []agent
+	inner   http.Handler
+	prefix  string
+}
+
 // Handler serves POST {prefix}/encode and {prefix}/decode (Temporal's remote
 // codec protocol) to support agents only, plus {prefix}/login, a small form
-// that stores the agent token in an HttpOnly cookie for the Web UI.
-func Handler(k *secrets.Keyring, opts HandlerOptions) http.Handler {
-	inner := converter.NewPayloadCodecHTTPHandler(&Codec{Keyring: k})
-	hashes := make([][sha256.Size]byte, 0, len(opts.AgentTokens))
-	for token := range opts.AgentTokens {
-		if len(token) >= 16 {
-			hashes = append(hashes, sha256.Sum256([]byte(token)))
-		}
+// that opens a codec session in an HttpOnly cookie for the Web UI. prefix is
+// where the handler is mounted ("/codec"): the cookie is limited to it.
+//
+// Wrong tokens, on the form or as a bearer, are counted with the support
+// API's (domain.AgentGuessRule): past the limit the client's network is
+// refused before any comparison.
+func Handler(k *secrets.Keyring, prefix string, opts HandlerOptions) http.Handler {
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 12 * time.Hour
 	}
-	authorized := func(token string) bool {
-		if token == "" {
-			return false
-		}
-		h := sha256.Sum256([]byte(token))
-		ok := false
-		for _, want := range hashes {
-			ok = subtle.ConstantTimeCompare(h[:], want[:]) == 1 || ok
-		}
-		return ok
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-store")
-		if origin := r.Header.Get("Origin"); origin != "" && slices.Contains(opts.AllowedOrigins, origin) {
-			w.Header().Set("Access-Control-Allow-Origin", origin)
-			w.Header().Set("Access-Control-Allow-Credentials", "true")
-			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Namespace")
-			w.Header().Set("Access-Control-Allow-Methods", "POST, OPTIONS")
-			w.Header().Add("Vary", "Origin")
-		}
-		if r.Method == http.MethodOptions { // CORS preflight carries no credentials
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		if strings.HasSuffix(r.URL.Path, "/login") {
-			login(w, r, authorized)
-			return
-		}
-		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if token == "" {
-			if c, err := r.Cookie(CookieName); err == nil {
-				token = c.Value
+	if opts.ClientIP == nil {
+		opts.ClientIP = func(r *http.Request) string {
+			host, _, err := net.SplitHostPort(r.RemoteAddr)
+			if err != nil {
+				return r.RemoteAddr
 			}
+			return host
 		}
-		if !authorized(token) {
-			http.Error(w, "support agent token required", http.StatusUnauthorized)
+	}
+	h := &handler{keyring: k, opts: opts, prefix: strings.TrimRight(prefix, "/"),
+		// Unsealed payloads are shown as they are: a forged signal stays
+		// readable in the Web UI for whoever investigates it.
+		inner: converter.NewPayloadCodecHTTPHandler(&Codec{Keyring: k, AcceptUnsealed: true})}
+	for token, name := range opts.AgentTokens {
+		if len(token) >= 16 && name != "" {
+			h.agents = append(h.agents, agent{hash: sha256.Sum256([]byte(token)), name: name})
+		}
+	}
+	return h
+}
+
+// agentOf returns the agent whose token hashes to sum ("" if none),
+// comparing every configured token in constant time.
+func (h *handler) agentOf(sum [sha256.Size]byte) string {
+	name := ""
+	for _, a := range h.agents {
+		if subtle.ConstantTimeCompare(sum[:], a.hash[:]) == 1 {
+			name = a.name
+		}
+	}
+	return name
+}
+
+func fingerprint(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:16]) }
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	origin := r.Header.Get("Origin")
+	allowedOrigin := origin != "" && slices.Contains(h.opts.AllowedOrigins, origin)
+	if allowedOrigin {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		w.Header().Set("Access-Control-Allow-Credentials", "true")
+		w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Namespace")
+		w.Header().Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+		w.Header().Add("Vary", "Origin")
+	}
+	if r.Method == http.MethodOptions { // CORS preflight carries no credentials
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if strings.HasSuffix(r.URL.Path, "/login") {
+		h.login(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	rule := domain.AgentGuessRule(domain.ClientNetwork(h.opts.ClientIP(r)))
+	if h.locked(w, r, rule) {
+		return
+	}
+	name := ""
+	if token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && token != "" {
+		if name = h.agentOf(sha256.Sum256([]byte(token))); name == "" {
+			h.wrongToken(w, r, rule)
 			return
 		}
-		inner.ServeHTTP(w, r)
-	})
+	} else if c, err := r.Cookie(CookieName); err == nil {
+		// A cookie is sent by the browser whoever asks: only the allowed
+		// origins (the Web UI) may use it, with a JSON body (no form post).
+		if origin != "" && !allowedOrigin {
+			http.Error(w, "origin not allowed", http.StatusForbidden)
+			return
+		}
+		name = h.sessionAgent(c.Value)
+	}
+	if name == "" {
+		http.Error(w, "support agent token required", http.StatusUnauthorized)
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		http.Error(w, "Content-Type: application/json required", http.StatusUnsupportedMediaType)
+		return
+	}
+	h.inner.ServeHTTP(w, r)
+}
+
+// sessionAgent opens a kd_codec cookie: the agent's name while the session
+// runs and its token is still configured, else "".
+func (h *handler) sessionAgent(value string) string {
+	raw, err := h.keyring.Open(value, sessionAAD)
+	if err != nil {
+		return ""
+	}
+	var s session
+	if json.Unmarshal([]byte(raw), &s) != nil || time.Now().Unix() >= s.Expires {
+		return ""
+	}
+	for _, a := range h.agents {
+		if subtle.ConstantTimeCompare([]byte(fingerprint(a.hash)), []byte(s.Token)) == 1 && a.name == s.Agent {
+			return a.name
+		}
+	}
+	return ""
+}
+
+// locked answers 429 when the client's network is locked for token guessing.
+func (h *handler) locked(w http.ResponseWriter, r *http.Request, rule domain.ThrottleRule) bool {
+	if h.opts.Throttle == nil {
+		return false
+	}
+	retry, err := h.opts.Throttle.ThrottleLocked(r.Context(), []domain.ThrottleRule{rule})
+	if err != nil {
+		http.Error(w, "throttle unavailable", http.StatusServiceUnavailable)
+		return true
+	}
+	if retry > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+		http.Error(w, "too many wrong agent tokens from your address", http.StatusTooManyRequests)
+		return true
+	}
+	return false
+}
+
+// wrongToken counts a wrong token and answers 401 (429 once locked).
+func (h *handler) wrongToken(w http.ResponseWriter, r *http.Request, rule domain.ThrottleRule) {
+	if h.opts.Throttle != nil {
+		retry, err := h.opts.Throttle.Attempt(r.Context(), []domain.ThrottleRule{rule})
+		if err != nil {
+			http.Error(w, "throttle unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if retry > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+			http.Error(w, "too many wrong agent tokens from your address", http.StatusTooManyRequests)
+			return
+		}
+	}
+	http.Error(w, "unknown agent token", http.StatusUnauthorized)
 }
 
 const loginForm = `<!doctype html><meta charset="utf-8"><title>Kernodeck codec</title>
 <form method="post"><label>Jeton d'agent support <input type="password" name="token" autocomplete="off"></label>
 <button>Valider</button></form>`
 
-func login(w http.ResponseWriter, r *http.Request, authorized func(string) bool) {
+func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write([]byte(loginForm))
 	case http.MethodPost:
-		token := r.PostFormValue("token")
-		if !authorized(token) {
-			http.Error(w, "unknown agent token", http.StatusUnauthorized)
+		rule := domain.AgentGuessRule(domain.ClientNetwork(h.opts.ClientIP(r)))
+		if h.locked(w, r, rule) {
 			return
 		}
+		sum := sha256.Sum256([]byte(r.PostFormValue("token")))
+		name := h.agentOf(sum)
+		if name == "" {
+			h.wrongToken(w, r, rule)
+			return
+		}
+		id := make([]byte, 16)
+		_, _ = rand.Read(id) // never fails on Linux
+		raw, _ := json.Marshal(session{ID: base64.RawURLEncoding.EncodeToString(id), Agent: name,
+			Token: fingerprint(sum), Expires: time.Now().Add(h.opts.SessionTTL).Unix()})
 		// Same site as the Web UI on another port of the same host: Lax is
-		// enough for the UI's credentialed fetches.
+		// enough for the UI's credentialed fetches. Path: the codec only.
 		http.SetCookie(w, &http.Cookie{
-			Name: CookieName, Value: token, Path: "/", HttpOnly: true,
-			Secure: r.TLS != nil, SameSite: http.SameSiteLaxMode, MaxAge: 12 * 3600,
+			Name: CookieName, Value: h.keyring.Seal(string(raw), sessionAAD), Path: h.prefix + "/", HttpOnly: true,
+			Secure: h.opts.CookieSecure, SameSite: http.SameSiteLaxMode, MaxAge: int(h.opts.SessionTTL.Seconds()),
 		})
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok: the Temporal Web UI can now decode payloads from this browser\n"))

@@ -64,6 +64,8 @@ type envConfig struct {
 
 type env struct {
 	t      *testing.T
+	addr   string // Temporal frontend
+	kr     *secrets.Keyring
 	db     *postgres.DB
 	tc     client.Client
 	api    *httptest.Server
@@ -146,7 +148,7 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	}, deps)
 	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)
-	return &env{t: t, db: db, tc: tc, api: hs, logger: logger}
+	return &env{t: t, addr: addr, kr: kr, db: db, tc: tc, api: hs, logger: logger}
 }
 
 type testWriter struct{ t *testing.T }

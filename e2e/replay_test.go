@@ -51,7 +51,7 @@ func replayHistory(t *testing.T, tc client.Client, workflowID, file string) {
 	if os.Getenv("KERNODECK_RECORD_HISTORY") == "1" {
 		// Recorded in clear, so the workflows' unit test replays it without
 		// the e2e key.
-		dec := &codec.Codec{Keyring: kr}
+		dec := &codec.Codec{Keyring: kr, AcceptUnsealed: true} // search attributes are plain
 		if err := proxy.VisitPayloads(ctx, hist, proxy.VisitPayloadsOptions{
 			Visitor: func(_ *proxy.VisitPayloadsContext, p []*commonpb.Payload) ([]*commonpb.Payload, error) {
 				return dec.Decode(p)

@@ -146,16 +146,25 @@ type paymentSignal struct {
 // receivePaymentSignal blocks until one of the three payment signals arrives.
 // Seen is listed before confirmed and confirmed before reverted so that,
 // within one workflow task, they are taken in their natural order.
+//
+// A signal whose payload cannot be decoded (unsealed: sent without the
+// keyring, see package codec) is dropped by the SDK, which logs it and counts
+// it in corrupted_signals. ReceiveAsync, not Receive, so that dropping it
+// leaves this loop waiting on every channel again instead of blocking on the
+// forged one's channel alone.
 func receivePaymentSignal(ctx workflow.Context) paymentSignal {
 	var got paymentSignal
+	ok := false
 	sel := workflow.NewSelector(ctx)
 	for _, name := range []string{SignalPaymentSeen, SignalPaymentConfirmed, SignalPaymentReverted} {
 		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
 			got.name = name
-			c.Receive(ctx, &got.ev)
+			ok = c.ReceiveAsync(&got.ev)
 		})
 	}
-	sel.Select(ctx)
+	for !ok && ctx.Err() == nil {
+		sel.Select(ctx)
+	}
 	return got
 }
 

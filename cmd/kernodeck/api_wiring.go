@@ -24,5 +24,5 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
 	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Logger: logger, Requests: requests})
-	return prov.withCodec(srv.Handler(), cfg), srv.CloseStreams, tl.Run
+	return prov.withCodec(srv.Handler(), cfg, db), srv.CloseStreams, tl.Run
 }

@@ -123,11 +123,12 @@ func withMail(ctx context.Context, d *notify.Dispatcher, fn func(context.Context
 }
 
 // withCodec mounts the codec endpoint for operators under /codec/ (support
-// agent tokens) in front of the API.
-func (p provisioning) withCodec(api http.Handler, cfg config.Config) http.Handler {
+// agent tokens, counted against guessing with the API's) in front of the API.
+func (p provisioning) withCodec(api http.Handler, cfg config.Config, db *postgres.DB) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/codec/", codec.Handler(p.keyring, codec.HandlerOptions{
+	mux.Handle("/codec/", codec.Handler(p.keyring, "/codec", codec.HandlerOptions{
 		AgentTokens: cfg.SupportTokens, AllowedOrigins: p.cfg.CodecOrigins,
+		CookieSecure: cfg.CookieSecure, Throttle: db,
 	}))
 	mux.Handle("/", api)
 	return mux
