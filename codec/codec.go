@@ -319,11 +319,15 @@ func (h *handler) locked(w http.ResponseWriter, r *http.Request, rule domain.Thr
 		return true
 	}
 	if retry > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
-		http.Error(w, "too many wrong agent tokens from your address", http.StatusTooManyRequests)
+		tooMany(w, retry)
 		return true
 	}
 	return false
+}
+
+func tooMany(w http.ResponseWriter, retry time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
+	http.Error(w, "too many wrong agent tokens from your address", http.StatusTooManyRequests)
 }
 
 // wrongToken counts a wrong token and answers 401 (429 once locked).
@@ -335,8 +339,7 @@ func (h *handler) wrongToken(w http.ResponseWriter, r *http.Request, rule domain
 			return
 		}
 		if retry > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
-			http.Error(w, "too many wrong agent tokens from your address", http.StatusTooManyRequests)
+			tooMany(w, retry)
 			return
 		}
 	}
