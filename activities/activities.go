@@ -58,13 +58,26 @@ type CreateIntentInput struct {
 	RequestKey string // derived in the workflow: a retry finds the same request
 }
 
+// CapacityHolder holds capacity for an order before money is asked for it
+// (postgres.Capacity): refused with no_capacity when nothing is free.
+type CapacityHolder interface {
+	HoldCapacity(ctx context.Context, orderRef string, until time.Time) error
+}
+
+// capacityHoldFirst is how long a hold lasts before the payment request it
+// precedes sets its own deadline (or the balance payment marks it paid).
+const capacityHoldFirst = 15 * time.Minute
+
 // Activities holds the activities' dependencies. Register a *Activities with
 // the worker; workflows call its methods by reference.
 type Activities struct {
 	Store       Store
 	Provisioner Provisioner
 	Payments    IntentCreator
-	Logger      *slog.Logger
+	// Capacity, when set, is held before an order's payment request or
+	// balance payment, which are refused when nothing is free.
+	Capacity CapacityHolder
+	Logger   *slog.Logger
 }
 
 // OrderEvent is one timeline entry plus the order changes it carries.
@@ -199,6 +212,11 @@ func (a *Activities) RecordTopUpEvent(ctx context.Context, ev TopUpEvent) error 
 
 // PayOrderFromBalance debits the balance and settles the order atomically.
 func (a *Activities) PayOrderFromBalance(ctx context.Context, in PayFromBalanceInput) error {
+	if a.Capacity != nil {
+		if err := a.Capacity.HoldCapacity(ctx, in.OrderRef, time.Now().Add(capacityHoldFirst)); err != nil {
+			return domainToApplication(err)
+		}
+	}
 	return domainToApplication(a.Store.PayOrderFromBalance(ctx, in))
 }
 
@@ -258,7 +276,17 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 		return domain.Intent{}, temporal.NewNonRetryableApplicationError(
 			"Le paiement en crypto n'est pas configuré sur ce serveur.", domain.ECodeMethodUnavailable, nil)
 	}
+	order := in.TargetKind == "order" && a.Capacity != nil
+	if order {
+		if err := a.Capacity.HoldCapacity(ctx, in.TargetRef, time.Now().Add(capacityHoldFirst)); err != nil {
+			return domain.Intent{}, domainToApplication(err)
+		}
+	}
 	it, err := a.Payments.CreateIntent(ctx, in)
+	if err == nil && order {
+		// Held as long as the request can be paid.
+		err = a.Capacity.HoldCapacity(ctx, in.TargetRef, it.Deadline)
+	}
 	return it, domainToApplication(err)
 }
 

@@ -27,9 +27,11 @@ func (s *Server) ownerAccess(ctx context.Context, ref string) (domain.Access, er
 }
 
 // availabilityStore is implemented by stores that can tell whether a
-// configuration could be served now (postgres.Store).
+// configuration could be served now, and whether any host could ever serve
+// it (postgres.Store).
 type availabilityStore interface {
 	Availability(ctx context.Context, model string, gpus int) (domain.Availability, error)
+	CheckFits(ctx context.Context, model string, gpus, gpusPerLot int) error
 }
 
 // quoteWithAvailability is a quote and whether it could be served now.

@@ -89,6 +89,14 @@ func (s *Server) createOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	// An order takes one whole host: a size no host has is refused here,
+	// before anything is written or paid.
+	if st, ok := s.store.(availabilityStore); ok {
+		if err := st.CheckFits(c.Request.Context(), q.Model, q.TotalGPUs, q.GPUsPerLot); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	o, err := s.store.CreateOrder(c.Request.Context(), account(c).ID, q.Quote)
 	if err != nil {
 		s.fail(c, err)

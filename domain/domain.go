@@ -121,14 +121,17 @@ type Quote struct {
 	SSHPublicKey string `json:"-"`
 }
 
-// Availability says whether a configuration can be served right now. It is
-// advice for the configurator, not a hold: capacity is taken only once the
-// order is paid.
+// Availability says whether a configuration can be sold right now: the
+// same calculation refuses a payment request when nothing is free, and
+// other orders' capacity holds count as taken (postgres.Capacity).
 type Availability struct {
 	AvailableNow bool `json:"available_now"`
 	// FreeNow counts what is free for this configuration: whole hosts with
 	// the SSH driver, GPUs with the local driver.
 	FreeNow int `json:"free_now"`
+	// HostSizes lists the GPU counts of the model's hosts (SSH driver): an
+	// order takes one whole host, so only these sizes can be ordered.
+	HostSizes []int `json:"host_sizes,omitempty"`
 }
 
 // Account is a customer account.

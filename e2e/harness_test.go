@@ -125,6 +125,7 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 		Store:       db,
 		Provisioner: prov,
 		Payments:    pay,
+		Capacity:    postgres.Capacity{DB: db, Provisioner: ec.provisionerName},
 		Logger:      logger,
 	})
 	if err := w.Start(); err != nil {

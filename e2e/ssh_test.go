@@ -47,18 +47,7 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 		c.mail = &notify.SMTPConfig{Host: mp.SMTPHost, Port: mp.SMTPPort, Username: "u", Password: "p", TLS: "none"}
 		// One reminder a few seconds into the 3-day period, so it is seen here.
 		c.reminderOffsets = []time.Duration{72*time.Hour - 4*time.Second}
-		c.payments = func(db *postgres.DB) *payments.Service {
-			acc, err := hdwallet.ParseAccountKey(hdwallet.Bitcoin, bip84Zpub)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fixed, err := rates.ParseStatic("BTC=65000.12", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return &payments.Service{Store: db, Rates: rates.Fresh{Source: fixed, MaxAge: time.Hour},
-				Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}}}
-		}
+		c.payments = btcPayments(t)
 	})
 	inv := &sshhost.Inventory{DB: e.db.DB}
 	if _, err := inv.Add(context.Background(), sshhost.Host{Name: "gpu-e2e-a5000", Address: host.Addr, Port: host.Port,
@@ -182,6 +171,22 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 	replayHistory(t, e.tc, "rental-"+ref, "rental_ssh_end_early.json")
 }
 
+// btcPayments offers Bitcoin payment requests at a fixed rate.
+func btcPayments(t *testing.T) func(db *postgres.DB) *payments.Service {
+	return func(db *postgres.DB) *payments.Service {
+		acc, err := hdwallet.ParseAccountKey(hdwallet.Bitcoin, bip84Zpub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixed, err := rates.ParseStatic("BTC=65000.12", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &payments.Service{Store: db, Rates: rates.Fresh{Source: fixed, MaxAge: time.Hour},
+			Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}}}
+	}
+}
+
 func sshAs(t *testing.T, h *sshtest.Host, user, pemKey, cmd string) string {
 	t.Helper()
 	signer, err := ssh.ParsePrivateKey([]byte(pemKey))
@@ -270,5 +275,59 @@ func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 	waitStatus(e, tokens[loser], refs[loser], "ended")
 	if got := host.PasswdLines(t, prefix); len(got) != 0 {
 		t.Fatalf("accounts left: %v", got)
+	}
+}
+
+// Capacity is known before money: with no free host of the order's
+// configuration, the payment request is refused with a French message and
+// nothing to pay, the order stays readable and awaiting payment; once a
+// host is added the same request is accepted, and the host is held for the
+// order (the quote now says nothing is free).
+func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
+	sshtest.RequireRoot(t)
+	host := sshtest.Start(t, sshtest.RTXA5000)
+	e := newEnv(t, func(c *envConfig) {
+		c.provisionerName = postgres.ProvisionerSSH
+		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdc-", ConnectTimeout: 5 * time.Second}
+		}
+		c.payments = btcPayments(t)
+	})
+	gil := register(e, "Gil", "gil@example.com")
+	cfg := map[string]any{"gpu_model": "rtx-a5000", "lots": 1, "duration_days": 3, "preset": "python"}
+	ref := str(e.must(201, "POST", "/v1/orders", gil, cfg)["order"].(map[string]any)["reference"])
+	waitStatus(e, gil, ref, "awaiting_payment")
+	code, body := e.call("POST", "/v1/orders/"+ref+"/payment-intents", gil, map[string]any{"asset": "BTC", "network": "bitcoin"})
+	errBody, _ := body["error"].(map[string]any)
+	if code != 409 || str(errBody["code"]) != "no_capacity" || !strings.Contains(str(errBody["message"]), "paiement n'est demandé") {
+		t.Fatalf("payment request without capacity: %d %v", code, body)
+	}
+	t.Logf("refused: %s", errBody["message"])
+	o, _, _ := order(e, gil, ref)
+	if str(o["status"]) != "awaiting_payment" || o["payment_intent"] != nil {
+		t.Fatalf("order after the refusal: %v", o)
+	}
+	var intents int
+	_ = e.db.Get(&intents, `SELECT count(*) FROM payment_intents WHERE target_ref = $1`, ref)
+	if intents != 0 {
+		t.Fatalf("%d payment requests written", intents)
+	}
+
+	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-added", Address: host.Addr,
+		Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if q := e.must(200, "POST", "/v1/quote", gil, cfg); q["availability"].(map[string]any)["available_now"] != true {
+		t.Fatalf("quote after the host was added: %v", q)
+	}
+	e.must(201, "POST", "/v1/orders/"+ref+"/payment-intents", gil, map[string]any{"asset": "BTC", "network": "bitcoin"})
+	var held string
+	_ = e.db.Get(&held, `SELECT h.name FROM live_capacity_holds l JOIN gpu_hosts h ON h.id = l.host_id WHERE l.order_ref = $1`, ref)
+	if held != "gpu-added" {
+		t.Fatalf("hold after the accepted request: %q", held)
+	}
+	// The quote is the same calculation: the held host is not offered again.
+	if q := e.must(200, "POST", "/v1/quote", gil, cfg); q["availability"].(map[string]any)["available_now"] != false {
+		t.Fatalf("quote while the host is held: %v", q)
 	}
 }

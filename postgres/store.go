@@ -121,23 +121,13 @@ func (s *Store) OwnerAccess(ctx context.Context, ref string) (domain.Access, err
 	return a, nil
 }
 
-// Availability says whether gpus GPUs of model could be served now.
+// Availability says whether gpus GPUs of model could be sold now
+// (Capacity: the same calculation as the check before payment).
 func (s *Store) Availability(ctx context.Context, model string, gpus int) (domain.Availability, error) {
-	var free int
-	var err error
-	if s.Provisioner == ProvisionerSSH {
-		err = s.GetContext(ctx, &free, `SELECT count(*) FROM gpu_hosts
-			WHERE state = 'available' AND gpu_model = $1 AND gpu_count = $2`, model, gpus)
-		return domain.Availability{AvailableNow: free > 0, FreeNow: free}, wrapAvail(err)
-	}
-	err = s.GetContext(ctx, &free, `SELECT COALESCE((SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $1), 0)
-		- COALESCE((SELECT SUM(gpus) FROM gpu_reservations WHERE gpu_model = $1 AND state <> 'released'), 0)`, model)
-	return domain.Availability{AvailableNow: free >= gpus, FreeNow: max(free, 0)}, wrapAvail(err)
+	return Capacity{DB: s.DB, Provisioner: s.Provisioner}.Availability(ctx, model, gpus)
 }
 
-func wrapAvail(err error) error {
-	if err != nil {
-		return fmt.Errorf("availability: %w", err)
-	}
-	return nil
+// CheckFits refuses a configuration no host could ever serve (Capacity).
+func (s *Store) CheckFits(ctx context.Context, model string, gpus, gpusPerLot int) error {
+	return Capacity{DB: s.DB, Provisioner: s.Provisioner}.CheckFits(ctx, model, gpus, gpusPerLot)
 }

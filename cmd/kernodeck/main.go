@@ -241,6 +241,7 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *
 		Store:       db,
 		Provisioner: m.Steps.Provisioner(provisioner),
 		Payments:    pay,
+		Capacity:    postgres.Capacity{DB: db, Provisioner: prov.cfg.Provisioner},
 		Logger:      logger,
 	}
 	w := workers.New(tc, acts)

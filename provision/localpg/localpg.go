@@ -17,6 +17,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
@@ -65,14 +66,21 @@ func (p *Provisioner) Reserve(ctx context.Context, in activities.ReserveInput) e
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("reservation %s: %w", in.OrderRef, err)
 		}
-		var used int
-		if err := tx.GetContext(ctx, &used, `SELECT COALESCE(SUM(gpus), 0) FROM gpu_reservations
-			WHERE gpu_model = $1 AND state <> 'released'`, in.GPUModel); err != nil {
-			return fmt.Errorf("used capacity %s: %w", in.GPUModel, err)
+		if err := postgres.LockCapacity(ctx, tx, in.GPUModel); err != nil {
+			return err
 		}
-		if used+in.GPUs > total {
+		// Free: not reserved, and not held by another order (this order's
+		// own hold is what it takes now).
+		free, err := postgres.FreeGPUs(ctx, tx, in.GPUModel, in.OrderRef)
+		if err != nil {
+			return err
+		}
+		if free < in.GPUs {
 			return domain.Errorf(domain.ECodeNoCapacity,
-				"Capacité insuffisante pour %d GPU %s (%d libres).", in.GPUs, in.GPUModel, total-used)
+				"Capacité insuffisante pour %d GPU %s (%d libres).", in.GPUs, in.GPUModel, max(free, 0))
+		}
+		if err := postgres.ConsumeHold(ctx, tx, in.OrderRef); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `
 			INSERT INTO gpu_reservations (order_ref, gpu_model, gpus, state) VALUES ($1, $2, $3, 'reserved')

@@ -35,6 +35,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
@@ -182,8 +183,10 @@ func (d *Driver) activeReservation(ctx context.Context, q sqlx.QueryerContext, o
 	return r, true, nil
 }
 
-// Reserve takes a free host with exactly the order's GPUs. Hosts are picked
-// with FOR UPDATE SKIP LOCKED, and unique indexes allow one active
+// Reserve takes a free host with exactly the order's GPUs: the host the
+// order holds since its payment request if it has one (postgres.Capacity),
+// else a free host no other order holds. Decisions on a model's capacity are
+// serialised (postgres.LockCapacity), and unique indexes allow one active
 // reservation per order and per host, so two orders never share a machine.
 // A second call for the same order keeps its host. No free host: a
 // non-retryable no_capacity error (the order waits for support).
@@ -196,13 +199,19 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 		if _, ok, err := d.activeReservation(ctx, tx, in.OrderRef); err != nil || ok {
 			return err
 		}
+		if err := postgres.LockCapacity(ctx, tx, in.GPUModel); err != nil {
+			return err
+		}
+		held, _, err := postgres.HeldHost(ctx, tx, in.OrderRef)
+		if err != nil {
+			return err
+		}
 		var h struct {
 			ID   int64  `db:"id"`
 			Name string `db:"name"`
 		}
-		err := tx.GetContext(ctx, &h, `SELECT id, name FROM gpu_hosts
-			WHERE state = 'available' AND gpu_model = $1 AND gpu_count = $2
-			ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`, in.GPUModel, in.GPUs)
+		err = tx.GetContext(ctx, &h, postgres.FreeHostSQL+` ORDER BY h.id = $4 DESC, h.id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+			in.GPUModel, in.GPUs, in.OrderRef, held)
 		if errors.Is(err, sql.ErrNoRows) {
 			return domain.Errorf(domain.ECodeNoCapacity,
 				"Aucune machine libre avec %d GPU %s pour le moment.", in.GPUs, in.GPUModel)
@@ -217,7 +226,10 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 		if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'reserved', updated_at = now() WHERE id = $1`, h.ID); err != nil {
 			return fmt.Errorf("mark %s reserved: %w", h.Name, err)
 		}
-		d.logger().Info("host reserved", "order", in.OrderRef, "host", h.Name)
+		if err := postgres.ConsumeHold(ctx, tx, in.OrderRef); err != nil {
+			return err
+		}
+		d.logger().Info("host reserved", "order", in.OrderRef, "host", h.Name, "held", held == h.ID)
 		return nil
 	})
 	var pqErr *pq.Error
@@ -487,9 +499,12 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 			return activities.AccessSummary{}, err
 		}
 		jupyterTok = d.Keyring.Seal(tok, aad("order_access.jupyter_token", in.OrderRef))
-		jupyterURL = fmt.Sprintf("http://%s:%d/lab", r.Address, d.jupyterPort())
+		jupyterURL = fmt.Sprintf("http://127.0.0.1:%d/lab", d.jupyterPort())
 	}
 	v := in.Verification
+	if jupyterURL != nil {
+		v.Notes = strings.TrimSpace(v.Notes + " " + jupyterTunnelNote(r, d.jupyterPort()))
+	}
 	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO order_access (order_ref, host, port, username, password, private_key, key_fingerprint,
@@ -521,6 +536,14 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 
 // teardown runs teardown.sh and returns what it could not clean (the
 // KD_DIRTY lines: empty when the host is clean).
+// jupyterTunnelNote tells the customer how to reach Jupyter, which listens
+// on the host's loopback only.
+func jupyterTunnelNote(r reservation, port int) string {
+	return fmt.Sprintf("Jupyter écoute sur 127.0.0.1 de la machine seulement : ouvrez le tunnel "+
+		"« ssh -N -L %d:127.0.0.1:%d -p %d %s@%s » puis ouvrez http://127.0.0.1:%d/lab avec le jeton.",
+		port, port, r.Port, r.UnixUser, r.Address, port)
+}
+
 func (d *Driver) teardown(ctx context.Context, r reservation, mode string) ([]string, error) {
 	client, closeFn, err := d.connect(ctx, r)
 	if err != nil {

@@ -494,3 +494,52 @@ func TestTwoOrdersRaceForLastHost(t *testing.T) {
 		t.Fatalf("free hosts %d %v", n, err)
 	}
 }
+
+// A paid order whose capacity was held at its payment request gets its host
+// even when another paid order (attributed by support, so without a hold)
+// reserves at the same moment: 20 rounds, the held order never waits for a
+// host.
+func TestHeldOrderGetsItsHostWhileAnotherRaces(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	fake := &sshtest.Host{Addr: "10.0.0.8", Port: 22, KeyType: ssh.KeyAlgoED25519}
+	other, _ := customerKey(t)
+	f.addHost("gpu-held", fake, ssh.FingerprintSHA256(other.PublicKey()), "h100-80g", 1)
+	d := &sshhost.Driver{DB: f.db.DB, Keyring: keyring(t), UserPrefix: userPrefix}
+	capa := postgres.Capacity{DB: f.db, Provisioner: postgres.ProvisionerSSH}
+	for round := 0; round < 20; round++ {
+		held, racer := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
+		if _, err := f.db.Exec(`UPDATE orders SET status = 'awaiting_payment' WHERE ref = $1`, held); err != nil {
+			t.Fatal(err)
+		}
+		if err := capa.HoldCapacity(ctx, held, time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("round %d: hold: %v", round, err)
+		}
+		if _, err := f.db.Exec(`UPDATE orders SET status = 'paid' WHERE ref = $1`, held); err != nil {
+			t.Fatal(err)
+		}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, ref := range []string{racer, held} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "h100-80g", GPUs: 1})
+			}()
+		}
+		wg.Wait()
+		if errs[1] != nil || domain.ErrorCode(errs[0]) != domain.ECodeNoCapacity {
+			t.Fatalf("round %d: held order %v, racer %v", round, errs[1], errs[0])
+		}
+		var owner, holdState string
+		_ = f.db.Get(&owner, `SELECT order_ref FROM host_reservations WHERE state = 'active'`)
+		_ = f.db.Get(&holdState, `SELECT state FROM capacity_holds WHERE order_ref = $1`, held)
+		if owner != held || holdState != "consumed" {
+			t.Fatalf("round %d: host reserved by %s (held order %s), hold %s", round, owner, held, holdState)
+		}
+		if _, err := f.db.Exec(`UPDATE host_reservations SET state = 'released' WHERE state = 'active';
+			UPDATE gpu_hosts SET state = 'available'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

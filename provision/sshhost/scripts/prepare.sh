@@ -109,19 +109,27 @@ TXT
 notebook)
 	own_dir notebooks 755
 	own_dir .jupyter 700
-	# The token lives in a file only the customer can read, never on a
-	# command line (visible in ps).
+	# Jupyter listens on the loopback only: the customer reaches it through
+	# an SSH tunnel (the command is on the order), never plain HTTP on a
+	# public interface. The token lives in a file only the customer can
+	# read, never on a command line (visible in ps).
 	put 600 .jupyter/jupyter_server_config.json <<TXT
-{"ServerApp": {"token": "$KD_JUPYTER_TOKEN", "ip": "0.0.0.0", "port": $KD_JUPYTER_PORT, "open_browser": false, "root_dir": "$HOME/notebooks"}}
+{"ServerApp": {"token": "$KD_JUPYTER_TOKEN", "ip": "127.0.0.1", "port": $KD_JUPYTER_PORT, "open_browser": false, "root_dir": "$HOME/notebooks"}}
 TXT
-	printf 'http://%s:%s/lab\n' "$KD_HOST" "$KD_JUPYTER_PORT" | put 644 kernodeck/jupyter_url
-	if command -v jupyter >/dev/null; then
-		if ! pgrep -u "$(id -u)" -f jupyter >/dev/null; then
-			nohup jupyter lab >"$HOME/kernodeck/jupyter.log" 2>&1 </dev/null &
-		fi
+	printf 'http://127.0.0.1:%s/lab\n' "$KD_JUPYTER_PORT" | put 644 kernodeck/jupyter_url
+	if j=$(command -v jupyter); then
+		# Started detached from any session (setsid): it keeps running when
+		# the customer disconnects; the script starts it again if it stopped.
+		put 755 kernodeck/jupyter.sh <<TXT
+#!/bin/sh
+# Starts Jupyter Lab (127.0.0.1:$KD_JUPYTER_PORT) unless it is running.
+pgrep -u "\$(id -u)" -f jupyter-lab >/dev/null && exit 0
+cd "\$HOME" && setsid nohup "$j" lab >"\$HOME/kernodeck/jupyter.log" 2>&1 </dev/null &
+TXT
+		sh kernodeck/jupyter.sh
 		echo "KD_JUPYTER started"
 	else
-		# Stand-in hosts have no Jupyter: the URL and token are written,
+		# Stand-in hosts without Jupyter: the URL and token are written,
 		# nothing listens.
 		echo "KD_JUPYTER not-installed"
 	fi

@@ -96,7 +96,31 @@ type Options struct {
 	// AdminKeyPEM is the admin login key (OpenSSH PEM); generated if nil, so
 	// several hosts can share one by passing the same key.
 	AdminKeyPEM []byte
+	// Jupyter puts a stand-in `jupyter` on the host's PATH: `jupyter lab`
+	// serves HTTP on the ServerApp ip and port of the customer's
+	// ~/.jupyter/jupyter_server_config.json, as Jupyter Server would, and
+	// answers 200 to the configured token only.
+	Jupyter bool
 }
+
+// standInJupyter is the stand-in `jupyter` (see Options.Jupyter); its
+// process title contains "jupyter-lab", like the real one's.
+const standInJupyter = `#!/bin/sh
+[ "$1" = lab ] || { echo "stand-in jupyter: only 'jupyter lab'" >&2; exit 2; }
+exec /usr/bin/python3 -c '
+import http.server, json, os
+c = json.load(open(os.path.expanduser("~/.jupyter/jupyter_server_config.json")))["ServerApp"]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ok = self.headers.get("Authorization") == "token " + c["token"]
+        self.send_response(200 if ok else 403)
+        self.end_headers()
+        self.wfile.write(b"stand-in jupyter lab\n" if ok else b"forbidden\n")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer((c["ip"], c["port"]), H).serve_forever()
+' jupyter-lab-standin
+`
 
 // NewKeyPEM returns a new ed25519 private key in OpenSSH PEM form.
 func NewKeyPEM(t testing.TB) []byte {
@@ -151,6 +175,9 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 		"'')\ncat <<'KD_EOF'\n" + gpu.Header + "KD_EOF\n;;\n" +
 		"*) echo \"stand-in nvidia-smi: unsupported arguments: $*\" >&2; exit 2 ;;\nesac\n"
 	must(os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(smi), 0o755))
+	if len(opts) > 0 && opts[0].Jupyter {
+		must(os.WriteFile(filepath.Join(bin, "jupyter"), []byte(standInJupyter), 0o755))
+	}
 	// Customers reach their scratch space under dir.
 	must(os.Chmod(dir, 0o755))
 

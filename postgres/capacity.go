@@ -1,0 +1,230 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Capacity is the one calculation of what can be sold: the quote's
+// availability, the check before a payment request or a balance payment, and
+// the hold that keeps capacity for the order until provisioning takes it
+// (live_capacity_holds says which holds still count). With the SSH driver an
+// order takes one whole host whose GPU count is exactly the order's; with
+// the local driver GPUs are counted.
+type Capacity struct {
+	DB          *DB
+	Provisioner string // ProvisionerSSH or ProvisionerLocal
+}
+
+// LockCapacity serialises every decision about model's capacity (holds and
+// reservations) until the end of tx.
+func LockCapacity(ctx context.Context, tx sqlx.ExecerContext, model string) error {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-capacity:' || $1))`, model); err != nil {
+		return fmt.Errorf("lock capacity of %s: %w", model, err)
+	}
+	return nil
+}
+
+// FreeHostSQL selects the free hosts an order ($1: model, $2: GPU count, $3:
+// the order) may take: available, that configuration, held by no other
+// order. Drivers and Capacity share it.
+const FreeHostSQL = `SELECT h.id, h.name FROM gpu_hosts h
+	WHERE h.state = 'available' AND h.gpu_model = $1 AND h.gpu_count = $2
+	AND NOT EXISTS (SELECT 1 FROM live_capacity_holds l WHERE l.host_id = h.id AND l.order_ref <> $3)`
+
+// freeGPUsSQL counts the local driver's free GPUs of model $1 for order $2:
+// inventory minus reservations minus other orders' live holds.
+const freeGPUsSQL = `SELECT COALESCE((SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $1), 0)
+	- COALESCE((SELECT SUM(gpus) FROM gpu_reservations WHERE gpu_model = $1 AND state <> 'released'), 0)
+	- COALESCE((SELECT SUM(gpus) FROM live_capacity_holds WHERE gpu_model = $1 AND order_ref <> $2), 0)`
+
+// FreeGPUs is freeGPUsSQL for the local driver's Reserve.
+func FreeGPUs(ctx context.Context, q sqlx.QueryerContext, model, orderRef string) (int, error) {
+	var free int
+	if err := sqlx.GetContext(ctx, q, &free, freeGPUsSQL, model, orderRef); err != nil {
+		return 0, fmt.Errorf("free GPUs of %s: %w", model, err)
+	}
+	return free, nil
+}
+
+// Availability says whether gpus GPUs of model could be sold now (other
+// orders' holds count as taken).
+func (c Capacity) Availability(ctx context.Context, model string, gpus int) (domain.Availability, error) {
+	if c.Provisioner != ProvisionerSSH {
+		free, err := FreeGPUs(ctx, c.DB, model, "")
+		return domain.Availability{AvailableNow: free >= gpus, FreeNow: max(free, 0)}, err
+	}
+	var free int
+	if err := c.DB.GetContext(ctx, &free, `SELECT count(*) FROM (`+FreeHostSQL+`) f`, model, gpus, ""); err != nil {
+		return domain.Availability{}, fmt.Errorf("availability: %w", err)
+	}
+	sizes, err := c.hostSizes(ctx, c.DB, model)
+	if err != nil {
+		return domain.Availability{}, err
+	}
+	return domain.Availability{AvailableNow: free > 0, FreeNow: free, HostSizes: sizes}, nil
+}
+
+// hostSizes lists the GPU counts of model's hosts in service: an order must
+// be exactly one of them.
+func (c Capacity) hostSizes(ctx context.Context, q sqlx.QueryerContext, model string) ([]int, error) {
+	sizes := []int{}
+	if err := sqlx.SelectContext(ctx, q, &sizes, `SELECT DISTINCT gpu_count FROM gpu_hosts
+		WHERE gpu_model = $1 AND state <> 'broken' ORDER BY gpu_count`, model); err != nil {
+		return nil, fmt.Errorf("host sizes of %s: %w", model, err)
+	}
+	return sizes, nil
+}
+
+// CheckFits refuses an order of gpus GPUs of model when the model's hosts
+// all have another GPU count (SSH driver: an order is one whole host),
+// saying which sizes exist. With no host of the model in service at all the
+// order may be created: its payment request is refused (HoldCapacity) until
+// a host is added.
+func (c Capacity) CheckFits(ctx context.Context, model string, gpus, gpusPerLot int) error {
+	if c.Provisioner != ProvisionerSSH {
+		return nil
+	}
+	sizes, err := c.hostSizes(ctx, c.DB, model)
+	if err != nil {
+		return err
+	}
+	if len(sizes) == 0 || slices.Contains(sizes, gpus) {
+		return nil
+	}
+	return &domain.Error{Code: domain.ECodeInvalid, Field: "lots", Message: noFitMessage(model, gpus, gpusPerLot, sizes)}
+}
+
+func noFitMessage(model string, gpus, gpusPerLot int, sizes []int) string {
+	if len(sizes) == 0 {
+		return fmt.Sprintf("Aucune machine %s n'est en service : ce modèle ne peut pas être commandé pour le moment.", model)
+	}
+	var opts []string
+	for _, s := range sizes {
+		if gpusPerLot > 0 && s%gpusPerLot == 0 {
+			opts = append(opts, fmt.Sprintf("%d lot(s) (%d GPU)", s/gpusPerLot, s))
+		}
+	}
+	if len(opts) == 0 {
+		return fmt.Sprintf("Aucune machine %s ne compte %d GPU.", model, gpus)
+	}
+	return fmt.Sprintf("Une commande occupe une seule machine et aucune machine %s ne compte %d GPU : choisissez %s.",
+		model, gpus, strings.Join(opts, " ou "))
+}
+
+// HoldCapacity holds capacity for an order awaiting payment until until
+// (extended, never shortened, when called again), or refuses with
+// no_capacity and a French message when none is free: then no payment must
+// be asked. An order already paid (or further) is left alone, so a retried
+// activity never takes a second host.
+func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.Time) error {
+	return c.DB.inTx(ctx, func(tx *sqlx.Tx) error {
+		var o struct {
+			Model      string `db:"gpu_model"`
+			GPUs       int    `db:"total_gpus"`
+			GPUsPerLot int    `db:"gpus_per_lot"`
+			Status     string `db:"status"`
+		}
+		err := tx.GetContext(ctx, &o, `SELECT gpu_model, total_gpus, gpus_per_lot, status FROM orders WHERE ref = $1`, orderRef)
+		if errors.Is(err, sql.ErrNoRows) {
+			return domain.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("order %s: %w", orderRef, err)
+		}
+		if o.Status != domain.StatusAwaitingPayment && o.Status != domain.StatusPaymentDetected {
+			return nil
+		}
+		if err := LockCapacity(ctx, tx, o.Model); err != nil {
+			return err
+		}
+		// The order's own hold, if it still counts: extended.
+		res, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET held_until = GREATEST(held_until, $2), updated_at = now()
+			WHERE order_ref = $1 AND state = 'held' AND id IN (SELECT id FROM live_capacity_holds)`, orderRef, until)
+		if err != nil {
+			return fmt.Errorf("extend hold of %s: %w", orderRef, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return nil
+		}
+		// A lapsed hold gives its place back before a new one is taken.
+		if _, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET state = 'released', updated_at = now()
+			WHERE order_ref = $1 AND state = 'held'`, orderRef); err != nil {
+			return fmt.Errorf("drop lapsed hold of %s: %w", orderRef, err)
+		}
+		var hostID sql.NullInt64
+		if c.Provisioner == ProvisionerSSH {
+			var h struct {
+				ID   int64  `db:"id"`
+				Name string `db:"name"`
+			}
+			err := tx.GetContext(ctx, &h, FreeHostSQL+` ORDER BY h.id LIMIT 1`, o.Model, o.GPUs, orderRef)
+			if errors.Is(err, sql.ErrNoRows) {
+				sizes, serr := c.hostSizes(ctx, tx, o.Model)
+				if serr != nil {
+					return serr
+				}
+				if !slices.Contains(sizes, o.GPUs) {
+					return domain.Errorf(domain.ECodeNoCapacity, "%s Aucun paiement n'est demandé.",
+						noFitMessage(o.Model, o.GPUs, o.GPUsPerLot, sizes))
+				}
+				return noCapacity(o.Model, o.GPUs)
+			}
+			if err != nil {
+				return fmt.Errorf("free host for %s: %w", orderRef, err)
+			}
+			hostID = sql.NullInt64{Int64: h.ID, Valid: true}
+		} else {
+			free, err := FreeGPUs(ctx, tx, o.Model, orderRef)
+			if err != nil {
+				return err
+			}
+			if free < o.GPUs {
+				return noCapacity(o.Model, o.GPUs)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_holds (order_ref, gpu_model, gpus, host_id, held_until)
+			VALUES ($1, $2, $3, $4, $5)`, orderRef, o.Model, o.GPUs, hostID, until); err != nil {
+			return fmt.Errorf("hold capacity for %s: %w", orderRef, err)
+		}
+		return nil
+	})
+}
+
+func noCapacity(model string, gpus int) error {
+	return domain.Errorf(domain.ECodeNoCapacity,
+		"Aucune machine %s à %d GPU n'est libre en ce moment : aucun paiement n'est demandé. Réessayez plus tard ou choisissez une autre configuration.",
+		model, gpus)
+}
+
+// ConsumeHold marks the order's hold as taken by its reservation, in the
+// reservation's transaction.
+func ConsumeHold(ctx context.Context, tx sqlx.ExecerContext, orderRef string) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET state = 'consumed', updated_at = now()
+		WHERE order_ref = $1 AND state = 'held'`, orderRef); err != nil {
+		return fmt.Errorf("consume hold of %s: %w", orderRef, err)
+	}
+	return nil
+}
+
+// HeldHost returns the host the order holds, if any.
+func HeldHost(ctx context.Context, q sqlx.QueryerContext, orderRef string) (int64, bool, error) {
+	var id sql.NullInt64
+	err := sqlx.GetContext(ctx, q, &id, `SELECT host_id FROM live_capacity_holds WHERE order_ref = $1`, orderRef)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("hold of %s: %w", orderRef, err)
+	}
+	return id.Int64, id.Valid, nil
+}

@@ -1,0 +1,141 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
+)
+
+func addGPUHost(t *testing.T, db *postgres.DB, name, model string, gpus int) {
+	t.Helper()
+	_, err := db.Exec(`INSERT INTO gpu_hosts (name, address, host_key_fingerprint, gpu_model, gpu_count)
+		VALUES ($1, $1 || '.example', 'SHA256:' || rpad(md5($1), 43, 'A'), $2, $3)`, name, model, gpus)
+	require.NoError(t, err)
+}
+
+func setStatus(t *testing.T, db *postgres.DB, ref, status string) {
+	t.Helper()
+	_, err := db.Exec(`UPDATE orders SET status = $2 WHERE ref = $1`, ref, status)
+	require.NoError(t, err)
+}
+
+// No host: the hold (and so the payment request) is refused with a French
+// message and the quote says the same; a host added, it is accepted, and a
+// second order is refused while the first one's hold lasts. The hold lapses
+// at its deadline unless the order is paid: a paid order keeps its host.
+func TestCapacityHeldFromPaymentRequestUntilProvisioning(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := mkAccount(t, db, "cap@example.com")
+	capa := postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerSSH}
+	a := mkOrder(t, db, acc.ID, "rtx-a5000", 1)
+	b := mkOrder(t, db, acc.ID, "rtx-a5000", 1)
+	until := time.Now().Add(time.Hour)
+
+	err := capa.HoldCapacity(ctx, a.Ref, until)
+	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(err), "%v", err)
+	require.Contains(t, err.Error(), "paiement n'est demandé")
+	av, err := capa.Availability(ctx, "rtx-a5000", 1)
+	require.NoError(t, err)
+	require.False(t, av.AvailableNow)
+
+	addGPUHost(t, db, "gpu-1", "rtx-a5000", 1)
+	av, err = capa.Availability(ctx, "rtx-a5000", 1)
+	require.NoError(t, err)
+	require.True(t, av.AvailableNow)
+	require.NoError(t, capa.HoldCapacity(ctx, a.Ref, until))
+	require.NoError(t, capa.HoldCapacity(ctx, a.Ref, until.Add(time.Minute)), "the order's own hold is extended")
+
+	// The quote now says what the payment request would: nothing free.
+	av, err = capa.Availability(ctx, "rtx-a5000", 1)
+	require.NoError(t, err)
+	require.False(t, av.AvailableNow)
+	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(capa.HoldCapacity(ctx, b.Ref, until)))
+
+	// a is paid (its payment seen in time): its hold outlives the deadline.
+	_, err = db.Exec(`UPDATE capacity_holds SET held_until = now() - interval '1 minute' WHERE order_ref = $1`, a.Ref)
+	require.NoError(t, err)
+	setStatus(t, db, a.Ref, domain.StatusPaymentDetected)
+	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(capa.HoldCapacity(ctx, b.Ref, until)))
+	setStatus(t, db, a.Ref, domain.StatusPaid)
+	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(capa.HoldCapacity(ctx, b.Ref, until)))
+	host, ok, err := postgres.HeldHost(ctx, db, a.Ref)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotZero(t, host)
+
+	// Unpaid at its deadline, the hold lapses and b may take the host.
+	setStatus(t, db, a.Ref, domain.StatusAwaitingPayment)
+	require.NoError(t, capa.HoldCapacity(ctx, b.Ref, until))
+	// A paid order is never held again (a retried activity takes nothing).
+	setStatus(t, db, b.Ref, domain.StatusPaid)
+	require.NoError(t, capa.HoldCapacity(ctx, b.Ref, until))
+	var holds int
+	require.NoError(t, db.Get(&holds, `SELECT count(*) FROM capacity_holds WHERE order_ref = $1`, b.Ref))
+	require.Equal(t, 1, holds)
+}
+
+// 20 rounds of two orders asking for the last host at once: exactly one
+// gets the hold.
+func TestTwoOrdersRaceForTheLastHold(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := mkAccount(t, db, "race@example.com")
+	capa := postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerSSH}
+	addGPUHost(t, db, "gpu-last", "h100-80g", 1)
+	for round := 0; round < 20; round++ {
+		refs := []string{mkOrder(t, db, acc.ID, "h100-80g", 1).Ref, mkOrder(t, db, acc.ID, "h100-80g", 1).Ref}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, ref := range refs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = capa.HoldCapacity(ctx, ref, time.Now().Add(time.Hour))
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			if err == nil {
+				won++
+			} else {
+				require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(err), "round %d: %v", round, err)
+			}
+		}
+		require.Equal(t, 1, won, "round %d", round)
+		// Both orders cancelled: their holds no longer count.
+		for _, ref := range refs {
+			setStatus(t, db, ref, domain.StatusCancelled)
+		}
+	}
+}
+
+// With the SSH driver an order is one whole host: a size no host has is
+// refused at order time, with the sizes that exist.
+func TestOrderMustFitOneHost(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	capa := postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerSSH}
+	addGPUHost(t, db, "gpu-b200-1", "b200", 8)
+	addGPUHost(t, db, "gpu-b200-2", "b200", 8)
+	err := capa.CheckFits(ctx, "b200", 10, 2)
+	require.Equal(t, domain.ECodeInvalid, domain.ErrorCode(err))
+	require.True(t, strings.Contains(err.Error(), "4 lot(s) (8 GPU)"), err.Error())
+	t.Logf("10 B200: %v", err)
+	require.NoError(t, capa.CheckFits(ctx, "b200", 8, 2))
+	av, err := capa.Availability(ctx, "b200", 10)
+	require.NoError(t, err)
+	require.False(t, av.AvailableNow)
+	require.Equal(t, []int{8}, av.HostSizes)
+	// The local driver counts GPUs: any size fits.
+	require.NoError(t, postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerLocal}.CheckFits(ctx, "b200", 10, 2))
+}
