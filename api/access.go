@@ -3,7 +3,11 @@ package api
 import (
 	"context"
 	"crypto/rsa"
+	"net/http"
 	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"golang.org/x/crypto/ssh"
 
@@ -11,10 +15,38 @@ import (
 )
 
 // ownerAccessStore is implemented by stores that hold the keyring
-// (postgres.Store): the owner's view opens every secret and hands out a
-// generated private key once.
+// (postgres.Store): the owner's view opens the password and Jupyter token;
+// a generated private key is handed out only by an explicit reveal.
 type ownerAccessStore interface {
 	OwnerAccess(ctx context.Context, ref string) (domain.Access, error)
+	RevealPrivateKey(ctx context.Context, ref string) (key string, shownAt time.Time, err error)
+}
+
+// revealPrivateKey hands the owner the private key generated for the
+// order (SSH driver, no public key given), starting its display window. A
+// POST, with the CSRF token for cookie sessions: reading the order (a GET,
+// which any site can trigger by navigation) never starts the window.
+func (s *Server) revealPrivateKey(c *gin.Context) {
+	var req struct{}
+	if err := s.decodeJSON(c, &req, true); err != nil {
+		s.fail(c, err)
+		return
+	}
+	o, ok := s.ownOrder(c)
+	if !ok {
+		return
+	}
+	st, ok := s.store.(ownerAccessStore)
+	if !ok {
+		s.fail(c, domain.Errorf(domain.ECodeConflict, "Aucune clé privée n'a été générée pour cette commande."))
+		return
+	}
+	key, shownAt, err := st.RevealPrivateKey(c.Request.Context(), o.Ref)
+	if err != nil {
+		s.fail(c, notFoundAs(err, domain.Errorf(domain.ECodeConflict, "La machine n'est pas encore prête : aucune clé privée à remettre.")))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"private_key": key, "private_key_shown_at": shownAt})
 }
 
 // ownerAccess is the access as the order's owner sees it. Only the owner's

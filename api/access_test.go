@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,7 +52,9 @@ func TestOrderTakesAValidSSHPublicKeyOnly(t *testing.T) {
 	require.Equal(t, good, r.obj("order")["ssh_public_key"])
 }
 
-func TestGeneratedPrivateKeyShownOnceToTheOwnerOnly(t *testing.T) {
+// TestPrivateKeyRevealedByPostOnly: GET /v1/orders/{ref} has no side
+// effect; the generated key is revealed by an explicit POST, to its owner.
+func TestPrivateKeyRevealedByPostOnly(t *testing.T) {
 	h, kr := keyedHarness(t, postgres.ProvisionerSSH)
 	c := h.register("once@example.com")
 	ref := h.order(c)
@@ -68,17 +71,36 @@ func TestGeneratedPrivateKeyShownOnceToTheOwnerOnly(t *testing.T) {
 	require.NotContains(t, s.Body.String(), "PRIVATE KEY")
 	require.NotContains(t, s.Body.String(), "tok-0123456789")
 
-	r := h.do("GET", "/v1/orders/"+ref, nil, c.auth)
-	require.Equal(t, http.StatusOK, r.Code)
-	acc := r.obj("access")
-	require.Equal(t, pem, acc["private_key"])
-	require.Equal(t, "tok-0123456789", acc["jupyter_token"])
+	// Reading the order (a GET any site can trigger) reveals nothing and
+	// starts nothing, however often.
+	for range 3 {
+		r := h.do("GET", "/v1/orders/"+ref, nil, c.auth)
+		require.Equal(t, http.StatusOK, r.Code)
+		acc := r.obj("access")
+		require.NotContains(t, r.Body.String(), "PRIVATE KEY")
+		require.Equal(t, true, acc["private_key_available"])
+		require.NotContains(t, acc, "private_key_shown_at")
+		require.Equal(t, "tok-0123456789", acc["jupyter_token"])
+	}
+	var shown *time.Time
+	require.NoError(t, h.db.Get(&shown, `SELECT private_key_shown_at FROM order_access WHERE order_ref = $1`, ref))
+	require.Nil(t, shown, "a GET started the key's window")
 
+	// Another customer cannot reveal it; a cookie session needs the CSRF token.
+	other := h.register("other-once@example.com")
+	require.Equal(t, http.StatusNotFound, h.do("POST", "/v1/orders/"+ref+"/private-key", nil, other.auth).Code)
+	require.Equal(t, http.StatusForbidden, h.do("POST", "/v1/orders/"+ref+"/private-key", nil, auth{cookie: c.web.cookie}).Code)
+
+	// The explicit POST reveals it (window 0 here: exactly once), then it is erased.
+	r := h.do("POST", "/v1/orders/"+ref+"/private-key", nil, c.web)
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
+	require.Equal(t, pem, r.body["private_key"])
+	r = h.do("POST", "/v1/orders/"+ref+"/private-key", nil, c.auth)
+	require.Equal(t, http.StatusConflict, r.Code)
 	r = h.do("GET", "/v1/orders/"+ref, nil, c.auth)
-	acc = r.obj("access")
-	require.NotContains(t, acc, "private_key")
+	acc := r.obj("access")
+	require.Equal(t, false, acc["private_key_available"])
 	require.NotNil(t, acc["private_key_shown_at"])
-	require.Equal(t, "tok-0123456789", acc["jupyter_token"])
 	var stored *string
 	require.NoError(t, h.db.Get(&stored, `SELECT private_key FROM order_access WHERE order_ref = $1`, ref))
 	require.Nil(t, stored, "the private key is erased once shown")

@@ -332,6 +332,7 @@ func (s *Server) routes() *gin.Engine {
 	cust.POST("/orders/:ref/cancel", s.cancelOrder)
 	cust.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
 	cust.POST("/orders/:ref/support-requests", s.createSupportRequest)
+	cust.POST("/orders/:ref/private-key", s.revealPrivateKey)
 	cust.GET("/orders/:ref/support-requests", s.listSupportRequests)
 	cust.POST("/topups", s.createTopUp)
 	cust.GET("/topups", s.listTopUps)

@@ -107,7 +107,7 @@ func (s *Server) pushOrder(c *gin.Context, st *streamState, ref string) error {
 		if st.sent[ev.ID] {
 			continue
 		}
-		data, err := json.Marshal(ev)
+		data, err := json.Marshal(customerEvent(ev))
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func (s *Server) orderDetail(ctx context.Context, o domain.Order) (orderDetail, 
 	if err != nil {
 		return orderDetail{}, err
 	}
-	d := orderDetail{Order: viewOrder(o), Timeline: tl}
+	d := orderDetail{Order: viewOrder(o), Timeline: customerTimeline(tl)}
 	if d.PaymentIntents, err = s.intentViews(ctx, o.Ref); err != nil {
 		return orderDetail{}, err
 	}

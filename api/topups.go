@@ -35,7 +35,7 @@ func (s *Server) topUpDetail(ctx context.Context, t domain.TopUp) (topUpDetail, 
 	if err != nil {
 		return topUpDetail{}, err
 	}
-	return topUpDetail{TopUp: viewTopUp(t), Timeline: tl, PaymentIntents: intents}, nil
+	return topUpDetail{TopUp: viewTopUp(t), Timeline: customerTimeline(tl), PaymentIntents: intents}, nil
 }
 
 // createTopUpRequest: the amount is given in cents, one of 10000, 50000,

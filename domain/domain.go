@@ -194,16 +194,19 @@ type Access struct {
 	// owner, then erased; PrivateKeyShownAt says when.
 	PrivateKey        string     `json:"private_key,omitempty" db:"-"`
 	PrivateKeyShownAt *time.Time `json:"private_key_shown_at,omitempty" db:"private_key_shown_at"`
-	KeyFingerprint    *string    `json:"key_fingerprint,omitempty" db:"key_fingerprint"`
-	JupyterURL        *string    `json:"jupyter_url,omitempty" db:"jupyter_url"`
-	JupyterToken      string     `json:"jupyter_token,omitempty" db:"-"`
-	GPUModel          string     `json:"gpu_model_seen" db:"gpu_model_seen"`
-	GPUCount          int        `json:"gpu_count_seen" db:"gpu_count_seen"`
-	Driver            string     `json:"driver_version" db:"driver_version"`
-	CUDA              string     `json:"cuda_version" db:"cuda_version"`
-	Notes             string     `json:"notes" db:"notes"`
-	CreatedAt         time.Time  `json:"created_at" db:"created_at"`
-	RevokedAt         *time.Time `json:"revoked_at" db:"revoked_at"`
+	// PrivateKeyAvailable: a generated key can be revealed now (POST
+	// /v1/orders/{ref}/private-key); reading the order never reveals it.
+	PrivateKeyAvailable bool       `json:"private_key_available" db:"-"`
+	KeyFingerprint      *string    `json:"key_fingerprint,omitempty" db:"key_fingerprint"`
+	JupyterURL          *string    `json:"jupyter_url,omitempty" db:"jupyter_url"`
+	JupyterToken        string     `json:"jupyter_token,omitempty" db:"-"`
+	GPUModel            string     `json:"gpu_model_seen" db:"gpu_model_seen"`
+	GPUCount            int        `json:"gpu_count_seen" db:"gpu_count_seen"`
+	Driver              string     `json:"driver_version" db:"driver_version"`
+	CUDA                string     `json:"cuda_version" db:"cuda_version"`
+	Notes               string     `json:"notes" db:"notes"`
+	CreatedAt           time.Time  `json:"created_at" db:"created_at"`
+	RevokedAt           *time.Time `json:"revoked_at" db:"revoked_at"`
 }
 
 // TopUp is a balance top-up request.

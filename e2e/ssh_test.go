@@ -76,14 +76,17 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 		str(access["driver_version"]) != "570.211.01" || str(access["cuda_version"]) != "12.8" {
 		t.Fatalf("verification not shown: %v", access)
 	}
-	privateKey := str(access["private_key"])
+	if access["private_key"] != nil || access["private_key_available"] != true {
+		t.Fatalf("reading the order must not reveal the key, only say it can be: %v", access)
+	}
+	privateKey := str(e.must(200, "POST", "/v1/orders/"+ref+"/private-key", dana, nil)["private_key"])
 	if !strings.Contains(privateKey, "OPENSSH PRIVATE KEY") || str(access["jupyter_token"]) == "" || str(access["jupyter_url"]) == "" {
 		t.Fatalf("generated key or Jupyter access missing: %v", access)
 	}
 	if !slices.Contains(kinds(tl), "access_available") {
 		t.Fatalf("timeline: %v", kinds(tl))
 	}
-	// Shown to the owner only, and its first display is recorded: it is
+	// Revealed to the owner only, and its first reveal is recorded: it is
 	// erased once the display window has passed (postgres.Store).
 	if _, _, again := order(e, dana, ref); again["private_key_shown_at"] == nil {
 		t.Fatalf("first display of the private key not recorded: %v", again)

@@ -65,60 +65,89 @@ func (s *Store) Access(ctx context.Context, ref string) (domain.Access, error) {
 }
 
 // OwnerAccess is the access as its owner sees it: password and Jupyter
-// token opened, and the generated private key if it was never shown, which
-// is erased in the same transaction (shown once).
+// token opened; of a generated private key only whether it can still be
+// revealed (RevealPrivateKey). It reads and changes nothing: a GET, which
+// a cross-site navigation can trigger, must not start the key's window.
 func (s *Store) OwnerAccess(ctx context.Context, ref string) (domain.Access, error) {
-	var a domain.Access
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var sealed struct {
-			PrivateKey   sql.NullString `db:"private_key"`
-			JupyterToken sql.NullString `db:"jupyter_token"`
-			ShownAt      sql.NullTime   `db:"private_key_shown_at"`
-			Now          time.Time      `db:"now"`
-		}
-		if err := tx.QueryRowxContext(ctx, `SELECT private_key, jupyter_token, private_key_shown_at, now() AS now
-			FROM order_access WHERE order_ref = $1 FOR UPDATE`, ref).StructScan(&sealed); err != nil {
-			return fmt.Errorf("access %s: %w", ref, notFound(err))
-		}
-		if sealed.PrivateKey.Valid {
-			first := !sealed.ShownAt.Valid
-			if first || sealed.Now.Sub(sealed.ShownAt.Time) < s.KeyShowWindow {
-				key, err := s.Keyring.Open(sealed.PrivateKey.String, "order_access.private_key:"+ref)
-				if err != nil {
-					return fmt.Errorf("access %s: %w", ref, err)
-				}
-				a.PrivateKey = key
-			}
-			// Erase it now when it may be shown only once, or once its
-			// window has passed; otherwise only note the first display.
-			query := `UPDATE order_access SET private_key_shown_at = COALESCE(private_key_shown_at, now()) WHERE order_ref = $1`
-			if s.KeyShowWindow <= 0 || !first && a.PrivateKey == "" {
-				query = `UPDATE order_access SET private_key = NULL, private_key_shown_at = COALESCE(private_key_shown_at, now())
-					WHERE order_ref = $1`
-			}
-			if _, err := tx.ExecContext(ctx, query, ref); err != nil {
-				return fmt.Errorf("access %s: %w", ref, err)
-			}
-		}
-		if sealed.JupyterToken.Valid {
-			tok, err := s.Keyring.Open(sealed.JupyterToken.String, "order_access.jupyter_token:"+ref)
-			if err != nil {
-				return fmt.Errorf("access %s: %w", ref, err)
-			}
-			a.JupyterToken = tok
-		}
-		key := a.PrivateKey
-		tok := a.JupyterToken
-		if err := tx.GetContext(ctx, &a, `SELECT `+accessColumns+` FROM order_access WHERE order_ref = $1`, ref); err != nil {
-			return fmt.Errorf("access %s: %w", ref, err)
-		}
-		a.PrivateKey, a.JupyterToken = key, tok
-		return s.openPassword(ref, &a)
-	})
+	var row struct {
+		HasKey       bool           `db:"has_key"`
+		JupyterToken sql.NullString `db:"jupyter_token"`
+		Now          time.Time      `db:"now"`
+	}
+	if err := s.GetContext(ctx, &row, `SELECT private_key IS NOT NULL AS has_key, jupyter_token, now() AS now
+		FROM order_access WHERE order_ref = $1`, ref); err != nil {
+		return domain.Access{}, fmt.Errorf("access %s: %w", ref, notFound(err))
+	}
+	a, err := s.Access(ctx, ref)
 	if err != nil {
 		return domain.Access{}, err
 	}
+	a.PrivateKeyAvailable = row.HasKey && a.RevokedAt == nil &&
+		(a.PrivateKeyShownAt == nil || row.Now.Sub(*a.PrivateKeyShownAt) < s.KeyShowWindow)
+	if row.JupyterToken.Valid {
+		tok, err := s.Keyring.Open(row.JupyterToken.String, "order_access.jupyter_token:"+ref)
+		if err != nil {
+			return domain.Access{}, fmt.Errorf("access %s: %w", ref, err)
+		}
+		a.JupyterToken = tok
+	}
 	return a, nil
+}
+
+// errKeyGone answers a reveal when no generated key can be handed out.
+var errKeyGone = &domain.Error{Code: domain.ECodeConflict,
+	Message: "La clé privée générée n'est plus disponible : elle n'est remise que pendant quelques minutes après sa première présentation. Contactez le support avec la référence de la commande."}
+
+// RevealPrivateKey hands the generated private key to its owner (the
+// caller checked ownership): its first reveal starts KeyShowWindow, during
+// which it is handed out again (a lost download); after it, or at once when
+// the window is 0, it is erased. Revoked access reveals nothing.
+func (s *Store) RevealPrivateKey(ctx context.Context, ref string) (key string, shownAt time.Time, err error) {
+	expired := false
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var row struct {
+			PrivateKey sql.NullString `db:"private_key"`
+			ShownAt    sql.NullTime   `db:"private_key_shown_at"`
+			Revoked    bool           `db:"revoked"`
+			Now        time.Time      `db:"now"`
+		}
+		if err := tx.QueryRowxContext(ctx, `SELECT private_key, private_key_shown_at, revoked_at IS NOT NULL AS revoked, now() AS now
+			FROM order_access WHERE order_ref = $1 FOR UPDATE`, ref).StructScan(&row); err != nil {
+			return fmt.Errorf("access %s: %w", ref, notFound(err))
+		}
+		if !row.PrivateKey.Valid || row.Revoked {
+			return errKeyGone
+		}
+		first := !row.ShownAt.Valid
+		inWindow := first || row.Now.Sub(row.ShownAt.Time) < s.KeyShowWindow
+		if inWindow {
+			k, err := s.Keyring.Open(row.PrivateKey.String, "order_access.private_key:"+ref)
+			if err != nil {
+				return fmt.Errorf("access %s: %w", ref, err)
+			}
+			key = k
+		}
+		// Erase it now when it may be shown only once, or once its window
+		// has passed; otherwise only note the first reveal.
+		query := `UPDATE order_access SET private_key_shown_at = COALESCE(private_key_shown_at, now()) WHERE order_ref = $1
+			RETURNING private_key_shown_at`
+		if s.KeyShowWindow <= 0 || !inWindow {
+			query = `UPDATE order_access SET private_key = NULL, private_key_shown_at = COALESCE(private_key_shown_at, now())
+				WHERE order_ref = $1 RETURNING private_key_shown_at`
+		}
+		if err := tx.GetContext(ctx, &shownAt, query, ref); err != nil {
+			return fmt.Errorf("access %s: %w", ref, err)
+		}
+		expired = !inWindow // erased: committed, then refused
+		return nil
+	})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if expired {
+		return "", time.Time{}, errKeyGone
+	}
+	return key, shownAt, nil
 }
 
 // Availability says whether gpus GPUs of model could be sold now

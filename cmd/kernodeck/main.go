@@ -28,6 +28,7 @@ import (
 	"github.com/kernodeck/kernodeck/devserver"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/redact"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
 )
@@ -80,6 +81,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "config:", err)
 		return 2
 	}
+	// Node URLs carry API keys and passwords, and client errors quote them:
+	// everything this command writes to stderr is masked.
+	stderr = secretsRedactor(cfg).Writer(stderr)
 	logger := newLogger(stderr, cfg.LogLevel)
 	var prov provisioning
 	if args[0] != "migrate" {
@@ -125,6 +129,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// secretsRedactor masks the credentials of the configured endpoints.
+// A configuration that does not parse is reported by the command itself;
+// what could be read is masked meanwhile.
+func secretsRedactor(cfg config.Config) *redact.Redactor {
+	urls := []string{cfg.DatabaseURL}
+	if pcfg, err := config.PaymentsFromEnv(nil); err == nil {
+		for _, u := range pcfg.NodeURLs {
+			urls = append(urls, u)
+		}
+	}
+	var plain []string
+	if prov, err := config.ProvisioningFromEnv(nil); err == nil {
+		plain = append(plain, prov.SMTPPassword)
+	}
+	return redact.New(urls, plain...)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {
