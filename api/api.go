@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -198,6 +199,7 @@ type Store interface {
 	OrderStore
 	TopUpStore
 	BalanceStore
+	BalanceHistoryStore
 	SupportStore
 	PaymentStore
 }
@@ -213,6 +215,15 @@ type pinger interface {
 	PingContext(ctx context.Context) error
 }
 
+// Site is the customer web site, mounted on the API's engine so that pages
+// and /v1 share one origin, the session cookie and its CSRF token.
+type Site interface {
+	// Mount adds the site's routes to r (everything outside /v1).
+	Mount(r *gin.Engine)
+	// NotFound answers a path outside /v1 that no route serves.
+	NotFound(c *gin.Context)
+}
+
 // Deps are the API's dependencies. Store and Workflows are required.
 type Deps struct {
 	Store     Store
@@ -220,7 +231,9 @@ type Deps struct {
 	Timeline  TimelineNotifier
 	// Methods lists the payment methods offered now (optional: none without).
 	Methods MethodLister
-	Logger  *slog.Logger
+	// Site, if set, is served at / beside the API (package web).
+	Site   Site
+	Logger *slog.Logger
 	// Requests, if set, is told of each answered request (metrics).
 	Requests RequestObserver
 }
@@ -237,6 +250,7 @@ type Server struct {
 	wf       Workflows
 	notifier TimelineNotifier
 	methods  MethodLister
+	site     Site
 	log      *slog.Logger
 	engine   *gin.Engine
 	requests RequestObserver
@@ -270,6 +284,7 @@ func New(cfg Config, deps Deps) *Server {
 		wf:       deps.Workflows,
 		notifier: deps.Timeline,
 		methods:  deps.Methods,
+		site:     deps.Site,
 		log:      logger,
 		requests: deps.Requests,
 		hashSem:  make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
@@ -308,6 +323,10 @@ func (s *Server) routes() *gin.Engine {
 	}
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.refuseControlInURL, s.checkOrigin, s.limitBody)
 	r.NoRoute(func(c *gin.Context) {
+		if s.site != nil && !strings.HasPrefix(c.Request.URL.Path, "/v1/") {
+			s.site.NotFound(c)
+			return
+		}
 		s.fail(c, domain.Errorf(domain.ECodeNotFound, "Cette adresse n'existe pas dans l'API."))
 	})
 
@@ -325,6 +344,7 @@ func (s *Server) routes() *gin.Engine {
 	cust.POST("/auth/logout", s.logout)
 	cust.GET("/me", s.me)
 	cust.GET("/balance", s.getBalance)
+	cust.GET("/balance/history", s.getBalanceHistory)
 	cust.POST("/orders", s.createOrder)
 	cust.GET("/orders", s.listOrders)
 	cust.GET("/orders/:ref", s.getOrder)
@@ -358,6 +378,9 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/support-requests/:id/answer", s.supportAnswer)
 	sup.POST("/topups/:ref/attribute-payment", s.supportAttributeTopUpPayment)
 	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
+	if s.site != nil {
+		s.site.Mount(r)
+	}
 	return r
 }
 

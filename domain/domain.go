@@ -77,6 +77,7 @@ const (
 	EventRefunded           = "refunded"
 	EventSupportAction      = "support_action"
 	EventTopUpCredited      = "topup_credited"
+	EventSupportAnswer      = "support_answer" // an agent answered a support request
 )
 
 // CatalogItem is one GPU model the shop rents, with its lot prices per duration.
@@ -290,3 +291,21 @@ const (
 	OrderRefPrefix = "KD"
 	TopUpRefPrefix = "TU"
 )
+
+// Balance movement kinds (the ledger transaction kinds that touch a
+// customer's balance).
+const (
+	MovementTopUp        = "topup"         // a confirmed top-up, credited
+	MovementOrderPayment = "order_payment" // a rental paid from the balance, debited
+	MovementRefund       = "refund"        // money refunded to the balance
+)
+
+// BalanceMovement is one credit or debit of a customer's balance: positive
+// credits it, negative debits it. Ref is the order or top-up concerned.
+type BalanceMovement struct {
+	Kind        string    `json:"kind" db:"kind"`
+	Ref         string    `json:"reference" db:"ref"`
+	AmountCents int64     `json:"amount_cents" db:"amount_cents"`
+	AmountUSD   string    `json:"amount_usd" db:"-"`
+	At          time.Time `json:"at" db:"at"`
+}

@@ -20,7 +20,7 @@ const (
 	// amount, deadline) is created for an order or a top-up.
 	KindPaymentRequested = "payment_requested"
 	// KindSupportAnswer is written when support answers a customer.
-	KindSupportAnswer = "support_answer"
+	KindSupportAnswer = domain.EventSupportAnswer
 )
 
 // Mail templates (package notify renders them).
