@@ -35,6 +35,9 @@ const (
 	GethHTTPPort    = 28545
 	rpcUser         = "kernodeck"
 	rpcPass         = "kernodeck-dev"
+	// LitecoinWallet is the funded wallet of the development node
+	// (litecoin-cli -rpcwallet=dev).
+	LitecoinWallet = "dev"
 )
 
 // LitecoinURL and GethURL are the nodes' RPC endpoints.
@@ -77,8 +80,21 @@ func start(name string, args []string, logPath string) (*Node, error) {
 	return n, nil
 }
 
-// StartLitecoin starts Litecoin Core in regtest with a funded wallet.
+// StartLitecoin starts Litecoin Core in regtest with a funded wallet, its
+// RPC on LitecoinRPCPort (LitecoinURL).
 func StartLitecoin(ctx context.Context, dir string) (*Node, error) {
+	return StartLitecoinOn(ctx, dir, LitecoinRPCPort)
+}
+
+// LitecoinURLOn is the RPC endpoint of a development Litecoin node on port.
+func LitecoinURLOn(port int) string {
+	return fmt.Sprintf("http://%s:%s@127.0.0.1:%d", rpcUser, rpcPass, port)
+}
+
+// StartLitecoinOn is StartLitecoin with the RPC on another port (tests use a
+// free one; LitecoinURLOn(port) reaches it).
+func StartLitecoinOn(ctx context.Context, dir string, port int) (*Node, error) {
+	url := LitecoinURLOn(port)
 	bin := "/usr/lib/litecoin/litecoind"
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("litecoind not installed (scripts/ensure-tools.sh installs it): %w", err)
@@ -88,26 +104,26 @@ func StartLitecoin(ctx context.Context, dir string) (*Node, error) {
 		return nil, err
 	}
 	n, err := start(bin, []string{"-regtest", "-datadir=" + data, "-server", "-listen=0", "-rpcbind=127.0.0.1",
-		"-rpcallowip=127.0.0.1", "-rpcport=" + strconv.Itoa(LitecoinRPCPort), "-rpcuser=" + rpcUser,
+		"-rpcallowip=127.0.0.1", "-rpcport=" + strconv.Itoa(port), "-rpcuser=" + rpcUser,
 		"-rpcpassword=" + rpcPass, "-txindex=1", "-fallbackfee=0.0001"}, filepath.Join(dir, "litecoind.log"))
 	if err != nil {
 		return nil, err
 	}
-	if err := waitRPC(ctx, LitecoinURL, "getblockchaininfo", n); err != nil {
+	if err := waitRPC(ctx, url, "getblockchaininfo", n); err != nil {
 		n.Stop()
 		return nil, err
 	}
 	// A wallet (created once, loaded after) with mature coins to pay with.
-	if err := RPC(ctx, LitecoinURL, "createwallet", []any{"dev"}, nil); err != nil {
-		_ = RPC(ctx, LitecoinURL, "loadwallet", []any{"dev"}, nil)
+	if err := RPC(ctx, url, "createwallet", []any{LitecoinWallet}, nil); err != nil {
+		_ = RPC(ctx, url, "loadwallet", []any{LitecoinWallet}, nil)
 	}
 	var height int64
-	if err := RPC(ctx, LitecoinURL, "getblockcount", nil, &height); err != nil {
+	if err := RPC(ctx, url, "getblockcount", nil, &height); err != nil {
 		n.Stop()
 		return nil, err
 	}
 	if height < 101 {
-		if err := mineLitecoin(ctx, 101); err != nil {
+		if err := MineLitecoin(ctx, url, 101); err != nil {
 			n.Stop()
 			return nil, err
 		}
@@ -115,12 +131,13 @@ func StartLitecoin(ctx context.Context, dir string) (*Node, error) {
 	return n, nil
 }
 
-func mineLitecoin(ctx context.Context, blocks int) error {
+// MineLitecoin mines blocks on the development Litecoin node at url.
+func MineLitecoin(ctx context.Context, url string, blocks int) error {
 	var addr string
-	if err := RPC(ctx, LitecoinURL, "getnewaddress", nil, &addr); err != nil {
+	if err := RPC(ctx, url, "getnewaddress", nil, &addr); err != nil {
 		return err
 	}
-	return RPC(ctx, LitecoinURL, "generatetoaddress", []any{blocks, addr}, nil)
+	return RPC(ctx, url, "generatetoaddress", []any{blocks, addr}, nil)
 }
 
 // StartGeth starts geth in dev mode (in memory, one block a second, the
@@ -203,17 +220,23 @@ func RPC(ctx context.Context, url, method string, params []any, out any) error {
 	return nil
 }
 
+// PayLitecoin sends exactly the intent's amount from the development wallet
+// of the Litecoin node at url, then mines confirmations blocks.
+func PayLitecoin(ctx context.Context, url string, in domain.Intent, confirmations int) (string, error) {
+	var txid string
+	amount := domain.FormatUnits(&in.AmountBase.Int, in.Decimals)
+	if err := RPC(ctx, url, "sendtoaddress", []any{in.Address, json.Number(amount)}, &txid); err != nil {
+		return "", err
+	}
+	return txid, MineLitecoin(ctx, url, confirmations)
+}
+
 // Pay sends exactly the intent's amount to its address on the local chain
 // and mines enough blocks to confirm it. It returns the transaction id.
 func Pay(ctx context.Context, in domain.Intent, confirmations int) (string, error) {
 	switch {
 	case in.Network == domain.NetworkLitecoin:
-		var txid string
-		amount := domain.FormatUnits(&in.AmountBase.Int, in.Decimals)
-		if err := RPC(ctx, LitecoinURL, "sendtoaddress", []any{in.Address, json.Number(amount)}, &txid); err != nil {
-			return "", err
-		}
-		return txid, mineLitecoin(ctx, confirmations)
+		return PayLitecoin(ctx, LitecoinURL, in, confirmations)
 	case in.Network == domain.NetworkEthereum && in.Asset == "ETH":
 		var accounts []string
 		if err := RPC(ctx, GethURL, "eth_accounts", nil, &accounts); err != nil || len(accounts) == 0 {
