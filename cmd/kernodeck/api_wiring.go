@@ -2,20 +2,31 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/web"
 	"github.com/kernodeck/kernodeck/wfclient"
 )
 
-// newAPIHandler builds the API and returns it with the function that closes
-// its live streams (before a graceful shutdown) and its background loop (the
-// PostgreSQL listener that wakes the live order streams).
+// newAPIHandler builds the API, with the customer web site at /, and returns
+// it with the function that closes its live streams (before a graceful
+// shutdown) and its background loop (the PostgreSQL listener that wakes the
+// live order streams).
 func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, methods api.MethodLister,
-	requests api.RequestObserver, logger *slog.Logger) (http.Handler, func(), func(context.Context) error) {
+	requests api.RequestObserver, logger *slog.Logger) (http.Handler, func(), func(context.Context) error, error) {
+	pcfg, err := config.PaymentsFromEnv(nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("config: %w", err)
+	}
+	site, err := web.New(web.Config{Confirmations: pcfg.Confirmations}, logger.With("component", "web"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	tl := db.NewTimelineListener(logger.With("component", "timeline"))
 	srv := api.New(api.Config{
 		CookieSecure:   cfg.CookieSecure,
@@ -23,6 +34,6 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		Rental:         cfg.RentalConfig(),
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
-	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Logger: logger, Requests: requests})
-	return prov.withCodec(srv.Handler(), cfg, db), srv.CloseStreams, tl.Run
+	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Site: site, Logger: logger, Requests: requests})
+	return prov.withCodec(srv.Handler(), cfg, db), srv.CloseStreams, tl.Run, nil
 }

@@ -194,7 +194,10 @@ func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *pos
 	if err != nil {
 		return err
 	}
-	handler, closeStreams, background := newAPIHandler(cfg, prov, db, wf, pay, m.HTTP, logger)
+	handler, closeStreams, background, err := newAPIHandler(cfg, prov, db, wf, pay, m.HTTP, logger)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           handler,
@@ -208,6 +211,7 @@ func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *pos
 	g.Go(func() error { return background(gctx) })
 	g.Go(func() error {
 		logger.Info("api listening", "addr", "http://"+cfg.HTTPAddr)
+		logger.Info("web site: open http://" + cfg.HTTPAddr + "/ in a browser")
 		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}

@@ -1,0 +1,161 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// topUpDetail is GET /v1/topups/{ref}.
+type topUpDetail struct {
+	TopUp          domain.TopUp           `json:"topup"`
+	Timeline       []domain.TimelineEvent `json:"timeline"`
+	PaymentIntents []domain.Intent        `json:"payment_intents"`
+}
+
+type topUpPageData struct {
+	topUpDetail
+	Checkout checkout
+}
+
+// balanceData is the balance page.
+type balanceData struct {
+	Balance domain.Balance
+	Amounts []int64
+	TopUps  []domain.TopUp
+	History []domain.BalanceMovement
+}
+
+func topUpURL(ref string) string { return "/topups/" + url.PathEscape(ref) }
+
+func (s *Site) balance(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	s.showBalance(c, me, nil)
+}
+
+func (s *Site) showBalance(c *gin.Context, me *session, refusal error) {
+	d := balanceData{Amounts: domain.TopUpAmountsCents}
+	if err := s.api.call(c, http.MethodGet, "/v1/balance", "", nil, &d.Balance); err != nil {
+		s.fail(c, err)
+		return
+	}
+	var tu struct {
+		TopUps []domain.TopUp `json:"topups"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/topups", "", nil, &tu); err != nil {
+		s.fail(c, err)
+		return
+	}
+	d.TopUps = tu.TopUps
+	var h struct {
+		Movements []domain.BalanceMovement `json:"movements"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/balance/history", "", nil, &h); err != nil {
+		s.fail(c, err)
+		return
+	}
+	d.History = h.Movements
+	p := pageFor(me, "Mon solde")
+	status := http.StatusOK
+	if refusal != nil {
+		p.fieldError(refusal)
+		status = statusOf(refusal)
+	}
+	p.Data = d
+	s.render(c, status, "balance", p)
+}
+
+func (s *Site) createTopUp(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	cents, _ := strconv.ParseInt(c.PostForm("amount_cents"), 10, 64)
+	var out topUpDetail
+	err := s.api.call(c, http.MethodPost, "/v1/topups", c.PostForm("csrf"), map[string]any{"amount_cents": cents}, &out)
+	if err != nil {
+		if domain.ErrorCode(err) == domain.ECodeInvalid {
+			s.showBalance(c, me, err)
+			return
+		}
+		s.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, topUpURL(out.TopUp.Ref)+"?info=topup#paiement")
+}
+
+func (s *Site) loadTopUp(c *gin.Context, ref string) (topUpPageData, error) {
+	var d topUpPageData
+	if err := s.api.call(c, http.MethodGet, "/v1/topups/"+url.PathEscape(ref), "", nil, &d.topUpDetail); err != nil {
+		return d, err
+	}
+	t := d.TopUp
+	unpaid := t.Status == domain.TopUpAwaitingPayment || t.Status == domain.TopUpPaymentDetected
+	var paid int64
+	if t.Status == domain.TopUpCredited {
+		paid = t.AmountCents
+	}
+	ck, err := s.checkout(c, target{Kind: "topup", Ref: t.Ref, Status: t.Status, TotalCents: t.AmountCents,
+		PaidCents: paid, Unpaid: unpaid}, d.PaymentIntents, d.Timeline)
+	if err != nil {
+		return d, err
+	}
+	d.Checkout = ck
+	return d, nil
+}
+
+func (s *Site) topUpPage(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	s.showTopUp(c, me, nil)
+}
+
+func (s *Site) showTopUp(c *gin.Context, me *session, refusal error) {
+	d, err := s.loadTopUp(c, c.Param("ref"))
+	if err != nil {
+		s.failOrder(c, me, err)
+		return
+	}
+	p := pageFor(me, "Recharge "+d.TopUp.Ref)
+	p.Notice = notices[c.Query("info")]
+	status := http.StatusOK
+	if refusal != nil {
+		p.Error, status = domain.ErrorMessage(refusal), statusOf(refusal)
+	}
+	p.Data = d
+	s.render(c, status, "topup", p)
+}
+
+func (s *Site) topUpLive(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	d, err := s.loadTopUp(c, c.Param("ref"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p := pageFor(me, "")
+	p.Data = d
+	s.render(c, http.StatusOK, "topup_live", p)
+}
+
+func (s *Site) createTopUpIntent(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	ref := c.Param("ref")
+	s.createIntent(c, "/v1/topups/"+url.PathEscape(ref)+"/payment-intents", topUpURL(ref),
+		func(refusal error) { s.showTopUp(c, me, refusal) })
+}

@@ -1,0 +1,343 @@
+package browsertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/kernodeck/kernodeck/chainwatch/utxo"
+	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
+	"github.com/kernodeck/kernodeck/devnodes"
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/hdwallet"
+	"github.com/kernodeck/kernodeck/payments"
+	"github.com/kernodeck/kernodeck/web"
+)
+
+// ltcConfirmations is the Litecoin confirmation policy of these tests.
+const ltcConfirmations = 2
+
+// shop is the whole service for one test: Temporal dev server, worker with
+// the real activities, PostgreSQL, the API with the web site, and (with
+// litecoin) a Litecoin Core regtest node followed by a real chain watcher.
+type shop struct {
+	t      *testing.T
+	env    *watchtest.Env
+	srv    *httptest.Server
+	ltcURL string
+}
+
+type shopOptions struct {
+	litecoin bool
+}
+
+func newShop(t *testing.T, o shopOptions) *shop {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser test: needs Chromium, the Temporal CLI and PostgreSQL (scripts/ensure-tools.sh)")
+	}
+	networks := map[string]payments.Network{}
+	var ltcURL string
+	var ltcPort int
+	if o.litecoin {
+		ltcPort = freePort(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		node, err := devnodes.StartLitecoinOn(ctx, t.TempDir(), ltcPort)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(node.Stop)
+		ltcURL = devnodes.LitecoinURLOn(ltcPort)
+		acc, err := hdwallet.ParseAccountKey(hdwallet.Network("litecoin-regtest"), devnodes.LitecoinRegtestXpub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		networks[domain.NetworkLitecoin] = payments.Network{Deriver: acc}
+	}
+	env := watchtest.New(t, watchtest.Options{Networks: networks})
+	if o.litecoin {
+		// The watcher stops before the harness closes its database.
+		wctx, stop := context.WithCancel(env.Ctx)
+		done := make(chan struct{})
+		t.Cleanup(func() { stop(); <-done })
+		chain, err := utxo.New(utxo.Config{Host: fmt.Sprintf("http://127.0.0.1:%d", ltcPort),
+			User: "kernodeck", Pass: "kernodeck-dev", Network: domain.NetworkLitecoin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := env.Watcher(chain, ltcConfirmations)
+		go func() { defer close(done); _ = w.Run(wctx) }()
+	}
+	site, err := web.New(web.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations}},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &shop{t: t, env: env, srv: env.ServeAPI(site), ltcURL: ltcURL}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// browser starts a fresh headless Chromium (its own profile: no cookie
+// shared with another browser of the test) and returns a tab's context.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Fatal("chromium not installed: run scripts/ensure-tools.sh (scripts/tools.d/30-web.sh)")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath("/usr/bin/chromium"),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true), // the tests run as root
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelTab(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// failPage fails the test with the page's text, to see what it showed.
+func failPage(t *testing.T, ctx context.Context, what string, err error) {
+	t.Helper()
+	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	t.Fatalf("%s: %v\nat %s, page text:\n%s", what, err, loc, body)
+}
+
+// run runs browser steps with a deadline; a failure fails the test.
+func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, steps...); err != nil {
+		failPage(t, ctx, what, err)
+	}
+}
+
+// eval runs JavaScript in the page and returns its value.
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		failPage(t, ctx, "eval "+js, err)
+	}
+	return v
+}
+
+// text reads the text of the first element matching the CSS selector.
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(sctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		failPage(t, ctx, "read "+sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// waitText waits until the element matching sel contains want.
+func waitText(t *testing.T, ctx context.Context, sel, want string) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`, sel, want)
+	waitJS(t, ctx, fmt.Sprintf("%s to contain %q", sel, want), js)
+}
+
+// waitJS polls a JavaScript condition in the page (60 s at most).
+func waitJS(t *testing.T, ctx context.Context, what, js string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 70*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(sctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond),
+		chromedp.WithPollingTimeout(60*time.Second))); err != nil {
+		failPage(t, ctx, "wait for "+what, err)
+	}
+}
+
+// click, typeIn and visible are the steps the tests use, by CSS selector.
+func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
+func typeIn(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.SendKeys(chromedp.CSS(sel), v)
+}
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(sel))
+}
+
+// setSelect sets a <select> and fires "change" as a user's choice does.
+func setSelect(sel, value string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = %q;
+			e.dispatchEvent(new Event("change", {bubbles: true})); return true; })()`, sel, value))(ctx, tg)
+		return err
+	})
+}
+
+var screenshotOnce sync.Once
+
+// screenshotDir is where the tests write their screenshots: $KERNODECK_SCREENSHOT_DIR,
+// else .screenshots/ at the repository root (ignored by git).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("KERNODECK_SCREENSHOT_DIR")
+	if dir == "" {
+		_, file, _, _ := runtime.Caller(0)
+		dir = filepath.Join(filepath.Dir(file), "..", "..", ".screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	screenshotOnce.Do(func() { t.Logf("screenshots in %s", dir) })
+	return dir
+}
+
+// screenshots saves the whole page at 1280 px and 375 px wide (PNG), then
+// puts the viewport back.
+func screenshots(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := screenshotDir(t)
+	for _, width := range []int64{1280, 375} {
+		run(t, ctx, "viewport", chromedp.EmulateViewport(width, 900),
+			chromedp.Sleep(200*time.Millisecond)) // one layout pass at the new width: a picture, not a condition
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		cancel()
+		if err != nil {
+			failPage(t, ctx, "screenshot "+name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, width)), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, ctx, "reset viewport", chromedp.ResetViewport())
+}
+
+// register creates a customer through the site's form and stays signed in.
+func (s *shop) register(t *testing.T, ctx context.Context, first, email string) {
+	t.Helper()
+	run(t, ctx, "register "+email,
+		chromedp.Navigate(s.srv.URL+"/register"),
+		typeIn("#first_name", first),
+		typeIn("#last_name", "Testeur"),
+		typeIn("#email", email),
+		typeIn("#password", "correct horse battery staple"),
+		click(`form[action="/register"] button[type=submit]`),
+		visible(`form[action="/logout"]`),
+	)
+}
+
+// orderThroughSite configures and orders through the configurator, signed
+// in, and returns the order's reference (the browser is on its page).
+func (s *shop) orderThroughSite(t *testing.T, ctx context.Context, model string, lots, days int) string {
+	t.Helper()
+	run(t, ctx, "order "+model,
+		chromedp.Navigate(fmt.Sprintf("%s/?gpu_model=%s&lots=%d&duration_days=%d", s.srv.URL, model, lots, days)),
+		click(`button[formaction="/order"]`),
+		visible(`form[action="/orders"]`),
+		click(`form[action="/orders"] button.primary`),
+		visible(`#paiement`),
+	)
+	return strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/orders/")
+}
+
+// support calls the support API as an agent (what `kernodeck support` does).
+func (s *shop) support(t *testing.T, method, path string, body any) map[string]any {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.srv.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+watchtest.AgentToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]any{}
+	raw, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(raw, &out)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return out
+}
+
+// kernodeckCLI builds the kernodeck command once per test binary.
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+func kernodeckCLI(t *testing.T) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kernodeck-cli")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		cliPath = filepath.Join(dir, "kernodeck")
+		out, err := exec.Command("go", "build", "-o", cliPath, "github.com/kernodeck/kernodeck/cmd/kernodeck").CombinedOutput()
+		if err != nil {
+			cliErr = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cliPath
+}
+
+// cli runs `kernodeck support ...` against the test's API.
+func (s *shop) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(kernodeckCLI(t), args...)
+	cmd.Env = append(os.Environ(), "KERNODECK_SUPPORT_URL="+s.srv.URL, "KERNODECK_SUPPORT_TOKEN="+watchtest.AgentToken)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kernodeck %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}

@@ -1,0 +1,139 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// target is what a checkout pays: an order or a top-up.
+type target struct {
+	Kind       string // "order" or "topup"
+	Ref        string
+	Status     string
+	TotalCents int64
+	PaidCents  int64
+	LateCents  int64
+	// Unpaid: the target still waits for its payment.
+	Unpaid bool
+}
+
+// checkout is the payment part of an order's or a top-up's page.
+type checkout struct {
+	Target  target
+	Methods []domain.Method
+	// Active is the payment request to pay now (nil if none is valid);
+	// Expired the latest one whose deadline passed (never to be reused).
+	Active  *domain.Intent
+	Expired *domain.Intent
+	Intents []domain.Intent
+	// RemainingCents is what is still due; OverpaidCents what was received
+	// beyond the total (flagged for refund).
+	RemainingCents int64
+	OverpaidCents  int64
+	// Balance: the available balance, and whether it covers the order.
+	BalanceCents   int64
+	PayFromBalance bool
+	// Confirmations is the confirmation policy of the active request's network.
+	Confirmations int64
+	Now           time.Time
+}
+
+// Partial: some money was counted, not all.
+func (ck checkout) Partial() bool { return ck.Target.Unpaid && ck.Target.PaidCents > 0 }
+
+// Detected: a payment is seen on chain, waiting for its confirmations.
+func (ck checkout) Detected() bool {
+	return ck.Target.Status == domain.StatusPaymentDetected || ck.Target.Status == domain.TopUpPaymentDetected
+}
+
+func (s *Site) checkout(c *gin.Context, t target, intents []domain.Intent, tl []domain.TimelineEvent) (checkout, error) {
+	ck := checkout{Target: t, Intents: intents, Now: time.Now()}
+	for i := range intents {
+		in := &intents[i]
+		if in.Status != domain.IntentOpen && in.Status != "" {
+			continue
+		}
+		if !in.Expired(ck.Now) && ck.Active == nil {
+			ck.Active = in
+		}
+	}
+	if ck.Active == nil && len(intents) > 0 {
+		ck.Expired = &intents[0] // newest first
+	}
+	if ck.Active != nil {
+		ck.Confirmations = s.cfg.Confirmations[ck.Active.Network]
+	}
+	ck.RemainingCents = max(0, t.TotalCents-t.PaidCents)
+	for _, ev := range tl {
+		var data struct {
+			Overpaid int64 `json:"overpaid_cents"`
+		}
+		if ev.Kind == domain.EventPaymentConfirmed && json.Unmarshal(ev.Data, &data) == nil && data.Overpaid > 0 {
+			ck.OverpaidCents = data.Overpaid
+		}
+	}
+	if !t.Unpaid {
+		return ck, nil
+	}
+	var m struct {
+		Methods []domain.Method `json:"methods"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/payment-methods", "", nil, &m); err != nil {
+		return ck, err
+	}
+	ck.Methods = m.Methods
+	if t.Kind == "order" && t.PaidCents == 0 {
+		var b domain.Balance
+		if err := s.api.call(c, http.MethodGet, "/v1/balance", "", nil, &b); err != nil {
+			return ck, err
+		}
+		ck.BalanceCents = b.AvailableCents
+		ck.PayFromBalance = b.AvailableCents >= t.TotalCents
+	}
+	return ck, nil
+}
+
+// createIntent asks the API for a payment request with the method chosen
+// in the form ("LTC/litecoin"), then goes back to the page's checkout. A
+// refusal (no fresh rate, method not offered, a request still valid...) is
+// shown on the page by show, with the API's message; the page stays usable.
+func (s *Site) createIntent(c *gin.Context, apiPath, pageURL string, show func(refusal error)) {
+	asset, network, _ := strings.Cut(c.PostForm("method"), "/")
+	err := s.api.call(c, http.MethodPost, apiPath, c.PostForm("csrf"),
+		map[string]string{"asset": asset, "network": network}, nil)
+	switch domain.ErrorCode(err) {
+	case "":
+		c.Redirect(http.StatusSeeOther, pageURL+"#paiement")
+	case domain.ECodeNotFound, domain.ECodeUnauthorized:
+		s.fail(c, err)
+	default:
+		show(err)
+	}
+}
+
+// claim records "J'ai payé" on a payment request. It confirms nothing.
+func (s *Site) claim(c *gin.Context) {
+	if _, ok := s.signedIn(c); !ok {
+		return
+	}
+	id := c.Param("id")
+	var out struct {
+		Intent domain.Intent `json:"payment_intent"`
+	}
+	if err := s.api.call(c, http.MethodPost, "/v1/payment-intents/"+url.PathEscape(id)+"/claim", c.PostForm("csrf"), nil, &out); err != nil {
+		s.fail(c, err)
+		return
+	}
+	back := orderURL(out.Intent.TargetRef)
+	if out.Intent.TargetKind == "topup" {
+		back = topUpURL(out.Intent.TargetRef)
+	}
+	c.Redirect(http.StatusSeeOther, back+"?info=claimed#paiement")
+}

@@ -1,0 +1,189 @@
+package web
+
+import (
+	"fmt"
+	"html/template"
+	"strings"
+	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+var frenchMonths = [...]string{"janvier", "février", "mars", "avril", "mai", "juin", "juillet",
+	"août", "septembre", "octobre", "novembre", "décembre"}
+
+// frenchDate renders a time as "3 décembre 2026 à 14:05 UTC" (UTC always
+// said: the site does not know the customer's time zone).
+func frenchDate(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	t = t.UTC()
+	return fmt.Sprintf("%d %s %d à %02d:%02d UTC", t.Day(), frenchMonths[t.Month()-1], t.Year(), t.Hour(), t.Minute())
+}
+
+// usd renders cents as "1 234,56 USD".
+func usd(cents int64) string {
+	s := domain.FormatUSD(cents)
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, r := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteRune('\u202f') // narrow no-break space, the French thousands separator
+		}
+		b.WriteRune(r)
+	}
+	return sign + b.String() + "," + frac + " USD"
+}
+
+var statusLabels = map[string]string{
+	domain.StatusAwaitingPayment:    "En attente de paiement",
+	domain.StatusPaymentDetected:    "Paiement détecté, en attente de confirmation",
+	domain.StatusPaid:               "Payée",
+	domain.StatusProvisioning:       "Préparation de la machine",
+	domain.StatusProvisioningFailed: "Préparation bloquée : le support intervient",
+	domain.StatusActive:             "Active",
+	domain.StatusEnding:             "Fin de location en cours",
+	domain.StatusEnded:              "Terminée",
+	domain.StatusCancelled:          "Annulée",
+	domain.StatusExpired:            "Expirée (non payée à temps)",
+	domain.StatusRefunded:           "Remboursée",
+	domain.TopUpCredited:            "Créditée",
+}
+
+func statusLabel(s string) string {
+	if l, ok := statusLabels[s]; ok {
+		return l
+	}
+	return s
+}
+
+var networkNames = map[string]string{
+	domain.NetworkBitcoin: "Bitcoin", domain.NetworkEthereum: "Ethereum", domain.NetworkTron: "Tron",
+	domain.NetworkSolana: "Solana", domain.NetworkLitecoin: "Litecoin",
+}
+
+// methodLabel spells asset and network together: "USDT sur Tron".
+func methodLabel(asset, network string) string {
+	n, ok := networkNames[network]
+	if !ok {
+		n = network
+	}
+	return asset + " sur " + n
+}
+
+var vendorStacks = map[string]string{"nvidia": "NVIDIA · CUDA", "amd": "AMD · ROCm"}
+
+// vendorStack names the vendor and its compute stack, as the FAQ does.
+func vendorStack(vendor string) string {
+	if s, ok := vendorStacks[strings.ToLower(vendor)]; ok {
+		return s
+	}
+	return vendor
+}
+
+var presetLabels = map[string]string{
+	"python": "Python", "pytorch": "PyTorch", "notebook": "Notebook (Jupyter)", "inference": "Inférence",
+}
+
+func presetLabel(p string) string {
+	if l, ok := presetLabels[p]; ok {
+		return l
+	}
+	return p
+}
+
+// plural picks the singular or plural word for n (any integer type).
+func plural(n any, one, many string) string {
+	var v int64
+	switch x := n.(type) {
+	case int:
+		v = int64(x)
+	case int64:
+		v = x
+	case int32:
+		v = int64(x)
+	}
+	if v > 1 || v < -1 {
+		return many
+	}
+	return one
+}
+
+var movementLabels = map[string]string{
+	domain.MovementTopUp:        "Recharge créditée",
+	domain.MovementOrderPayment: "Location réglée par le solde",
+	domain.MovementRefund:       "Remboursement sur le solde",
+}
+
+func movementLabel(kind string) string {
+	if l, ok := movementLabels[kind]; ok {
+		return l
+	}
+	return kind
+}
+
+// walletSchemes are the payment URI schemes the payments package builds
+// (BIP21, EIP-681, Solana Pay, Tron).
+var walletSchemes = []string{"bitcoin:", "litecoin:", "ethereum:", "solana:", "tron:"}
+
+// walletURL lets a payment URI through html/template's URL filter, which
+// would otherwise replace the wallet scheme. Anything else (Tron has no
+// common scheme: its "URI" is the address) gives "": no wallet link.
+func walletURL(uri string) template.URL {
+	for _, s := range walletSchemes {
+		if strings.HasPrefix(uri, s) {
+			return template.URL(uri) // built by package payments from validated data
+		}
+	}
+	return ""
+}
+
+// lastEventID is the newest timeline entry's ID (the live stream resumes
+// after it), 0 for none.
+func lastEventID(tl []domain.TimelineEvent) int64 {
+	var last int64
+	for _, ev := range tl {
+		last = max(last, ev.ID)
+	}
+	return last
+}
+
+func (s *Site) funcs() template.FuncMap {
+	return template.FuncMap{
+		"date":   frenchDate,
+		"usd":    usd,
+		"status": statusLabel,
+		"method": methodLabel,
+		"vendor": vendorStack,
+		"preset": presetLabel,
+		"plural": plural,
+		"network": func(n string) string {
+			if name, ok := networkNames[n]; ok {
+				return name
+			}
+			return n
+		},
+		"movement":  movementLabel,
+		"wallet":    walletURL,
+		"lastEvent": lastEventID,
+		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"asset": func(name string) (string, error) {
+			if s.assets == nil {
+				return "", fmt.Errorf("assets not loaded")
+			}
+			return s.assets.url(name)
+		},
+		"field": func(p page, name string) string { return p.FieldErrors[name] },
+		"deref": func(t *time.Time) time.Time {
+			if t == nil {
+				return time.Time{}
+			}
+			return *t
+		},
+	}
+}

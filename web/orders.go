@@ -1,0 +1,328 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// orderDetail is GET /v1/orders/{ref}.
+type orderDetail struct {
+	Order          domain.Order           `json:"order"`
+	Timeline       []domain.TimelineEvent `json:"timeline"`
+	Access         *domain.Access         `json:"access"`
+	PaymentIntents []domain.Intent        `json:"payment_intents"`
+}
+
+// supportThread is a support request and the answers it received.
+type supportThread struct {
+	domain.SupportRequest
+	Answers []domain.TimelineEvent
+}
+
+// orderPageData is everything the order page shows.
+type orderPageData struct {
+	orderDetail
+	Checkout  checkout
+	Reminders []domain.TimelineEvent
+	Support   []supportThread
+	// KeyDownload: a generated private key can be downloaded now.
+	KeyDownload bool
+}
+
+// loadOrder reads the caller's order and what its page shows.
+func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData, error) {
+	var d orderPageData
+	path := "/v1/orders/" + url.PathEscape(ref)
+	if err := s.api.call(c, http.MethodGet, path, "", nil, &d.orderDetail); err != nil {
+		return d, err
+	}
+	var sr struct {
+		Requests []domain.SupportRequest `json:"support_requests"`
+	}
+	if err := s.api.call(c, http.MethodGet, path+"/support-requests", "", nil, &sr); err != nil {
+		return d, err
+	}
+	answers := map[int64][]domain.TimelineEvent{}
+	for _, ev := range d.Timeline {
+		switch ev.Kind {
+		case domain.EventReminderSent:
+			d.Reminders = append(d.Reminders, ev)
+		case domain.EventSupportAnswer:
+			var data struct {
+				ID int64 `json:"support_request_id"`
+			}
+			if json.Unmarshal(ev.Data, &data) == nil {
+				answers[data.ID] = append(answers[data.ID], ev)
+			}
+		}
+	}
+	for _, r := range sr.Requests {
+		d.Support = append(d.Support, supportThread{SupportRequest: r, Answers: answers[r.ID]})
+	}
+	if a := d.Access; a != nil && a.RevokedAt == nil && a.PrivateKey != "" {
+		d.KeyDownload = true
+	}
+	o := d.Order
+	ck, err := s.checkout(c, target{Kind: "order", Ref: o.Ref, Status: o.Status, TotalCents: o.TotalCents,
+		PaidCents: o.PaidCents, LateCents: o.LateCents, Unpaid: unpaidOrder(o.Status)}, d.PaymentIntents, d.Timeline)
+	if err != nil {
+		return d, err
+	}
+	d.Checkout = ck
+	return d, nil
+}
+
+func unpaidOrder(status string) bool {
+	return status == domain.StatusAwaitingPayment || status == domain.StatusPaymentDetected
+}
+
+// orderConfirm is the last step before ordering: the configuration's
+// summary, an optional SSH public key, and "Confirmer la commande".
+func (s *Site) orderConfirm(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	p := pageFor(me, "Confirmer la commande")
+	d, err := s.configure(c)
+	if err != nil && d.Catalog.Models == nil {
+		s.fail(c, err)
+		return
+	}
+	if err != nil {
+		// Back to the configurator, which says what is wrong.
+		c.Redirect(http.StatusSeeOther, "/?"+configQuery(d.Config))
+		return
+	}
+	p.Data = d
+	s.render(c, http.StatusOK, "order_confirm", p)
+}
+
+func (s *Site) createOrder(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	lots, _ := strconv.Atoi(c.PostForm("lots"))
+	days, _ := strconv.Atoi(c.PostForm("duration_days"))
+	body := map[string]any{"gpu_model": c.PostForm("gpu_model"), "lots": lots, "duration_days": days,
+		"preset": c.PostForm("preset"), "ssh_public_key": c.PostForm("ssh_public_key")}
+	var created orderDetail
+	if err := s.api.call(c, http.MethodPost, "/v1/orders", c.PostForm("csrf"), body, &created); err != nil {
+		if domain.ErrorCode(err) != domain.ECodeInvalid {
+			s.fail(c, err)
+			return
+		}
+		c.Request.URL.RawQuery = configQuery(domain.Configuration{Model: c.PostForm("gpu_model"), Lots: lots,
+			DurationDays: days, Preset: c.PostForm("preset")})
+		p := pageFor(me, "Confirmer la commande")
+		d, qerr := s.configure(c)
+		if qerr != nil {
+			s.fail(c, qerr)
+			return
+		}
+		p.Data = d
+		p.fieldError(err)
+		s.render(c, statusOf(err), "order_confirm", p)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, orderURL(created.Order.Ref)+"#paiement")
+}
+
+// ordersData is the "Mes commandes" page.
+type ordersData struct {
+	Orders []domain.Order
+}
+
+func (s *Site) orders(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	var out struct {
+		Orders []domain.Order `json:"orders"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/orders", "", nil, &out); err != nil {
+		s.fail(c, err)
+		return
+	}
+	p := pageFor(me, "Mes commandes")
+	p.Data = ordersData{Orders: out.Orders}
+	s.render(c, http.StatusOK, "orders", p)
+}
+
+func (s *Site) orderPage(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	s.showOrder(c, me, nil)
+}
+
+// showOrder renders the order page, with refusal's message if not nil.
+func (s *Site) showOrder(c *gin.Context, me *session, refusal error) {
+	d, err := s.loadOrder(c, me, c.Param("ref"))
+	if err != nil {
+		// Another customer's order, or none: the same page, nothing of it.
+		s.failOrder(c, me, err)
+		return
+	}
+	p := pageFor(me, "Commande "+d.Order.Ref)
+	p.Notice = notices[c.Query("info")]
+	status := http.StatusOK
+	if refusal != nil {
+		p.Error, status = domain.ErrorMessage(refusal), statusOf(refusal)
+	}
+	p.Data = d
+	s.render(c, status, "order", p)
+}
+
+// orderLive is the live part of the order page, fetched by htmx when the
+// order's event stream says something changed.
+func (s *Site) orderLive(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	d, err := s.loadOrder(c, me, c.Param("ref"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p := pageFor(me, "")
+	p.Data = d
+	s.render(c, http.StatusOK, "order_live", p)
+}
+
+// notices are the fixed messages a redirect can ask a page to show.
+var notices = map[string]string{
+	"claimed": "Votre signalement « J'ai payé » est enregistré. Il ne confirme pas la réception du paiement : " +
+		"seule la confirmation du réseau valide le règlement, et cette page se met à jour d'elle-même.",
+	"balance": "Votre solde a réglé la commande. La préparation de la machine est suivie ci-dessous.",
+	"support": "Votre demande de support est envoyée. La réponse apparaîtra sur cette page et vous sera envoyée par email.",
+	"topup":   "Recharge créée. Choisissez comment la régler.",
+}
+
+func (s *Site) createOrderIntent(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	ref := c.Param("ref")
+	s.createIntent(c, "/v1/orders/"+url.PathEscape(ref)+"/payment-intents", orderURL(ref),
+		func(refusal error) { s.showOrder(c, me, refusal) })
+}
+
+func (s *Site) payFromBalance(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	ref := c.Param("ref")
+	if err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+"/pay-from-balance", c.PostForm("csrf"), nil, nil); err != nil {
+		if code := domain.ErrorCode(err); code == domain.ECodeInsufficient || code == domain.ECodeConflict {
+			s.showOrder(c, me, err)
+			return
+		}
+		s.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info=balance")
+}
+
+// privateKey hands the generated private key over as a file, while the
+// API still shows it to the owner.
+func (s *Site) privateKey(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	var d orderDetail
+	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d.Access == nil || d.Access.PrivateKey == "" || d.Access.RevokedAt != nil {
+		p := pageFor(me, "Clé privée indisponible")
+		p.Error = "La clé privée générée n'est plus disponible : elle n'est remise que pendant quelques minutes après sa première présentation. Contactez le support avec la référence de la commande."
+		s.render(c, http.StatusGone, "error", p)
+		return
+	}
+	c.Header("Content-Disposition", `attachment; filename="kernodeck-`+d.Order.Ref+`.key"`)
+	c.Data(http.StatusOK, "application/x-pem-file", []byte(d.Access.PrivateKey))
+}
+
+// supportFormData is the support request form.
+type supportFormData struct {
+	Order  domain.Order
+	Values map[string]string
+}
+
+var supportFields = []string{"message", "launch_command", "versions", "first_error"}
+
+func (s *Site) supportForm(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	var d orderDetail
+	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
+		s.failOrder(c, me, err)
+		return
+	}
+	p := pageFor(me, "Demande de support "+d.Order.Ref)
+	p.Data = supportFormData{Order: d.Order, Values: map[string]string{}}
+	s.render(c, http.StatusOK, "support", p)
+}
+
+func (s *Site) createSupportRequest(c *gin.Context) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	ref := c.Param("ref")
+	values := map[string]string{"when": c.PostForm("when")}
+	body := map[string]any{}
+	for _, f := range supportFields {
+		values[f] = c.PostForm(f)
+		body[f] = values[f]
+	}
+	if when := strings.TrimSpace(values["when"]); when != "" && strings.TrimSpace(values["message"]) != "" {
+		// The API has no field for it: it leads the message.
+		body["message"] = "Moment du problème : " + when + "\n\n" + values["message"]
+	}
+	err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+"/support-requests", c.PostForm("csrf"), body, nil)
+	if err == nil {
+		c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info=support#support")
+		return
+	}
+	if domain.ErrorCode(err) != domain.ECodeInvalid {
+		s.failOrder(c, me, err)
+		return
+	}
+	var d orderDetail
+	if gerr := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(ref), "", nil, &d); gerr != nil {
+		s.failOrder(c, me, gerr)
+		return
+	}
+	p := pageFor(me, "Demande de support "+d.Order.Ref)
+	p.Data = supportFormData{Order: d.Order, Values: values}
+	p.fieldError(err)
+	s.render(c, statusOf(err), "support", p)
+}
+
+// failOrder answers an error about an order: not found is the site's 404.
+func (s *Site) failOrder(c *gin.Context, me *session, err error) {
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		s.notFound(c, &me.Account)
+		return
+	}
+	s.fail(c, err)
+}

@@ -1,0 +1,279 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// session is the signed-in customer, if any.
+type session struct {
+	Account   domain.Account `json:"account"`
+	CSRFToken string         `json:"csrf_token"`
+}
+
+// session asks the API who is signed in: nil (no error) when nobody is.
+func (s *Site) session(c *gin.Context) (*session, error) {
+	if _, err := c.Request.Cookie("kd_session"); err != nil {
+		return nil, nil
+	}
+	var me session
+	err := s.api.call(c, http.MethodGet, "/v1/me", "", nil, &me)
+	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &me, nil
+}
+
+// signedIn returns the session, or sends the visitor to the login page
+// (ok false: the response is written).
+func (s *Site) signedIn(c *gin.Context) (*session, bool) {
+	me, err := s.session(c)
+	if err != nil {
+		s.fail(c, err)
+		return nil, false
+	}
+	if me == nil {
+		s.toLogin(c)
+		return nil, false
+	}
+	return me, true
+}
+
+// pageFor starts a page for the visitor (signed in or not).
+func pageFor(me *session, title string) page {
+	p := page{Title: title}
+	if me != nil {
+		p.Me, p.CSRF = &me.Account, me.CSRFToken
+	}
+	return p
+}
+
+// catalog is GET /v1/catalog.
+type catalog struct {
+	Models    []domain.CatalogItem `json:"models"`
+	Durations []int                `json:"durations"`
+	Presets   []string             `json:"presets"`
+	MinLots   int                  `json:"min_lots"`
+	MaxLots   int                  `json:"max_lots"`
+}
+
+// quote is POST /v1/quote.
+type quote struct {
+	domain.Quote
+	DisplayName  string               `json:"display_name"`
+	Availability *domain.Availability `json:"availability"`
+}
+
+// configuratorData is the configurator's form and its summary.
+type configuratorData struct {
+	Catalog catalog
+	Config  domain.Configuration
+	Lots    []int
+	Quote   *quote
+	// Item is the chosen model (for the lot's GPU count next to the field).
+	Item *domain.CatalogItem
+}
+
+// configuration reads a configuration from the query (or a form), with the
+// configurator's defaults for what is missing.
+func configuration(c *gin.Context, cat catalog) domain.Configuration {
+	cfg := domain.Configuration{Model: c.Query("gpu_model"), Lots: 1, DurationDays: 7, Preset: "python"}
+	if cfg.Model == "" && len(cat.Models) > 0 {
+		cfg.Model = cat.Models[0].Model
+	}
+	if n, err := strconv.Atoi(c.Query("lots")); err == nil {
+		cfg.Lots = n
+	}
+	if n, err := strconv.Atoi(c.Query("duration_days")); err == nil {
+		cfg.DurationDays = n
+	}
+	if p := c.Query("preset"); p != "" {
+		cfg.Preset = p
+	}
+	return cfg
+}
+
+// configure loads the catalog and prices the configuration in the query.
+// A refused configuration is returned as err with the data still usable.
+func (s *Site) configure(c *gin.Context) (configuratorData, error) {
+	var d configuratorData
+	if err := s.api.call(c, http.MethodGet, "/v1/catalog", "", nil, &d.Catalog); err != nil {
+		return d, err
+	}
+	d.Config = configuration(c, d.Catalog)
+	for n := d.Catalog.MinLots; n <= d.Catalog.MaxLots; n++ {
+		d.Lots = append(d.Lots, n)
+	}
+	for i := range d.Catalog.Models {
+		if d.Catalog.Models[i].Model == d.Config.Model {
+			d.Item = &d.Catalog.Models[i]
+		}
+	}
+	var q quote
+	if err := s.api.call(c, http.MethodPost, "/v1/quote", "", d.Config, &q); err != nil {
+		return d, err
+	}
+	d.Quote = &q
+	return d, nil
+}
+
+func (s *Site) configurator(c *gin.Context) {
+	me, err := s.session(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p := pageFor(me, "Louer un GPU")
+	d, err := s.configure(c)
+	if err != nil && d.Catalog.Models == nil {
+		s.fail(c, err)
+		return
+	}
+	if err != nil {
+		p.fieldError(err)
+	}
+	p.Data = d
+	s.render(c, http.StatusOK, "configurator", p)
+}
+
+// summary is the configurator's summary alone, for htmx.
+func (s *Site) summary(c *gin.Context) {
+	p := page{}
+	d, err := s.configure(c)
+	if err != nil && d.Catalog.Models == nil {
+		s.fail(c, err)
+		return
+	}
+	if err != nil {
+		p.fieldError(err)
+	}
+	p.Data = d
+	s.render(c, http.StatusOK, "summary", p)
+}
+
+// authForm is the register and login forms' data.
+type authForm struct {
+	Next      string
+	FirstName string
+	LastName  string
+	Email     string
+	MinLen    int
+	MaxLen    int
+}
+
+func newAuthForm(next string) authForm {
+	return authForm{Next: safeNext(next), MinLen: domain.MinPasswordLen, MaxLen: domain.MaxPasswordLen}
+}
+
+func (s *Site) registerForm(c *gin.Context) {
+	me, err := s.session(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	f := newAuthForm(c.Query("next"))
+	if me != nil {
+		// Already signed in: straight to where the visitor was going.
+		c.Redirect(http.StatusSeeOther, f.Next)
+		return
+	}
+	p := pageFor(me, "Créer un compte")
+	p.Path, p.Data = f.Next, f
+	s.render(c, http.StatusOK, "register", p)
+}
+
+func (s *Site) register(c *gin.Context) {
+	f := newAuthForm(c.PostForm("next"))
+	f.FirstName, f.LastName, f.Email = c.PostForm("first_name"), c.PostForm("last_name"), c.PostForm("email")
+	err := s.api.call(c, http.MethodPost, "/v1/auth/register", "", map[string]any{
+		"first_name": f.FirstName, "last_name": f.LastName, "email": f.Email, "password": c.PostForm("password"),
+	}, nil)
+	if err != nil {
+		p := page{Title: "Créer un compte", Path: f.Next, Data: f}
+		p.fieldError(err)
+		s.render(c, statusOf(err), "register", p)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, f.Next)
+}
+
+func (s *Site) loginForm(c *gin.Context) {
+	me, err := s.session(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	f := newAuthForm(c.Query("next"))
+	if me != nil {
+		// Already signed in: straight to where the visitor was going.
+		c.Redirect(http.StatusSeeOther, f.Next)
+		return
+	}
+	p := pageFor(me, "Se connecter")
+	p.Path, p.Data = f.Next, f
+	s.render(c, http.StatusOK, "login", p)
+}
+
+func (s *Site) login(c *gin.Context) {
+	f := newAuthForm(c.PostForm("next"))
+	f.Email = c.PostForm("email")
+	err := s.api.call(c, http.MethodPost, "/v1/auth/login", "", map[string]any{
+		"email": f.Email, "password": c.PostForm("password"),
+	}, nil)
+	if err != nil {
+		p := page{Title: "Se connecter", Path: f.Next, Data: f}
+		p.fieldError(err)
+		s.render(c, statusOf(err), "login", p)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, f.Next)
+}
+
+func (s *Site) logout(c *gin.Context) {
+	err := s.api.call(c, http.MethodPost, "/v1/auth/logout", c.PostForm("csrf"), nil, nil)
+	if err != nil && domain.ErrorCode(err) != domain.ECodeUnauthorized {
+		s.fail(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/")
+}
+
+// statusOf is the HTTP status a form answered with an error gets.
+func statusOf(err error) int {
+	switch domain.ErrorCode(err) {
+	case domain.ECodeInvalid, domain.ECodeInvalidJSON:
+		return http.StatusUnprocessableEntity
+	case domain.ECodeUnauthorized:
+		return http.StatusUnauthorized
+	case domain.ECodeTooMany:
+		return http.StatusTooManyRequests
+	case domain.ECodeEmailTaken, domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeIntentActive,
+		domain.ECodeMethodUnavailable, domain.ECodeNoCapacity:
+		return http.StatusConflict
+	case domain.ECodeForbidden:
+		return http.StatusForbidden
+	default:
+		return http.StatusServiceUnavailable
+	}
+}
+
+// orderURL is the order's page.
+func orderURL(ref string) string { return "/orders/" + url.PathEscape(ref) }
+
+// configQuery carries a configuration from the configurator to the order page.
+func configQuery(cfg domain.Configuration) string {
+	v := url.Values{}
+	v.Set("gpu_model", cfg.Model)
+	v.Set("lots", strconv.Itoa(cfg.Lots))
+	v.Set("duration_days", strconv.Itoa(cfg.DurationDays))
+	v.Set("preset", cfg.Preset)
+	return v.Encode()
+}

@@ -1,0 +1,120 @@
+package web
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// asset is one static file, kept raw and gzipped in memory.
+type asset struct {
+	contentType string
+	raw, gz     []byte
+	version     string // content hash, in the URL: the file can be cached for good
+}
+
+type assets struct {
+	files map[string]*asset
+}
+
+func loadAssets() (*assets, error) {
+	a := &assets{files: map[string]*asset{}}
+	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := staticFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(raw)
+		ct := mime.TypeByExtension(path.Ext(p))
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		a.files[path.Base(p)] = &asset{contentType: ct, raw: raw, gz: gzipBytes(raw), version: hex.EncodeToString(sum[:6])}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("web static files: %w", err)
+	}
+	return a, nil
+}
+
+// url is the versioned address of a static file, for the templates.
+func (a *assets) url(name string) (string, error) {
+	f, ok := a.files[name]
+	if !ok {
+		return "", fmt.Errorf("no static file %q", name)
+	}
+	return "/static/" + name + "?v=" + f.version, nil
+}
+
+func (a *assets) serve(c *gin.Context) {
+	f, ok := a.files[c.Param("file")]
+	if !ok {
+		c.Status(http.StatusNotFound)
+		return
+	}
+	h := c.Writer.Header()
+	if c.Query("v") == f.version {
+		h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		h.Set("Cache-Control", "no-cache")
+	}
+	h.Set("ETag", `"`+f.version+`"`)
+	if c.GetHeader("If-None-Match") == `"`+f.version+`"` {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	h.Set("Vary", "Accept-Encoding")
+	if acceptsGzip(c.Request) {
+		h.Set("Content-Encoding", "gzip")
+		c.Data(http.StatusOK, f.contentType, f.gz)
+		return
+	}
+	c.Data(http.StatusOK, f.contentType, f.raw)
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.TrimSpace(name) == "gzip" && strings.TrimSpace(q) != "q=0" {
+			return true
+		}
+	}
+	return false
+}
+
+func gzipBytes(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// writeCompressed writes a rendered page, gzipped when accepted and worth it.
+func writeCompressed(c *gin.Context, status int, contentType string, body []byte) {
+	h := c.Writer.Header()
+	h.Set("Vary", "Accept-Encoding")
+	if len(body) > 1024 && acceptsGzip(c.Request) {
+		h.Set("Content-Encoding", "gzip")
+		c.Data(status, contentType, gzipBytes(body))
+		return
+	}
+	c.Data(status, contentType, body)
+}

@@ -1,0 +1,295 @@
+// Package web is Kernodeck's customer web site, in French: configurator,
+// account, orders with their live tracking and checkout, balance and
+// top-ups, support requests.
+//
+// Pages are rendered on the server with html/template and work without
+// JavaScript (forms post, then redirect). Two vendored files add what needs
+// a script: htmx 2.0.11 with its SSE extension 2.2.4 (live tracking from the
+// order's event stream, the configurator's summary) and site.js (copy
+// buttons, deadline countdown). The Content-Security-Policy allows scripts
+// and styles from the site only, none inline.
+//
+// The site is mounted on the API's Gin engine (api.Deps.Site), on the same
+// origin as /v1, and calls the API in process with the customer's own
+// session cookie and CSRF token: every rule, check and French error message
+// stays in the API.
+package web
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// contentSecurityPolicy: scripts, styles and images from the site only;
+// nothing inline, no frames, forms post to the site only.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+
+// Config configures the site.
+type Config struct {
+	// Confirmations is the confirmation policy per network, shown to the
+	// customer as "x sur N" (config.Payments.Confirmations).
+	Confirmations map[string]int64
+}
+
+// Site is the web site. Build it with New and pass it as api.Deps.Site.
+type Site struct {
+	cfg    Config
+	log    *slog.Logger
+	pages  map[string]*template.Template
+	assets *assets
+	api    apiClient
+}
+
+// New parses the templates and the static files.
+func New(cfg Config, logger *slog.Logger) (*Site, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Site{cfg: cfg, log: logger}
+	if err := s.parseTemplates(); err != nil {
+		return nil, err
+	}
+	a, err := loadAssets()
+	if err != nil {
+		return nil, err
+	}
+	s.assets = a
+	return s, nil
+}
+
+func (s *Site) parseTemplates() error {
+	funcs := s.funcs()
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html")
+	if err != nil {
+		return fmt.Errorf("web templates: %w", err)
+	}
+	entries, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	s.pages = map[string]*template.Template{}
+	for _, path := range entries {
+		name := strings.TrimPrefix(path, "templates/")
+		if name == "layout.html" || name == "partials.html" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, path)
+		if err != nil {
+			return fmt.Errorf("web template %s: %w", name, err)
+		}
+		s.pages[strings.TrimSuffix(name, ".html")] = t
+	}
+	return nil
+}
+
+// Mount adds the site's routes to r; the site calls the API through r.
+func (s *Site) Mount(r *gin.Engine) {
+	s.api = apiClient{h: r}
+	r.GET("/static/:file", s.assets.serve)
+
+	g := r.Group("", pageHeaders, s.sameOrigin)
+	g.GET("/", s.configurator)
+	g.GET("/summary", s.summary)
+	g.GET("/register", s.registerForm)
+	g.POST("/register", s.register)
+	g.GET("/login", s.loginForm)
+	g.POST("/login", s.login)
+	g.POST("/logout", s.logout)
+
+	g.GET("/order", s.orderConfirm)
+	g.POST("/orders", s.createOrder)
+	g.GET("/orders", s.orders)
+	g.GET("/orders/:ref", s.orderPage)
+	g.GET("/orders/:ref/live", s.orderLive)
+	g.POST("/orders/:ref/payment-requests", s.createOrderIntent)
+	g.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
+	g.POST("/orders/:ref/private-key", s.privateKey)
+	g.GET("/orders/:ref/support", s.supportForm)
+	g.POST("/orders/:ref/support", s.createSupportRequest)
+	g.POST("/payment-requests/:id/claim", s.claim)
+
+	g.GET("/balance", s.balance)
+	g.POST("/topups", s.createTopUp)
+	g.GET("/topups/:ref", s.topUpPage)
+	g.GET("/topups/:ref/live", s.topUpLive)
+	g.POST("/topups/:ref/payment-requests", s.createTopUpIntent)
+}
+
+// NotFound answers the site's 404 page.
+func (s *Site) NotFound(c *gin.Context) {
+	pageHeaders(c)
+	s.notFound(c, nil)
+}
+
+// pageHeaders: the CSP, and no caching of any page (private pages must not
+// come back from the cache after logout, nor through the back button).
+func pageHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	c.Next()
+}
+
+// sameOrigin refuses state-changing requests sent from another site (the
+// session cookie is SameSite=Lax; this also covers login and registration,
+// which carry no CSRF token yet).
+func (s *Site) sameOrigin(c *gin.Context) {
+	if c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
+		c.Next()
+		return
+	}
+	site := c.GetHeader("Sec-Fetch-Site")
+	origin := c.GetHeader("Origin")
+	ok := site == "same-origin" || site == "none"
+	if site == "" {
+		// Browsers without Fetch Metadata send Origin on POST.
+		ok = origin == "" || origin == requestOrigin(c.Request)
+	}
+	if origin != "" && origin != "null" && origin != requestOrigin(c.Request) {
+		ok = false
+	}
+	if !ok {
+		s.render(c, http.StatusForbidden, "error", page{Title: "Requête refusée",
+			Error: "Cette action doit être envoyée depuis une page de Kernodeck. Rechargez la page et réessayez."})
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+// page is what every template receives.
+type page struct {
+	Title string
+	// Me is the signed-in customer (nil when signed out) and CSRF the
+	// session's token, put in every form that changes something.
+	Me   *domain.Account
+	CSRF string
+	// Path is the current path (login links come back to it).
+	Path string
+	// Error is a message for the whole form; FieldErrors per field name.
+	Error       string
+	FieldErrors map[string]string
+	// Notice is an information message (e.g. after "J'ai payé").
+	Notice string
+	Data   any
+}
+
+// fieldError files err's message under its field (or as the form's error).
+func (p *page) fieldError(err error) {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		p.Error = domain.ErrorMessage(err)
+		return
+	}
+	if de.Field != "" {
+		if p.FieldErrors == nil {
+			p.FieldErrors = map[string]string{}
+		}
+		p.FieldErrors[de.Field] = de.Message
+		return
+	}
+	p.Error = de.Message
+}
+
+// render executes a page template into a buffer (so a template error never
+// sends half a page), then writes it, compressed when the client accepts it.
+func (s *Site) render(c *gin.Context, status int, name string, p page) {
+	t, ok := s.pages[name]
+	if !ok {
+		s.log.Error("web: no such template", "name", name)
+		c.String(http.StatusInternalServerError, "Erreur interne.")
+		return
+	}
+	if p.Path == "" {
+		p.Path = c.Request.URL.RequestURI()
+	}
+	var buf bytes.Buffer
+	root := "layout.html"
+	if strings.HasSuffix(name, "_live") || name == "summary" {
+		root = name // fragments for htmx: no layout
+	}
+	if err := t.ExecuteTemplate(&buf, root, p); err != nil {
+		s.log.Error("web: render", "template", name, "err", err)
+		c.String(http.StatusInternalServerError, "Erreur interne.")
+		return
+	}
+	writeCompressed(c, status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// fail renders an error page for an API or internal error.
+func (s *Site) fail(c *gin.Context, err error) {
+	switch domain.ErrorCode(err) {
+	case domain.ECodeNotFound:
+		s.notFound(c, nil)
+		return
+	case domain.ECodeUnauthorized:
+		s.toLogin(c)
+		return
+	case domain.ECodeInternal:
+		s.log.Error("web: page failed", "path", c.Request.URL.Path, "err", err)
+	}
+	if c.Request.Context().Err() != nil {
+		c.Abort()
+		return
+	}
+	status := http.StatusInternalServerError
+	switch domain.ErrorCode(err) {
+	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
+		status = http.StatusServiceUnavailable
+	case domain.ECodeInvalid, domain.ECodeInvalidJSON:
+		status = http.StatusBadRequest
+	case domain.ECodeForbidden:
+		status = http.StatusForbidden
+	case domain.ECodeTooMany:
+		status = http.StatusTooManyRequests
+	case domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeMethodUnavailable, domain.ECodeIntentActive,
+		domain.ECodeEmailTaken, domain.ECodeNoCapacity:
+		status = http.StatusConflict
+	}
+	s.render(c, status, "error", page{Title: "Une erreur est survenue", Error: domain.ErrorMessage(err)})
+}
+
+func (s *Site) notFound(c *gin.Context, me *domain.Account) {
+	s.render(c, http.StatusNotFound, "notfound", page{Title: "Page introuvable", Me: me})
+}
+
+// toLogin sends the visitor to the login page, to come back here after.
+func (s *Site) toLogin(c *gin.Context) {
+	next := c.Request.URL.RequestURI()
+	if c.Request.Method != http.MethodGet || strings.HasSuffix(c.Request.URL.Path, "/live") {
+		next = "/orders"
+	}
+	if c.GetHeader("HX-Request") != "" {
+		// htmx follows this header with a full navigation.
+		c.Header("HX-Redirect", "/login?next="+url.QueryEscape(next))
+		c.Status(http.StatusUnauthorized)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
+}
+
+// safeNext keeps a post-login destination only if it is a path of the site.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsAny(next, "\r\n") {
+		return "/orders"
+	}
+	return next
+}
