@@ -132,6 +132,10 @@ func (s *Site) showTopUp(c *gin.Context, me *session, refusal error) {
 		p.Error, status = domain.ErrorMessage(refusal), statusOf(refusal)
 	}
 	p.Data = d
+	if _, err := s.withLive(&p, "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger(d)); err != nil {
+		s.fail(c, err)
+		return
+	}
 	s.render(c, status, "topup", p)
 }
 
@@ -142,12 +146,21 @@ func (s *Site) topUpLive(c *gin.Context) {
 	}
 	d, err := s.loadTopUp(c, c.Param("ref"))
 	if err != nil {
-		s.fail(c, err)
+		s.failOrder(c, me, err)
 		return
 	}
 	p := pageFor(me, "")
 	p.Data = d
-	s.render(c, http.StatusOK, "topup_live", p)
+	s.renderLive(c, p, "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger(d))
+}
+
+// topUpTrigger: top-ups have no event stream; their page polls every 5 s
+// while the payment is awaited (a 204 when nothing changed).
+func topUpTrigger(d topUpPageData) string {
+	if d.Checkout.Target.Unpaid {
+		return "every 5s"
+	}
+	return ""
 }
 
 func (s *Site) createTopUpIntent(c *gin.Context) {

@@ -181,11 +181,15 @@ func (s *Site) showOrder(c *gin.Context, me *session, refusal error) {
 		p.Error, status = domain.ErrorMessage(refusal), statusOf(refusal)
 	}
 	p.Data = d
+	if _, err := s.withLive(&p, "order_live_box", orderURL(d.Order.Ref)+"/live", orderTrigger); err != nil {
+		s.fail(c, err)
+		return
+	}
 	s.render(c, status, "order", p)
 }
 
 // orderLive is the live part of the order page, fetched by htmx when the
-// order's event stream says something changed.
+// order's event stream says something may have changed.
 func (s *Site) orderLive(c *gin.Context) {
 	me, ok := s.signedIn(c)
 	if !ok {
@@ -193,13 +197,17 @@ func (s *Site) orderLive(c *gin.Context) {
 	}
 	d, err := s.loadOrder(c, me, c.Param("ref"))
 	if err != nil {
-		s.fail(c, err)
+		s.failOrder(c, me, err)
 		return
 	}
 	p := pageFor(me, "")
 	p.Data = d
-	s.render(c, http.StatusOK, "order_live", p)
+	s.renderLive(c, p, "order_live_box", orderURL(d.Order.Ref)+"/live", orderTrigger)
 }
+
+// orderTrigger: the order page's live part is fetched again on each event
+// of the order's stream (the SSE extension listens on the enclosing element).
+const orderTrigger = "sse:order, sse:timeline"
 
 // notices are the fixed messages a redirect can ask a page to show.
 var notices = map[string]string{

@@ -17,7 +17,9 @@ package web
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -189,6 +191,48 @@ type page struct {
 	// Notice is an information message (e.g. after "J'ai payé").
 	Notice string
 	Data   any
+	// Live is the part of the page that updates itself (see withLive).
+	Live liveRegion
+}
+
+// liveRegion is a page's self-updating part: its HTML and version, and the
+// address that answers it again (204 while the version is unchanged). The
+// region's element stays (its content is swapped), so the requests htmx
+// queues on it while one is in flight are never lost.
+type liveRegion struct {
+	HTML    template.HTML
+	Version string
+	URL     string
+	Trigger string // htmx trigger; "" for no updates
+}
+
+// withLive renders the box template of p's live part and sets p.Live.
+// Its version is a hash of that HTML: the live endpoint answers 204 No
+// Content while it is unchanged, so htmx leaves the page as it is (an event
+// stream that reconnects, or a poll, changes nothing on screen).
+func (s *Site) withLive(p *page, box, url, trigger string) (version string, err error) {
+	var buf bytes.Buffer
+	if err := s.pages["live"].ExecuteTemplate(&buf, box, *p); err != nil {
+		return "", fmt.Errorf("render %s: %w", box, err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	version = hex.EncodeToString(sum[:8])
+	p.Live = liveRegion{HTML: template.HTML(buf.String()), Version: version, URL: url, Trigger: trigger}
+	return version, nil
+}
+
+// renderLive answers a live endpoint: 204 if the client has this version.
+func (s *Site) renderLive(c *gin.Context, p page, box, url, trigger string) {
+	version, err := s.withLive(&p, box, url, trigger)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if c.Query("v") == version {
+		c.Status(http.StatusNoContent)
+		return
+	}
+	s.render(c, http.StatusOK, "live", p)
 }
 
 // fieldError files err's message under its field (or as the form's error).
@@ -222,7 +266,7 @@ func (s *Site) render(c *gin.Context, status int, name string, p page) {
 	}
 	var buf bytes.Buffer
 	root := "layout.html"
-	if strings.HasSuffix(name, "_live") || name == "summary" {
+	if name == "live" || name == "summary" {
 		root = name // fragments for htmx: no layout
 	}
 	if err := t.ExecuteTemplate(&buf, root, p); err != nil {
