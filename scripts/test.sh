@@ -17,6 +17,9 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 staticcheck ./...
+# The OpenAPI document against a real validator's recommended rules
+# (@redocly/cli, installed by scripts/tools.d/30-web.sh; no telemetry).
+REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true redocly lint api/openapi.yaml
 # Alert rules: syntax, then their unit tests (deploy/monitoring).
 promtool check rules deploy/monitoring/kernodeck.rules.yml
 (cd deploy/monitoring && promtool test rules kernodeck.rules.test.yml)

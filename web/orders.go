@@ -66,7 +66,7 @@ func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData
 	for _, r := range sr.Requests {
 		d.Support = append(d.Support, supportThread{SupportRequest: r, Answers: answers[r.ID]})
 	}
-	if a := d.Access; a != nil && a.RevokedAt == nil && a.PrivateKey != "" {
+	if a := d.Access; a != nil && a.RevokedAt == nil && a.PrivateKeyAvailable {
 		d.KeyDownload = true
 	}
 	o := d.Order
@@ -245,26 +245,30 @@ func (s *Site) payFromBalance(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info=balance")
 }
 
-// privateKey hands the generated private key over as a file, while the
-// API still shows it to the owner.
+// privateKey hands the generated private key over as a file: the API's
+// explicit reveal (a POST with the CSRF token), which starts its window.
 func (s *Site) privateKey(c *gin.Context) {
 	me, ok := s.signedIn(c)
 	if !ok {
 		return
 	}
-	var d orderDetail
-	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
-		s.fail(c, err)
-		return
+	ref := c.Param("ref")
+	var out struct {
+		Key string `json:"private_key"`
 	}
-	if d.Access == nil || d.Access.PrivateKey == "" || d.Access.RevokedAt != nil {
+	err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+"/private-key", c.PostForm("csrf"), nil, &out)
+	if domain.ErrorCode(err) == domain.ECodeConflict {
 		p := pageFor(me, "Clé privée indisponible")
-		p.Error = "La clé privée générée n'est plus disponible : elle n'est remise que pendant quelques minutes après sa première présentation. Contactez le support avec la référence de la commande."
-		s.render(c, http.StatusGone, "error", p)
+		p.Error = domain.ErrorMessage(err) + " Si vous ne l'avez pas enregistrée, contactez le support avec la référence " + ref + "."
+		s.render(c, http.StatusConflict, "error", p)
 		return
 	}
-	c.Header("Content-Disposition", `attachment; filename="kernodeck-`+d.Order.Ref+`.key"`)
-	c.Data(http.StatusOK, "application/x-pem-file", []byte(d.Access.PrivateKey))
+	if err != nil {
+		s.failOrder(c, me, err)
+		return
+	}
+	c.Header("Content-Disposition", `attachment; filename="kernodeck-`+ref+`.key"`)
+	c.Data(http.StatusOK, "application/x-pem-file", []byte(out.Key))
 }
 
 // supportFormData is the support request form.

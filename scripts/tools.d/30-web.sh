@@ -1,6 +1,7 @@
 # The web site's tools: Debian's Chromium for the browser tests (web/browsertest,
 # driven with chromedp) and @redocly/cli, which lints the OpenAPI document in
-# scripts/test.sh. Redocly goes to a folder outside the repository.
+# scripts/test.sh. Redocly goes to a folder outside the repository, linked
+# as $GOBIN_DIR/redocly (on the test script's PATH).
 if [ ! -x /usr/bin/chromium ]; then
 	log "installing chromium from Debian's packages"
 	export DEBIAN_FRONTEND=noninteractive
@@ -13,3 +14,4 @@ if [ ! -x "$REDOCLY_DIR/node_modules/.bin/redocly" ]; then
 	mkdir -p "$REDOCLY_DIR"
 	npm install --prefix "$REDOCLY_DIR" --no-audit --no-fund --loglevel=error "@redocly/cli@$REDOCLY_VERSION" >/dev/null
 fi
+ln -sf "$REDOCLY_DIR/node_modules/.bin/redocly" "$GOBIN_DIR/redocly"
