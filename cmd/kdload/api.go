@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"go.temporal.io/sdk/client"
+)
+
+// apiLoad measures the API on loopback at rising concurrency.
+type apiLoad struct {
+	common
+	levels string
+	each   time.Duration
+	rate   int
+}
+
+// result of one closed-loop measurement: successes (counted in n, rps and
+// latencies) and failures.
+type result struct {
+	n, failed int64
+	rps       float64
+	lat       latencies
+}
+
+func (r result) String() string {
+	s := fmt.Sprintf("%7.0f/s p50 %8s p99 %8s", r.rps, ms(r.lat.q(.5)), ms(r.lat.q(.99)))
+	if r.failed > 0 {
+		s += fmt.Sprintf(" (%d failed)", r.failed)
+	}
+	return s
+}
+
+// tooManyFailures stops a measurement whose calls mostly fail.
+func tooManyFailures(r result, first error) error {
+	if r.failed > 0 && r.failed*10 > r.n+r.failed {
+		return fmt.Errorf("%d of %d calls failed, first: %w", r.failed, r.n+r.failed, first)
+	}
+	return nil
+}
+
+// closedLoop runs conc clients calling fn back to back for d.
+func closedLoop(ctx context.Context, conc int, d time.Duration, fn func(ctx context.Context) error) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		mu        sync.Mutex
+		all       latencies
+		n, failed atomic.Int64
+		first     error
+		wg        sync.WaitGroup
+	)
+	start := time.Now()
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine latencies
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				err := fn(ctx)
+				if ctx.Err() != nil {
+					break // cut by the deadline: not counted
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					failed.Add(1)
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+				n.Add(1)
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	r := result{n: n.Load(), failed: failed.Load(), rps: float64(n.Load()) / el.Seconds(), lat: all}
+	return r, tooManyFailures(r, first)
+}
+
+func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
+	if a.each <= 0 || a.each > time.Minute {
+		return fmt.Errorf("-d must be in (0, 60s]")
+	}
+	if err := a.loopbackOnly(); err != nil {
+		return err
+	}
+	var levels []int
+	for _, s := range strings.Split(a.levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 1 || c > 256 {
+			return fmt.Errorf("-c: bad level %q (1..256)", s)
+		}
+		levels = append(levels, c)
+	}
+	db, err := sqlx.Open("postgres", a.dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(256)
+	// Orders created here need capacity (a load database only).
+	if _, err := db.ExecContext(ctx, `UPDATE gpu_inventory SET total_gpus = total_gpus + 1000000 WHERE gpu_model = $1`, a.model); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS kdload_bare (id TEXT PRIMARY KEY, created_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	tc, err := client.Dial(client.Options{HostPort: a.temporal, Namespace: a.namespace})
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+
+	run := time.Now().UnixNano()
+	tok, err := a.customer(ctx, fmt.Sprintf("api-load-%d@example.com", run))
+	if err != nil {
+		return err
+	}
+	ref, err := a.createOrder(ctx, tok)
+	if err != nil {
+		return err
+	}
+	status := func(want int, method, path, token string, body any) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			st, err := a.call(ctx, method, path, token, body, nil)
+			if err != nil {
+				return err
+			}
+			if st != want {
+				return fmt.Errorf("%s %s: %d", method, path, st)
+			}
+			return nil
+		}
+	}
+	var seq atomic.Int64
+	bare := func(ctx context.Context) error {
+		id := fmt.Sprintf("kdload-%d-%d", run, seq.Add(1))
+		if _, err := db.ExecContext(ctx, `INSERT INTO kdload_bare (id) VALUES ($1)`, id); err != nil {
+			return err
+		}
+		// A workflow no worker runs: only the start is measured; it times
+		// out by itself.
+		_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "kdload-bare",
+			WorkflowExecutionTimeout: time.Minute}, "KdloadBare")
+		return err
+	}
+	fmt.Fprintf(out, "each measurement %s, closed loop; ratios in the same run\n", a.each)
+	fmt.Fprintf(out, "%4s | %-36s | %-36s | %6s | %-36s | %-36s | %6s\n", "c", "GET /healthz", "GET /v1/orders/{ref}", "ratio",
+		"POST /v1/orders", "bare StartWorkflow+INSERT", "ratio")
+	for _, c := range levels {
+		h, err := closedLoop(ctx, c, a.each, status(http.StatusOK, "GET", "/healthz", "", nil))
+		if err != nil {
+			return err
+		}
+		g, err := closedLoop(ctx, c, a.each, status(http.StatusOK, "GET", "/v1/orders/"+ref, tok, nil))
+		if err != nil {
+			return err
+		}
+		p, err := closedLoop(ctx, c, a.each, status(http.StatusCreated, "POST", "/v1/orders", tok,
+			map[string]any{"gpu_model": a.model, "lots": 1, "duration_days": 30, "preset": "python"}))
+		if err != nil {
+			return err
+		}
+		b, err := closedLoop(ctx, c, a.each, bare)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%4d | %s | %s | %5.0f%% | %s | %s | %5.0f%%\n", c, h, g, 100*g.rps/h.rps, p, b, 100*p.rps/b.rps)
+	}
+	if a.rate > 0 {
+		r, err := openLoop(ctx, a.rate, a.each, status(http.StatusOK, "GET", "/v1/orders/"+ref, tok, nil))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "GET /v1/orders/{ref} at a fixed %d/s for %s: %d answered (%d failed), p50 %s p99 %s\n",
+			a.rate, a.each, r.n, r.failed, ms(r.lat.q(.5)), ms(r.lat.q(.99)))
+	}
+	return nil
+}
+
+// openLoop sends rate requests per second for d whatever the answers take
+// (latency measured from the scheduled send time, so queueing counts).
+func openLoop(ctx context.Context, rate int, d time.Duration, fn func(ctx context.Context) error) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	total := int(d.Seconds() * float64(rate))
+	interval := time.Second / time.Duration(rate)
+	var (
+		mu     sync.Mutex
+		all    latencies
+		first  error
+		failed int64
+		wg     sync.WaitGroup
+	)
+	sem := make(chan struct{}, 512)
+	start := time.Now()
+	for i := range total {
+		at := start.Add(time.Duration(i) * interval)
+		if w := time.Until(at); w > 0 {
+			time.Sleep(w)
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return result{}, ctx.Err()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := fn(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				failed++
+				return
+			}
+			all = append(all, time.Since(at))
+		}()
+	}
+	wg.Wait()
+	r := result{n: int64(len(all)), failed: failed, rps: float64(len(all)) / time.Since(start).Seconds(), lat: all}
+	return r, tooManyFailures(r, first)
+}

@@ -1,0 +1,77 @@
+// Command kdload is Kernodeck's bounded load generator. It drives a running
+// service on this machine (loopback only) and prints what it measured:
+//
+//	kdload rentals  N rentals created through the API, paid by support
+//	                attribution, provisioned by the worker's driver into the
+//	                active period; then worker RSS, workflow task latencies,
+//	                history events per rental, PostgreSQL rows and size
+//	kdload api      GET /v1/orders/{ref} and POST /v1/orders at rising
+//	                concurrency beside GET /healthz, and a bare
+//	                StartWorkflow + INSERT loop, as ratios
+//
+// scripts/load.sh starts the service and runs both; BENCHMARKS.md records
+// the results. Every loop is bounded in count and time.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: kdload rentals|api [flags] (kdload CMD -h for the flags)
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.flags(fs)
+	var err error
+	switch args[0] {
+	case "rentals":
+		r := rentals{common: c}
+		fs.IntVar(&r.n, "n", 1000, "rentals to start (at most 20000)")
+		fs.IntVar(&r.conc, "c", 16, "concurrent API clients")
+		fs.StringVar(&r.workerMetrics, "worker-metrics", "http://127.0.0.1:39092/metrics", "the worker's /metrics")
+		fs.IntVar(&r.workerPID, "worker-pid", 0, "the worker's PID, for its peak RSS (VmHWM)")
+		fs.IntVar(&r.sample, "history-sample", 200, "rentals whose history length is read")
+		fs.DurationVar(&r.timeout, "timeout", 0, "give up after (default: 2 min + 100 ms per rental)")
+		if err = fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		err = r.run(ctx, stdout)
+	case "api":
+		a := apiLoad{common: c}
+		fs.StringVar(&a.levels, "c", "1,4,16,64", "concurrency levels")
+		fs.DurationVar(&a.each, "d", 10*time.Second, "duration of each measurement (at most 60s)")
+		fs.IntVar(&a.rate, "rate", 1000, "then GET an order at this fixed rate (0: skip)")
+		if err = fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		err = a.run(ctx, stdout)
+	default:
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "kdload:", err)
+		return 1
+	}
+	return 0
+}
