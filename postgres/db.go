@@ -30,7 +30,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	db.SetMaxOpenConns(20)
-	db.SetMaxIdleConns(10)
+	// As many idle as open: with fewer, every burst above the idle count
+	// closes connections only to open new ones (a backend fork each) a
+	// moment later (kdload, BENCHMARKS.md).
+	db.SetMaxIdleConns(20)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&r.workerMetrics, "worker-metrics", "http://127.0.0.1:39092/metrics", "the worker's /metrics")
 		fs.IntVar(&r.workerPID, "worker-pid", 0, "the worker's PID, for its peak RSS (VmHWM)")
 		fs.IntVar(&r.sample, "history-sample", 200, "rentals whose history length is read")
-		fs.DurationVar(&r.timeout, "timeout", 0, "give up after (default: 2 min + 100 ms per rental)")
+		fs.DurationVar(&r.timeout, "timeout", 0, "give up after (default: 5 min + 1 s per rental)")
 		if err = fs.Parse(args[1:]); err != nil {
 			return 2
 		}

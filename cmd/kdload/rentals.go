@@ -42,7 +42,7 @@ func (r *rentals) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	if r.timeout == 0 {
-		r.timeout = 2*time.Minute + time.Duration(r.n)*100*time.Millisecond
+		r.timeout = 5*time.Minute + time.Duration(r.n)*time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
