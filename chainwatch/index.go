@@ -1,13 +1,14 @@
 package chainwatch
 
 import (
+	"hash/maphash"
 	"math/big"
-	"strings"
 	"sync"
 	"time"
 )
 
-// Intent is what the watcher needs of an open payment request.
+// Intent is what the watcher needs of a payment request it follows by
+// reference (Solana, where every request shares the shop's address).
 type Intent struct {
 	Seq        int64
 	ID         string
@@ -23,107 +24,94 @@ type Intent struct {
 	WatchUntil time.Time
 }
 
-// Index maps (asset, address) to the intent paying there, for one network.
-// Lookups are O(1); it is loaded from the database and kept in step with it.
+// KnownAddress is an address the shop handed out in a payment request.
+type KnownAddress struct {
+	Seq     int64
+	Address string
+}
+
+// Index is the set of every address the shop ever handed out on one network
+// (any asset, any age): a block's output is worth a look in PostgreSQL only
+// if it pays one of them. The store then decides, by the block's time, what
+// the payment is (counted toward its request, late, or for support), so
+// nothing is evicted here and a watcher that was stopped for days loses
+// nothing when it catches up.
+//
+// An address is kept as a 64-bit seeded hash of its normalised form: 8 bytes
+// plus the map's overhead, and a lookup hashes the address on the stack and
+// allocates nothing. The seed is random per process, so nobody can aim a
+// collision at it; a collision would only cost a database lookup, which
+// finds no request at that address.
 type Index struct {
-	mu        sync.RWMutex
-	network   string
-	byID      map[string]*Intent
-	byAddress map[string]*Intent // asset + "|" + normalised address (derived addresses)
-	byRef     map[string]*Intent // Solana Pay reference (all share the shop's address)
-	maxSeq    int64
+	mu     sync.RWMutex
+	seed   maphash.Seed
+	known  map[uint64]struct{}
+	maxSeq int64
 }
 
-// NewIndex returns an empty index for network.
-func NewIndex(network string) *Index {
-	return &Index{network: network, byID: map[string]*Intent{}, byAddress: map[string]*Intent{}, byRef: map[string]*Intent{}}
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{seed: maphash.MakeSeed(), known: map[uint64]struct{}{}}
 }
 
-// normalise makes address comparison exact: EVM hex addresses compare
-// case-insensitively; base58 and bech32 ones as given.
-func normalise(addr string) string {
-	if strings.HasPrefix(addr, "0x") || strings.HasPrefix(addr, "0X") {
-		return strings.ToLower(addr)
+// maxAddress bounds the addresses hashed on the stack; longer strings are
+// not addresses of any watched network and never match.
+const maxAddress = 128
+
+// key hashes the normalised address: EVM hex addresses compare
+// case-insensitively (lower-cased here), base58 and bech32 ones as given.
+func (x *Index) key(addr string) (uint64, bool) {
+	if len(addr) > maxAddress {
+		return 0, false
 	}
-	return addr
+	if len(addr) < 2 || addr[0] != '0' || (addr[1] != 'x' && addr[1] != 'X') {
+		return maphash.String(x.seed, addr), true
+	}
+	var buf [maxAddress]byte
+	for i := 0; i < len(addr); i++ {
+		c := addr[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return maphash.Bytes(x.seed, buf[:len(addr)]), true
 }
 
-func addrKey(asset, addr string) string { return asset + "|" + normalise(addr) }
-
-// Add inserts or replaces intents; it keeps the highest sequence seen.
-func (x *Index) Add(intents ...Intent) {
+// Add inserts addresses; it keeps the highest sequence seen.
+func (x *Index) Add(addrs ...KnownAddress) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for i := range intents {
-		in := intents[i]
-		x.byID[in.ID] = &in
-		if in.Reference != "" {
-			x.byRef[in.Reference] = &in
-		} else {
-			x.byAddress[addrKey(in.Asset, in.Address)] = &in
+	for _, a := range addrs {
+		if k, ok := x.key(a.Address); ok {
+			x.known[k] = struct{}{}
 		}
-		if in.Seq > x.maxSeq {
-			x.maxSeq = in.Seq
-		}
+		x.maxSeq = max(x.maxSeq, a.Seq)
 	}
 }
 
-// Lookup returns the intent receiving asset at address.
-func (x *Index) Lookup(asset, address string) (*Intent, bool) {
+// Has reports whether the shop handed address out. O(1), no allocation.
+func (x *Index) Has(address string) bool {
+	k, ok := x.key(address)
+	if !ok {
+		return false
+	}
 	x.mu.RLock()
-	in, ok := x.byAddress[addrKey(asset, address)]
+	_, ok = x.known[k]
 	x.mu.RUnlock()
-	return in, ok
+	return ok
 }
 
-// LookupReference returns the intent with a Solana Pay reference key.
-func (x *Index) LookupReference(ref string) (*Intent, bool) {
-	x.mu.RLock()
-	in, ok := x.byRef[ref]
-	x.mu.RUnlock()
-	return in, ok
-}
-
-// MaxSeq is the newest intent sequence loaded.
+// MaxSeq is the newest request sequence loaded.
 func (x *Index) MaxSeq() int64 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.maxSeq
 }
 
-// Len is the number of intents watched.
+// Len is the number of addresses known.
 func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	return len(x.byID)
-}
-
-// Intents returns a snapshot of the watched intents.
-func (x *Index) Intents() []Intent {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	out := make([]Intent, 0, len(x.byID))
-	for _, in := range x.byID {
-		out = append(out, *in)
-	}
-	return out
-}
-
-// Evict drops intents no longer watched at now.
-func (x *Index) Evict(now time.Time) int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	n := 0
-	for id, in := range x.byID {
-		if now.After(in.WatchUntil) {
-			delete(x.byID, id)
-			if in.Reference != "" {
-				delete(x.byRef, in.Reference)
-			} else {
-				delete(x.byAddress, addrKey(in.Asset, in.Address))
-			}
-			n++
-		}
-	}
-	return n
+	return len(x.known)
 }

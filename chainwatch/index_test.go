@@ -1,37 +1,41 @@
 package chainwatch
 
 import (
-	"math/big"
+	"strings"
 	"testing"
-	"time"
 )
 
-func TestIndexLookupAndEvict(t *testing.T) {
-	now := time.Now()
-	x := NewIndex("solana")
+func TestIndexHas(t *testing.T) {
+	x := NewIndex()
 	x.Add(
-		Intent{Seq: 1, ID: "PI-1", Asset: "SOL", Address: "Shop", Reference: "ref1", AmountBase: big.NewInt(1), WatchUntil: now.Add(time.Hour)},
-		Intent{Seq: 2, ID: "PI-2", Asset: "SOL", Address: "Shop", Reference: "ref2", AmountBase: big.NewInt(2), WatchUntil: now.Add(-time.Minute)},
-		Intent{Seq: 3, ID: "PI-3", Asset: "ETH", Address: "0xAbC", AmountBase: big.NewInt(3), WatchUntil: now.Add(time.Hour)},
+		KnownAddress{Seq: 1, Address: "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq"},
+		KnownAddress{Seq: 3, Address: "0xAbCdEf0123456789aBcDeF0123456789AbCdEf01"},
+		KnownAddress{Seq: 2, Address: "TJCnKsPa7y5okkXvQAidZBzqx3QyQ6sxMW"},
 	)
-	// Intents sharing the shop's address are all watched, by reference.
-	if x.Len() != 3 || len(x.Intents()) != 3 || x.MaxSeq() != 3 {
-		t.Fatalf("len %d, intents %d, max seq %d", x.Len(), len(x.Intents()), x.MaxSeq())
+	if x.Len() != 3 || x.MaxSeq() != 3 {
+		t.Fatalf("len %d, max seq %d", x.Len(), x.MaxSeq())
 	}
-	if in, ok := x.LookupReference("ref2"); !ok || in.ID != "PI-2" {
-		t.Fatalf("reference lookup: %v %v", in, ok)
+	for _, a := range []string{
+		"bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq",
+		"0xabcdef0123456789abcdef0123456789abcdef01", // EVM: any case
+		"0XABCDEF0123456789ABCDEF0123456789ABCDEF01",
+		"TJCnKsPa7y5okkXvQAidZBzqx3QyQ6sxMW",
+	} {
+		if !x.Has(a) {
+			t.Errorf("%s not found", a)
+		}
 	}
-	// EVM addresses compare case-insensitively.
-	if in, ok := x.Lookup("ETH", "0xabc"); !ok || in.ID != "PI-3" {
-		t.Fatalf("address lookup: %v %v", in, ok)
+	for _, a := range []string{
+		"tjcnkspa7y5okkxvqaidzbzqx3qyq6sxmw", // base58 is case-sensitive
+		"bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdQ",
+		"",
+		strings.Repeat("0x", 100),
+	} {
+		if x.Has(a) {
+			t.Errorf("%q found", a)
+		}
 	}
-	if _, ok := x.Lookup("USDT", "0xabc"); ok {
-		t.Fatal("another asset at the same address matched")
-	}
-	if n := x.Evict(now); n != 1 {
-		t.Fatalf("evicted %d, want 1", n)
-	}
-	if _, ok := x.LookupReference("ref2"); ok || x.Len() != 2 {
-		t.Fatalf("expired intent still watched (len %d)", x.Len())
+	if n := testing.AllocsPerRun(100, func() { x.Has("0xABCDEF0123456789abcdef0123456789abcdef01") }); n != 0 {
+		t.Fatalf("%v allocations per lookup", n)
 	}
 }

@@ -18,6 +18,7 @@ var ErrWorkflowClosed = errors.New("workflow closed")
 // Signaler delivers a payment's state to its order's or top-up's workflow.
 type Signaler interface {
 	Signal(ctx context.Context, p Pending) error
+	SignalDust(ctx context.Context, d DustPending) error
 }
 
 // TemporalSignaler signals workflows through the Temporal client.
@@ -25,12 +26,32 @@ type TemporalSignaler struct {
 	Client client.Client
 }
 
+func workflowID(kind, ref string) string {
+	if kind == "topup" {
+		return workflows.TopUpWorkflowID(ref)
+	}
+	return workflows.RentalWorkflowID(ref)
+}
+
+func (s TemporalSignaler) send(ctx context.Context, wid, name string, payload any) error {
+	err := s.Client.SignalWorkflow(ctx, wid, "", name, payload)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%s: %w", wid, ErrWorkflowClosed)
+	}
+	return err
+}
+
+// SignalDust sends a request's dust summary.
+func (s TemporalSignaler) SignalDust(ctx context.Context, d DustPending) error {
+	return s.send(ctx, workflowID(d.TargetKind, d.TargetRef), workflows.SignalPaymentDust, workflows.DustSummary{
+		Network: d.Network, Asset: d.Asset, IntentID: d.IntentID, Version: d.Version,
+		Outputs: d.Outputs, AmountBase: d.AmountBase, AmountCents: d.AmountCents,
+	})
+}
+
 // Signal sends the signal matching p.State.
 func (s TemporalSignaler) Signal(ctx context.Context, p Pending) error {
-	wid := workflows.RentalWorkflowID(p.TargetRef)
-	if p.TargetKind == "topup" {
-		wid = workflows.TopUpWorkflowID(p.TargetRef)
-	}
 	name := map[string]string{
 		StateSeen:      workflows.SignalPaymentSeen,
 		StateConfirmed: workflows.SignalPaymentConfirmed,
@@ -39,12 +60,7 @@ func (s TemporalSignaler) Signal(ctx context.Context, p Pending) error {
 	if name == "" {
 		return fmt.Errorf("unknown payment state %q", p.State)
 	}
-	err := s.Client.SignalWorkflow(ctx, wid, "", name, PaymentEvent(p))
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return fmt.Errorf("%s: %w", wid, ErrWorkflowClosed)
-	}
-	return err
+	return s.send(ctx, workflowID(p.TargetKind, p.TargetRef), name, PaymentEvent(p))
 }
 
 // PaymentEvent is the signal payload for a stored payment.
@@ -58,5 +74,8 @@ func PaymentEvent(p Pending) workflows.PaymentEvent {
 		AmountCents: p.AmountCents,
 		IntentID:    p.IntentID,
 		Late:        p.Late,
+
+		Mempool:           p.Mempool,
+		AfterConfirmation: p.AfterConfirmation && p.State == StateReverted,
 	}
 }

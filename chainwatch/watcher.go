@@ -2,8 +2,10 @@ package chainwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"time"
 )
 
@@ -23,11 +25,15 @@ type Watcher struct {
 	Backfill int64
 	// MaxBlocksPerStep bounds one step's catch-up.
 	MaxBlocksPerStep int64
-	Logger           *slog.Logger
+	// Dust is, per asset, the amount in base units below which an output
+	// is dust: stored, and summarised per request instead of signalled.
+	Dust   map[string]*big.Int
+	Logger *slog.Logger
 	// Now is the clock (time.Now by default).
 	Now func() time.Time
 
-	index *Index
+	index   *Index
+	renewed time.Time // when the lease was last taken or renewed
 }
 
 func (w *Watcher) now() time.Time {
@@ -54,18 +60,18 @@ func (w *Watcher) defaults() {
 		w.Logger = slog.Default()
 	}
 	if w.index == nil {
-		w.index = NewIndex(w.Chain.Network())
+		w.index = NewIndex()
 	}
 }
 
-// Index exposes the watcher's intent index (benchmarks, tests).
+// Index exposes the watcher's address index (benchmarks, node filters).
 func (w *Watcher) Index() *Index {
 	w.defaults()
 	return w.index
 }
 
-// Run watches until ctx ends. It waits for the network's lease, and gives
-// up stepping (back to waiting) if the lease is lost.
+// Run watches until ctx ends. Each step takes (or renews) the network's
+// lease first; while another watcher holds it, Run waits.
 func (w *Watcher) Run(ctx context.Context) error {
 	w.defaults()
 	network := w.Chain.Network()
@@ -77,22 +83,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}()
 	leader := false
 	for {
-		ok, err := w.Store.AcquireLease(ctx, network, w.Holder, w.LeaseTTL)
+		caughtUp, err := w.Step(ctx)
+		lost := errors.Is(err, ErrLeaseLost)
 		switch {
-		case err != nil:
-			log.Warn("lease", "err", err)
-		case ok && !leader:
-			log.Info("watcher is active")
-		case !ok && leader:
+		case ctx.Err() != nil:
+		case lost && leader:
 			log.Warn("lease lost: another watcher is active")
+		case !lost && !leader:
+			log.Info("watcher is active")
 		}
-		leader = ok && err == nil
-		caughtUp := true
-		if leader {
-			caughtUp, err = w.Step(ctx)
-			if err != nil && ctx.Err() == nil {
-				log.Warn("step failed", "err", err)
-			}
+		leader = !lost
+		if err != nil && !lost && ctx.Err() == nil {
+			log.Warn("step failed", "err", err)
 		}
 		if !caughtUp && err == nil {
 			continue
@@ -105,15 +107,23 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// Step runs one pass: refresh the intents, follow the chain (handling a
-// reorganisation), confirm what has enough confirmations, and deliver the
-// signals not yet acknowledged. It reports whether the watcher caught up.
+// Step runs one pass: take or renew the lease (ErrLeaseLost if another
+// watcher has it; an empty Holder skips the lease), refresh the addresses,
+// follow the chain (handling a reorganisation), confirm what has enough
+// confirmations, and deliver the signals not yet acknowledged. It reports
+// whether the watcher caught up.
 func (w *Watcher) Step(ctx context.Context) (bool, error) {
 	w.defaults()
+	if err := w.lease(ctx); err != nil {
+		return false, err
+	}
 	if err := w.refreshIndex(ctx); err != nil {
 		return false, err
 	}
 	caughtUp, err := w.follow(ctx)
+	if errors.Is(err, ErrLeaseLost) {
+		return false, err
+	}
 	if err != nil {
 		// Deliver what was stored anyway.
 		_ = w.Reconcile(ctx)
@@ -122,15 +132,28 @@ func (w *Watcher) Step(ctx context.Context) (bool, error) {
 	return caughtUp, w.Reconcile(ctx)
 }
 
-func (w *Watcher) refreshIndex(ctx context.Context) error {
-	network := w.Chain.Network()
-	now := w.now()
-	intents, err := w.Store.WatchedIntents(ctx, network, w.index.MaxSeq(), now)
-	if err != nil {
-		return fmt.Errorf("load intents: %w", err)
+// lease takes or renews the network's lease for Holder.
+func (w *Watcher) lease(ctx context.Context) error {
+	if w.Holder == "" {
+		return nil
 	}
-	w.index.Add(intents...)
-	w.index.Evict(now)
+	ok, err := w.Store.AcquireLease(ctx, w.Chain.Network(), w.Holder, w.LeaseTTL)
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("%s held by another watcher: %w", w.Chain.Network(), ErrLeaseLost)
+	}
+	w.renewed = w.now()
+	return nil
+}
+
+func (w *Watcher) refreshIndex(ctx context.Context) error {
+	addrs, err := w.Store.KnownAddresses(ctx, w.Chain.Network(), w.index.MaxSeq())
+	if err != nil {
+		return fmt.Errorf("load addresses: %w", err)
+	}
+	w.index.Add(addrs...)
 	return nil
 }
 
@@ -154,7 +177,7 @@ func (w *Watcher) follow(ctx context.Context) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		n, err := w.Store.Rewind(ctx, network, fork)
+		n, err := w.Store.Rewind(ctx, network, w.Holder, fork)
 		if err != nil {
 			return false, err
 		}
@@ -166,6 +189,13 @@ func (w *Watcher) follow(ctx context.Context) (bool, error) {
 	}
 	end := min(tip, last+w.MaxBlocksPerStep)
 	for h := last + 1; h <= end; h++ {
+		// A long catch-up outlives the lease: renew it on the way (the
+		// store's writes check it too, so a watcher that lost it stops).
+		if w.now().Sub(w.renewed) > w.LeaseTTL/3 {
+			if err := w.lease(ctx); err != nil {
+				return false, err
+			}
+		}
 		b, err := w.Chain.Block(ctx, h)
 		if err != nil {
 			return false, fmt.Errorf("block %d: %w", h, err)
@@ -174,23 +204,24 @@ func (w *Watcher) follow(ctx context.Context) (bool, error) {
 			// The chain moved under us; the next step rewinds.
 			return false, nil
 		}
-		if err := w.Store.RecordBlock(ctx, network, b.Height, b.Hash, w.match(b)); err != nil {
+		if err := w.Store.RecordBlock(ctx, network, w.Holder, b.Height, b.Hash, w.match(b)); err != nil {
 			return false, err
 		}
 		lastHash = b.Hash
 	}
-	if _, err := w.Store.Confirm(ctx, network, tip-w.Policy.Confirmations+1); err != nil {
+	if _, err := w.Store.Confirm(ctx, network, w.Holder, tip-w.Policy.Confirmations+1); err != nil {
 		return false, err
 	}
 	return end == tip, nil
 }
 
-// match keeps the block's outputs that pay a watched intent. O(1) each.
+// match keeps the block's outputs that pay an address the shop handed out.
+// O(1) each, no allocation for the others.
 func (w *Watcher) match(b Block) []Seen {
 	var out []Seen
-	for _, o := range b.Outputs {
-		in, ok := w.index.Lookup(o.Asset, o.Address)
-		if !ok || o.Amount == nil || o.Amount.Sign() <= 0 {
+	for i := range b.Outputs {
+		o := &b.Outputs[i]
+		if o.Amount == nil || o.Amount.Sign() <= 0 || !w.index.Has(o.Address) {
 			continue
 		}
 		at := b.Time
@@ -199,10 +230,15 @@ func (w *Watcher) match(b Block) []Seen {
 		}
 		out = append(out, Seen{
 			TxID: o.TxID, Index: o.Index, Asset: o.Asset, Address: o.Address, Amount: o.Amount,
-			Intent: in, Late: at.After(in.Deadline), BlockHeight: b.Height, BlockHash: b.Hash,
+			Dust: w.isDust(o.Asset, o.Amount), BlockHeight: b.Height, BlockHash: b.Hash, BlockTime: at,
 		})
 	}
 	return out
+}
+
+func (w *Watcher) isDust(asset string, amount *big.Int) bool {
+	t := w.Dust[asset]
+	return t != nil && amount.Cmp(t) < 0
 }
 
 func (w *Watcher) sameBlock(ctx context.Context, height int64, hash string) bool {

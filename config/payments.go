@@ -25,6 +25,7 @@ type Payments struct {
 	Confirmations    map[string]int64             // KERNODECK_CONFIRMATIONS: "bitcoin=2,litecoin=6,..."
 	EthereumFinality string                       // KERNODECK_ETHEREUM_FINALITY: "latest" or "finalized"
 	WatcherPoll      time.Duration                // KERNODECK_WATCHER_POLL
+	Dust             map[string]map[string]int64  // network -> asset -> base units: KERNODECK_DUST
 }
 
 // Networks with derived addresses, and all watched networks.
@@ -37,6 +38,17 @@ var (
 // Ethereum 12 (or "finalized"), Tron and Solana follow only solidified /
 // finalized data, which is final at 1.
 var DefaultConfirmations = map[string]int64{"bitcoin": 2, "litecoin": 6, "ethereum": 12, "tron": 1, "solana": 1}
+
+// DefaultDust is, per network and asset, the amount in base units below
+// which a payment is dust: recorded and summarised per request rather than
+// signalled one by one (about one US cent or less at 2026 prices).
+var DefaultDust = map[string]map[string]int64{
+	"bitcoin":  {"BTC": 1000},
+	"litecoin": {"LTC": 10_000},
+	"ethereum": {"ETH": 10_000_000_000_000, "USDT": 10_000, "USDC": 10_000},
+	"tron":     {"TRX": 100_000, "USDT": 10_000},
+	"solana":   {"SOL": 100_000},
+}
 
 // PaymentsFromEnv reads the payments configuration.
 func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
@@ -91,6 +103,24 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 			break
 		}
 		c.Confirmations[k] = n
+	}
+	c.Dust = map[string]map[string]int64{}
+	for n, assets := range DefaultDust {
+		c.Dust[n] = map[string]int64{}
+		for a, v := range assets {
+			c.Dust[n][a] = v
+		}
+	}
+	for _, kv := range p.list("KERNODECK_DUST") {
+		// network/ASSET=base units
+		k, v, ok := strings.Cut(kv, "=")
+		network, asset, ok2 := strings.Cut(k, "/")
+		var n int64
+		if _, err := fmt.Sscan(v, &n); !ok || !ok2 || err != nil || n < 0 || c.Dust[network] == nil {
+			p.fail("KERNODECK_DUST", fmt.Errorf("want network/ASSET=base units pairs, got %q", kv))
+			break
+		}
+		c.Dust[network][asset] = n
 	}
 	if c.RateSource != "kraken" && c.RateSource != "static" {
 		p.fail("KERNODECK_RATES", fmt.Errorf("want kraken or static, got %q", c.RateSource))

@@ -2,6 +2,7 @@ package payments_test
 
 import (
 	"context"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -111,9 +112,10 @@ func TestOneActiveIntentThenNeverReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Address == first.Address || second.AmountBase.Cmp(&first.AmountBase.Int) == 0 {
-		t.Fatalf("new request reuses the old address or amount: %s %s / %s %s",
-			first.Address, first.AmountBase.String(), second.Address, second.AmountBase.String())
+	// A new address; the amount may be the same: the address alone tells
+	// the requests apart.
+	if second.Address == first.Address {
+		t.Fatalf("new request reuses the old address %s", first.Address)
 	}
 	intents, err := db.IntentsFor(ctx, ref)
 	if err != nil {
@@ -169,16 +171,17 @@ func TestRefusalsWriteNothing(t *testing.T) {
 	}
 }
 
-// Many requests: no address, derivation index or amount is ever given twice,
-// on Bitcoin (derived addresses) or Solana (one address, unique amounts and
-// references), even for identical USD totals at the same rate.
+// Many requests: no address or derivation index is ever given twice on
+// Bitcoin (derived addresses), and no amount or reference twice among the
+// watched requests on Solana (one shared address), even for identical USD
+// totals at the same rate.
 func TestNoAddressOrAmountReused(t *testing.T) {
 	ctx := context.Background()
 	db, svc, clk, acc, _ := setup(t)
 	item, _ := db.CatalogItem(ctx, "rtx-a5000")
 	q, _ := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
 	seenAddr := map[string]bool{}
-	seenAmount := map[string]bool{}
+	watchedUntil := map[string]time.Time{}
 	seenRef := map[string]bool{}
 	for i := 0; i < 60; i++ {
 		o, err := db.CreateOrder(ctx, acc, q)
@@ -196,12 +199,13 @@ func TestNoAddressOrAmountReused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			amountKey := m.network + ":" + in.AmountBase.String()
-			if seenAmount[amountKey] {
-				t.Fatalf("amount %s reused", amountKey)
-			}
-			seenAmount[amountKey] = true
 			if m.network == "solana" {
+				// An amount comes back only once its request is no longer
+				// watched (the clock moves 61 minutes per order).
+				if until, ok := watchedUntil[in.AmountBase.String()]; ok && !clk.t.After(until) {
+					t.Fatalf("amount %s reused while watched", in.AmountBase.String())
+				}
+				watchedUntil[in.AmountBase.String()] = in.WatchUntil
 				if seenRef[*in.ReferenceKey] {
 					t.Fatalf("reference reused")
 				}
@@ -250,8 +254,8 @@ func TestDerivationUsesForOperators(t *testing.T) {
 			paid = &watched[i]
 		}
 	}
-	if err := db.RecordBlock(ctx, "bitcoin", 100, "h100", []chainwatch.Seen{{TxID: "tx", Index: 0, Asset: "BTC",
-		Address: paid.Address, Amount: paid.AmountBase, Intent: paid, BlockHeight: 100, BlockHash: "h100"}}); err != nil {
+	if err := db.RecordBlock(ctx, "bitcoin", "", 100, "h100", []chainwatch.Seen{{TxID: "tx", Index: 0, Asset: "BTC",
+		Address: paid.Address, Amount: paid.AmountBase, BlockHeight: 100, BlockHash: "h100", BlockTime: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
 	uses, err := db.DerivationUses(ctx)
@@ -269,5 +273,67 @@ func TestDerivationUsesForOperators(t *testing.T) {
 				t.Fatalf("%s use: %+v", u.Network, u)
 			}
 		}
+	}
+}
+
+// fakeTron derives distinct Tron-shaped addresses (only uniqueness matters
+// here).
+type fakeTron struct{}
+
+func (fakeTron) Address(i uint32) (string, error) { return fmt.Sprintf("TKernodeckTest%020d", i), nil }
+
+// TestAmountsReservedOnlyOnASharedAddressWhileWatched: on Tron every request
+// has its own address, so 2000 requests of 100 USD in USDT (expired) leave
+// the next one its exact amount; on Solana (one shared address) an amount
+// is held by its request while watched, then released.
+func TestAmountsReservedOnlyOnASharedAddressWhileWatched(t *testing.T) {
+	ctx := context.Background()
+	db, svc, clk, acc, _ := setup(t)
+	svc.Networks["tron"] = payments.Network{Deriver: fakeTron{}, Tokens: map[string]string{"USDT": "TR7NHqjeKQxGTCi8q8ZY4pL8otSzgjLj6t"}}
+	static, err := rates.ParseStatic("USDT=1,SOL=151.3", clk.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Rates = rates.Fresh{Source: static, MaxAge: 5 * time.Minute, Now: clk.now}
+	request := func(asset, network string) domain.Intent {
+		t.Helper()
+		tu, err := db.CreateTopUp(ctx, acc, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := svc.Create(ctx, payments.Request{TargetKind: "topup", TargetRef: tu.Ref, AccountID: acc,
+			Asset: asset, Network: network, USDCents: 10_000, RequestKey: "k"})
+		if err != nil {
+			t.Fatalf("%s/%s request: %v", asset, network, err)
+		}
+		return in
+	}
+	for i := range 2000 {
+		if in := request("USDT", "tron"); in.AmountBase.String() != "100000000" {
+			t.Fatalf("request %d: %s base units, want 100000000", i, in.AmountBase.String())
+		}
+	}
+	clk.t = clk.t.Add(26 * time.Hour) // all 2000 expired and no longer watched
+	if in := request("USDT", "tron"); in.AmountBase.String() != "100000000" {
+		t.Fatalf("after 2000 expired requests: %s", in.AmountBase.String())
+	}
+
+	// Solana: while watched, each request holds its own amount.
+	base := request("SOL", "solana")
+	held := map[string]bool{base.AmountBase.String(): true}
+	for range 20 {
+		in := request("SOL", "solana")
+		if held[in.AmountBase.String()] {
+			t.Fatalf("amount %s given twice while watched", in.AmountBase.String())
+		}
+		held[in.AmountBase.String()] = true
+	}
+	clk.t = clk.t.Add(time.Hour) // expired but still watched (late payments)
+	if in := request("SOL", "solana"); held[in.AmountBase.String()] {
+		t.Fatalf("amount %s of a watched request given again", in.AmountBase.String())
+	}
+	clk.t = clk.t.Add(25 * time.Hour) // no longer watched: released
+	if in := request("SOL", "solana"); in.AmountBase.Cmp(&base.AmountBase.Int) != 0 {
+		t.Fatalf("after the watch window: %s, want the released %s", in.AmountBase.String(), base.AmountBase.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/domain"
@@ -47,6 +48,38 @@ func (db *DB) WatchedIntents(ctx context.Context, network string, afterSeq int64
 	return out, rows.Err()
 }
 
+// KnownAddresses returns every address handed out on network by requests
+// with a sequence above afterSeq, whatever their age.
+func (db *DB) KnownAddresses(ctx context.Context, network string, afterSeq int64) ([]chainwatch.KnownAddress, error) {
+	var out []chainwatch.KnownAddress
+	err := db.SelectContext(ctx, &out, `SELECT seq AS "seq", address AS "address" FROM payment_intents
+		WHERE network = $1 AND seq > $2 ORDER BY seq`, network, afterSeq)
+	if err != nil {
+		return nil, fmt.Errorf("known addresses %s: %w", network, err)
+	}
+	return out, nil
+}
+
+// checkLease fails with chainwatch.ErrLeaseLost unless holder holds the
+// network's lease; the row stays locked (shared) until the transaction
+// ends, so the lease cannot change hands while holder writes. An empty
+// holder skips the check.
+func checkLease(ctx context.Context, tx *sqlx.Tx, network, holder string) error {
+	if holder == "" {
+		return nil
+	}
+	var n int
+	err := tx.GetContext(ctx, &n, `SELECT 1 FROM watcher_leases
+		WHERE network = $1 AND holder = $2 AND expires_at > now() FOR SHARE`, network, holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s by %s: %w", network, holder, chainwatch.ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("lease %s: %w", network, err)
+	}
+	return nil
+}
+
 // LastBlock returns the watcher's cursor for network.
 func (db *DB) LastBlock(ctx context.Context, network string) (int64, string, bool, error) {
 	var b struct {
@@ -77,8 +110,11 @@ func (db *DB) BlockHash(ctx context.Context, network string, height int64) (stri
 }
 
 // RecordBlock stores a block's hash and its payments in one transaction.
-func (db *DB) RecordBlock(ctx context.Context, network string, height int64, hash string, payments []chainwatch.Seen) error {
+func (db *DB) RecordBlock(ctx context.Context, network, holder string, height int64, hash string, payments []chainwatch.Seen) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := checkLease(ctx, tx, network, holder); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO chain_blocks (network, height, hash) VALUES ($1, $2, $3)
 			ON CONFLICT (network, height) DO UPDATE SET hash = EXCLUDED.hash`, network, height, hash); err != nil {
@@ -94,101 +130,261 @@ func (db *DB) RecordBlock(ctx context.Context, network string, height int64, has
 	})
 }
 
-// recordPayment stores a seen payment once. Its USD value is the part of the
-// request's USD amount that the running total of the request's payments
-// covers, so several parts that sum to the exact amount are worth exactly the
-// request's cents.
+// paidIntent is what recordPayment needs of the request an address or an
+// ID names.
+type paidIntent struct {
+	ID         string        `db:"id"`
+	Asset      string        `db:"asset"`
+	AmountBase domain.BigInt `db:"amount_base"`
+	USDCents   int64         `db:"usd_cents"`
+	Deadline   time.Time     `db:"deadline"`
+	WatchUntil time.Time     `db:"watch_until"`
+	TargetRef  string        `db:"target_ref"`
+}
+
+// findIntent returns the request p pays: the one the watcher named, or the
+// one its address was handed out for (EVM addresses compare without case,
+// the others exactly). ok is false when none does (an index collision).
+func findIntent(ctx context.Context, tx *sqlx.Tx, network string, p chainwatch.Seen) (paidIntent, bool, error) {
+	var in paidIntent
+	const cols = `id, asset, amount_base, usd_cents, deadline, watch_until, target_ref`
+	var err error
+	if p.IntentID != "" {
+		err = tx.GetContext(ctx, &in, `SELECT `+cols+` FROM payment_intents WHERE id = $1 AND network = $2`, p.IntentID, network)
+	} else {
+		err = tx.GetContext(ctx, &in, `SELECT `+cols+` FROM payment_intents
+			WHERE network = $1 AND network <> 'solana' AND lower(address) = lower($2)
+				AND (network = 'ethereum' OR address = $2)`, network, p.Address)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return in, false, nil
+	}
+	if err != nil {
+		return in, false, fmt.Errorf("request paid by %s/%s:%d: %w", network, p.TxID, p.Index, err)
+	}
+	return in, true, nil
+}
+
+// recordPayment stores a payment once. A countable one (the request's
+// asset, mined while the request was watched, above the dust threshold) is
+// valued at the part of the request's USD amount that the running total of
+// its countable payments covers, so several parts that sum to the exact
+// amount are worth exactly the request's cents. Dust is valued on its own
+// and summed per request when confirmed. What cannot be counted is kept for
+// support with a timeline entry, and never signalled.
 func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p chainwatch.Seen) error {
 	var existing string
 	err := tx.GetContext(ctx, &existing, `SELECT state FROM chain_payments
 		WHERE network = $1 AND txid = $2 AND output_index = $3 FOR UPDATE`, network, p.TxID, p.Index)
 	switch {
 	case err == nil:
-		// Seen before: mined again after a reorganisation, or a second
-		// watcher re-reading a block. Only the block moves.
+		// Seen before: in the mempool, mined again after a
+		// reorganisation, or a second watcher re-reading a block. Only the
+		// block moves.
 		_, err = tx.ExecContext(ctx, `
-			UPDATE chain_payments SET block_height = $4, block_hash = $5,
+			UPDATE chain_payments SET block_height = $4, block_hash = $5, block_time = $6, mempool = false,
 				state = CASE WHEN state = 'reverted' THEN 'seen' ELSE state END,
+				after_confirmation = CASE WHEN state = 'reverted' THEN false ELSE after_confirmation END,
 				reverted_at = CASE WHEN state = 'reverted' THEN NULL ELSE reverted_at END
 			WHERE network = $1 AND txid = $2 AND output_index = $3 AND state <> 'confirmed'`,
-			network, p.TxID, p.Index, p.BlockHeight, p.BlockHash)
+			network, p.TxID, p.Index, p.BlockHeight, p.BlockHash, nullTime(p.BlockTime))
 		return err
 	case !errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("payment %s/%s:%d: %w", network, p.TxID, p.Index, err)
 	}
-	var prevSum domain.BigInt
-	if err := tx.GetContext(ctx, &prevSum, `SELECT COALESCE(SUM(amount_base), 0) FROM chain_payments
-		WHERE intent_id = $1 AND state <> 'reverted'`, p.Intent.ID); err != nil {
-		return fmt.Errorf("intent %s total: %w", p.Intent.ID, err)
+	in, ok, err := findIntent(ctx, tx, network, p)
+	if err != nil || !ok {
+		return err
 	}
-	prev := &prevSum.Int
-	after := new(big.Int).Add(prev, p.Amount)
-	cents := valueCents(after, p.Intent) - valueCents(prev, p.Intent)
+	at := p.BlockTime
+	if at.IsZero() {
+		at = time.Now()
+	}
+	var toSupport string
+	switch {
+	case p.Asset != in.Asset:
+		toSupport = "other_asset"
+	case at.After(in.WatchUntil):
+		toSupport = "not_watched"
+	}
+	var cents int64
+	switch {
+	case toSupport == "other_asset":
+		// No rate for this asset on the request: support values it.
+	case toSupport != "" || p.Dust:
+		cents = valueCents(p.Amount, &in)
+	default:
+		var prevSum domain.BigInt
+		if err := tx.GetContext(ctx, &prevSum, `SELECT COALESCE(SUM(amount_base), 0) FROM chain_payments
+			WHERE intent_id = $1 AND state <> 'reverted' AND NOT dust AND to_support IS NULL`, in.ID); err != nil {
+			return fmt.Errorf("intent %s total: %w", in.ID, err)
+		}
+		prev := &prevSum.Int
+		cents = valueCents(new(big.Int).Add(prev, p.Amount), &in) - valueCents(prev, &in)
+	}
 	// Another watcher process may insert the same payment at this moment
 	// (only without the lease): the first row stands, once.
-	_, err = tx.ExecContext(ctx, `
+	res, err := tx.ExecContext(ctx, `
 		INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base,
-			amount_cents, late, block_height, block_hash, state)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'seen')
+			amount_cents, late, block_height, block_hash, block_time, state, dust, to_support, mempool)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'seen', $13, $14, $15)
 		ON CONFLICT (network, txid, output_index) DO NOTHING`,
-		network, p.TxID, p.Index, p.Asset, p.Intent.ID, p.Address, p.Amount.String(),
-		cents, p.Late, p.BlockHeight, p.BlockHash)
+		network, p.TxID, p.Index, p.Asset, in.ID, p.Address, p.Amount.String(),
+		cents, at.After(in.Deadline), nullHeight(p.BlockHeight), nullString(p.BlockHash), nullTime(p.BlockTime),
+		p.Dust && toSupport == "", nullString(toSupport), p.BlockHash == "")
 	if err != nil {
 		return fmt.Errorf("insert payment %s/%s:%d: %w", network, p.TxID, p.Index, err)
 	}
-	return nil
+	if n, _ := res.RowsAffected(); n == 0 || toSupport == "" {
+		return nil
+	}
+	msg := fmt.Sprintf("Paiement reçu en %s à l'adresse d'une demande de paiement en %s : il ne peut pas être compté automatiquement et est transmis au support.", p.Asset, in.Asset)
+	if toSupport == "not_watched" {
+		msg = "Paiement reçu à l'adresse d'une demande de paiement qui n'est plus surveillée : il est transmis au support."
+	}
+	_, err = insertEvent(ctx, tx, in.TargetRef, fmt.Sprintf("to-support:%s:%s:%d", network, p.TxID, p.Index),
+		"payment_to_support", msg, map[string]any{"network": network, "txid": p.TxID, "index": p.Index,
+			"asset": p.Asset, "amount_base_units": p.Amount.String(), "intent_id": in.ID, "reason": toSupport}, at)
+	return err
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// nullHeight: a mempool sighting has no block.
+func nullHeight(h int64) any {
+	if h <= 0 {
+		return nil
+	}
+	return h
 }
 
 // valueCents is floor(amount x intent cents / intent amount).
-func valueCents(amount *big.Int, in *chainwatch.Intent) int64 {
+func valueCents(amount *big.Int, in *paidIntent) int64 {
 	v := new(big.Int).Mul(amount, big.NewInt(in.USDCents))
-	v.Quo(v, in.AmountBase)
+	v.Quo(v, &in.AmountBase.Int)
+	if !v.IsInt64() {
+		return 0 // absurdly large: support values it
+	}
 	return v.Int64()
 }
 
-// Rewind forgets the blocks above height; their unconfirmed payments revert.
-func (db *DB) Rewind(ctx context.Context, network string, height int64) (int, error) {
-	var n int64
+// dustDelta adds the dust payments of the CTE "changed" to their requests'
+// summaries, counted with the sign given (+ confirmed, - reverted after
+// confirmation), bumping each summary's version.
+const dustDelta = `
+	INSERT INTO chain_dust_summaries AS s (intent_id, network, outputs, amount_base, version)
+	SELECT intent_id, $1, %[1]scount(*), %[1]sSUM(amount_base), 1 FROM changed WHERE dust GROUP BY intent_id
+	ON CONFLICT (intent_id) DO UPDATE SET outputs = s.outputs + EXCLUDED.outputs,
+		amount_base = s.amount_base + EXCLUDED.amount_base, version = s.version + 1`
+
+// Rewind forgets the blocks above height; their payments revert, and those
+// that were confirmed are marked reverted after confirmation.
+func (db *DB) Rewind(ctx context.Context, network, holder string, height int64) (int, error) {
+	var n int
 	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `
-			UPDATE chain_payments SET state = 'reverted', reverted_at = now()
-			WHERE network = $1 AND block_height > $2 AND state = 'seen'`, network, height)
+		if err := checkLease(ctx, tx, network, holder); err != nil {
+			return err
+		}
+		// SET reads the old state: after_confirmation is whether it was
+		// confirmed.
+		err := tx.GetContext(ctx, &n, `
+			WITH changed AS (
+				UPDATE chain_payments SET state = 'reverted', reverted_at = now(),
+					after_confirmation = (state = 'confirmed')
+				WHERE network = $1 AND block_height > $2 AND state <> 'reverted'
+				RETURNING intent_id, dust AND after_confirmation AS dust, amount_base),
+			summaries AS (`+fmt.Sprintf(dustDelta, "-")+`)
+			SELECT count(*) FROM changed`, network, height)
 		if err != nil {
 			return fmt.Errorf("revert payments %s above %d: %w", network, height, err)
 		}
-		n, _ = res.RowsAffected()
 		_, err = tx.ExecContext(ctx, `DELETE FROM chain_blocks WHERE network = $1 AND height > $2`, network, height)
 		return err
 	})
-	return int(n), err
+	return n, err
 }
 
-// Confirm marks confirmed the seen payments up to maxHeight.
-func (db *DB) Confirm(ctx context.Context, network string, maxHeight int64) (int, error) {
-	res, err := db.ExecContext(ctx, `
-		UPDATE chain_payments SET state = 'confirmed', confirmed_at = now()
-		WHERE network = $1 AND state = 'seen' AND block_height <= $2`, network, maxHeight)
+// Confirm marks confirmed the seen payments up to maxHeight, and adds the
+// dust among them to their requests' summaries.
+func (db *DB) Confirm(ctx context.Context, network, holder string, maxHeight int64) (int, error) {
+	var n int
+	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := checkLease(ctx, tx, network, holder); err != nil {
+			return err
+		}
+		return tx.GetContext(ctx, &n, `
+			WITH changed AS (
+				UPDATE chain_payments SET state = 'confirmed', confirmed_at = now()
+				WHERE network = $1 AND state = 'seen' AND block_height <= $2
+				RETURNING intent_id, dust, amount_base),
+			summaries AS (`+fmt.Sprintf(dustDelta, "")+`)
+			SELECT count(*) FROM changed`, network, maxHeight)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("confirm %s up to %d: %w", network, maxHeight, err)
 	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	return n, nil
 }
 
-// Unsignaled lists the payments whose state the workflow has not acknowledged.
-func (db *DB) Unsignaled(ctx context.Context, network string, limit int) ([]chainwatch.Pending, error) {
-	var out []chainwatch.Pending
+// Unsignaled lists, oldest first, the payments whose state the workflow has
+// not acknowledged (dust and payments for support excepted), except those
+// of the skipped targets.
+func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, limit int) ([]chainwatch.Pending, error) {
+	if skip == nil {
+		skip = []string{} // NULL would make "<> ALL" unknown: nothing listed
+	}
+	out := []chainwatch.Pending{}
 	err := db.SelectContext(ctx, &out, `
 		SELECT p.network, p.txid, p.output_index AS index, p.asset, p.intent_id, i.target_kind, i.target_ref,
-			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state
+			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state, p.after_confirmation, p.mempool
 		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
-		WHERE p.network = $1 AND p.signaled_state IS DISTINCT FROM p.state
+		WHERE p.network = $1 AND p.signaled_state IS DISTINCT FROM p.state AND NOT p.dust AND p.to_support IS NULL
+			AND i.target_ref <> ALL($3)
 		ORDER BY p.seen_at, p.txid, p.output_index
-		LIMIT $2`, network, limit)
+		LIMIT $2`, network, limit, pq.Array(skip))
 	if err != nil {
 		return nil, fmt.Errorf("unsignaled %s: %w", network, err)
 	}
 	return out, nil
+}
+
+// UnsignaledDust lists the dust summaries of network not yet acknowledged.
+func (db *DB) UnsignaledDust(ctx context.Context, network string) ([]chainwatch.DustPending, error) {
+	var out []chainwatch.DustPending
+	err := db.SelectContext(ctx, &out, `
+		SELECT s.network, i.asset, s.intent_id, i.target_kind, i.target_ref, s.version, s.outputs,
+			s.amount_base::text AS amount_base,
+			floor(s.amount_base * i.usd_cents / i.amount_base)::bigint AS amount_cents
+		FROM chain_dust_summaries s JOIN payment_intents i ON i.id = s.intent_id
+		WHERE s.network = $1 AND s.signaled_version IS DISTINCT FROM s.version
+		ORDER BY s.intent_id`, network)
+	if err != nil {
+		return nil, fmt.Errorf("unsignaled dust %s: %w", network, err)
+	}
+	return out, nil
+}
+
+// MarkDustSignaled records the delivery of a summary's version (unless a
+// newer one was delivered already).
+func (db *DB) MarkDustSignaled(ctx context.Context, d chainwatch.DustPending) error {
+	_, err := db.ExecContext(ctx, `UPDATE chain_dust_summaries SET signaled_version = $2
+		WHERE intent_id = $1 AND (signaled_version IS NULL OR signaled_version < $2)`, d.IntentID, d.Version)
+	if err != nil {
+		return fmt.Errorf("mark dust signaled %s: %w", d.IntentID, err)
+	}
+	return nil
 }
 
 // MarkSignaled records the delivery of p.State, unless the state moved since.
@@ -213,14 +409,18 @@ func (db *DB) MarkUndeliverable(ctx context.Context, p chainwatch.Pending) error
 			p.Network, p.TxID, p.Index, p.State); err != nil {
 			return err
 		}
-		if p.State == chainwatch.StateReverted {
+		if p.State == chainwatch.StateReverted && !p.AfterConfirmation {
 			return nil
 		}
 		key := fmt.Sprintf("closed:%s:%s:%s:%d", p.State, p.Network, p.TxID, p.Index)
-		_, err := insertEvent(ctx, tx, p.TargetRef, key, "payment_to_support",
-			fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.",
-				map[string]string{chainwatch.StateSeen: "détecté", chainwatch.StateConfirmed: "confirmé"}[p.State],
-				p.AmountBase, p.Asset),
+		msg := fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.",
+			map[string]string{chainwatch.StateSeen: "détecté", chainwatch.StateConfirmed: "confirmé"}[p.State],
+			p.AmountBase, p.Asset)
+		if p.State == chainwatch.StateReverted {
+			msg = fmt.Sprintf("Un paiement confirmé (%s %s) a été annulé par une réorganisation du réseau alors que le dossier est clos : le support est prévenu.",
+				p.AmountBase, p.Asset)
+		}
+		_, err := insertEvent(ctx, tx, p.TargetRef, key, "payment_to_support", msg,
 			map[string]any{"network": p.Network, "txid": p.TxID, "index": p.Index, "asset": p.Asset,
 				"amount_base_units": p.AmountBase, "intent_id": p.IntentID, "state": p.State}, time.Now())
 		return err

@@ -17,6 +17,33 @@ const intentColumns = `id, target_kind, target_ref, account_id, asset, network, 
 	rate::text AS rate, rate_source, rate_at, address, derivation_index, reference_key, token_contract, payment_uri,
 	deadline, watch_until, status, created_at`
 
+// reserveAmount takes the first amount at or above the request's that no
+// watched request on the shared address holds, until the request's
+// watch_until: an amount whose reservation ended is taken over. The request
+// itself is inserted next in the same transaction (the reference to it is
+// checked at commit).
+func reserveAmount(ctx context.Context, tx *sqlx.Tx, in domain.Intent, now time.Time) (*big.Int, error) {
+	amount := new(big.Int).Set(&in.AmountBase.Int)
+	for try := 0; try < maxAmountBumps; try++ {
+		var got int
+		err := tx.GetContext(ctx, &got, `
+			INSERT INTO shared_address_amounts AS r (network, asset, amount_base, intent_id, reserved_until)
+			VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (network, asset, amount_base) DO UPDATE
+				SET intent_id = EXCLUDED.intent_id, reserved_until = EXCLUDED.reserved_until
+				WHERE r.reserved_until < $6
+			RETURNING 1`, in.Network, in.Asset, amount.String(), in.ID, in.WatchUntil, now)
+		if err == nil {
+			return amount, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("reserve amount %s %s: %w", amount, in.Asset, err)
+		}
+		amount.Add(amount, big.NewInt(1)) // held by a watched request
+	}
+	return nil, fmt.Errorf("no free amount near %s for %s/%s", in.AmountBase.String(), in.Asset, in.Network)
+}
+
 // maxAmountBumps bounds the search for a free amount: each try adds one base
 // unit, so it stays far below any amount that matters.
 const maxAmountBumps = 1000
@@ -63,33 +90,25 @@ func (db *DB) InsertIntent(ctx context.Context, in domain.Intent, requestKey str
 			in.DerivationIndex, in.Address = &idx, addr
 		}
 		amount := new(big.Int).Set(&in.AmountBase.Int)
-		for try := 0; ; try++ {
-			if try == maxAmountBumps {
-				return fmt.Errorf("no free amount near %s for %s/%s", in.AmountBase.String(), in.Asset, in.Network)
-			}
-			in.AmountBase = domain.NewBigInt(amount)
-			in.PaymentURI = uri(in)
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT intent_amount`); err != nil {
+		if derive == nil {
+			// A shared address (Solana): the amount tells the requests
+			// apart when a payment lacks its reference.
+			var err error
+			if amount, err = reserveAmount(ctx, tx, in, now); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, `
-				INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
-					amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, reference_key,
-					token_contract, payment_uri, deadline, watch_until, request_key)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
-				in.ID, in.TargetKind, in.TargetRef, in.AccountID, in.Asset, in.Network, in.Decimals,
-				in.AmountBase, in.USDCents, in.Rate, in.RateSource, in.RateAt, in.Address, in.DerivationIndex,
-				in.ReferenceKey, in.TokenContract, in.PaymentURI, in.Deadline, in.WatchUntil, requestKey)
-			if err == nil {
-				break
-			}
-			if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT intent_amount`); rerr != nil {
-				return rerr
-			}
-			if !isUniqueViolationOn(err, "payment_intents_amount_key") {
-				return fmt.Errorf("insert intent: %w", err)
-			}
-			amount.Add(amount, big.NewInt(1)) // another request has this amount: never reuse it
+			in.AmountBase = domain.NewBigInt(amount)
+		}
+		in.PaymentURI = uri(in)
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
+				amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, reference_key,
+				token_contract, payment_uri, deadline, watch_until, request_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+			in.ID, in.TargetKind, in.TargetRef, in.AccountID, in.Asset, in.Network, in.Decimals,
+			in.AmountBase, in.USDCents, in.Rate, in.RateSource, in.RateAt, in.Address, in.DerivationIndex,
+			in.ReferenceKey, in.TokenContract, in.PaymentURI, in.Deadline, in.WatchUntil, requestKey); err != nil {
+			return fmt.Errorf("insert intent: %w", err)
 		}
 		amountText := domain.FormatUnits(amount, in.Decimals)
 		if _, err := insertEvent(ctx, tx, in.TargetRef, "intent:"+in.ID, domain.EventPaymentRequested,

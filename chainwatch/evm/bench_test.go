@@ -23,7 +23,7 @@ import (
 func BenchmarkBlock(b *testing.B) {
 	for _, n := range []int{10, 100, 500} {
 		sc := newSimChain(b)
-		idx := chainwatch.NewIndex(evm.Network)
+		idx := chainwatch.NewIndex()
 		// Gas of a token transfer to a fresh address on this chain's rules.
 		tokenGas, err := sc.client.EstimateGas(context.Background(), ethereum.CallMsg{
 			From: sc.from, To: ptr(sc.tokens["USDT"]), Data: mustPack(b, "transfer", newAddr(b), big.NewInt(1)),
@@ -36,7 +36,7 @@ func BenchmarkBlock(b *testing.B) {
 			if i%2 == 0 {
 				sc.send(&to, big.NewInt(int64(i+1)), nil, 21_000)
 				if i%100 == 0 {
-					idx.Add(chainwatch.Intent{Seq: int64(i + 1), ID: fmt.Sprint(i), Asset: "ETH", Address: to.Hex()})
+					idx.Add(chainwatch.KnownAddress{Seq: int64(i + 1), Address: to.Hex()})
 				}
 			} else {
 				sc.payToken("USDT", to, big.NewInt(int64(i+1)), tokenGas+tokenGas/10)

@@ -152,13 +152,9 @@ func New(ctx context.Context, cfg Config) (*Chain, error) {
 func (c *Chain) SetWatched(f func(address string) bool) { c.watched = f }
 
 // IndexFilter is a Config.Watched over a watcher's index: an address is
-// watched when an open ETH request pays there.
-func IndexFilter(x *chainwatch.Index) func(string) bool {
-	return func(addr string) bool {
-		_, ok := x.Lookup(NativeAsset, addr)
-		return ok
-	}
-}
+// watched when the shop ever handed it out, for any asset (ETH sent to a
+// USDT request's address is recorded too).
+func IndexFilter(x *chainwatch.Index) func(string) bool { return x.Has }
 
 // Close closes the client the Chain dialled itself.
 func (c *Chain) Close() {

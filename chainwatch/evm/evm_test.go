@@ -109,8 +109,8 @@ func TestBlockOutputs(t *testing.T) {
 	if len(b.Outputs) != 2 {
 		t.Fatalf("outputs %+v, want the 2 token transfers", b.Outputs)
 	}
-	idx := chainwatch.NewIndex(evm.Network)
-	idx.Add(chainwatch.Intent{ID: "PI-1", Asset: "ETH", Address: a1.Hex(), Seq: 1})
+	idx := chainwatch.NewIndex()
+	idx.Add(chainwatch.KnownAddress{Address: a1.Hex(), Seq: 1})
 	ch.SetWatched(evm.IndexFilter(idx))
 	if b, err = ch.Block(ctx, tip); err != nil {
 		t.Fatal(err)

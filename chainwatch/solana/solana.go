@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"sort"
 	"strconv"
@@ -49,7 +50,10 @@ type Watcher struct {
 	Holder   string
 	LeaseTTL time.Duration
 	// Poll is the pause between steps.
-	Poll   time.Duration
+	Poll time.Duration
+	// Dust is the amount in lamports below which a payment is dust: stored
+	// and summarised per request rather than signalled (nil: none).
+	Dust   *big.Int
 	Logger *slog.Logger
 	// Now is the clock (time.Now by default).
 	Now func() time.Time
@@ -104,23 +108,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}()
 	leader := false
 	for {
-		ok, err := w.Store.AcquireLease(ctx, Network, w.Holder, w.LeaseTTL)
+		err := w.Step(ctx)
+		lost := errors.Is(err, chainwatch.ErrLeaseLost)
 		switch {
-		case err != nil:
-			log.Warn("lease", "err", err)
-		case ok && !leader:
-			log.Info("watcher is active")
-		case !ok && leader:
+		case ctx.Err() != nil:
+		case lost && leader:
 			log.Warn("lease lost: another watcher is active")
 			// The other watcher may have moved on; start over from the
 			// references' first transactions if the lease comes back.
 			w.until = map[string]string{}
+		case !lost && !leader:
+			log.Info("watcher is active")
 		}
-		leader = ok && err == nil
-		if leader {
-			if err := w.Step(ctx); err != nil && ctx.Err() == nil {
-				log.Warn("step failed", "err", err)
-			}
+		leader = !lost
+		if err != nil && !lost && ctx.Err() == nil {
+			log.Warn("step failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -130,11 +132,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-// Step runs one pass: refresh the requests, read each reference's new
-// finalized transactions, record and confirm the payments, and deliver the
-// signals not yet acknowledged.
+// Step runs one pass: take or renew the lease (chainwatch.ErrLeaseLost if
+// another watcher has it; an empty Holder skips it), refresh the requests,
+// read each reference's new finalized transactions, record and confirm the
+// payments, and deliver the signals not yet acknowledged.
 func (w *Watcher) Step(ctx context.Context) error {
 	w.defaults()
+	if w.Holder != "" {
+		ok, err := w.Store.AcquireLease(ctx, Network, w.Holder, w.LeaseTTL)
+		if err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+		if !ok {
+			return fmt.Errorf("%s held by another watcher: %w", Network, chainwatch.ErrLeaseLost)
+		}
+	}
 	if err := w.refresh(ctx); err != nil {
 		return err
 	}
@@ -155,7 +167,7 @@ func (w *Watcher) Step(ctx context.Context) error {
 	slot, err := w.rpc.finalizedSlot(ctx)
 	if err != nil {
 		errs = append(errs, err)
-	} else if _, err := w.Store.Confirm(ctx, Network, slot); err != nil {
+	} else if _, err := w.Store.Confirm(ctx, Network, w.Holder, slot); err != nil {
 		errs = append(errs, err)
 	}
 	// Deliver what was stored even if a reference failed.
@@ -234,12 +246,12 @@ func (w *Watcher) record(ctx context.Context, in chainwatch.Intent, s signatureI
 	if tx.BlockTime != nil {
 		at = time.Unix(*tx.BlockTime, 0)
 	}
-	intent := in
-	return w.Store.RecordBlock(ctx, Network, tx.Slot, slotHash(tx.Slot), []chainwatch.Seen{{
+	return w.Store.RecordBlock(ctx, Network, w.Holder, tx.Slot, slotHash(tx.Slot), []chainwatch.Seen{{
 		// One payment per transaction: the net balance change of the
 		// shop's address, whatever the number of instructions.
 		TxID: s.Signature, Index: 0, Asset: Asset, Address: in.Address, Amount: amount,
-		Intent: &intent, Late: at.After(in.Deadline), BlockHeight: tx.Slot, BlockHash: slotHash(tx.Slot),
+		IntentID: in.ID, Dust: w.Dust != nil && amount.Cmp(w.Dust) < 0,
+		BlockHeight: tx.Slot, BlockHash: slotHash(tx.Slot), BlockTime: at,
 	}})
 }
 

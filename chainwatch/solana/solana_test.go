@@ -110,6 +110,9 @@ func (s *signals) Signal(_ context.Context, p chainwatch.Pending) error {
 	return nil
 }
 
+// SignalDust records nothing: these tests send no dust.
+func (s *signals) SignalDust(context.Context, chainwatch.DustPending) error { return nil }
+
 func (s *signals) take() []chainwatch.Pending {
 	s.mu.Lock()
 	defer s.mu.Unlock()

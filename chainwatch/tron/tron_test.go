@@ -94,6 +94,9 @@ type signals struct {
 	mu    sync.Mutex
 	calls []chainwatch.Pending
 	fail  atomic.Bool
+	// failRefs are targets whose workflow refuses signals.
+	failRefs map[string]bool
+	dust     []chainwatch.DustPending
 }
 
 func (s *signals) Signal(_ context.Context, p chainwatch.Pending) error {
@@ -102,7 +105,26 @@ func (s *signals) Signal(_ context.Context, p chainwatch.Pending) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failRefs[p.TargetRef] {
+		return fmt.Errorf("workflow %s: deadline exceeded", p.TargetRef)
+	}
 	s.calls = append(s.calls, p)
+	return nil
+}
+
+func (s *signals) failFor(ref string, fail bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failRefs == nil {
+		s.failRefs = map[string]bool{}
+	}
+	s.failRefs[ref] = fail
+}
+
+func (s *signals) SignalDust(_ context.Context, d chainwatch.DustPending) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dust = append(s.dust, d)
 	return nil
 }
 

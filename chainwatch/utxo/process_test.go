@@ -116,7 +116,7 @@ func TestTwoWatchersRecordOnce(t *testing.T) {
 		// Two watchers step concurrently, without the lease (Step does not
 		// take it): both read the block, both try to record the payment.
 		ws := []*chainwatch.Watcher{f.e.Watcher(f.chain, n.policy()), f.e.Watcher(f.chain, n.policy())}
-		ws[0].Holder, ws[1].Holder = "bypass-x", "bypass-y"
+		ws[0].Holder, ws[1].Holder = "", "" // no lease, no fencing
 		var wg sync.WaitGroup
 		for _, w := range ws {
 			wg.Add(1)
@@ -148,24 +148,24 @@ func TestTwoWatchersRecordOnce(t *testing.T) {
 		if err != nil || blk.Hash != hash {
 			t.Fatalf("block %d: %v (%s, want %s)", tip, err, blk.Hash, hash)
 		}
-		idx := chainwatch.NewIndex(f.network)
-		intents, err := f.e.DB.WatchedIntents(f.e.Ctx, f.network, 0, time.Now())
+		idx := chainwatch.NewIndex()
+		addrs, err := f.e.DB.KnownAddresses(f.e.Ctx, f.network, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		idx.Add(intents...)
+		idx.Add(addrs...)
 		var seen []chainwatch.Seen
 		for _, out := range blk.Outputs {
-			if it, ok := idx.Lookup(out.Asset, out.Address); ok {
+			if idx.Has(out.Address) {
 				seen = append(seen, chainwatch.Seen{TxID: out.TxID, Index: out.Index, Asset: out.Asset, Address: out.Address,
-					Amount: out.Amount, Intent: it, BlockHeight: blk.Height, BlockHash: blk.Hash})
+					Amount: out.Amount, BlockHeight: blk.Height, BlockHash: blk.Hash, BlockTime: blk.Time})
 			}
 		}
-		if len(seen) != 1 || seen[0].Intent.ID != in2.ID {
+		if len(seen) != 1 || seen[0].Address != in2.Address {
 			t.Fatalf("matched %+v", seen)
 		}
 		for range 2 {
-			if err := f.e.DB.RecordBlock(context.WithoutCancel(f.e.Ctx), f.network, blk.Height, blk.Hash, seen); err != nil {
+			if err := f.e.DB.RecordBlock(context.WithoutCancel(f.e.Ctx), f.network, "", blk.Height, blk.Hash, seen); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -30,12 +30,18 @@ func (e *Env) SignalRelay() string {
 	e.T.Helper()
 	sig := chainwatch.TemporalSignaler{Client: e.Temporal}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var p chainwatch.Pending
-		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+		var err error
+		if r.URL.Path == "/dust" {
+			var d chainwatch.DustPending
+			if err = json.NewDecoder(r.Body).Decode(&d); err == nil {
+				err = sig.SignalDust(r.Context(), d)
+			}
+		} else {
+			var p chainwatch.Pending
+			if err = json.NewDecoder(r.Body).Decode(&p); err == nil {
+				err = sig.Signal(r.Context(), p)
+			}
 		}
-		err := sig.Signal(r.Context(), p)
 		switch {
 		case errors.Is(err, chainwatch.ErrWorkflowClosed):
 			http.Error(w, err.Error(), http.StatusGone)
@@ -56,13 +62,22 @@ type HTTPSignaler struct {
 
 // Signal posts p to the relay.
 func (s HTTPSignaler) Signal(ctx context.Context, p chainwatch.Pending) error {
-	body, err := json.Marshal(p)
+	return s.post(ctx, s.URL, p)
+}
+
+// SignalDust posts d to the relay.
+func (s HTTPSignaler) SignalDust(ctx context.Context, d chainwatch.DustPending) error {
+	return s.post(ctx, s.URL+"/dust", d)
+}
+
+func (s HTTPSignaler) post(ctx context.Context, url string, payload any) error {
+	body, err := json.Marshal(payload)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -238,6 +238,11 @@ type ChainPayment struct {
 	Late          bool    `db:"late"`
 	State         string  `db:"state"`
 	SignaledState *string `db:"signaled_state"`
+	// ToSupport is why a payment could not be counted (nil if it could).
+	ToSupport         *string `db:"to_support"`
+	Dust              bool    `db:"dust"`
+	AfterConfirmation bool    `db:"after_confirmation"`
+	Mempool           bool    `db:"mempool"`
 }
 
 // ChainPayments lists the payments recorded for an intent.
@@ -245,7 +250,8 @@ func (e *Env) ChainPayments(intentID string) []ChainPayment {
 	e.T.Helper()
 	var out []ChainPayment
 	if err := e.DB.SelectContext(e.Ctx, &out, `SELECT network, txid, output_index, asset, intent_id,
-		amount_base::text AS amount_base, amount_cents, late, state, signaled_state
+		amount_base::text AS amount_base, amount_cents, late, state, signaled_state, to_support, dust,
+		after_confirmation, mempool
 		FROM chain_payments WHERE intent_id = $1 ORDER BY seen_at, txid, output_index`, intentID); err != nil {
 		e.T.Fatal(err)
 	}

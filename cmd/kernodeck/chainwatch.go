@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"net/url"
 	"os"
 
@@ -67,6 +68,10 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		Poll:     pcfg.WatcherPoll,
 		Backfill: 100,
 		Logger:   logger.With("component", "chainwatch"),
+		Dust:     map[string]*big.Int{},
+	}
+	for asset, units := range pcfg.Dust[network] {
+		w.Dust[asset] = big.NewInt(units)
 	}
 	switch network {
 	case "bitcoin", "litecoin":
@@ -103,7 +108,7 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 	case "solana":
 		// Solana Pay: signatures per reference key at "finalized".
 		return &solana.Watcher{RPCURL: nodeURL, Store: db, Signaler: w.Signaler, Holder: holder,
-			Poll: pcfg.WatcherPoll, Logger: w.Logger}, nil
+			Poll: pcfg.WatcherPoll, Logger: w.Logger, Dust: w.Dust[solana.Asset]}, nil
 	default:
 		return nil, fmt.Errorf("unknown network %q", network)
 	}
