@@ -42,19 +42,19 @@ type Seen struct {
 // Pending is a stored payment whose current state the workflow has not
 // acknowledged yet.
 type Pending struct {
-	Network           string    `db:"network"`
-	TxID              string    `db:"txid"`
-	Index             int64     `db:"index"`
-	Asset             string    `db:"asset"`
-	IntentID          string    `db:"intent_id"`
-	TargetKind        string    `db:"target_kind"`
-	TargetRef         string    `db:"target_ref"`
-	AmountBase        string    `db:"amount_base"`
-	AmountCents       int64     `db:"amount_cents"`
-	Late              bool      `db:"late"`
-	State             string    `db:"state"`
-	AfterConfirmation bool      `db:"after_confirmation"`
-	Mempool           bool      `db:"mempool"`
+	Network           string `db:"network"`
+	TxID              string `db:"txid"`
+	Index             int64  `db:"index"`
+	Asset             string `db:"asset"`
+	IntentID          string `db:"intent_id"`
+	TargetKind        string `db:"target_kind"`
+	TargetRef         string `db:"target_ref"`
+	AmountBase        string `db:"amount_base"`
+	AmountCents       int64  `db:"amount_cents"`
+	Late              bool   `db:"late"`
+	State             string `db:"state"`
+	AfterConfirmation bool   `db:"after_confirmation"`
+	Mempool           bool   `db:"mempool"`
 }
 
 // DustPending is a request's dust summary not yet acknowledged.

@@ -118,8 +118,8 @@ func (t *storeTap) LastBlock(ctx context.Context, network string) (int64, string
 	return h, hash, ok, err
 }
 
-func (t *storeTap) RecordBlock(ctx context.Context, network string, height int64, hash string, payments []chainwatch.Seen) error {
-	err := t.Store.RecordBlock(ctx, network, height, hash, payments)
+func (t *storeTap) RecordBlock(ctx context.Context, network, holder string, height int64, hash string, payments []chainwatch.Seen) error {
+	err := t.Store.RecordBlock(ctx, network, holder, height, hash, payments)
 	if err == nil {
 		t.c.update(network, func(s *chainState) { s.processed, s.lastProcessed = height, t.c.now() })
 	}

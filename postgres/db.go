@@ -85,9 +85,3 @@ func notFound(err error) error {
 	}
 	return err
 }
-
-// isUniqueViolationOn reports whether err violates the named unique index.
-func isUniqueViolationOn(err error, constraint string) bool {
-	var pqErr *pq.Error
-	return errors.As(err, &pqErr) && pqErr.Code == "23505" && pqErr.Constraint == constraint
-}
