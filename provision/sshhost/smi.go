@@ -6,12 +6,12 @@ import (
 	"strings"
 )
 
-// gpuSeen is what nvidia-smi reported on a host.
+// gpuSeen is what nvidia-smi or amd-smi reported on a host.
 type gpuSeen struct {
 	Names  []string // one per GPU, in index order
-	Memory []string
+	Memory []string // nvidia-smi only
 	Driver string
-	CUDA   string
+	CUDA   string // the compute stack: CUDA version, or "ROCm x.y" on AMD
 }
 
 // verifyScript prints the GPU query, then the nvidia-smi header (for the
@@ -91,4 +91,74 @@ func (g gpuSeen) mismatch(pattern *regexp.Regexp, wantModel string, wantCount in
 		return fmt.Sprintf("%d GPU au lieu de %d", len(g.Names), wantCount)
 	}
 	return ""
+}
+
+// amdVerifyScript prints amd-smi's static ASIC and driver sections (one
+// "GPU: N" block per GPU), then the ROCm release installed.
+const amdVerifyScript = `set -u
+echo '--- amd-smi'
+amd-smi static --asic --driver || exit 3
+echo '--- rocm'
+cat /opt/rocm/.info/version 2>/dev/null || true
+`
+
+// parseAMDVerify reads amdVerifyScript's output.
+func parseAMDVerify(out string) (gpuSeen, error) {
+	var g gpuSeen
+	section, block := "", ""
+	for _, raw := range strings.Split(out, "\n") {
+		line := strings.TrimSpace(raw)
+		if name, ok := strings.CutPrefix(raw, "--- "); ok {
+			section = name
+			continue
+		}
+		switch {
+		case line == "":
+		case section == "rocm":
+			if g.CUDA == "" {
+				g.CUDA = "ROCm " + line
+			}
+		case section != "amd-smi":
+		case strings.HasPrefix(raw, "GPU:"):
+			g.Names = append(g.Names, "")
+		case strings.HasSuffix(line, ":") && !strings.Contains(strings.TrimSuffix(line, ":"), ":"):
+			block = strings.TrimSuffix(line, ":")
+		default:
+			key, val, ok := strings.Cut(line, ":")
+			if !ok || len(g.Names) == 0 {
+				continue
+			}
+			key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+			switch {
+			case block == "ASIC" && key == "MARKET_NAME":
+				g.Names[len(g.Names)-1] = val
+			case block == "DRIVER" && key == "VERSION":
+				if g.Driver != "" && g.Driver != val {
+					return gpuSeen{}, fmt.Errorf("GPUs report different drivers: %s and %s", g.Driver, val)
+				}
+				g.Driver = val
+			}
+		}
+	}
+	if len(g.Names) == 0 {
+		return gpuSeen{}, fmt.Errorf("amd-smi lists no GPU")
+	}
+	for i, n := range g.Names {
+		if n == "" {
+			return gpuSeen{}, fmt.Errorf("amd-smi gives no MARKET_NAME for GPU %d", i)
+		}
+	}
+	if g.CUDA == "" {
+		g.CUDA = "ROCm (version inconnue)"
+	}
+	return g, nil
+}
+
+// notes says, in French, what was read and which compute stack the host
+// runs (the FAQ: CUDA for NVIDIA, ROCm for AMD).
+func (g gpuSeen) notes(tool, host string) string {
+	if strings.HasPrefix(g.CUDA, "ROCm") {
+		return fmt.Sprintf("Lu par %s sur %s. Pile de calcul : %s (GPU AMD : ROCm, pas CUDA).", tool, host, g.CUDA)
+	}
+	return fmt.Sprintf("Lu par %s sur %s (mémoire par GPU : %s). Pile de calcul : CUDA %s.", tool, host, g.Memory[0], g.CUDA)
 }

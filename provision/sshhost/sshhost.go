@@ -159,11 +159,13 @@ type reservation struct {
 	PrivateKey sql.NullString `db:"private_key"`
 	PublicKey  sql.NullString `db:"public_key"`
 	JupyterTok sql.NullString `db:"jupyter_token"`
+	// PresetCheck is what the preset's check found (French, for the order).
+	PresetCheck sql.NullString `db:"preset_check"`
 	host
 }
 
 const reservationQuery = `
-	SELECT r.id, r.order_ref, r.unix_user, r.private_key, r.public_key, r.jupyter_token,
+	SELECT r.id, r.order_ref, r.unix_user, r.private_key, r.public_key, r.jupyter_token, r.preset_check,
 		h.id, h.name, h.address, h.ssh_port, h.host_key_fingerprint, h.host_key_type,
 		h.gpu_model, h.gpu_count, h.state
 	FROM host_reservations r JOIN gpu_hosts h ON h.id = r.host_id
@@ -172,7 +174,7 @@ const reservationQuery = `
 func (d *Driver) activeReservation(ctx context.Context, q sqlx.QueryerContext, orderRef string) (reservation, bool, error) {
 	var r reservation
 	err := q.QueryRowxContext(ctx, reservationQuery, orderRef).Scan(&r.ID, &r.OrderRef, &r.UnixUser,
-		&r.PrivateKey, &r.PublicKey, &r.JupyterTok, &r.host.ID, &r.Name, &r.Address, &r.Port,
+		&r.PrivateKey, &r.PublicKey, &r.JupyterTok, &r.PresetCheck, &r.host.ID, &r.Name, &r.Address, &r.Port,
 		&r.Fingerprint, &r.KeyType, &r.GPUModel, &r.GPUCount, &r.State)
 	if errors.Is(err, sql.ErrNoRows) {
 		return reservation{}, false, nil
@@ -393,8 +395,41 @@ func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error 
 	if !strings.Contains(res.Stdout, "KD_PREPARE_OK") {
 		return fmt.Errorf("prepare %s on %s: script ended early", in.OrderRef, r.Name)
 	}
-	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET prepared_at = COALESCE(prepared_at, now()) WHERE id = $1`, r.ID); err != nil {
+	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET prepared_at = COALESCE(prepared_at, now()),
+		preset_check = $2 WHERE id = $1`, r.ID, presetCheck(res.Stdout)); err != nil {
 		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
+	}
+	return nil
+}
+
+// presetCheck turns the preset check's "KD_PRESET_CHECK ok|fail|absent
+// detail" line into the French note for the order (nil: the preset has no
+// check). The detail comes from the customer's side of the host: control
+// characters are dropped and its length bounded.
+func presetCheck(stdout string) any {
+	for _, line := range strings.Split(stdout, "\n") {
+		rest, ok := strings.CutPrefix(line, "KD_PRESET_CHECK ")
+		if !ok {
+			continue
+		}
+		verdict, detail, _ := strings.Cut(rest, " ")
+		detail = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return -1
+			}
+			return r
+		}, detail)
+		if len(detail) > 300 {
+			detail = detail[:300]
+		}
+		switch verdict {
+		case "ok":
+			return "Contrôle PyTorch réussi (~/kernodeck/check_torch.py) : " + detail + "."
+		case "fail":
+			return "Contrôle PyTorch en échec : PyTorch ne voit pas le GPU (" + detail + ")."
+		default:
+			return "PyTorch n'est pas installé sur l'image de la machine : contrôle non exécuté (~/kernodeck/check_torch.py le fera avec votre interpréteur)."
+		}
 	}
 	return nil
 }
@@ -417,13 +452,22 @@ func (d *Driver) Verify(ctx context.Context, in activities.VerifyInput) (activit
 		}
 		return activities.Verification{}, fmt.Errorf("verify %s: no active host reservation", in.OrderRef)
 	}
-	var pattern sql.NullString
-	if err := d.DB.GetContext(ctx, &pattern, `SELECT smi_name_pattern FROM gpu_models WHERE model = $1`, in.GPUModel); err != nil {
+	var m struct {
+		Pattern sql.NullString `db:"smi_name_pattern"`
+		Vendor  string         `db:"vendor"`
+	}
+	if err := d.DB.GetContext(ctx, &m, `SELECT smi_name_pattern, vendor FROM gpu_models WHERE model = $1`, in.GPUModel); err != nil {
 		return activities.Verification{}, fmt.Errorf("model %s: %w", in.GPUModel, err)
 	}
+	pattern := m.Pattern
 	if !pattern.Valid {
 		return activities.Verification{}, domain.Errorf(activities.ErrTypeVerifyMismatch,
-			"Le modèle %s ne peut pas être vérifié avec nvidia-smi.", in.GPUModel)
+			"Le modèle %s ne peut pas être vérifié (aucun nom attendu de nvidia-smi ou amd-smi).", in.GPUModel)
+	}
+	// NVIDIA GPUs are read with nvidia-smi, AMD ones with amd-smi (ROCm).
+	script, parse, tool := verifyScript, parseVerify, "nvidia-smi"
+	if m.Vendor == "amd" {
+		script, parse, tool = amdVerifyScript, parseAMDVerify, "amd-smi"
 	}
 	re, err := regexp.Compile("(?i)" + pattern.String)
 	if err != nil {
@@ -434,11 +478,11 @@ func (d *Driver) Verify(ctx context.Context, in activities.VerifyInput) (activit
 		return activities.Verification{}, err
 	}
 	defer closeFn()
-	out, err := d.run(ctx, client, verifyScript)
+	out, err := d.run(ctx, client, script)
 	if err != nil {
 		return activities.Verification{}, fmt.Errorf("verify %s on %s: %w", in.OrderRef, r.Name, err)
 	}
-	seen, err := parseVerify(out)
+	seen, err := parse(out)
 	if err != nil {
 		return activities.Verification{}, fmt.Errorf("verify %s on %s: %w", in.OrderRef, r.Name, err)
 	}
@@ -459,7 +503,7 @@ func (d *Driver) Verify(ctx context.Context, in activities.VerifyInput) (activit
 		GPUCount:      len(seen.Names),
 		DriverVersion: seen.Driver,
 		CUDAVersion:   seen.CUDA,
-		Notes:         fmt.Sprintf("Lu par nvidia-smi sur %s (mémoire par GPU : %s).", r.Name, seen.Memory[0]),
+		Notes:         seen.notes(tool, r.Name),
 	}, nil
 }
 
@@ -502,6 +546,9 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 		jupyterURL = fmt.Sprintf("http://127.0.0.1:%d/lab", d.jupyterPort())
 	}
 	v := in.Verification
+	if r.PresetCheck.Valid {
+		v.Notes = strings.TrimSpace(v.Notes + " " + r.PresetCheck.String)
+	}
 	if jupyterURL != nil {
 		v.Notes = strings.TrimSpace(v.Notes + " " + jupyterTunnelNote(r, d.jupyterPort()))
 	}

@@ -543,3 +543,91 @@ func TestHeldOrderGetsItsHostWhileAnotherRaces(t *testing.T) {
 		}
 	}
 }
+
+// An AMD MI210 order is verified with amd-smi (output recorded on real
+// MI210 hosts, see sshtest.MI210x2): model, count, amdgpu driver and the
+// ROCm release go on the order, which says ROCm, not CUDA. A host declared
+// with one MI210 but showing two is set aside.
+func TestMI210OrderVerifiedWithAMDSMI(t *testing.T) {
+	sshtest.RequireRoot(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	admin := sshtest.Options{AdminKeyPEM: sshtest.NewKeyPEM(t)}
+	h := sshtest.Start(t, sshtest.MI210x2, admin)
+	f.addHost("gpu-mi210-2", h, h.Fingerprint, "mi210", 2)
+	d := driver(f.db, h, t)
+	ref := f.order("mi210", 2, "pytorch", "")
+	v := f.provision(d, ref, "mi210", 2, "pytorch")
+	if v.GPUModel != "AMD Instinct MI210" || v.GPUCount != 2 || v.DriverVersion != "6.16.13" ||
+		v.CUDAVersion != "ROCm 6.2.0-66" || !strings.Contains(v.Notes, "ROCm, pas CUDA") {
+		t.Fatalf("verification %+v", v)
+	}
+	t.Logf("verification: %+v", v)
+	var stack, notes string
+	if err := f.db.QueryRow(`SELECT cuda_version, notes FROM order_access WHERE order_ref = $1`, ref).Scan(&stack, &notes); err != nil ||
+		stack != "ROCm 6.2.0-66" || !strings.Contains(notes, "PyTorch n'est pas installé") {
+		t.Fatalf("order access: stack %q, notes %q, %v", stack, notes, err)
+	}
+	if err := d.RevokeAccess(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+
+	liar := sshtest.Start(t, sshtest.MI210x2, admin)
+	f.addHost("gpu-mi210-liar", liar, liar.Fingerprint, "mi210", 1)
+	ref = f.order("mi210", 1, "python", "")
+	d = driver(f.db, liar, t)
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "mi210", GPUs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "python"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "mi210", GPUs: 1})
+	if domain.ErrorCode(err) != activities.ErrTypeVerifyMismatch || f.hostState("gpu-mi210-liar") != sshhost.StateBroken {
+		t.Fatalf("two MI210 on a host declared with one: %v, host %s", err, f.hostState("gpu-mi210-liar"))
+	}
+}
+
+// The pytorch and inference presets run the FAQ's backend check as the
+// customer when the image has PyTorch, and the result goes on the order:
+// the interpreter, the backend (ROCm here) and the device; a PyTorch that
+// sees no GPU (it would silently use the CPU) is reported as a failure.
+func TestPresetCheckResultOnTheOrder(t *testing.T) {
+	sshtest.RequireRoot(t)
+	f := newFixture(t)
+	admin := sshtest.NewKeyPEM(t)
+	cases := []struct {
+		name, model, preset string
+		gpu                 sshtest.GPU
+		gpus                int
+		torch               sshtest.Torch
+		want                []string
+	}{
+		{"rocm", "mi210", "pytorch", sshtest.MI210x2, 2,
+			sshtest.Torch{Version: "2.5.1+rocm6.2", HIP: "6.2.41133", Available: true, Device: "AMD Instinct MI210"},
+			[]string{"Contrôle PyTorch réussi", "python=/usr/bin/python3", "backend=ROCm 6.2.41133", "device=AMD Instinct MI210"}},
+		{"cpu-fallback", "rtx-a5000", "inference", sshtest.RTXA5000, 1,
+			sshtest.Torch{Version: "2.5.1+cpu", Available: false},
+			[]string{"Contrôle PyTorch en échec", "no GPU visible to PyTorch"}},
+	}
+	for _, c := range cases {
+		h := sshtest.Start(t, c.gpu, sshtest.Options{AdminKeyPEM: admin, Torch: &c.torch})
+		f.addHost("gpu-check-"+c.name, h, h.Fingerprint, c.model, c.gpus)
+		d := driver(f.db, h, t)
+		ref := f.order(c.model, c.gpus, c.preset, "")
+		f.provision(d, ref, c.model, c.gpus, c.preset)
+		var notes string
+		if err := f.db.Get(&notes, `SELECT notes FROM order_access WHERE order_ref = $1`, ref); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(notes, w) {
+				t.Fatalf("%s: notes %q lack %q", c.name, notes, w)
+			}
+		}
+		t.Logf("%s: %s", c.name, notes)
+	}
+}

@@ -77,15 +77,21 @@ put 644 kernodeck/LISEZMOI.txt <<TXT
 Commande $KD_ORDER - préparation « $KD_PRESET ».
 La préparation décrit un point de départ ; elle ne certifie aucune version.
 - ~/work : votre espace de travail ; ~/scratch : espace temporaire, effacé à la fin.
-- ~/kernodeck/check_gpu.sh : contrôle minimal du GPU (nvidia-smi).
+- ~/kernodeck/check_gpu.sh : contrôle minimal du GPU (nvidia-smi ou amd-smi).
 Exportez vos résultats et checkpoints avant la fin de la location, puis
 vérifiez votre copie : la machine est effacée à l'échéance.
 TXT
 put 755 kernodeck/check_gpu.sh <<'TXT'
 #!/bin/sh
-# Minimal GPU check: what the driver sees, then the CUDA toolchain if any.
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-command -v nvcc >/dev/null && nvcc --version | tail -n 2
+# Minimal GPU check: what the driver sees, then the toolchain if any
+# (CUDA on NVIDIA GPUs, ROCm on AMD ones).
+if command -v nvidia-smi >/dev/null; then
+	nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+	command -v nvcc >/dev/null && nvcc --version | tail -n 2
+elif command -v amd-smi >/dev/null; then
+	amd-smi static --asic --driver | grep -E 'GPU:|MARKET_NAME|VERSION'
+	cat /opt/rocm/.info/version 2>/dev/null
+fi
 exit 0
 TXT
 printf '%s\n' "$KD_PRESET" | put 644 kernodeck/preset
@@ -98,13 +104,28 @@ python)
 	;;
 pytorch | inference)
 	put 644 kernodeck/check_torch.py <<'TXT'
-# Run with the interpreter of your project: fails loudly instead of
-# silently falling back to the CPU.
+# The FAQ's minimal backend check. Run it with the interpreter of your
+# project: it names that interpreter, the backend PyTorch was built for
+# (CUDA, or ROCm, which also answers through torch.cuda) and the device it
+# sees, and fails loudly instead of silently falling back to the CPU.
+import sys
 import torch
-assert torch.cuda.is_available(), "no GPU visible to PyTorch"
-print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))
+backend = "ROCm " + torch.version.hip if getattr(torch.version, "hip", None) else "CUDA " + str(torch.version.cuda)
+if not torch.cuda.is_available():
+    sys.exit("python=%s torch=%s backend=%s: no GPU visible to PyTorch (it would run on the CPU)" % (sys.executable, torch.__version__, backend))
+print("python=%s torch=%s backend=%s device=%s" % (sys.executable, torch.__version__, backend, torch.cuda.get_device_name(0)))
 TXT
 	[ "$KD_PRESET" != inference ] || own_dir models 755
+	# Run the check once now, when the image has PyTorch, for the order.
+	if python3 -c 'import torch' >/dev/null 2>&1; then
+		if out=$(python3 kernodeck/check_torch.py 2>&1); then
+			echo "KD_PRESET_CHECK ok $(printf '%s' "$out" | tail -n 1)"
+		else
+			echo "KD_PRESET_CHECK fail $(printf '%s' "$out" | tail -n 1)"
+		fi
+	else
+		echo "KD_PRESET_CHECK absent"
+	fi
 	;;
 notebook)
 	own_dir notebooks 755

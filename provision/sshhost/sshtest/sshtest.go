@@ -24,11 +24,46 @@ import (
 )
 
 // GPU outputs of `nvidia-smi --query-gpu=name,memory.total,driver_version
-// --format=csv,noheader` and of the plain `nvidia-smi` header.
+// --format=csv,noheader` and of the plain `nvidia-smi` header (NVIDIA), or
+// of `amd-smi static --asic --driver` and the ROCm release in
+// /opt/rocm/.info/version (AMD).
 type GPU struct {
 	Query  string
 	Header string
+	AMDSMI string
+	ROCm   string
 }
+
+// amdMI210Block is one GPU's block of `amd-smi static --asic --driver` on an
+// AMD Instinct MI210. The ASIC lines are those recorded on an MI210 in
+// github.com/ROCm/rocm-systems pull request #3654 (comment of 2026-03-02,
+// `sudo amd-smi static`, serial left out); the DRIVER section has the layout
+// amd-smi prints (same project, pull request #2987) with the amdgpu version
+// 6.16.13 recorded on an MI210 host in github.com/ROCm/omnistat pull
+// request #315 (its rocm_version_info metric, driver_ver="6.16.13", four
+// "AMD Instinct MI210" cards).
+func amdMI210Block(i int) string {
+	return fmt.Sprintf("GPU: %d\n"+
+		"    ASIC:\n"+
+		"        MARKET_NAME: AMD Instinct MI210\n"+
+		"        VENDOR_ID: 0x1002\n"+
+		"        VENDOR_NAME: Advanced Micro Devices Inc. [AMD/ATI]\n"+
+		"        SUBVENDOR_ID: 0x1002\n"+
+		"        DEVICE_ID: 0x740f\n"+
+		"        SUBSYSTEM_ID: 0x0c34\n"+
+		"        REV_ID: 0x02\n"+
+		"    DRIVER:\n"+
+		"        NAME: amdgpu\n"+
+		"        VERSION: 6.16.13\n\n", i)
+}
+
+// MI210x2 is a two-GPU AMD Instinct MI210 host (see amdMI210Block) with
+// ROCm 6.2.0-66, the release recorded on an MI210 in a public Qwen3.8-27B
+// MTP benchmark page ("Instinct (CDNA) — contributor sweeps and studies",
+// section "AMD Instinct MI210 64GB (CDNA2/gfx90a, ROCm 6.2)" by
+// @pestopoppa: "ROCm 6.2.0-66"); ROCm installs keep that string in
+// /opt/rocm/.info/version.
+var MI210x2 = GPU{AMDSMI: amdMI210Block(0) + amdMI210Block(1), ROCm: "6.2.0-66\n"}
 
 // RTXA5000 was recorded on an RTX A5000 node with driver 570.211.01:
 // github.com/akash-network/provider-configs issue #82 (query line; that
@@ -101,6 +136,37 @@ type Options struct {
 	// ~/.jupyter/jupyter_server_config.json, as Jupyter Server would, and
 	// answers 200 to the configured token only.
 	Jupyter bool
+	// Torch, if set, puts a stand-in `torch` module on the host's Python
+	// path (PYTHONPATH of every session) that answers like PyTorch would.
+	Torch *Torch
+}
+
+// Torch describes the stand-in PyTorch: its version, the backend it was
+// built for (HIP set: ROCm, else CUDA), and whether it sees a GPU.
+type Torch struct {
+	Version   string
+	CUDA      string
+	HIP       string
+	Available bool
+	Device    string
+}
+
+func (tc Torch) module() string {
+	pyStr := func(s string) string {
+		if s == "" {
+			return "None"
+		}
+		return strconv.Quote(s)
+	}
+	avail := "False"
+	if tc.Available {
+		avail = "True"
+	}
+	return "# Stand-in PyTorch for the preset check (package sshtest).\n" +
+		"__version__ = " + pyStr(tc.Version) + "\n" +
+		"class version:\n    cuda = " + pyStr(tc.CUDA) + "\n    hip = " + pyStr(tc.HIP) + "\n" +
+		"class cuda:\n    @staticmethod\n    def is_available():\n        return " + avail + "\n" +
+		"    @staticmethod\n    def get_device_name(i):\n        return " + pyStr(tc.Device) + "\n"
 }
 
 // standInJupyter is the stand-in `jupyter` (see Options.Jupyter); its
@@ -174,9 +240,24 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 		"*--query-gpu=name,memory.total,driver_version*--format=csv,noheader*)\ncat <<'KD_EOF'\n" + gpu.Query + "KD_EOF\n;;\n" +
 		"'')\ncat <<'KD_EOF'\n" + gpu.Header + "KD_EOF\n;;\n" +
 		"*) echo \"stand-in nvidia-smi: unsupported arguments: $*\" >&2; exit 2 ;;\nesac\n"
-	must(os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(smi), 0o755))
+	if gpu.Query != "" {
+		must(os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(smi), 0o755))
+	}
+	if gpu.AMDSMI != "" {
+		amd := "#!/bin/sh\n# Stand-in amd-smi: output recorded on real machines (see package sshtest).\n" +
+			"case \"$*\" in\n'static --asic --driver')\ncat <<'KD_EOF'\n" + gpu.AMDSMI + "KD_EOF\n;;\n" +
+			"*) echo \"stand-in amd-smi: unsupported arguments: $*\" >&2; exit 2 ;;\nesac\n"
+		must(os.WriteFile(filepath.Join(bin, "amd-smi"), []byte(amd), 0o755))
+	}
+	must(os.WriteFile(filepath.Join(dir, "rocm-version"), []byte(gpu.ROCm), 0o644))
 	if len(opts) > 0 && opts[0].Jupyter {
 		must(os.WriteFile(filepath.Join(bin, "jupyter"), []byte(standInJupyter), 0o755))
+	}
+	pyPath := ""
+	if len(opts) > 0 && opts[0].Torch != nil {
+		pyPath = filepath.Join(dir, "py")
+		must(os.MkdirAll(filepath.Join(pyPath, "torch"), 0o755))
+		must(os.WriteFile(filepath.Join(pyPath, "torch", "__init__.py"), []byte(opts[0].Torch.module()), 0o644))
 	}
 	// Customers reach their scratch space under dir.
 	must(os.Chmod(dir, 0o755))
@@ -195,7 +276,7 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 		"UsePAM no",
 		"MaxStartups 50",
 		"LogLevel ERROR",
-		"SetEnv PATH=" + bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"SetEnv PATH=" + bin + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONPATH=" + pyPath,
 	}, "\n") + "\n"
 	cfgPath := filepath.Join(dir, "sshd_config")
 	must(os.WriteFile(cfgPath, []byte(cfg), 0o600))
@@ -204,7 +285,7 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 	// sh exec, so the pid is sshd's).
 	setup := `set -eu
 D=$1; PORT=$2; UMIN=$3; UMAX=$4; CFG=$5
-for p in etc var; do
+for p in etc var opt; do
 	mkdir -p "$D/ov/$p/upper" "$D/ov/$p/work"
 	mount -t overlay "kd-$p" -o "lowerdir=/$p,upperdir=$D/ov/$p/upper,workdir=$D/ov/$p/work" "/$p"
 done
@@ -218,6 +299,10 @@ mkdir -p -m 0755 "$D"
 mount --bind /run/kd-dir "$D"
 umount /run/kd-dir
 rmdir /run/kd-dir
+if [ -s "$D/rocm-version" ]; then
+	mkdir -p /opt/rocm/.info
+	cp "$D/rocm-version" /opt/rocm/.info/version
+fi
 mount -t tmpfs -o mode=0755 kd-home /home
 mount -t tmpfs -o mode=0700 kd-root /root
 mkdir -m 0700 /root/.ssh
