@@ -51,6 +51,7 @@ Usage:
   kernodeck migrate   apply the database migrations
   kernodeck support   act on orders as a support agent (see kernodeck support -h)
   kernodeck hosts     GPU host inventory of the SSH driver (see kernodeck hosts -h)
+  kernodeck access    replace or reissue a running rental's SSH key (support)
   kernodeck keygen    print a new key for KERNODECK_SECRET_KEYS
 
 Configuration comes from environment variables (see README.md).
@@ -114,6 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runChainwatch(ctx, cfg, prov, m, logger)
 	case "wallet":
 		err = runWallet(ctx, cfg, stdout)
+	case "access":
+		err = runAccess(ctx, cfg, prov, args[1:], stdout, logger)
 	case "dev":
 		if len(args) > 1 && args[1] == "pay" {
 			err = runDevPay(ctx, cfg, args[2:], stdout)

@@ -304,3 +304,74 @@ func TestReleaseMarksHostBrokenWhenSomethingRemains(t *testing.T) {
 		t.Fatalf("account left: %v", got)
 	}
 }
+
+// A customer who lost their key gets access back: their new public key
+// replaces the old one on the running host, then a generated key is
+// reissued; each time sshd refuses the previous key. Meanwhile the customer
+// had pointed ~/.ssh at /root/.ssh: the host's /root/.ssh is untouched.
+func TestKeyReplacedThenReissuedOldOnesRefused(t *testing.T) {
+	sshtest.RequireRoot(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	h := sshtest.Start(t, sshtest.RTXA5000)
+	f.addHost("gpu-keys", h, h.Fingerprint, "rtx-a5000", 1)
+	d := driver(f.db, h, t)
+	first, firstPub := customerKey(t)
+	ref := f.order("rtx-a5000", 1, "python", firstPub)
+	user, _ := d.UnixUser(ref)
+	f.provision(d, ref, "rtx-a5000", 1, "python")
+	rootSSH := snapshot(t, h.Path("/root/.ssh"))
+	if _, err := h.Run(user, first, "rm -rf ~/.ssh && ln -s /root/.ssh ~/.ssh"); err != nil {
+		t.Fatal(err)
+	}
+
+	second, secondPub := customerKey(t)
+	if err := d.ReplaceKey(ctx, ref, secondPub); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Run(user, first, "true"); err == nil {
+		t.Fatal("the replaced key still logs in")
+	}
+	if out, err := h.Run(user, second, "id -un"); err != nil || strings.TrimSpace(out) != user {
+		t.Fatalf("new key: %v %q", err, out)
+	}
+	sameSnapshot(t, "the host's /root/.ssh", rootSSH, snapshot(t, h.Path("/root/.ssh")))
+
+	if err := d.ReissueKey(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	var sealed string
+	var shown *string
+	if err := f.db.QueryRow(`SELECT private_key, private_key_shown_at::text FROM order_access WHERE order_ref = $1`, ref).
+		Scan(&sealed, &shown); err != nil || shown != nil {
+		t.Fatalf("reissued key on the access: %v, shown at %v", err, shown)
+	}
+	pemKey, err := keyring(t).Open(sealed, "order_access.private_key:"+ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Run(user, second, "true"); err == nil {
+		t.Fatal("the customer's key still logs in after the reissue")
+	}
+	if out := customerRun(t, h, user, pemKey, "id -un"); strings.TrimSpace(out) != user {
+		t.Fatalf("reissued key: %q", out)
+	}
+	// A prepare retry keeps the reissued key, not the order-time one.
+	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "python"}); err != nil {
+		t.Fatal(err)
+	}
+	customerRun(t, h, user, pemKey, "true")
+	if _, err := h.Run(user, first, "true"); err == nil {
+		t.Fatal("the first key logs in after a prepare retry")
+	}
+	if out, err := h.AdminRun("id -u"); err != nil || strings.TrimSpace(out) != "0" {
+		t.Fatalf("admin: %v %q", err, out)
+	}
+	// No running rental, no key change.
+	if err := d.RevokeAccess(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ReissueKey(ctx, ref); err == nil {
+		t.Fatal("key reissued after the end of the rental")
+	}
+}

@@ -41,3 +41,23 @@ kd_record_uid() {
 as_user() {
 	TMPDIR=/tmp setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all --no-new-privs -- "$@"
 }
+
+# kd_install_key makes KD_PUBKEY the only key in the customer's
+# authorized_keys, written by the customer's uid: a ~/.ssh the customer
+# replaced with a symlink or a file is replaced by a real directory (their
+# own entry, removed as them), and the file is renamed into place, never
+# written through a link. Needs uid, gid and home (kd_account).
+kd_install_key() {
+	HOME="$home" as_user bash -s <<'AS_USER'
+set -eu
+umask 077
+cd "$HOME"
+if [ -L .ssh ] || { [ -e .ssh ] && [ ! -d .ssh ]; }; then rm -f -- .ssh; fi
+mkdir -p -m 700 .ssh
+chmod 700 .ssh
+tmp=$(mktemp .ssh/.authorized_keys.XXXXXX)
+printf '%s\n' "$KD_PUBKEY" >"$tmp"
+chmod 600 "$tmp"
+mv -f -T -- "$tmp" .ssh/authorized_keys
+AS_USER
+}

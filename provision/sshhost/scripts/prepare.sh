@@ -40,6 +40,9 @@ fi
 chown "$uid:$gid" "$KD_SCRATCH/$KD_USER"
 chmod 700 "$KD_SCRATCH/$KD_USER"
 
+kd_install_key
+step key
+
 # Everything below runs as the customer. Secrets travel in the environment
 # (readable by the customer and root only), never on a command line.
 export HOME="$home" USER="$KD_USER" LOGNAME="$KD_USER" KD_SCRATCH_DIR="$KD_SCRATCH/$KD_USER"
@@ -54,13 +57,6 @@ own_dir() {
 	mkdir -p -m "$2" -- "$1"
 	chmod "$2" -- "$1"
 }
-own_dir .ssh 700
-tmp=$(mktemp .ssh/.authorized_keys.XXXXXX)
-printf '%s\n' "$KD_PUBKEY" >"$tmp"
-chmod 600 "$tmp"
-mv -f -T -- "$tmp" .ssh/authorized_keys
-echo "KD_STEP key"
-
 own_dir kernodeck 755
 own_dir work 755
 if [ -L scratch ] || [ ! -e scratch ]; then ln -sfn -- "$KD_SCRATCH_DIR" scratch; fi
