@@ -334,3 +334,83 @@ func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
 		t.Fatalf("quote while the host is held: %v", q)
 	}
 }
+
+// A customer who lost their key gets their access back through the API:
+// their new public key replaces the old one on the running host, then a
+// generated pair is reissued and revealed; each time sshd refuses the
+// previous key. The API only records the request; the worker's
+// KeyRequests applies it with the hosts' admin key.
+func TestCustomerReplacesThenReissuesKey(t *testing.T) {
+	sshtest.RequireRoot(t)
+	host := sshtest.Start(t, sshtest.RTXA5000)
+	var driver *sshhost.Driver
+	e := newEnv(t, func(c *envConfig) {
+		c.provisionerName = postgres.ProvisionerSSH
+		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+			driver = &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdk-", ConnectTimeout: 5 * time.Second}
+			return driver
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		_ = (&sshhost.KeyRequests{DB: e.db, Driver: driver, Poll: 100 * time.Millisecond}).Run(ctx)
+	}()
+	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-keys", Address: host.Addr,
+		Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	keyPair := func() (ssh.Signer, string) {
+		s, err := ssh.ParsePrivateKey(sshtest.NewKeyPEM(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(s.PublicKey())))
+	}
+	first, firstPub := keyPair()
+	hana := register(e, "Hana", "hana@example.com")
+	ref := str(e.must(201, "POST", "/v1/orders", hana, map[string]any{"gpu_model": "rtx-a5000", "lots": 1,
+		"duration_days": 3, "preset": "python", "ssh_public_key": firstPub})["order"].(map[string]any)["reference"])
+	waitStatus(e, hana, ref, "awaiting_payment")
+	e.must(200, "POST", "/v1/support/orders/"+ref+"/attribute-payment", agentToken, map[string]any{"reason": "virement reçu, ticket 77"})
+	waitStatus(e, hana, ref, "active")
+	_, _, access := order(e, hana, ref)
+	user := str(access["username"])
+	if _, err := host.Run(user, first, "true"); err != nil {
+		t.Fatal(err)
+	}
+	waitDone := func() {
+		e.waitFor("the key change applied", func() bool {
+			kr := e.must(200, "GET", "/v1/orders/"+ref+"/ssh-key/request", hana, nil)["key_request"].(map[string]any)
+			if str(kr["state"]) == "failed" {
+				t.Fatalf("key change failed: %v", kr)
+			}
+			return str(kr["state"]) == "done"
+		})
+	}
+
+	second, secondPub := keyPair()
+	e.must(202, "POST", "/v1/orders/"+ref+"/ssh-key", hana, map[string]any{"ssh_public_key": secondPub})
+	waitDone()
+	if _, err := host.Run(user, first, "true"); err == nil {
+		t.Fatal("the replaced key still logs in")
+	}
+	if _, err := host.Run(user, second, "true"); err != nil {
+		t.Fatalf("the new key: %v", err)
+	}
+
+	e.must(202, "POST", "/v1/orders/"+ref+"/ssh-key/reissue", hana, map[string]any{})
+	waitDone()
+	pemKey := str(e.must(200, "POST", "/v1/orders/"+ref+"/private-key", hana, map[string]any{})["private_key"])
+	if out := sshAs(t, host, user, pemKey, "id -un"); strings.TrimSpace(out) != user {
+		t.Fatalf("reissued key: %q", out)
+	}
+	if _, err := host.Run(user, second, "true"); err == nil {
+		t.Fatal("the customer's key still logs in after the reissue")
+	}
+	// Another customer cannot touch this order.
+	other := register(e, "Ivo", "ivo@example.com")
+	if code, _ := e.call("POST", "/v1/orders/"+ref+"/ssh-key/reissue", other, map[string]any{}); code != 404 {
+		t.Fatalf("another customer's reissue: %d", code)
+	}
+}

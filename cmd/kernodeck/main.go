@@ -28,6 +28,7 @@ import (
 	"github.com/kernodeck/kernodeck/devserver"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/redact"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
@@ -271,6 +272,11 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *
 		Payments:    pay,
 		Capacity:    postgres.Capacity{DB: db, Provisioner: prov.cfg.Provisioner},
 		Logger:      logger,
+	}
+	if d, ok := provisioner.(*sshhost.Driver); ok {
+		// Customers' key changes, written by the API, applied on the hosts.
+		kr := &sshhost.KeyRequests{DB: db, Driver: d, Logger: logger.With("component", "key-requests")}
+		go func() { _ = kr.Run(ctx) }()
 	}
 	w := workers.New(tc, acts)
 	if err := w.Start(); err != nil {
