@@ -260,8 +260,12 @@ func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 			failed = ev
 		}
 	}
-	if failed == nil || !strings.Contains(fmt.Sprint(failed["data"]), "Aucune machine libre") {
-		t.Fatalf("no visible no-capacity wait: %v", failed)
+	// The customer sees the fixed message; support sees why (no free host).
+	if failed == nil || str(failed["message"]) == "" || strings.Contains(fmt.Sprint(failed), "Aucune machine libre") {
+		t.Fatalf("no visible wait, or the raw error shown to the customer: %v", failed)
+	}
+	if sup := e.must(200, "GET", "/v1/support/orders/"+refs[loser], agentToken, nil); !strings.Contains(fmt.Sprint(sup), "Aucune machine libre") {
+		t.Fatalf("support does not see the no-capacity wait: %v", sup)
 	}
 	var active int
 	_ = e.db.Get(&active, `SELECT count(*) FROM host_reservations WHERE state = 'active'`)
