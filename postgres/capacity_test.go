@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
@@ -138,4 +140,39 @@ func TestOrderMustFitOneHost(t *testing.T) {
 	require.Equal(t, []int{8}, av.HostSizes)
 	// The local driver counts GPUs: any size fits.
 	require.NoError(t, postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerLocal}.CheckFits(ctx, "b200", 10, 2))
+}
+
+// Paying from the balance goes through the same check: with no free host
+// the payment is refused (no_capacity, not retried), nothing is debited and
+// the order still awaits payment; with a host it is paid and the host held
+// until provisioning.
+func TestBalancePaymentRefusedWithoutCapacity(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, "bal@example.com")
+	top := seedTopUp(t, db, acc, 10000)
+	require.NoError(t, db.CreditTopUp(ctx, activities.CreditTopUpInput{TopUpRef: top, AccountID: acc, AmountCents: 10000}))
+	ref := seedOrder(t, db, acc, 1)
+	acts := &activities.Activities{Store: db, Capacity: postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerSSH}}
+	in := activities.PayFromBalanceInput{OrderRef: ref, AccountID: acc, AmountCents: 2357, At: time.Now()}
+
+	err := acts.PayOrderFromBalance(ctx, in)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, domain.ECodeNoCapacity, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+	b, err := db.Balance(ctx, acc)
+	require.NoError(t, err)
+	require.Equal(t, int64(10000), b.AvailableCents)
+	var status string
+	require.NoError(t, db.Get(&status, `SELECT status FROM orders WHERE ref = $1`, ref))
+	require.Equal(t, domain.StatusAwaitingPayment, status)
+
+	addGPUHost(t, db, "gpu-bal", "rtx-a5000", 1)
+	require.NoError(t, acts.PayOrderFromBalance(ctx, in))
+	require.NoError(t, db.Get(&status, `SELECT status FROM orders WHERE ref = $1`, ref))
+	require.Equal(t, domain.StatusPaid, status)
+	_, held, err := postgres.HeldHost(ctx, db, ref)
+	require.NoError(t, err)
+	require.True(t, held, "the paid order holds its host until provisioning")
 }
