@@ -87,6 +87,9 @@ type Config struct {
 	Rental workflows.RentalConfig
 	// TopUpTimeout expires an unpaid top-up (0: the workflow's default).
 	TopUpTimeout time.Duration
+	// Confirmations is the confirmation policy per network, shown with the
+	// payments seen for a payment request ("2 of 6").
+	Confirmations map[string]int64
 	// SSEPoll is the order stream's fallback poll interval (5 s) and
 	// SSEHeartbeat its keep-alive comment interval (15 s).
 	SSEPoll      time.Duration

@@ -17,6 +17,8 @@ type PaymentStore interface {
 	Intent(ctx context.Context, id string) (domain.Intent, error)
 	IntentsFor(ctx context.Context, targetRef string) ([]domain.Intent, error)
 	ClaimPaid(ctx context.Context, intentID string, accountID int64, now time.Time) error
+	// IntentPayments lists the payments seen for each request of a target.
+	IntentPayments(ctx context.Context, targetRef string) (map[string][]domain.IntentPayment, error)
 }
 
 // MethodLister lists the payment methods that can be used now.
@@ -31,13 +33,16 @@ var errIntentNotFound = domain.Errorf(domain.ECodeNotFound, "Demande de paiement
 type intentView struct {
 	domain.Intent
 	Expired bool `json:"expired"`
+	// Payments are the payments seen on chain for it (not reverted), with
+	// their confirmations out of the network's policy.
+	Payments []domain.IntentPayment `json:"payments"`
 }
 
 func viewIntent(in domain.Intent, now time.Time) intentView {
 	if in.Amount == "" {
 		in.Amount = domain.FormatUnits(&in.AmountBase.Int, in.Decimals)
 	}
-	return intentView{Intent: in, Expired: in.Expired(now)}
+	return intentView{Intent: in, Expired: in.Expired(now), Payments: []domain.IntentPayment{}}
 }
 
 func (s *Server) listMethods(c *gin.Context) {
@@ -102,10 +107,18 @@ func (s *Server) intentViews(ctx context.Context, ref string) ([]intentView, err
 	if err != nil {
 		return nil, err
 	}
+	paid, err := s.store.IntentPayments(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	out := make([]intentView, len(intents))
 	for i, in := range intents {
 		out[i] = viewIntent(in, now)
+		for _, p := range paid[in.ID] {
+			p.ConfirmationsRequired = s.cfg.Confirmations[in.Network]
+			out[i].Payments = append(out[i].Payments, p)
+		}
 	}
 	return out, nil
 }

@@ -105,3 +105,20 @@ func FormatUnits(base *big.Int, decimals int32) string {
 	whole, frac := s[:len(s)-int(decimals)], s[len(s)-int(decimals):]
 	return sign + whole + "." + frac
 }
+
+// IntentPayment is a payment seen on chain for a payment request, as its
+// customer sees it: how much, and how far it is from counting.
+type IntentPayment struct {
+	TxID        string `json:"txid" db:"txid"`
+	Asset       string `json:"asset" db:"asset"`
+	AmountBase  BigInt `json:"amount_base_units" db:"amount_base"`
+	Amount      string `json:"amount" db:"-"` // AmountBase in whole units
+	AmountCents int64  `json:"amount_cents" db:"amount_cents"`
+	State       string `json:"state" db:"state"` // seen or confirmed
+	Late        bool   `json:"late" db:"late"`
+	// Confirmations is the number of blocks on top of the payment's, its
+	// own included (0 while it is not in a block); ConfirmationsRequired is
+	// the network's policy.
+	Confirmations         int64 `json:"confirmations" db:"confirmations"`
+	ConfirmationsRequired int64 `json:"confirmations_required" db:"-"`
+}

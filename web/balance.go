@@ -7,18 +7,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// topUpDetail is GET /v1/topups/{ref}.
-type topUpDetail struct {
-	TopUp          domain.TopUp           `json:"topup"`
-	Timeline       []domain.TimelineEvent `json:"timeline"`
-	PaymentIntents []domain.Intent        `json:"payment_intents"`
-}
-
 type topUpPageData struct {
-	topUpDetail
+	api.TopUpDetail
 	Checkout checkout
 }
 
@@ -26,7 +20,7 @@ type topUpPageData struct {
 type balanceData struct {
 	Balance domain.Balance
 	Amounts []int64
-	TopUps  []domain.TopUp
+	TopUps  []api.TopUpView
 	History []domain.BalanceMovement
 }
 
@@ -47,7 +41,7 @@ func (s *Site) showBalance(c *gin.Context, me *session, refusal error) {
 		return
 	}
 	var tu struct {
-		TopUps []domain.TopUp `json:"topups"`
+		TopUps []api.TopUpView `json:"topups"`
 	}
 	if err := s.api.call(c, http.MethodGet, "/v1/topups", "", nil, &tu); err != nil {
 		s.fail(c, err)
@@ -78,7 +72,7 @@ func (s *Site) createTopUp(c *gin.Context) {
 		return
 	}
 	cents, _ := strconv.ParseInt(c.PostForm("amount_cents"), 10, 64)
-	var out topUpDetail
+	var out api.TopUpDetail
 	err := s.api.call(c, http.MethodPost, "/v1/topups", c.PostForm("csrf"), map[string]any{"amount_cents": cents}, &out)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.ECodeInvalid {
@@ -93,7 +87,7 @@ func (s *Site) createTopUp(c *gin.Context) {
 
 func (s *Site) loadTopUp(c *gin.Context, ref string) (topUpPageData, error) {
 	var d topUpPageData
-	if err := s.api.call(c, http.MethodGet, "/v1/topups/"+url.PathEscape(ref), "", nil, &d.topUpDetail); err != nil {
+	if err := s.api.call(c, http.MethodGet, "/v1/topups/"+url.PathEscape(ref), "", nil, &d.TopUpDetail); err != nil {
 		return d, err
 	}
 	t := d.TopUp

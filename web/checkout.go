@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -30,9 +31,9 @@ type checkout struct {
 	Methods []domain.Method
 	// Active is the payment request to pay now (nil if none is valid);
 	// Expired the latest one whose deadline passed (never to be reused).
-	Active  *domain.Intent
-	Expired *domain.Intent
-	Intents []domain.Intent
+	Active  *api.IntentView
+	Expired *api.IntentView
+	Intents []api.IntentView
 	// RemainingCents is what is still due; OverpaidCents what was received
 	// beyond the total (flagged for refund).
 	RemainingCents int64
@@ -40,9 +41,10 @@ type checkout struct {
 	// Balance: the available balance, and whether it covers the order.
 	BalanceCents   int64
 	PayFromBalance bool
-	// Confirmations is the confirmation policy of the active request's network.
-	Confirmations int64
-	Now           time.Time
+	// Seen are the payments seen on chain for the active request, not yet
+	// confirmed (shown with "x sur N" confirmations).
+	Seen []domain.IntentPayment
+	Now  time.Time
 }
 
 // Partial: some money was counted, not all.
@@ -53,22 +55,26 @@ func (ck checkout) Detected() bool {
 	return ck.Target.Status == domain.StatusPaymentDetected || ck.Target.Status == domain.TopUpPaymentDetected
 }
 
-func (s *Site) checkout(c *gin.Context, t target, intents []domain.Intent, tl []domain.TimelineEvent) (checkout, error) {
+func (s *Site) checkout(c *gin.Context, t target, intents []api.IntentView, tl []domain.TimelineEvent) (checkout, error) {
 	ck := checkout{Target: t, Intents: intents, Now: time.Now()}
 	for i := range intents {
 		in := &intents[i]
 		if in.Status != domain.IntentOpen && in.Status != "" {
 			continue
 		}
-		if !in.Expired(ck.Now) && ck.Active == nil {
+		if !in.Expired && ck.Active == nil {
 			ck.Active = in
 		}
 	}
 	if ck.Active == nil && len(intents) > 0 {
 		ck.Expired = &intents[0] // newest first
 	}
-	if ck.Active != nil {
-		ck.Confirmations = s.cfg.Confirmations[ck.Active.Network]
+	for _, in := range intents {
+		for _, p := range in.Payments {
+			if p.State != "confirmed" {
+				ck.Seen = append(ck.Seen, p)
+			}
+		}
 	}
 	ck.RemainingCents = max(0, t.TotalCents-t.PaidCents)
 	for _, ev := range tl {

@@ -9,16 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
-
-// orderDetail is GET /v1/orders/{ref}.
-type orderDetail struct {
-	Order          domain.Order           `json:"order"`
-	Timeline       []domain.TimelineEvent `json:"timeline"`
-	Access         *domain.Access         `json:"access"`
-	PaymentIntents []domain.Intent        `json:"payment_intents"`
-}
 
 // supportThread is a support request and the answers it received.
 type supportThread struct {
@@ -28,7 +21,7 @@ type supportThread struct {
 
 // orderPageData is everything the order page shows.
 type orderPageData struct {
-	orderDetail
+	api.OrderDetail
 	Checkout  checkout
 	Reminders []domain.TimelineEvent
 	Support   []supportThread
@@ -40,7 +33,7 @@ type orderPageData struct {
 func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData, error) {
 	var d orderPageData
 	path := "/v1/orders/" + url.PathEscape(ref)
-	if err := s.api.call(c, http.MethodGet, path, "", nil, &d.orderDetail); err != nil {
+	if err := s.api.call(c, http.MethodGet, path, "", nil, &d.OrderDetail); err != nil {
 		return d, err
 	}
 	var sr struct {
@@ -114,7 +107,7 @@ func (s *Site) createOrder(c *gin.Context) {
 	days, _ := strconv.Atoi(c.PostForm("duration_days"))
 	body := map[string]any{"gpu_model": c.PostForm("gpu_model"), "lots": lots, "duration_days": days,
 		"preset": c.PostForm("preset"), "ssh_public_key": c.PostForm("ssh_public_key")}
-	var created orderDetail
+	var created api.OrderDetail
 	if err := s.api.call(c, http.MethodPost, "/v1/orders", c.PostForm("csrf"), body, &created); err != nil {
 		if domain.ErrorCode(err) != domain.ECodeInvalid {
 			s.fail(c, err)
@@ -138,7 +131,7 @@ func (s *Site) createOrder(c *gin.Context) {
 
 // ordersData is the "Mes commandes" page.
 type ordersData struct {
-	Orders []domain.Order
+	Orders []api.OrderView
 }
 
 func (s *Site) orders(c *gin.Context) {
@@ -147,7 +140,7 @@ func (s *Site) orders(c *gin.Context) {
 		return
 	}
 	var out struct {
-		Orders []domain.Order `json:"orders"`
+		Orders []api.OrderView `json:"orders"`
 	}
 	if err := s.api.call(c, http.MethodGet, "/v1/orders", "", nil, &out); err != nil {
 		s.fail(c, err)
@@ -273,7 +266,7 @@ func (s *Site) privateKey(c *gin.Context) {
 
 // supportFormData is the support request form.
 type supportFormData struct {
-	Order  domain.Order
+	Order  api.OrderView
 	Values map[string]string
 }
 
@@ -284,7 +277,7 @@ func (s *Site) supportForm(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var d orderDetail
+	var d api.OrderDetail
 	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
 		s.failOrder(c, me, err)
 		return
@@ -319,7 +312,7 @@ func (s *Site) createSupportRequest(c *gin.Context) {
 		s.failOrder(c, me, err)
 		return
 	}
-	var d orderDetail
+	var d api.OrderDetail
 	if gerr := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(ref), "", nil, &d); gerr != nil {
 		s.failOrder(c, me, gerr)
 		return

@@ -7,14 +7,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
 // session is the signed-in customer, if any.
-type session struct {
-	Account   domain.Account `json:"account"`
-	CSRFToken string         `json:"csrf_token"`
-}
+type session = api.SessionResponse
 
 // session asks the API who is signed in: nil (no error) when nobody is.
 func (s *Site) session(c *gin.Context) (*session, error) {
@@ -56,35 +54,19 @@ func pageFor(me *session, title string) page {
 	return p
 }
 
-// catalog is GET /v1/catalog.
-type catalog struct {
-	Models    []domain.CatalogItem `json:"models"`
-	Durations []int                `json:"durations"`
-	Presets   []string             `json:"presets"`
-	MinLots   int                  `json:"min_lots"`
-	MaxLots   int                  `json:"max_lots"`
-}
-
-// quote is POST /v1/quote.
-type quote struct {
-	domain.Quote
-	DisplayName  string               `json:"display_name"`
-	Availability *domain.Availability `json:"availability"`
-}
-
 // configuratorData is the configurator's form and its summary.
 type configuratorData struct {
-	Catalog catalog
+	Catalog api.CatalogResponse
 	Config  domain.Configuration
 	Lots    []int
-	Quote   *quote
+	Quote   *api.QuoteResponse
 	// Item is the chosen model (for the lot's GPU count next to the field).
 	Item *domain.CatalogItem
 }
 
 // configuration reads a configuration from the query (or a form), with the
 // configurator's defaults for what is missing.
-func configuration(c *gin.Context, cat catalog) domain.Configuration {
+func configuration(c *gin.Context, cat api.CatalogResponse) domain.Configuration {
 	cfg := domain.Configuration{Model: c.Query("gpu_model"), Lots: 1, DurationDays: 7, Preset: "python"}
 	if cfg.Model == "" && len(cat.Models) > 0 {
 		cfg.Model = cat.Models[0].Model
@@ -117,7 +99,7 @@ func (s *Site) configure(c *gin.Context) (configuratorData, error) {
 			d.Item = &d.Catalog.Models[i]
 		}
 	}
-	var q quote
+	var q api.QuoteResponse
 	if err := s.api.call(c, http.MethodPost, "/v1/quote", "", d.Config, &q); err != nil {
 		return d, err
 	}

@@ -42,16 +42,8 @@ var templateFS embed.FS
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
 
-// Config configures the site.
-type Config struct {
-	// Confirmations is the confirmation policy per network, shown to the
-	// customer as "x sur N" (config.Payments.Confirmations).
-	Confirmations map[string]int64
-}
-
 // Site is the web site. Build it with New and pass it as api.Deps.Site.
 type Site struct {
-	cfg    Config
 	log    *slog.Logger
 	pages  map[string]*template.Template
 	assets *assets
@@ -59,11 +51,11 @@ type Site struct {
 }
 
 // New parses the templates and the static files.
-func New(cfg Config, logger *slog.Logger) (*Site, error) {
+func New(logger *slog.Logger) (*Site, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Site{cfg: cfg, log: logger}
+	s := &Site{log: logger}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}

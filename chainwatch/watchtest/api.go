@@ -10,14 +10,15 @@ import (
 const AgentToken = "watchtest-agent-token-0123456789"
 
 // API serves the real HTTP API over the harness (stopped with the test).
-func (e *Env) API() *httptest.Server { return e.ServeAPI(nil) }
+func (e *Env) API() *httptest.Server { return e.ServeAPI(api.Config{}, nil) }
 
-// ServeAPI is API with a web site mounted at / (site may be nil).
-func (e *Env) ServeAPI(site api.Site) *httptest.Server {
+// ServeAPI is API with cfg (AgentToken is added to it) and a web site
+// mounted at / (site may be nil).
+func (e *Env) ServeAPI(cfg api.Config, site api.Site) *httptest.Server {
 	tl := e.DB.NewTimelineListener(e.Logger)
 	go func() { _ = tl.Run(e.Ctx) }()
-	a := api.New(api.Config{AgentTokens: map[string]string{AgentToken: "watchtest-agent"}},
-		api.Deps{Store: e.DB, Workflows: e.Workflows, Timeline: tl, Methods: e.Payments, Site: site, Logger: e.Logger})
+	cfg.AgentTokens = map[string]string{AgentToken: "watchtest-agent"}
+	a := api.New(cfg, api.Deps{Store: e.DB, Workflows: e.Workflows, Timeline: tl, Methods: e.Payments, Site: site, Logger: e.Logger})
 	hs := httptest.NewServer(a.Handler())
 	e.T.Cleanup(hs.Close)
 	return hs

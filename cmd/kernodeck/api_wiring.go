@@ -23,7 +23,7 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("config: %w", err)
 	}
-	site, err := web.New(web.Config{Confirmations: pcfg.Confirmations}, logger.With("component", "web"))
+	site, err := web.New(logger.With("component", "web"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -34,6 +34,7 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		Rental:         cfg.RentalConfig(),
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
+		Confirmations:  pcfg.Confirmations,
 	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Site: site, Logger: logger, Requests: requests})
 	return prov.withCodec(srv.Handler(), cfg, db), srv.CloseStreams, tl.Run, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
 	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/devnodes"
@@ -85,12 +86,12 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		w := env.Watcher(chain, ltcConfirmations)
 		go func() { defer close(done); _ = w.Run(wctx) }()
 	}
-	site, err := web.New(web.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations}},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	site, err := web.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &shop{t: t, env: env, srv: env.ServeAPI(site), ltcURL: ltcURL}
+	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations}}, site)
+	return &shop{t: t, env: env, srv: srv, ltcURL: ltcURL}
 }
 
 func freePort(t *testing.T) int {

@@ -17,8 +17,9 @@ import (
 // the total before ordering, registers, orders, asks for LTC on Litecoin
 // instructions and sees amount, address, QR and countdown. The test pays
 // that request on the Litecoin Core regtest node; the page, left open, goes
-// to paid, provisioning and active without a reload and shows the access
-// information and the period's dates.
+// to payment detected ("1 confirmation sur 2"), paid, provisioning and
+// active without a reload and shows the access information and the
+// period's dates.
 func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 	s := newShop(t, shopOptions{litecoin: true})
 	ctx := browser(t)
@@ -101,14 +102,21 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 			if (e && window.kdStatuses[window.kdStatuses.length-1] !== e.dataset.status) window.kdStatuses.push(e.dataset.status);
 		}).observe(document.body, {subtree: true, childList: true}); true`)
 
+	// Sent and mined in one block: seen, one confirmation out of two.
 	pctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	txid, err := devnodes.PayLitecoin(pctx, s.ltcURL, in, ltcConfirmations)
-	cancel()
+	defer cancel()
+	txid, err := devnodes.PayLitecoin(pctx, s.ltcURL, in, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("paid %s LTC to %s: %s", amount, address, txid)
-
+	waitText(t, ctx, "#paiement .seen-payment .confirmations", fmt.Sprintf("1 confirmation sur %d", ltcConfirmations))
+	if got := text(t, ctx, "#paiement .seen-payment"); !strings.Contains(got, amount+" LTC reçus") {
+		t.Fatalf("payment seen: %q", got)
+	}
+	if err := devnodes.MineLitecoin(pctx, s.ltcURL, ltcConfirmations-1); err != nil {
+		t.Fatal(err)
+	}
 	waitJS(t, ctx, "the order active on the open page",
 		`document.querySelector("[data-status]").dataset.status === "active" && !!document.querySelector("#ssh-cmd")`)
 	marker := eval[string](t, ctx, `window.kdMarker || ""`)
@@ -117,7 +125,8 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 		t.Fatal("the page was reloaded")
 	}
 	t.Logf("statuses shown by the open page: %v", statuses)
-	if statuses[0] != domain.StatusAwaitingPayment || statuses[len(statuses)-1] != domain.StatusActive {
+	if statuses[0] != domain.StatusAwaitingPayment || statuses[1] != domain.StatusPaymentDetected ||
+		statuses[len(statuses)-1] != domain.StatusActive {
 		t.Fatalf("statuses shown: %v", statuses)
 	}
 	// Steps can follow each other faster than the page fetches them; those
@@ -131,8 +140,8 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 	}
 	// Each step is on the page's tracking, as it happened.
 	kinds := eval[[]string](t, ctx, `[...document.querySelectorAll(".timeline li")].map(li => li.dataset.kind)`)
-	for _, k := range []string{domain.EventPaymentConfirmed, domain.EventPaid, domain.EventProvisioningStep,
-		domain.EventAccessAvailable} {
+	for _, k := range []string{domain.EventPaymentSeen, domain.EventPaymentConfirmed, domain.EventPaid,
+		domain.EventProvisioningStep, domain.EventAccessAvailable} {
 		if !contains(kinds, k) {
 			t.Fatalf("timeline on the page lacks %s: %v", k, kinds)
 		}
