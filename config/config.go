@@ -30,6 +30,7 @@ type Config struct {
 	AccessHost           string            // KERNODECK_ACCESS_HOST (local driver)
 	AccessPort           int               // KERNODECK_ACCESS_PORT (local driver)
 	StarterInterval      time.Duration     // KERNODECK_STARTER_INTERVAL
+	WorkflowCacheSize    int               // KERNODECK_WORKFLOW_CACHE_SIZE
 	LogLevel             string            // KERNODECK_LOG_LEVEL
 	TrustedProxies       []string          // KERNODECK_TRUSTED_PROXIES
 }
@@ -57,17 +58,27 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AccessHost:           p.str("KERNODECK_ACCESS_HOST", "127.0.0.1"),
 		AccessPort:           p.int("KERNODECK_ACCESS_PORT", 22),
 		StarterInterval:      p.dur("KERNODECK_STARTER_INTERVAL", 30*time.Second),
+		WorkflowCacheSize:    p.int("KERNODECK_WORKFLOW_CACHE_SIZE", DefaultWorkflowCacheSize),
 		LogLevel:             p.str("KERNODECK_LOG_LEVEL", "info"),
 		TrustedProxies:       p.list("KERNODECK_TRUSTED_PROXIES"),
 	}
 	if p.err != nil {
 		return Config{}, p.err
 	}
+	if c.WorkflowCacheSize < 1 {
+		return Config{}, fmt.Errorf("KERNODECK_WORKFLOW_CACHE_SIZE must be at least 1")
+	}
 	if c.ProvisioningAttempts < 1 {
 		return Config{}, fmt.Errorf("KERNODECK_PROVISIONING_ATTEMPTS must be at least 1")
 	}
 	return c, nil
 }
+
+// DefaultWorkflowCacheSize bounds the workflows a worker keeps in memory
+// (the SDK's default is 10,000): each cached rental costs about 0.09 MiB of
+// RSS (BENCHMARKS.md); an evicted one is replayed from its history, about
+// 115 events, at its next event (a reminder, the end, a support action).
+const DefaultWorkflowCacheSize = 3000
 
 // RentalConfig is the workflow configuration captured at each order's start.
 func (c Config) RentalConfig() workflows.RentalConfig {

@@ -179,7 +179,7 @@ func (r *rentals) reportWorker(out io.Writer, before, after map[string]*dto.Metr
 	} {
 		b := histDelta(before, after, h)
 		fmt.Fprintf(out, "%s: n=%.0f p50 %s p99 %s\n", strings.TrimPrefix(h, "temporal_"), b.count,
-			ms(b.quantile(.5)), ms(b.quantile(.99)))
+			msq(b.quantile(.5)), msq(b.quantile(.99)))
 	}
 }
 
@@ -310,7 +310,8 @@ func histDelta(before, after map[string]*dto.MetricFamily, name string) buckets 
 }
 
 // quantile interpolates linearly inside the bucket holding q, as
-// Prometheus' histogram_quantile does.
+// Prometheus' histogram_quantile does; past the last finite bound it returns
+// that bound negated (printed "> bound" by msq).
 func (b buckets) quantile(q float64) time.Duration {
 	if b.count <= 0 {
 		return 0
@@ -318,6 +319,9 @@ func (b buckets) quantile(q float64) time.Duration {
 	rank := q * b.count
 	lower, prev := 0.0, 0.0
 	for i, c := range b.counts {
+		if c >= rank && math.IsInf(b.bounds[i], 1) {
+			return -time.Duration(lower * float64(time.Second)) // above the last bound: "> lower"
+		}
 		if c >= rank {
 			frac := 0.0
 			if c > prev {
@@ -328,4 +332,12 @@ func (b buckets) quantile(q float64) time.Duration {
 		lower, prev = b.bounds[i], c
 	}
 	return time.Duration(lower * float64(time.Second)) // above the last bound
+}
+
+// msq prints a quantile, "> bound" when it lies past the last bucket.
+func msq(d time.Duration) string {
+	if d < 0 {
+		return "> " + ms(-d)
+	}
+	return ms(d)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/jmoiron/sqlx"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -231,6 +232,8 @@ func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *pos
 }
 
 func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *metrics.Metrics, logger *slog.Logger) error {
+	// The SDK keeps this cache per process (a global of the SDK's).
+	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	db, err := postgres.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
