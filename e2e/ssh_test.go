@@ -337,6 +337,28 @@ func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
 	if q := e.must(200, "POST", "/v1/quote", gil, cfg); q["availability"].(map[string]any)["available_now"] != false {
 		t.Fatalf("quote while the host is held: %v", q)
 	}
+
+	// One host per order: with B200 hosts of 8 GPUs, 5 lots (10 GPUs) are
+	// refused at the configurator with the size that exists; 4 lots are not.
+	for _, name := range []string{"gpu-b200-1", "gpu-b200-2"} {
+		if _, err := e.db.Exec(`INSERT INTO gpu_hosts (name, address, host_key_fingerprint, gpu_model, gpu_count)
+			VALUES ($1, $1 || '.example', $2, 'b200', 8)`, name, host.Fingerprint); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b200 := map[string]any{"gpu_model": "b200", "lots": 5, "duration_days": 3, "preset": "python"}
+	q := e.must(200, "POST", "/v1/quote", gil, b200)
+	if av := q["availability"].(map[string]any); av["available_now"] != false || fmt.Sprint(av["host_sizes"]) != "[8]" {
+		t.Fatalf("quote of 10 B200: %v", q)
+	}
+	code, body = e.call("POST", "/v1/orders", gil, b200)
+	errBody, _ = body["error"].(map[string]any)
+	if code != 400 || str(errBody["field"]) != "lots" || !strings.Contains(str(errBody["message"]), "4 lot(s) (8 GPU)") {
+		t.Fatalf("order of 10 B200: %d %v", code, body)
+	}
+	t.Logf("10 B200 refused: %s", errBody["message"])
+	b200["lots"] = 4
+	e.must(201, "POST", "/v1/orders", gil, b200)
 }
 
 // A customer who lost their key gets their access back through the API:

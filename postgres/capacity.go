@@ -106,7 +106,7 @@ func (c Capacity) CheckFits(ctx context.Context, model string, gpus, gpusPerLot 
 
 func noFitMessage(model string, gpus, gpusPerLot int, sizes []int) string {
 	if len(sizes) == 0 {
-		return fmt.Sprintf("Aucune machine %s n'est en service : ce modèle ne peut pas être commandé pour le moment.", model)
+		return fmt.Sprintf("Aucune machine %s n'est en service pour le moment : réessayez plus tard ou choisissez un autre modèle.", model)
 	}
 	var opts []string
 	for _, s := range sizes {
