@@ -27,6 +27,7 @@ export KERNODECK_SECRET_KEYS="load1:$(head -c 32 /dev/urandom | base64)"
 export KERNODECK_SUPPORT_TOKENS="kdload:kdload-support-token-0123456789"
 export KERNODECK_LOG_LEVEL=warn
 export KERNODECK_COOKIE_SECURE=false
+export KERNODECK_TRUSTED_PROXIES=127.0.0.1 # kdload registers customers "behind" it
 export TEMPORAL_CONFIG_FILE="$OUT/none.toml"
 
 # Another helper's service on one of these ports would receive the load:

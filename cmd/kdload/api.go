@@ -128,7 +128,7 @@ func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
 	defer tc.Close()
 
 	run := time.Now().UnixNano()
-	tok, err := a.customer(ctx, fmt.Sprintf("api-load-%d@example.com", run))
+	tok, err := a.customer(ctx, fmt.Sprintf("api-load-%d@example.com", run), 1249)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func (r *rentals) run(ctx context.Context, out io.Writer) error {
 	run := time.Now().UnixNano()
 	tokens := make([]string, (r.n+ordersPerCustomer-1)/ordersPerCustomer)
 	if err := parallel(ctx, len(tokens), min(r.conc, 4), func(ctx context.Context, i int) error {
-		t, err := r.customer(ctx, fmt.Sprintf("load-%d-%d@example.com", run, i))
+		t, err := r.customer(ctx, fmt.Sprintf("load-%d-%d@example.com", run, i), i)
 		tokens[i] = t
 		return err
 	}); err != nil {
