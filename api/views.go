@@ -18,3 +18,7 @@ type (
 	// IntentView is a payment request with its payments seen on chain.
 	IntentView = intentView
 )
+
+// StatusFor is the HTTP status the API answers a domain error code with
+// (the site answers its pages' errors with the same).
+func StatusFor(code string) int { return statusFor(code) }

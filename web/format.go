@@ -55,11 +55,12 @@ var statusLabels = map[string]string{
 	domain.TopUpCredited:            "Créditée",
 }
 
-func statusLabel(s string) string {
-	if l, ok := statusLabels[s]; ok {
+// label is labels[key], or the key itself when it has no label.
+func label(labels map[string]string, key string) string {
+	if l, ok := labels[key]; ok {
 		return l
 	}
-	return s
+	return key
 }
 
 var networkNames = map[string]string{
@@ -69,32 +70,13 @@ var networkNames = map[string]string{
 
 // methodLabel spells asset and network together: "USDT sur Tron".
 func methodLabel(asset, network string) string {
-	n, ok := networkNames[network]
-	if !ok {
-		n = network
-	}
-	return asset + " sur " + n
+	return asset + " sur " + label(networkNames, network)
 }
 
 var vendorStacks = map[string]string{"nvidia": "NVIDIA · CUDA", "amd": "AMD · ROCm"}
 
-// vendorStack names the vendor and its compute stack, as the FAQ does.
-func vendorStack(vendor string) string {
-	if s, ok := vendorStacks[strings.ToLower(vendor)]; ok {
-		return s
-	}
-	return vendor
-}
-
 var presetLabels = map[string]string{
 	"python": "Python", "pytorch": "PyTorch", "notebook": "Notebook (Jupyter)", "inference": "Inférence",
-}
-
-func presetLabel(p string) string {
-	if l, ok := presetLabels[p]; ok {
-		return l
-	}
-	return p
 }
 
 // plural picks the singular or plural word for n (any integer type).
@@ -118,13 +100,6 @@ var movementLabels = map[string]string{
 	domain.MovementTopUp:        "Recharge créditée",
 	domain.MovementOrderPayment: "Location réglée par le solde",
 	domain.MovementRefund:       "Remboursement sur le solde",
-}
-
-func movementLabel(kind string) string {
-	if l, ok := movementLabels[kind]; ok {
-		return l
-	}
-	return kind
 }
 
 // walletSchemes are the payment URI schemes the payments package builds
@@ -157,18 +132,14 @@ func (s *Site) funcs() template.FuncMap {
 	return template.FuncMap{
 		"date":   frenchDate,
 		"usd":    usd,
-		"status": statusLabel,
+		"status": func(s string) string { return label(statusLabels, s) },
 		"method": methodLabel,
-		"vendor": vendorStack,
-		"preset": presetLabel,
-		"plural": plural,
-		"network": func(n string) string {
-			if name, ok := networkNames[n]; ok {
-				return name
-			}
-			return n
-		},
-		"movement":  movementLabel,
+		// The vendor and its compute stack, as the FAQ names them.
+		"vendor":    func(v string) string { return label(vendorStacks, strings.ToLower(v)) },
+		"preset":    func(p string) string { return label(presetLabels, p) },
+		"plural":    plural,
+		"network":   func(n string) string { return label(networkNames, n) },
+		"movement":  func(k string) string { return label(movementLabels, k) },
 		"wallet":    walletURL,
 		"lastEvent": lastEventID,
 		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },

@@ -155,22 +155,7 @@ func newAuthForm(next string) authForm {
 	return authForm{Next: safeNext(next), MinLen: domain.MinPasswordLen, MaxLen: domain.MaxPasswordLen}
 }
 
-func (s *Site) registerForm(c *gin.Context) {
-	me, err := s.session(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	f := newAuthForm(c.Query("next"))
-	if me != nil {
-		// Already signed in: straight to where the visitor was going.
-		c.Redirect(http.StatusSeeOther, f.Next)
-		return
-	}
-	p := pageFor(me, "Créer un compte")
-	p.Path, p.Data = f.Next, f
-	s.render(c, http.StatusOK, "register", p)
-}
+func (s *Site) registerForm(c *gin.Context) { s.authPage(c, "Créer un compte", "register") }
 
 func (s *Site) register(c *gin.Context) {
 	f := newAuthForm(c.PostForm("next"))
@@ -187,7 +172,11 @@ func (s *Site) register(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, f.Next)
 }
 
-func (s *Site) loginForm(c *gin.Context) {
+func (s *Site) loginForm(c *gin.Context) { s.authPage(c, "Se connecter", "login") }
+
+// authPage shows the login or registration form, or sends a visitor who is
+// already signed in straight to where they were going.
+func (s *Site) authPage(c *gin.Context, title, tmpl string) {
 	me, err := s.session(c)
 	if err != nil {
 		s.fail(c, err)
@@ -195,13 +184,12 @@ func (s *Site) loginForm(c *gin.Context) {
 	}
 	f := newAuthForm(c.Query("next"))
 	if me != nil {
-		// Already signed in: straight to where the visitor was going.
 		c.Redirect(http.StatusSeeOther, f.Next)
 		return
 	}
-	p := pageFor(me, "Se connecter")
+	p := pageFor(me, title)
 	p.Path, p.Data = f.Next, f
-	s.render(c, http.StatusOK, "login", p)
+	s.render(c, http.StatusOK, tmpl, p)
 }
 
 func (s *Site) login(c *gin.Context) {
@@ -228,24 +216,8 @@ func (s *Site) logout(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/")
 }
 
-// statusOf is the HTTP status a form answered with an error gets.
-func statusOf(err error) int {
-	switch domain.ErrorCode(err) {
-	case domain.ECodeInvalid, domain.ECodeInvalidJSON:
-		return http.StatusUnprocessableEntity
-	case domain.ECodeUnauthorized:
-		return http.StatusUnauthorized
-	case domain.ECodeTooMany:
-		return http.StatusTooManyRequests
-	case domain.ECodeEmailTaken, domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeIntentActive,
-		domain.ECodeMethodUnavailable, domain.ECodeNoCapacity:
-		return http.StatusConflict
-	case domain.ECodeForbidden:
-		return http.StatusForbidden
-	default:
-		return http.StatusServiceUnavailable
-	}
-}
+// statusOf is the HTTP status of a page answering err (the API's own).
+func statusOf(err error) int { return api.StatusFor(domain.ErrorCode(err)) }
 
 // orderURL is the order's page.
 func orderURL(ref string) string { return "/orders/" + url.PathEscape(ref) }

@@ -264,20 +264,7 @@ func (s *Site) fail(c *gin.Context, err error) {
 		c.Abort()
 		return
 	}
-	status := http.StatusInternalServerError
-	switch domain.ErrorCode(err) {
-	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
-		status = http.StatusServiceUnavailable
-	case domain.ECodeInvalid, domain.ECodeInvalidJSON:
-		status = http.StatusBadRequest
-	case domain.ECodeForbidden:
-		status = http.StatusForbidden
-	case domain.ECodeTooMany:
-		status = http.StatusTooManyRequests
-	case domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeMethodUnavailable, domain.ECodeIntentActive,
-		domain.ECodeEmailTaken, domain.ECodeNoCapacity:
-		status = http.StatusConflict
-	}
+	status := statusOf(err)
 	s.render(c, status, "error", page{Title: "Une erreur est survenue", Error: domain.ErrorMessage(err)})
 }
 

@@ -1,0 +1,212 @@
+package web
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+func newTestSite(t *testing.T) *Site {
+	t.Helper()
+	s, err := New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSafeNextKeepsOnlyLocalPaths(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                      "/orders",
+		"/orders/KD-1?x=1":      "/orders/KD-1?x=1",
+		"//evil.example/":       "/orders",
+		"/\\evil.example":       "/orders",
+		"https://evil.example/": "/orders",
+		"javascript:alert(1)":   "/orders",
+		"/ok\r\nSet-Cookie: x":  "/orders",
+	} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestWalletURLOnlyForPaymentSchemes(t *testing.T) {
+	for in, want := range map[string]string{
+		"litecoin:rltc1qxyz?amount=0.26":     "litecoin:rltc1qxyz?amount=0.26",
+		"ethereum:0xabc@1?value=10":          "ethereum:0xabc@1?value=10",
+		"solana:Shop?amount=1&reference=R":   "solana:Shop?amount=1&reference=R",
+		"TQn9Y2khEsLJW1ChVWFMSMeRDow5KcbLSE": "", // Tron: a plain address, no wallet link
+		"javascript:alert(document.cookie)":  "",
+		"https://evil.example/?bitcoin:bc1q": "",
+	} {
+		if got := string(walletURL(in)); got != want {
+			t.Errorf("walletURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestFrenchFormats(t *testing.T) {
+	for cents, want := range map[int64]string{311800: "3\u202f118,00 USD", 2357: "23,57 USD", 5: "0,05 USD",
+		-2357: "-23,57 USD", 100000000: "1\u202f000\u202f000,00 USD"} {
+		if got := usd(cents); got != want {
+			t.Errorf("usd(%d) = %q, want %q", cents, got, want)
+		}
+	}
+	at := time.Date(2026, 8, 3, 14, 5, 0, 0, time.FixedZone("CEST", 2*3600))
+	if got := frenchDate(at); got != "3 août 2026 à 12:05 UTC" {
+		t.Errorf("frenchDate = %q", got)
+	}
+	if got := methodLabel("USDT", domain.NetworkTron); got != "USDT sur Tron" {
+		t.Errorf("methodLabel = %q", got)
+	}
+}
+
+// orderPage renders the order page for d as its owner would see it.
+func renderOrder(t *testing.T, s *Site, d orderPageData) string {
+	t.Helper()
+	p := page{Title: "Commande", Me: &domain.Account{FirstName: "Ada"}, CSRF: "tok", Data: d}
+	if _, err := s.withLive(&p, "order_live_box", "/orders/"+d.Order.Ref+"/live", orderTrigger); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := s.pages["order"].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func sampleOrder(status string, paid, late int64) orderPageData {
+	o := api.OrderView{Order: domain.Order{Ref: "KD-TEST", Model: "rtx-a5000", Lots: 1, GPUsPerLot: 1, TotalGPUs: 1,
+		DurationDays: 3, Preset: "python", LotCents: 2357, TotalCents: 2357, Status: status, PaidCents: paid, LateCents: late}}
+	d := orderPageData{}
+	d.Order = o
+	d.Checkout = checkout{Target: target{Kind: "order", Ref: "KD-TEST", Status: status, TotalCents: 2357, PaidCents: paid,
+		LateCents: late, Unpaid: unpaidOrder(status)}, RemainingCents: max(0, 2357-paid), Now: time.Now()}
+	return d
+}
+
+func sampleIntent(expired bool) api.IntentView {
+	in := domain.Intent{ID: "PI-TEST", TargetKind: "order", TargetRef: "KD-TEST", Asset: "LTC", Network: domain.NetworkLitecoin,
+		Decimals: 8, AmountBase: domain.NewBigInt(big.NewInt(26188889)), Amount: "0.26188889", USDCents: 2357, Rate: "90",
+		Address: "rltc1qexample", PaymentURI: "litecoin:rltc1qexample?amount=0.26188889",
+		Deadline: time.Now().Add(time.Hour), Status: domain.IntentOpen}
+	if expired {
+		in.Deadline = time.Now().Add(-time.Minute)
+	}
+	return api.IntentView{Intent: in, Expired: expired}
+}
+
+// Each payment state shows the FAQ's advice: the exact instructions and
+// their network warning, partial, over, late, expired (never reuse the old
+// address; do not send again at random; contact support with the reference).
+func TestCheckoutStatesGiveTheFAQsAdvice(t *testing.T) {
+	s := newTestSite(t)
+
+	d := sampleOrder(domain.StatusAwaitingPayment, 0, 0)
+	in := sampleIntent(false)
+	d.Checkout.Active = &in
+	d.Checkout.PayFromBalance, d.Checkout.BalanceCents = true, 10000
+	html := renderOrder(t, s, d)
+	for _, want := range []string{"LTC sur Litecoin", "0.26188889", "rltc1qexample", "n'est pas équivalent",
+		`data-deadline="`, "J'ai payé", "ne confirme rien", `href="litecoin:rltc1qexample?amount=0.26188889"`,
+		"/v1/payment-intents/PI-TEST/qr.png", "Payer 23,57 USD avec mon solde", `name="csrf" value="tok"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("active request: missing %q", want)
+		}
+	}
+
+	d = sampleOrder(domain.StatusPaymentDetected, 1000, 0)
+	d.Checkout.Active = &in
+	d.Checkout.Seen = []domain.IntentPayment{{Asset: "LTC", Amount: "0.11111111", AmountCents: 1000, State: "seen",
+		Confirmations: 1, ConfirmationsRequired: 6}}
+	html = renderOrder(t, s, d)
+	for _, want := range []string{"0.11111111 LTC reçus", "1 confirmation sur 6", "Paiement partiel : il manque 13,57 USD",
+		"N'envoyez pas de transfert au hasard", "contactez le support avec la référence KD-TEST"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("partial and detected: missing %q", want)
+		}
+	}
+
+	d = sampleOrder(domain.StatusAwaitingPayment, 0, 0)
+	old := sampleIntent(true)
+	d.Checkout.Expired = &old
+	d.Checkout.Methods = []domain.Method{{Asset: "LTC", Network: domain.NetworkLitecoin}, {Asset: "USDT", Network: domain.NetworkTron}}
+	html = renderOrder(t, s, d)
+	for _, want := range []string{"a expiré", "Ne réutilisez ni son adresse ni son montant", "n'en envoyez pas un second au hasard",
+		"Obtenir les instructions de paiement", "USDT sur Tron"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("expired request: missing %q", want)
+		}
+	}
+	if strings.Contains(html, "rltc1qexample") {
+		t.Error("an expired request's address is shown")
+	}
+
+	d = sampleOrder(domain.StatusProvisioning, 3000, 500)
+	d.Checkout.OverpaidCents = 643
+	html = renderOrder(t, s, d)
+	for _, want := range []string{"dépasse le total de 6,43 USD", "signalé au support pour remboursement",
+		"arrivé après l'échéance", "remboursera sur votre solde"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("over and late: missing %q", want)
+		}
+	}
+
+	d = sampleOrder(domain.StatusExpired, 1000, 0)
+	html = renderOrder(t, s, d)
+	if !strings.Contains(html, "a expiré sans paiement complet") || !strings.Contains(html, "contactez le support avec la référence KD-TEST") {
+		t.Error("expired order: advice missing")
+	}
+}
+
+func TestPagesHeadersStaticFilesAndNotFound(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	s := newTestSite(t)
+	r := gin.New()
+	s.Mount(r)
+	r.NoRoute(s.NotFound)
+
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nothing/here", nil))
+	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `<html lang="fr">`) ||
+		!strings.Contains(rec.Body.String(), "Page introuvable") {
+		t.Fatalf("not found: %d %s", rec.Code, rec.Body.String())
+	}
+	csp := rec.Header().Get("Content-Security-Policy")
+	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("headers: %v", rec.Header())
+	}
+
+	url, err := s.assets.url("htmx-2.0.11.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept-Encoding", "gzip, br")
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Encoding") != "gzip" ||
+		!strings.Contains(rec.Header().Get("Cache-Control"), "immutable") {
+		t.Fatalf("static: %d %v", rec.Code, rec.Header())
+	}
+	zr, err := gzip.NewReader(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := io.ReadAll(zr)
+	if !bytes.HasPrefix(js, []byte("var htmx=")) {
+		t.Fatalf("htmx body: %.40q", js)
+	}
+}
