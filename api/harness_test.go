@@ -133,7 +133,7 @@ var _ api.Workflows = (*fakeWorkflows)(nil)
 
 // harness is one API over a fresh database.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	db     *postgres.DB
 	wf     *fakeWorkflows
 	cfg    api.Config
@@ -153,7 +153,7 @@ func testConfig() api.Config {
 	}
 }
 
-func newHarness(t *testing.T, tweak ...func(*api.Config, *api.Deps)) *harness {
+func newHarness(t testing.TB, tweak ...func(*api.Config, *api.Deps)) *harness {
 	t.Helper()
 	db := pgtest.NewDB(t)
 	wf := newFakeWorkflows()
@@ -170,7 +170,7 @@ func newHarness(t *testing.T, tweak ...func(*api.Config, *api.Deps)) *harness {
 }
 
 // openAPIRouter loads the embedded document.
-func openAPIRouter(t *testing.T) routers.Router {
+func openAPIRouter(t testing.TB) routers.Router {
 	t.Helper()
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(api.OpenAPI())

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -207,14 +208,14 @@ func PaymentURI(in domain.Intent, chainID int64) string {
 	}
 }
 
+// trimZeros drops the fraction's trailing zeros ("0.00036260" → "0.0003626",
+// "1.000" → "1"); a whole number keeps its own ("100" stays "100").
 func trimZeros(s string) string {
-	for len(s) > 1 && s[len(s)-1] == '0' {
-		s = s[:len(s)-1]
+	if !strings.Contains(s, ".") {
+		return s
 	}
-	if s[len(s)-1] == '.' {
-		s = s[:len(s)-1]
-	}
-	return s
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
 }
 
 // NextAmount is the amount one base unit above a (to make amounts unique).

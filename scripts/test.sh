@@ -24,3 +24,6 @@ REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true redocly lint api/opena
 promtool check rules deploy/monitoring/kernodeck.rules.yml
 (cd deploy/monitoring && promtool test rules kernodeck.rules.test.yml)
 go test -count=1 -timeout 40m "$@" ./...
+# Every fuzz target for a few seconds (seed corpora under testdata/fuzz are
+# also replayed by `go test` above); long runs: BENCHMARKS.md.
+scripts/fuzz.sh

@@ -243,6 +243,11 @@ func (c *Chain) Block(ctx context.Context, height int64) (chainwatch.Block, erro
 			if err := json.Unmarshal(ct.Parameter.Value, &v); err != nil {
 				return chainwatch.Block{}, fmt.Errorf("tron: block %d tx %s: transfer: %w", height, tx.TxID, err)
 			}
+			if v.Amount <= 0 {
+				// No successful transfer moves zero or negative sun: not a
+				// payment, whatever the node says (found by FuzzBlock).
+				continue
+			}
 			to, err := hexToAddress(v.ToAddress)
 			if err != nil {
 				return chainwatch.Block{}, fmt.Errorf("tron: block %d tx %s: %w", height, tx.TxID, err)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for KERNODECK_FUZZTIME each (default 3s: the short
+# pass scripts/test.sh makes; BENCHMARKS.md records the long runs, e.g.
+# KERNODECK_FUZZTIME=10m scripts/fuzz.sh). Only FUZZ=<name> runs one target.
+# A failure leaves its input in <package>/testdata/fuzz/<target>/: commit it
+# with the fix, it is then replayed by every `go test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime="${KERNODECK_FUZZTIME:-3s}"
+targets=(
+	./api:FuzzJSONBodies
+	./chainwatch/utxo:FuzzDecodeBlock
+	./chainwatch/evm:FuzzDecodeTransfer
+	./chainwatch/tron:FuzzBlock
+	./chainwatch/solana:FuzzRPC
+	./payments:FuzzPaymentURI
+	./hdwallet:FuzzDerive
+	./hdwallet:FuzzValidateAddress
+)
+for t in "${targets[@]}"; do
+	pkg="${t%%:*}" name="${t##*:}"
+	if [ -n "${FUZZ:-}" ] && [ "$FUZZ" != "$name" ]; then
+		continue
+	fi
+	echo "fuzz $pkg $name for $fuzztime"
+	go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg"
+done
