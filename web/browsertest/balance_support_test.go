@@ -27,6 +27,19 @@ func TestTopUpAttributedBySupportThenRentalPaidFromBalance(t *testing.T) {
 	if !strings.HasPrefix(tuRef, "TU-") {
 		t.Fatalf("top-up page %q", tuRef)
 	}
+	// The top-up's email link, opened signed out, goes through login.
+	other := browser(t)
+	run(t, other, "top-up email link",
+		chromedp.Navigate(s.srv.URL+"/topups/"+tuRef),
+		visible(`form[action="/login"]`),
+		typeIn("#email", "dana@example.com"),
+		typeIn("#password", "correct horse battery staple"),
+		click(`form[action="/login"] button[type=submit]`),
+		visible("#paiement"),
+	)
+	if got := text(t, other, "h1"); got != "Recharge "+tuRef {
+		t.Fatalf("after login: %q", got)
+	}
 	run(t, ctx, "balance before", chromedp.Navigate(s.srv.URL+"/balance"), visible(".pending"))
 	if got := text(t, ctx, ".pending"); got != "100,00 USD" {
 		t.Fatalf("pending before attribution: %q", got)

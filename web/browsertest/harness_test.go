@@ -231,13 +231,23 @@ func screenshotDir(t *testing.T) string {
 }
 
 // screenshots saves the whole page at 1280 px and 375 px wide (PNG), then
-// puts the viewport back.
+// puts the viewport back. On the way it checks what every page must do:
+// every visible control has a label, and nothing is wider than the
+// screen at 375 px (no sideways scrolling on a phone).
 func screenshots(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	dir := screenshotDir(t)
+	unlabelled := eval[[]string](t, ctx, `[...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
+		.filter(e => !e.labels || e.labels.length === 0).map(e => e.outerHTML)`)
+	if len(unlabelled) > 0 {
+		t.Errorf("%s: controls without a label: %v", name, unlabelled)
+	}
 	for _, width := range []int64{1280, 375} {
 		run(t, ctx, "viewport", chromedp.EmulateViewport(width, 900),
 			chromedp.Sleep(200*time.Millisecond)) // one layout pass at the new width: a picture, not a condition
+		if w := eval[int64](t, ctx, `document.documentElement.scrollWidth`); w > width {
+			t.Errorf("%s at %d px: the page is %d px wide", name, width, w)
+		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 		cancel()
