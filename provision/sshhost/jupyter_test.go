@@ -133,11 +133,15 @@ func TestJupyterOnlyThroughTheTunnel(t *testing.T) {
 		t.Fatalf("through the tunnel without the token: %d", code)
 	}
 
-	// The customer restarts it from a session and disconnects: it stays.
+	// Jupyter is the customer's service: killed, it comes back by itself
+	// (no session open); running the script again starts no second one.
 	if _, err := h.Run(user, signer, "pkill -f 'jupyter-la[b]'; while pgrep -f 'jupyter-la[b]' >/dev/null; do sleep 0.1; done; sh ~/kernodeck/jupyter.sh"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "Jupyter back after the session ended", func() bool { return throughTunnel(tok) == 200 })
+	waitFor(t, "Jupyter started again by its service", func() bool { return throughTunnel(tok) == 200 })
+	if out, err := h.Run(user, signer, "pgrep -c -f 'kernodeck-jupyter-servic[e]'; pgrep -c -f 'jupyter-la[b]'"); err != nil || strings.Fields(out)[0] != "1" || strings.Fields(out)[1] != "1" {
+		t.Fatalf("one service and one Jupyter expected: %v %q", err, out)
+	}
 	if external() == nil {
 		t.Fatal("restarted Jupyter answers on the external address")
 	}

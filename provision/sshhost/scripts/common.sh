@@ -37,9 +37,11 @@ kd_record_uid() {
 
 # as_user runs a command with the customer's uid and gid only: no
 # supplementary groups, no capabilities, no way to gain privileges. What it
-# does through a symlink is what the customer could do anyway.
+# does through a symlink is what the customer could do anyway. The lock's
+# descriptor is closed first: a process the customer keeps running (Jupyter)
+# must never hold the account's lock, or teardown could not take it.
 as_user() {
-	TMPDIR=/tmp setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all --no-new-privs -- "$@"
+	TMPDIR=/tmp setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all --no-new-privs -- "$@" 9>&-
 }
 
 # kd_install_key makes KD_PUBKEY the only key in the customer's

@@ -135,13 +135,15 @@ notebook)
 TXT
 	printf 'http://127.0.0.1:%s/lab\n' "$KD_JUPYTER_PORT" | put 644 kernodeck/jupyter_url
 	if j=$(command -v jupyter); then
-		# Started detached from any session (setsid): it keeps running when
-		# the customer disconnects; the script starts it again if it stopped.
+		# The customer's Jupyter service: a small supervisor, detached from
+		# any session (setsid), keeps it running across disconnects and
+		# starts it again within seconds if it stops. The script starts the
+		# supervisor unless it runs (kill it to stop Jupyter for good).
 		put 755 kernodeck/jupyter.sh <<TXT
 #!/bin/sh
-# Starts Jupyter Lab (127.0.0.1:$KD_JUPYTER_PORT) unless it is running.
-pgrep -u "\$(id -u)" -f jupyter-lab >/dev/null && exit 0
-cd "\$HOME" && setsid nohup "$j" lab >"\$HOME/kernodeck/jupyter.log" 2>&1 </dev/null &
+# Keeps Jupyter Lab (127.0.0.1:$KD_JUPYTER_PORT) running for you.
+pgrep -u "\$(id -u)" -f kernodeck-jupyter-service >/dev/null && exit 0
+cd "\$HOME" && setsid nohup sh -c 'while :; do "\$0" lab >>"\$HOME/kernodeck/jupyter.log" 2>&1; sleep 2; done' "$j" kernodeck-jupyter-service </dev/null >/dev/null 2>&1 &
 TXT
 		sh kernodeck/jupyter.sh
 		echo "KD_JUPYTER started"
