@@ -85,7 +85,8 @@ func TestTopUpAttributedBySupportThenRentalPaidFromBalance(t *testing.T) {
 
 // A support request sent from the form appears in `kernodeck support
 // requests`; the agent's answer (`kernodeck support answer`) appears on the
-// open order page without a reload.
+// open order page without a reload, after its event stream was dropped and
+// reconnected.
 func TestSupportRequestAnsweredLive(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	ctx := browser(t)
@@ -115,7 +116,12 @@ func TestSupportRequestAnsweredLive(t *testing.T) {
 		t.Fatalf("stored request: %+v %v", reqs, err)
 	}
 
-	eval[bool](t, ctx, `window.kdMarker = "same page"; true`)
+	eval[bool](t, ctx, `window.kdMarker = "same page"; window.kdOpens = 0;
+		document.body.addEventListener("htmx:sseOpen", () => window.kdOpens++); true`)
+	// The stream drops (the server closes every connection): the page
+	// connects again by itself and still gets the answer.
+	s.srv.CloseClientConnections()
+	waitJS(t, ctx, "the event stream reconnected", `window.kdOpens >= 1`)
 	s.cli(t, "support", "answer", fmt.Sprint(reqs[0].ID), "--message", "Réduisez le batch à 32 et relancez.")
 	waitText(t, ctx, "#support .answer", "Réduisez le batch à 32 et relancez.")
 	if got := eval[string](t, ctx, `window.kdMarker || ""`); got != "same page" {
