@@ -63,7 +63,8 @@ type Watcher struct {
 	// and every Solana request shares the shop's address.
 	intents map[string]chainwatch.Intent
 	maxSeq  int64
-	// until is, per reference, the newest signature fully handled.
+	// until is, per reference, the newest signature fully handled; and
+	// per shop address for the transactions matched by amount.
 	until map[string]string
 }
 
@@ -150,6 +151,13 @@ func (w *Watcher) Step(ctx context.Context) error {
 	if err := w.refresh(ctx); err != nil {
 		return err
 	}
+	// Transactions to the shop's address without a reference are matched
+	// by amount only up to the slot finalized before the reference scans:
+	// a referenced payment in it is then recorded by its reference first.
+	before, err := w.rpc.finalizedSlot(ctx)
+	if err != nil {
+		return err
+	}
 	refs := make([]string, 0, len(w.intents))
 	for ref := range w.intents {
 		refs = append(refs, ref)
@@ -161,6 +169,9 @@ func (w *Watcher) Step(ctx context.Context) error {
 		if err := w.scan(ctx, w.intents[ref]); err != nil {
 			errs = append(errs, fmt.Errorf("reference %s: %w", ref, err))
 		}
+	}
+	if err := w.scanShop(ctx, before); err != nil {
+		errs = append(errs, fmt.Errorf("shop address: %w", err))
 	}
 	// Everything recorded is finalized: confirm it up to the finalized slot
 	// (read after the transactions, so it is at or above theirs).
@@ -259,3 +270,82 @@ func (w *Watcher) record(ctx context.Context, in chainwatch.Intent, s signatureI
 // report its block's hash, and a finalized slot is never replaced, so the
 // slot number identifies the block well enough (nothing rewinds Solana).
 func slotHash(slot int64) string { return "slot:" + strconv.FormatInt(slot, 10) }
+
+// scanShop matches, by amount, the payments to the shop's address that carry
+// no watched reference (an exchange withdrawal cannot add one): the amount
+// received must be exactly a watched request's, and the request must have
+// been watched at the transaction's block time. Amounts are unique among
+// the requests watched at any one time (see payments), so at most one
+// matches; a payment matching none is left for the reference scans (a
+// partial payment with its reference) or is not ours.
+func (w *Watcher) scanShop(ctx context.Context, maxSlot int64) error {
+	shops := map[string]bool{}
+	byAmount := map[string][]chainwatch.Intent{}
+	for _, in := range w.intents {
+		shops[in.Address] = true
+		byAmount[in.AmountBase.String()] = append(byAmount[in.AmountBase.String()], in)
+	}
+	for shop := range shops {
+		cursor := "shop:" + shop
+		sigs, err := w.rpc.signaturesForAddress(ctx, shop, w.until[cursor])
+		if err != nil {
+			return err
+		}
+		for i := len(sigs) - 1; i >= 0; i-- {
+			s := sigs[i]
+			if s.Slot > maxSlot {
+				break // next step, after its reference scans
+			}
+			if !s.failed() {
+				if err := w.matchAmount(ctx, shop, s, byAmount); err != nil {
+					return err
+				}
+			}
+			w.until[cursor] = s.Signature
+		}
+	}
+	return nil
+}
+
+func (w *Watcher) matchAmount(ctx context.Context, shop string, s signatureInfo, byAmount map[string][]chainwatch.Intent) error {
+	tx, err := w.rpc.getTransaction(ctx, s.Signature)
+	if err != nil {
+		return err
+	}
+	if tx == nil {
+		return fmt.Errorf("transaction %s: not available", s.Signature)
+	}
+	if tx.failed() {
+		return nil
+	}
+	for _, k := range tx.Transaction.Message.AccountKeys {
+		if _, ok := w.intents[k.Pubkey]; ok {
+			return nil // carries a watched reference: recorded by it
+		}
+	}
+	amount, err := tx.received(shop)
+	if err != nil || amount == nil || amount.Sign() <= 0 {
+		return err
+	}
+	at := w.now()
+	if tx.BlockTime != nil {
+		at = time.Unix(*tx.BlockTime, 0)
+	}
+	var match *chainwatch.Intent
+	for _, in := range byAmount[amount.String()] {
+		// The earliest window still open at the block's time: a released
+		// amount is taken again only after the window of its last holder.
+		if !at.After(in.WatchUntil) && (match == nil || in.WatchUntil.Before(match.WatchUntil)) {
+			match = &in
+		}
+	}
+	if match == nil {
+		return nil
+	}
+	w.Logger.Info("solana payment without reference matched by amount", "intent", match.ID, "signature", s.Signature)
+	return w.Store.RecordBlock(ctx, Network, w.Holder, tx.Slot, slotHash(tx.Slot), []chainwatch.Seen{{
+		TxID: s.Signature, Index: 0, Asset: Asset, Address: shop, Amount: amount,
+		IntentID: match.ID, Dust: w.Dust != nil && amount.Cmp(w.Dust) < 0,
+		BlockHeight: tx.Slot, BlockHash: slotHash(tx.Slot), BlockTime: at,
+	}})
+}

@@ -206,7 +206,7 @@ func (s *solanaStandIn) finalizedSlot() int64 {
 }
 
 // signatures answers getSignaturesForAddress: the finalized transactions
-// carrying the reference, newest first, paged with before/until/limit as the
+// carrying the reference or paying the address, newest first, paged with before/until/limit as the
 // node does.
 func (s *solanaStandIn) signatures(id, ref string, limit int, before, until string) string {
 	if limit <= 0 || limit > 1000 {
@@ -216,7 +216,7 @@ func (s *solanaStandIn) signatures(id, ref string, limit int, before, until stri
 	started := before == ""
 	for i := len(s.txs) - 1; i >= 0 && len(entries) < limit; i-- {
 		tx := s.txs[i]
-		if tx.Ref != ref || !tx.Finalized {
+		if (tx.Ref != ref && tx.To != ref) || !tx.Finalized {
 			continue
 		}
 		if tx.Sig == until {

@@ -77,13 +77,26 @@ func TestSolanaOrderThroughRentalWorkflow(t *testing.T) {
 	if n := len(env.EventsOfKind(o.Ref, domain.EventPaymentConfirmed)); n != 2 {
 		t.Fatalf("%d payment_confirmed events, want 2", n)
 	}
-	if rows := env.ChainPayments(otherIt.ID); len(rows) != 0 {
-		t.Fatalf("payment without the request's reference counted: %+v", rows)
+	// The payment to the shop without the other request's reference (an
+	// exchange withdrawal cannot add one) is matched by its exact amount,
+	// unique among the watched requests.
+	rows := env.ChainPayments(otherIt.ID)
+	if len(rows) != 1 || rows[0].AmountBase != otherIt.AmountBase.String() || rows[0].AmountCents != other.TotalCents {
+		t.Fatalf("payment without reference: %+v", rows)
 	}
-	if got := env.Order(other.Ref).Status; got != domain.StatusAwaitingPayment {
-		t.Fatalf("other order is %s", got)
+	if got := env.WaitOrderStatus(other.Ref, domain.StatusActive); got.PaidCents != other.TotalCents {
+		t.Fatalf("other order paid %d cents of %d", got.PaidCents, other.TotalCents)
 	}
 	if got := env.WaitOrderStatus(o.Ref, domain.StatusActive); got.PaidCents != o.TotalCents {
 		t.Fatalf("paid %d cents of %d", got.PaidCents, o.TotalCents)
+	}
+	// An amount no watched request has, without reference: not ours to count.
+	node.pay(newReference(t), shop, otherIt.AmountBase.Int64()+7)
+	if err := w.Step(env.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := env.DB.GetContext(env.Ctx, &n, `SELECT count(*) FROM chain_payments WHERE network = 'solana'`); err != nil || n != 3 {
+		t.Fatalf("%d solana payments recorded (%v), want 3", n, err)
 	}
 }
