@@ -104,9 +104,10 @@ func (s *recordingStore) snapshot() []write {
 }
 
 // TestLeaseRenewedDuringSlowCatchUp: a watcher catching up on 60 blocks at
-// 40 ms each (2.4 s) with a lease of 400 ms keeps its lease by renewing it
-// on the way; a second watcher started meanwhile never writes, and every
-// block is written once. A write by a holder without the lease is refused.
+// 100 ms each (6 s) with a lease of 2.5 s keeps its lease by renewing it on
+// the way (without renewal the second takes over after 2.5 s); a second
+// watcher started meanwhile never writes, and every block is written once.
+// A write by a holder without the lease is refused by the store.
 func TestLeaseRenewedDuringSlowCatchUp(t *testing.T) {
 	f := newFixture(t)
 	in := f.intent("TRX", 25_000_000, 1000, time.Now().Add(time.Hour))
@@ -124,8 +125,8 @@ func TestLeaseRenewedDuringSlowCatchUp(t *testing.T) {
 	store := &recordingStore{Store: f.db}
 	watcher := func(holder string) *chainwatch.Watcher {
 		w := f.watcher()
-		w.Chain = slowChain{Chain: w.Chain.(*Chain), delay: 40 * time.Millisecond}
-		w.Store, w.Holder, w.LeaseTTL, w.Poll, w.Backfill = store, holder, 400*time.Millisecond, 20*time.Millisecond, 61
+		w.Chain = slowChain{Chain: w.Chain.(*Chain), delay: 100 * time.Millisecond}
+		w.Store, w.Holder, w.LeaseTTL, w.Poll, w.Backfill = store, holder, 2500*time.Millisecond, 20*time.Millisecond, 61
 		return w
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -142,14 +143,14 @@ func TestLeaseRenewedDuringSlowCatchUp(t *testing.T) {
 		ws := store.snapshot()
 		return len(ws) > 0 && ws[len(ws)-1].height == tip
 	}, 30*time.Second, 10*time.Millisecond)
-	// Past several lease lengths after the catch-up, b is still waiting.
-	deadline := time.Now().Add(3 * a.LeaseTTL)
+	// A lease length after the catch-up, b is still waiting.
+	deadline := time.Now().Add(a.LeaseTTL)
 	require.Eventually(t, func() bool { return time.Now().After(deadline) }, 5*time.Second, 50*time.Millisecond)
 	cancel()
 	wg.Wait()
 
 	ws := store.snapshot()
-	require.Greater(t, ws[len(ws)-1].end.Sub(ws[0].start), 4*a.LeaseTTL, "the catch-up outlasted the lease several times")
+	require.Greater(t, ws[len(ws)-1].end.Sub(ws[0].start), 2*a.LeaseTTL, "the catch-up outlasted the lease")
 	heights := map[int64]int{}
 	for i, w := range ws {
 		require.Equal(t, "watcher-a", w.holder, "write %d", i)
