@@ -91,6 +91,15 @@ type Store interface {
 	// (another asset than its request's, or its request no longer watched
 	// at the block's time) is stored for support and never signalled.
 	RecordBlock(ctx context.Context, network, holder string, height int64, hash string, payments []Seen) error
+	// RecordMempool stores payments seen in the node's mempool (state seen,
+	// no block); a payment already stored is left as it is.
+	RecordMempool(ctx context.Context, network, holder string, payments []Seen) error
+	// MempoolPayments lists the transactions of payments seen in the
+	// mempool and not (yet) in a block.
+	MempoolPayments(ctx context.Context, network string) ([]string, error)
+	// RevertMempool reverts the mempool payments of a transaction the node
+	// dropped (replaced or double-spent).
+	RevertMempool(ctx context.Context, network, holder, txid string) error
 	// Rewind forgets the blocks above height after a reorganisation; their
 	// payments become reverted, confirmed ones included (reverted after
 	// confirmation). It returns how many.

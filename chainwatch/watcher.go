@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,8 +34,19 @@ type Watcher struct {
 	// Now is the clock (time.Now by default).
 	Now func() time.Time
 
+	// Notifier, if set, pushes the node's new blocks and mempool
+	// transactions; polling stays the fallback.
+	Notifier Notifier
+
 	index   *Index
 	renewed time.Time // when the lease was last taken or renewed
+	wake    chan struct{}
+	leader  atomic.Bool
+	// stepMu serialises steps and mempool notifications.
+	stepMu sync.Mutex
+	// spent maps the outpoints spent by watched mempool payments to their
+	// transaction (replacement detection).
+	spent map[string]string
 }
 
 func (w *Watcher) now() time.Time {
@@ -61,6 +74,8 @@ func (w *Watcher) defaults() {
 	}
 	if w.index == nil {
 		w.index = NewIndex()
+		w.wake = make(chan struct{}, 1)
+		w.spent = map[string]string{}
 	}
 }
 
@@ -81,10 +96,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 		defer cancel()
 		_ = w.Store.ReleaseLease(rctx, network, w.Holder)
 	}()
+	if w.Notifier != nil {
+		go w.runNotifier(ctx)
+	}
 	leader := false
 	for {
 		caughtUp, err := w.Step(ctx)
 		lost := errors.Is(err, ErrLeaseLost)
+		w.leader.Store(!lost)
 		switch {
 		case ctx.Err() != nil:
 		case lost && leader:
@@ -102,6 +121,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-w.wake:
 		case <-time.After(w.Poll):
 		}
 	}
@@ -114,6 +134,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 // whether the watcher caught up.
 func (w *Watcher) Step(ctx context.Context) (bool, error) {
 	w.defaults()
+	w.stepMu.Lock()
+	defer w.stepMu.Unlock()
 	if err := w.lease(ctx); err != nil {
 		return false, err
 	}
@@ -128,6 +150,16 @@ func (w *Watcher) Step(ctx context.Context) (bool, error) {
 		// Deliver what was stored anyway.
 		_ = w.Reconcile(ctx)
 		return false, err
+	}
+	if caughtUp {
+		// Only once caught up: a mempool payment mined in a block not read
+		// yet would look gone.
+		if err := w.checkMempool(ctx); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return false, err
+			}
+			w.Logger.Warn("mempool check", "network", w.Chain.Network(), "err", err)
+		}
 	}
 	return caughtUp, w.Reconcile(ctx)
 }

@@ -26,6 +26,8 @@ type Payments struct {
 	EthereumFinality string                       // KERNODECK_ETHEREUM_FINALITY: "latest" or "finalized"
 	WatcherPoll      time.Duration                // KERNODECK_WATCHER_POLL
 	Dust             map[string]map[string]int64  // network -> asset -> base units: KERNODECK_DUST
+	P2PAddrs         map[string]string            // bitcoin/litecoin -> node's peer-to-peer host:port: KERNODECK_<NETWORK>_P2P
+	EthereumWSURL    string                       // KERNODECK_ETHEREUM_WS_URL (eth_subscribe)
 }
 
 // Networks with derived addresses, and all watched networks.
@@ -67,6 +69,8 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 		EthereumChainID:  int64(p.int("KERNODECK_ETHEREUM_CHAIN_ID", 1)),
 		EthereumFinality: p.str("KERNODECK_ETHEREUM_FINALITY", "latest"),
 		WatcherPoll:      p.dur("KERNODECK_WATCHER_POLL", 2*time.Second),
+		EthereumWSURL:    p.str("KERNODECK_ETHEREUM_WS_URL", ""),
+		P2PAddrs:         map[string]string{},
 		AccountKeys:      map[string]string{},
 		KeyNetworks:      map[string]string{},
 		NodeURLs:         map[string]string{},
@@ -90,6 +94,11 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 	for _, n := range watchedNetworks {
 		if v := p.str("KERNODECK_"+strings.ToUpper(n)+"_NODE_URL", ""); v != "" {
 			c.NodeURLs[n] = v
+		}
+	}
+	for _, n := range []string{"bitcoin", "litecoin"} {
+		if v := p.str("KERNODECK_"+strings.ToUpper(n)+"_P2P", ""); v != "" {
+			c.P2PAddrs[n] = v
 		}
 	}
 	for k, v := range DefaultConfirmations {

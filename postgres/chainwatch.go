@@ -450,3 +450,56 @@ func (db *DB) ReleaseLease(ctx context.Context, network, holder string) error {
 	_, err := db.ExecContext(ctx, `DELETE FROM watcher_leases WHERE network = $1 AND holder = $2`, network, holder)
 	return err
 }
+
+// RecordMempool stores payments seen in the node's mempool (seen, no
+// block); payments already stored are left as they are.
+func (db *DB) RecordMempool(ctx context.Context, network, holder string, payments []chainwatch.Seen) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := checkLease(ctx, tx, network, holder); err != nil {
+			return err
+		}
+		for _, p := range payments {
+			p.BlockHeight, p.BlockHash, p.BlockTime = 0, "", time.Time{}
+			var exists bool
+			if err := tx.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM chain_payments
+				WHERE network = $1 AND txid = $2 AND output_index = $3)`, network, p.TxID, p.Index); err != nil {
+				return fmt.Errorf("payment %s/%s:%d: %w", network, p.TxID, p.Index, err)
+			}
+			if exists {
+				continue
+			}
+			if err := recordPayment(ctx, tx, network, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// MempoolPayments lists the transactions of payments seen in the mempool
+// and not in a block.
+func (db *DB) MempoolPayments(ctx context.Context, network string) ([]string, error) {
+	out := []string{}
+	err := db.SelectContext(ctx, &out, `SELECT DISTINCT txid FROM chain_payments
+		WHERE network = $1 AND mempool AND state = 'seen' ORDER BY txid`, network)
+	if err != nil {
+		return nil, fmt.Errorf("mempool payments %s: %w", network, err)
+	}
+	return out, nil
+}
+
+// RevertMempool reverts the mempool payments of a transaction the node
+// dropped (replaced or double-spent before being mined).
+func (db *DB) RevertMempool(ctx context.Context, network, holder, txid string) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := checkLease(ctx, tx, network, holder); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE chain_payments SET state = 'reverted', reverted_at = now()
+			WHERE network = $1 AND txid = $2 AND mempool AND state = 'seen'`, network, txid)
+		if err != nil {
+			return fmt.Errorf("revert mempool payment %s/%s: %w", network, txid, err)
+		}
+		return nil
+	})
+}

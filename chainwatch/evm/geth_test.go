@@ -16,15 +16,17 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 
+	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/chainwatch/evm"
 )
 
 // gethDevKey is the fixed, funded developer account of geth --dev.
 const gethDevKey = "b71c71a67e1177ad4e901695e1b4b9ee17ae16c6668d313eac2f96dbcda3f291"
 
-// startGethDev runs geth --dev in memory on a free loopback port and returns
-// its HTTP RPC URL. It skips the test when geth is not installed.
-func startGethDev(t *testing.T) string {
+// startGethDev runs geth --dev in memory on free loopback ports and returns
+// its HTTP RPC URL and its websocket URL. It skips the test when geth is not
+// installed.
+func startGethDev(t *testing.T) (string, string) {
 	t.Helper()
 	bin := os.Getenv("KERNODECK_GETH")
 	if bin == "" {
@@ -43,12 +45,18 @@ func startGethDev(t *testing.T) string {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
+	if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	wsPort := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
 	logf, err := os.Create(filepath.Join(t.TempDir(), "geth.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--dev", "--ipcdisable", "--nodiscover", "--maxpeers=0", "--port=0", "--authrpc.port=0",
-		"--http", "--http.addr=127.0.0.1", "--http.port="+strconv.Itoa(port), "--http.api=eth,net,web3")
+		"--http", "--http.addr=127.0.0.1", "--http.port="+strconv.Itoa(port), "--http.api=eth,net,web3",
+		"--ws", "--ws.addr=127.0.0.1", "--ws.port="+strconv.Itoa(wsPort), "--ws.api=eth")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -65,7 +73,7 @@ func startGethDev(t *testing.T) string {
 			_, err = c.ChainID(context.Background())
 			c.Close()
 			if err == nil {
-				return url
+				return url, "ws://127.0.0.1:" + strconv.Itoa(wsPort)
 			}
 		}
 		if time.Since(start) > 30*time.Second {
@@ -82,7 +90,7 @@ func TestGethDev(t *testing.T) {
 		t.Skip("starts geth")
 	}
 	ctx := context.Background()
-	url := startGethDev(t)
+	url, _ := startGethDev(t)
 	client, err := ethclient.Dial(url)
 	if err != nil {
 		t.Fatal(err)
@@ -139,5 +147,56 @@ func TestGethDev(t *testing.T) {
 	}
 	if len(found) != len(want) || found["ETH"] != want["ETH"] || found["USDC"] != want["USDC"] {
 		t.Fatalf("found %v, want %v", found, want)
+	}
+}
+
+// TestGethNewHeadsWakeTheWatcher: eth_subscribe("newHeads") over geth's
+// websocket reports each new block (geth --dev seals one per transaction).
+func TestGethNewHeadsWakeTheWatcher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts geth")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, ws := startGethDev(t)
+	client, err := ethclient.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	key, err := crypto.HexToECDSA(gethDevKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &simChain{
+		t: t, ctx: ctx, client: client, key: key, from: crypto.PubkeyToAddress(key.PublicKey),
+		signer: types.LatestSignerForChainID(big.NewInt(1337)), tokens: map[string]common.Address{},
+	}
+	blocks := make(chan struct{}, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- (&evm.Heads{URL: ws}).Run(ctx, chainwatch.Notifications{Block: func() { blocks <- struct{}{} }})
+	}()
+	// The subscription may start after the first block: send until one is
+	// reported, then check the next one is too.
+	to := newAddr(t)
+	deadline := time.Now().Add(time.Minute)
+	for got := 0; got < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d new heads reported in a minute", got)
+		}
+		tx := sc.send(&to, big.NewInt(1), nil, 0)
+		sc.receipt(tx)
+		select {
+		case <-blocks:
+			got++
+		case err := <-done:
+			t.Fatalf("subscription ended: %v", err)
+		case <-time.After(10 * time.Second):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("after cancel: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/btcsuite/btcd/btcjson"
 	"github.com/btcsuite/btcd/rpcclient"
 
 	"github.com/kernodeck/kernodeck/chainwatch"
@@ -137,6 +138,9 @@ func (c *Chain) replace(old *rpcclient.Client) {
 	c.rpc = fresh
 	old.Shutdown()
 }
+
+// Asset is the native asset followed ("BTC", "LTC").
+func (c *Chain) Asset() string { return c.cfg.Asset }
 
 // Network is the configured network name.
 func (c *Chain) Network() string { return c.cfg.Network }
@@ -365,4 +369,40 @@ func ParseAmount(n json.Number) (*big.Int, error) {
 		return nil, fmt.Errorf("amount %q: negative", s)
 	}
 	return new(big.Int).Set(r.Num()), nil
+}
+
+// TxState says whether the node still has txid in its mempool or in a
+// block (getrawtransaction, verbose: btcd has no getmempoolentry). Without
+// -txindex a mined transaction looks gone to the node until the watcher
+// reads its block (a mempool payment may then revert and be seen again):
+// run the nodes with -txindex.
+func (c *Chain) TxState(ctx context.Context, txid string) (chainwatch.TxState, error) {
+	raw, err := c.rawRequest(ctx, "getrawtransaction", txid, 1)
+	if isNotFound(err) {
+		return chainwatch.TxGone, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var tx struct {
+		BlockHash string `json:"blockhash"`
+	}
+	if err := json.Unmarshal(raw, &tx); err != nil {
+		return 0, fmt.Errorf("getrawtransaction %s: %w", txid, err)
+	}
+	if tx.BlockHash == "" {
+		return chainwatch.TxPending, nil
+	}
+	return chainwatch.TxMined, nil
+}
+
+// isNotFound: RPC_INVALID_ADDRESS_OR_KEY (-5), "not in mempool" / "no such
+// transaction" on Core and btcd.
+func isNotFound(err error) bool {
+	var re *btcjson.RPCError
+	if errors.As(err, &re) {
+		return re.Code == btcjson.ErrRPCInvalidAddressOrKey || re.Code == btcjson.ErrRPCNoTxInfo
+	}
+	return err != nil && (strings.Contains(err.Error(), "-5:") || strings.Contains(err.Error(), "not in mempool") ||
+		strings.Contains(err.Error(), "No such mempool"))
 }

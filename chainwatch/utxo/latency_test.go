@@ -1,6 +1,7 @@
 package utxo_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -13,17 +14,24 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// TestConfirmationLatency measures, on regtest, the time from the block that
-// gives a payment its last required confirmation being mined to the order's
-// status changing to paid (in PostgreSQL, where the API reads it). Gated:
+// TestConfirmationLatency measures, on regtest, side by side for a watcher
+// that only polls and one that also hears the node's peer-to-peer
+// announcements (same node, same harness, one after the other):
+//   - confirming block → order status: from the block that gives a payment
+//     its last required confirmation being mined to the order's status
+//     changing to paid (in PostgreSQL, where the API reads it);
+//   - broadcast → payment_detected (push only: a polling watcher sees a
+//     payment only once it is in a block).
+//
+// Gated:
 //
 //	KERNODECK_LATENCY_BENCH=1 go test ./chainwatch/utxo -run TestConfirmationLatency -v -timeout 30m
 //
-// KERNODECK_LATENCY_PAYMENTS (default 50) and KERNODECK_LATENCY_POLL (the
-// watcher's pause when caught up, default 2s as in production) tune it.
-// Before the confirming block it sleeps a random part of the poll, since a
-// real block arrives at any point of the watcher's pause. It prints median
-// and p95 per network; BENCHMARKS.md records them.
+// KERNODECK_LATENCY_PAYMENTS (default 50 per mode) and KERNODECK_LATENCY_POLL
+// (the watcher's pause when caught up, default 2s as in production) tune
+// it. Before the confirming block it sleeps a random part of the poll,
+// since a real block arrives at any point of the watcher's pause. It prints
+// median and p95 per network and mode; BENCHMARKS.md records them.
 func TestConfirmationLatency(t *testing.T) {
 	if os.Getenv("KERNODECK_LATENCY_BENCH") != "1" {
 		t.Skip("set KERNODECK_LATENCY_BENCH=1 to measure confirmation latency on regtest")
@@ -52,40 +60,70 @@ func TestConfirmationLatency(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			n := c.start(t)
 			f := newFixture(t, n, watchtest.Options{})
-			f.runWatcher("latency", func(w *chainwatch.Watcher) { w.Poll = poll })
-			var lat []time.Duration
-			for i := range count {
-				o, in := f.order()
-				n.pay(in.Address, amountOf(in))
-				if p := n.policy(); p > 1 {
-					n.mine(int(p) - 1)
-					f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
+			for _, push := range []bool{false, true} {
+				mode := "polling"
+				if push {
+					mode = "push (p2p) + polling"
 				}
-				// Waiting for payment_detected puts the test in phase with the
-				// watcher's steps; a block arrives at any point of its pause.
-				time.Sleep(rand.N(poll))
-				n.mine(1) // the confirming block
-				mined := time.Now()
-				for {
-					var status string
-					if err := f.e.DB.GetContext(f.e.Ctx, &status, `SELECT status FROM orders WHERE ref = $1`, o.Ref); err != nil {
-						t.Fatal(err)
+				stop := f.startWatcher("latency-"+mode, nil, func(w *chainwatch.Watcher) {
+					w.Poll = poll
+					if push {
+						w.Notifier = n.notifier()
 					}
-					if status != domain.StatusAwaitingPayment && status != domain.StatusPaymentDetected {
-						lat = append(lat, time.Since(mined))
-						break
+				})
+				var confirm, detect []time.Duration
+				for range count {
+					o, in := f.order()
+					n.pay(in.Address, amountOf(in))
+					sent := time.Now()
+					if push {
+						detect = append(detect, waitStatus(t, f, o.Ref, sent, domain.StatusPaymentDetected))
 					}
-					if time.Since(mined) > time.Minute {
-						t.Fatalf("payment %d: order %s still %s after a minute", i, o.Ref, status)
+					if p := n.policy(); p > 1 {
+						n.mine(int(p) - 1)
+						f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
 					}
-					time.Sleep(2 * time.Millisecond)
+					// Waiting for payment_detected puts the test in phase with
+					// the watcher's steps; a block arrives at any point of its
+					// pause.
+					time.Sleep(rand.N(poll))
+					n.mine(1) // the confirming block
+					confirm = append(confirm, waitStatus(t, f, o.Ref, time.Now(), domain.StatusPaid))
 				}
+				t.Logf("%s, %s, watcher poll %s, %d payments: confirming block mined -> order status changed: %s",
+					c.name, mode, poll, len(confirm), summary(confirm))
+				if push {
+					t.Logf("%s, %s, %d payments: broadcast -> payment_detected: %s", c.name, mode, len(detect), summary(detect))
+				}
+				stop()
 			}
-			slices.Sort(lat)
-			pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1)+0.5)] }
-			t.Logf("%s: %d payments, watcher poll %s: confirming block mined -> order status changed: median %s, p95 %s, min %s, max %s",
-				c.name, len(lat), poll, pct(0.5).Round(time.Millisecond), pct(0.95).Round(time.Millisecond),
-				lat[0].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 		})
 	}
+}
+
+// waitStatus waits until the order's status in PostgreSQL is past the
+// awaiting states (want paid) or is want, and returns the time since from.
+func waitStatus(t *testing.T, f *fixture, ref string, from time.Time, want string) time.Duration {
+	t.Helper()
+	for {
+		var status string
+		if err := f.e.DB.GetContext(f.e.Ctx, &status, `SELECT status FROM orders WHERE ref = $1`, ref); err != nil {
+			t.Fatal(err)
+		}
+		past := status != domain.StatusAwaitingPayment && status != domain.StatusPaymentDetected
+		if status == want || (want == domain.StatusPaid && past) {
+			return time.Since(from)
+		}
+		if time.Since(from) > time.Minute {
+			t.Fatalf("order %s still %s after a minute, want %s", ref, status, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func summary(lat []time.Duration) string {
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1)+0.5)] }
+	return fmt.Sprintf("median %s, p95 %s, min %s, max %s", pct(0.5).Round(time.Millisecond),
+		pct(0.95).Round(time.Millisecond), lat[0].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 }

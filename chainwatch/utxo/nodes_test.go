@@ -40,6 +40,8 @@ type node interface {
 	// pay broadcasts a transaction paying amount base units to addr and
 	// returns its txid and signed hex (to re-broadcast after a reorg).
 	pay(addr string, amount int64) (txid, rawHex string)
+	// notifier is a peer-to-peer connection to the node.
+	notifier() *utxo.P2P
 	// call is a raw JSON-RPC call.
 	call(method string, params ...any) (json.RawMessage, error)
 	// hdNetwork is the hdwallet network of deposit addresses.
@@ -137,6 +139,7 @@ func waitRPC(t testing.TB, c *utxo.Chain, what string) {
 // key (P2WPKH), and payments spend mature coinbases signed here.
 type btcdNode struct {
 	t     testing.TB
+	p2p   string // peer-to-peer endpoint
 	conf  utxo.Config
 	chain *utxo.Chain
 	key   *btcec.PrivateKey
@@ -182,12 +185,15 @@ func startBtcd(t testing.TB) *btcdNode {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	port := freePort(t)
+	port, p2p := freePort(t), freePort(t)
+	// The watcher's peer-to-peer connection hears of new transactions
+	// after at most the trickle interval.
 	startProcess(t, "btcd", btcdBinary(t), "--regtest", "--configfile=",
 		"--datadir="+filepath.Join(dir, "data"), "--logdir="+filepath.Join(dir, "logs"),
-		"--nolisten", "--rpclisten=127.0.0.1:"+strconv.Itoa(port), "--notls",
+		"--listen=127.0.0.1:"+strconv.Itoa(p2p), "--trickleinterval=50ms",
+		"--rpclisten=127.0.0.1:"+strconv.Itoa(port), "--notls",
 		"--rpcuser=u", "--rpcpass=p", "--miningaddr="+addr.EncodeAddress(), "--txindex")
-	n := &btcdNode{t: t, key: key, pk: pk,
+	n := &btcdNode{t: t, key: key, pk: pk, p2p: "127.0.0.1:" + strconv.Itoa(p2p),
 		conf: utxo.Config{Host: "127.0.0.1:" + strconv.Itoa(port), User: "u", Pass: "p", Network: "bitcoin"}}
 	n.chain = newChain(t, n.conf)
 	waitRPC(t, n.chain, "btcd")
@@ -207,7 +213,16 @@ func newChain(t testing.TB, cfg utxo.Config) *utxo.Chain {
 	return c
 }
 
-func (n *btcdNode) cfg() utxo.Config            { return n.conf }
+func (n *btcdNode) cfg() utxo.Config    { return n.conf }
+func (n *btcdNode) notifier() *utxo.P2P { return newP2P(n.t, n.p2p, "bitcoin") }
+
+func newP2P(t testing.TB, addr, network string) *utxo.P2P {
+	params, err := utxo.Params(network, "regtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &utxo.P2P{Addr: addr, Params: params, Asset: map[string]string{"bitcoin": "BTC", "litecoin": "LTC"}[network]}
+}
 func (n *btcdNode) hdNetwork() hdwallet.Network { return hdwallet.BitcoinRegtest }
 func (n *btcdNode) policy() int64               { return 2 }
 
@@ -312,6 +327,7 @@ func (n *btcdNode) pay(addr string, amount int64) (string, string) {
 // litecoinNode is Litecoin Core in regtest, with its wallet.
 type litecoinNode struct {
 	t     testing.TB
+	p2p   string // peer-to-peer endpoint
 	conf  utxo.Config
 	chain *utxo.Chain
 	miner string // a wallet address blocks pay
@@ -324,13 +340,17 @@ func startLitecoind(t testing.TB) *litecoinNode {
 	if _, err := os.Stat(litecoindPath); err != nil {
 		t.Fatalf("%s not found: run scripts/ensure-tools.sh (apt-get install litecoind)", litecoindPath)
 	}
-	port := freePort(t)
+	port, p2p := freePort(t), freePort(t)
 	// The /usr/bin wrapper is skipped: it is the daemon binary that takes
-	// these flags as they are.
+	// these flags as they are. The watcher's peer-to-peer connection comes
+	// from loopback, whitelisted: Core announces transactions to it without
+	// the inbound trickle delay.
 	startProcess(t, "litecoind", litecoindPath, "-regtest", "-datadir="+t.TempDir(), "-server",
-		"-listen=0", "-rpcbind=127.0.0.1", "-rpcallowip=127.0.0.1", "-rpcport="+strconv.Itoa(port),
+		"-listen=1", "-bind=127.0.0.1:"+strconv.Itoa(p2p), "-port="+strconv.Itoa(p2p), "-discover=0", "-dnsseed=0",
+		"-whitelist=noban@127.0.0.1", "-mempoolreplacement=1", // BIP125 replacements, as Bitcoin nodes accept them
+		"-rpcbind=127.0.0.1", "-rpcallowip=127.0.0.1", "-rpcport="+strconv.Itoa(port),
 		"-rpcuser=u", "-rpcpassword=p", "-txindex=1", "-fallbackfee=0.0001", "-printtoconsole=0")
-	n := &litecoinNode{t: t,
+	n := &litecoinNode{t: t, p2p: "127.0.0.1:" + strconv.Itoa(p2p),
 		conf: utxo.Config{Host: "127.0.0.1:" + strconv.Itoa(port), User: "u", Pass: "p", Network: "litecoin"}}
 	n.chain = newChain(t, n.conf)
 	waitRPC(t, n.chain, "litecoind")
@@ -350,6 +370,7 @@ func startLitecoind(t testing.TB) *litecoinNode {
 }
 
 func (n *litecoinNode) cfg() utxo.Config            { return n.conf }
+func (n *litecoinNode) notifier() *utxo.P2P         { return newP2P(n.t, n.p2p, "litecoin") }
 func (n *litecoinNode) hdNetwork() hdwallet.Network { return hdwallet.LitecoinRegtest }
 func (n *litecoinNode) policy() int64               { return 6 }
 

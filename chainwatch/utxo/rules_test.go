@@ -139,10 +139,13 @@ func TestReorgAfterConfirmationOnBtcd(t *testing.T) {
 
 // startWatcher runs an in-process watcher (on the clock now, if not nil)
 // until the returned stop is called or the test ends.
-func (f *fixture) startWatcher(holder string, now func() time.Time) (stop func()) {
+func (f *fixture) startWatcher(holder string, now func() time.Time, configure ...func(*chainwatch.Watcher)) (stop func()) {
 	f.t.Helper()
 	w := f.e.Watcher(f.chain, f.n.policy())
 	w.Holder, w.Now = holder, now
+	for _, c := range configure {
+		c(w)
+	}
 	ctx, cancel := context.WithCancel(f.e.Ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)

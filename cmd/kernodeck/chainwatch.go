@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/url"
 	"os"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
@@ -85,6 +86,18 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 			return nil, err
 		}
 		w.Chain = chain
+		if addr := pcfg.P2PAddrs[network]; addr != "" {
+			// The key network names the chain: "litecoin-regtest" -> regtest.
+			chainName := "main"
+			if _, c, ok := strings.Cut(pcfg.KeyNetworks[network], "-"); ok {
+				chainName = map[string]string{"testnet": "test", "regtest": "regtest"}[c]
+			}
+			params, err := utxo.Params(network, chainName)
+			if err != nil {
+				return nil, err
+			}
+			w.Notifier = &utxo.P2P{Addr: addr, Params: params, Asset: chain.Asset()}
+		}
 	case "ethereum":
 		tokens := map[string]string{}
 		for asset, contract := range pcfg.Tokens["ethereum"] {
@@ -96,6 +109,9 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		}
 		w.Chain = chain
 		chain.SetWatched(evm.IndexFilter(w.Index()))
+		if pcfg.EthereumWSURL != "" {
+			w.Notifier = &evm.Heads{URL: pcfg.EthereumWSURL}
+		}
 		if pcfg.EthereumFinality == "finalized" {
 			w.Policy.Confirmations = 1 // the tip itself is final
 		}

@@ -1,0 +1,162 @@
+package chainwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Notifier pushes what a node announces as it happens: new blocks, and
+// transactions entering its mempool. The watcher still polls (Poll) as the
+// fallback: a notification only makes it act sooner.
+type Notifier interface {
+	// Run delivers notifications to n until ctx ends or the connection
+	// fails (the watcher runs it again after a pause).
+	Run(ctx context.Context, n Notifications) error
+}
+
+// Notifications are the callbacks a Notifier calls.
+type Notifications struct {
+	// Block: the node has a new best block.
+	Block func()
+	// Tx: a transaction entered the node's mempool.
+	Tx func(MempoolTx)
+}
+
+// MempoolTx is a transaction seen in a node's mempool.
+type MempoolTx struct {
+	TxID    string
+	Outputs []Output
+	// Spends are the outpoints ("txid:index") it spends: a transaction
+	// spending one that a watched mempool payment spends replaces it (RBF)
+	// or double-spends it.
+	Spends []string
+}
+
+// TxState is where a node has a transaction.
+type TxState int
+
+// Transaction states.
+const (
+	TxGone    TxState = iota // neither in the mempool nor in a block
+	TxPending                // in the mempool
+	TxMined                  // in a block
+)
+
+// MempoolChain is a Chain whose node can say where a transaction is.
+type MempoolChain interface {
+	Chain
+	TxState(ctx context.Context, txid string) (TxState, error)
+}
+
+// runNotifier runs the Notifier until ctx ends, again after each failure.
+func (w *Watcher) runNotifier(ctx context.Context) {
+	n := Notifications{Block: w.wakeUp, Tx: func(tx MempoolTx) { w.onMempoolTx(ctx, tx) }}
+	for ctx.Err() == nil {
+		if err := w.Notifier.Run(ctx, n); err != nil && ctx.Err() == nil {
+			w.Logger.Warn("node notifications", "network", w.Chain.Network(), "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.Poll):
+		}
+	}
+}
+
+// wakeUp makes the watcher step now rather than at the end of its poll.
+func (w *Watcher) wakeUp() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// onMempoolTx records the payments of a mempool transaction to addresses
+// the shop handed out (seen, no block) and delivers them at once; a
+// transaction spending what a watched mempool payment spends makes the
+// watcher check that payment now.
+func (w *Watcher) onMempoolTx(ctx context.Context, tx MempoolTx) {
+	w.stepMu.Lock()
+	defer w.stepMu.Unlock()
+	// A request created since the last step may be what this pays.
+	if err := w.refreshIndex(ctx); err != nil {
+		w.Logger.Warn("mempool transaction", "network", w.Chain.Network(), "txid", tx.TxID, "err", err)
+	}
+	replaced := false
+	for _, s := range tx.Spends {
+		if other, ok := w.spent[s]; ok && other != tx.TxID {
+			replaced = true
+		}
+	}
+	var seen []Seen
+	for i := range tx.Outputs {
+		o := &tx.Outputs[i]
+		if o.Amount == nil || o.Amount.Sign() <= 0 || !w.index.Has(o.Address) {
+			continue
+		}
+		seen = append(seen, Seen{TxID: o.TxID, Index: o.Index, Asset: o.Asset, Address: o.Address, Amount: o.Amount,
+			Dust: w.isDust(o.Asset, o.Amount)})
+	}
+	if len(seen) == 0 && !replaced {
+		return
+	}
+	if !w.leader.Load() {
+		return // the active watcher records it
+	}
+	if len(seen) > 0 {
+		if err := w.Store.RecordMempool(ctx, w.Chain.Network(), w.Holder, seen); err != nil {
+			w.Logger.Warn("record mempool payment", "network", w.Chain.Network(), "txid", tx.TxID, "err", err)
+			return
+		}
+		for _, s := range tx.Spends {
+			w.spent[s] = tx.TxID
+		}
+	}
+	if replaced {
+		if err := w.checkMempool(ctx); err != nil {
+			w.Logger.Warn("mempool check", "network", w.Chain.Network(), "err", err)
+		}
+	}
+	if err := w.Reconcile(ctx); err != nil {
+		w.Logger.Warn("deliver", "network", w.Chain.Network(), "err", err)
+	}
+}
+
+// checkMempool reverts the mempool payments whose transaction the node no
+// longer has (replaced or double-spent before being mined).
+func (w *Watcher) checkMempool(ctx context.Context) error {
+	mc, ok := w.Chain.(MempoolChain)
+	if !ok {
+		return nil
+	}
+	txids, err := w.Store.MempoolPayments(ctx, w.Chain.Network())
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, txid := range txids {
+		st, err := mc.TxState(ctx, txid)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("transaction %s: %w", txid, err))
+			continue
+		}
+		if st != TxGone {
+			continue
+		}
+		if err := w.Store.RevertMempool(ctx, w.Chain.Network(), w.Holder, txid); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		w.Logger.Info("mempool payment gone (replaced or double-spent)", "network", w.Chain.Network(), "txid", txid)
+		for s, t := range w.spent {
+			if t == txid {
+				delete(w.spent, s)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
