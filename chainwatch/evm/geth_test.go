@@ -82,15 +82,10 @@ func startGethDev(t *testing.T) (string, string) {
 	}
 }
 
-// TestGethDev follows a real geth --dev node over HTTP JSON-RPC: the Chain
-// dialled from its URL (chain ID checked) finds an ETH transfer and a USDC
-// Transfer log, and leaves a failed token transfer out.
-func TestGethDev(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts geth")
-	}
-	ctx := context.Background()
-	url, _ := startGethDev(t)
+// gethChain is a simChain driving a geth --dev node over HTTP, signing with
+// its funded developer key.
+func gethChain(t *testing.T, ctx context.Context, url string) *simChain {
+	t.Helper()
 	client, err := ethclient.Dial(url)
 	if err != nil {
 		t.Fatal(err)
@@ -100,10 +95,22 @@ func TestGethDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := &simChain{
+	return &simChain{
 		t: t, ctx: ctx, client: client, key: key, from: crypto.PubkeyToAddress(key.PublicKey),
 		signer: types.LatestSignerForChainID(big.NewInt(1337)), tokens: map[string]common.Address{},
 	}
+}
+
+// TestGethDev follows a real geth --dev node over HTTP JSON-RPC: the Chain
+// dialled from its URL (chain ID checked) finds an ETH transfer and a USDC
+// Transfer log, and leaves a failed token transfer out.
+func TestGethDev(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts geth")
+	}
+	ctx := context.Background()
+	url, _ := startGethDev(t)
+	sc := gethChain(t, ctx, url)
 	sc.tokens["USDC"] = sc.deployToken("USDC")
 	ch, err := evm.New(ctx, evm.Config{RPCURL: url, ChainID: 1337, Tokens: sc.tokenConfig(false)})
 	if err != nil {
@@ -159,19 +166,7 @@ func TestGethNewHeadsWakeTheWatcher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	url, ws := startGethDev(t)
-	client, err := ethclient.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	key, err := crypto.HexToECDSA(gethDevKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := &simChain{
-		t: t, ctx: ctx, client: client, key: key, from: crypto.PubkeyToAddress(key.PublicKey),
-		signer: types.LatestSignerForChainID(big.NewInt(1337)), tokens: map[string]common.Address{},
-	}
+	sc := gethChain(t, ctx, url)
 	blocks := make(chan struct{}, 16)
 	done := make(chan error, 1)
 	go func() {

@@ -231,17 +231,9 @@ func (w *Watcher) scan(ctx context.Context, in chainwatch.Intent) error {
 }
 
 func (w *Watcher) record(ctx context.Context, in chainwatch.Intent, s signatureInfo) error {
-	tx, err := w.rpc.getTransaction(ctx, s.Signature)
-	if err != nil {
+	tx, err := w.finalizedTx(ctx, s)
+	if tx == nil || err != nil {
 		return err
-	}
-	if tx == nil {
-		// Listed as finalized but not served yet (a node still catching
-		// up): keep the cursor here and try again next step.
-		return fmt.Errorf("transaction %s: not available", s.Signature)
-	}
-	if tx.failed() {
-		return nil
 	}
 	amount, err := tx.received(in.Address)
 	if err != nil {
@@ -253,13 +245,35 @@ func (w *Watcher) record(ctx context.Context, in chainwatch.Intent, s signatureI
 		w.Logger.Info("solana reference used without payment", "intent", in.ID, "signature", s.Signature)
 		return nil
 	}
+	return w.store(ctx, s, tx, in, amount)
+}
+
+// finalizedTx reads a listed transaction; nil (and no error) if it failed.
+func (w *Watcher) finalizedTx(ctx context.Context, s signatureInfo) (*transaction, error) {
+	tx, err := w.rpc.getTransaction(ctx, s.Signature)
+	if err != nil {
+		return nil, err
+	}
+	if tx == nil {
+		// Listed as finalized but not served yet (a node still catching
+		// up): keep the cursor here and try again next step.
+		return nil, fmt.Errorf("transaction %s: not available", s.Signature)
+	}
+	if tx.failed() {
+		return nil, nil
+	}
+	return tx, nil
+}
+
+// store records what the shop's address received in tx for in: one
+// payment per transaction (the net balance change, whatever the number of
+// instructions), finalized, in its slot.
+func (w *Watcher) store(ctx context.Context, s signatureInfo, tx *transaction, in chainwatch.Intent, amount *big.Int) error {
 	at := w.now()
 	if tx.BlockTime != nil {
 		at = time.Unix(*tx.BlockTime, 0)
 	}
 	return w.Store.RecordBlock(ctx, Network, w.Holder, tx.Slot, slotHash(tx.Slot), []chainwatch.Seen{{
-		// One payment per transaction: the net balance change of the
-		// shop's address, whatever the number of instructions.
 		TxID: s.Signature, Index: 0, Asset: Asset, Address: in.Address, Amount: amount,
 		IntentID: in.ID, Dust: w.Dust != nil && amount.Cmp(w.Dust) < 0,
 		BlockHeight: tx.Slot, BlockHash: slotHash(tx.Slot), BlockTime: at,
@@ -308,15 +322,9 @@ func (w *Watcher) scanShop(ctx context.Context, maxSlot int64) error {
 }
 
 func (w *Watcher) matchAmount(ctx context.Context, shop string, s signatureInfo, byAmount map[string][]chainwatch.Intent) error {
-	tx, err := w.rpc.getTransaction(ctx, s.Signature)
-	if err != nil {
+	tx, err := w.finalizedTx(ctx, s)
+	if tx == nil || err != nil {
 		return err
-	}
-	if tx == nil {
-		return fmt.Errorf("transaction %s: not available", s.Signature)
-	}
-	if tx.failed() {
-		return nil
 	}
 	for _, k := range tx.Transaction.Message.AccountKeys {
 		if _, ok := w.intents[k.Pubkey]; ok {
@@ -335,7 +343,7 @@ func (w *Watcher) matchAmount(ctx context.Context, shop string, s signatureInfo,
 	for _, in := range byAmount[amount.String()] {
 		// The earliest window still open at the block's time: a released
 		// amount is taken again only after the window of its last holder.
-		if !at.After(in.WatchUntil) && (match == nil || in.WatchUntil.Before(match.WatchUntil)) {
+		if in.Address == shop && !at.After(in.WatchUntil) && (match == nil || in.WatchUntil.Before(match.WatchUntil)) {
 			match = &in
 		}
 	}
@@ -343,9 +351,5 @@ func (w *Watcher) matchAmount(ctx context.Context, shop string, s signatureInfo,
 		return nil
 	}
 	w.Logger.Info("solana payment without reference matched by amount", "intent", match.ID, "signature", s.Signature)
-	return w.Store.RecordBlock(ctx, Network, w.Holder, tx.Slot, slotHash(tx.Slot), []chainwatch.Seen{{
-		TxID: s.Signature, Index: 0, Asset: Asset, Address: shop, Amount: amount,
-		IntentID: match.ID, Dust: w.Dust != nil && amount.Cmp(w.Dust) < 0,
-		BlockHeight: tx.Slot, BlockHash: slotHash(tx.Slot), BlockTime: at,
-	}})
+	return w.store(ctx, s, tx, *match, amount)
 }

@@ -50,55 +50,46 @@ func TestConfirmationLatency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, c := range []struct {
-		name  string
-		start func(testing.TB) node
-	}{
-		{"bitcoin", func(t testing.TB) node { return startBtcd(t) }},
-		{"litecoin", func(t testing.TB) node { return startLitecoind(t) }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			n := c.start(t)
-			f := newFixture(t, n, watchtest.Options{})
-			for _, push := range []bool{false, true} {
-				mode := "polling"
-				if push {
-					mode = "push (p2p) + polling"
-				}
-				stop := f.startWatcher("latency-"+mode, nil, func(w *chainwatch.Watcher) {
-					w.Poll = poll
-					if push {
-						w.Notifier = n.notifier()
-					}
-				})
-				var confirm, detect []time.Duration
-				for range count {
-					o, in := f.order()
-					n.pay(in.Address, amountOf(in))
-					sent := time.Now()
-					if push {
-						detect = append(detect, waitStatus(t, f, o.Ref, sent, domain.StatusPaymentDetected))
-					}
-					if p := n.policy(); p > 1 {
-						n.mine(int(p) - 1)
-						f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
-					}
-					// Waiting for payment_detected puts the test in phase with
-					// the watcher's steps; a block arrives at any point of its
-					// pause.
-					time.Sleep(rand.N(poll))
-					n.mine(1) // the confirming block
-					confirm = append(confirm, waitStatus(t, f, o.Ref, time.Now(), domain.StatusPaid))
-				}
-				t.Logf("%s, %s, watcher poll %s, %d payments: confirming block mined -> order status changed: %s",
-					c.name, mode, poll, len(confirm), summary(confirm))
-				if push {
-					t.Logf("%s, %s, %d payments: broadcast -> payment_detected: %s", c.name, mode, len(detect), summary(detect))
-				}
-				stop()
+	forEachNode(t, func(t *testing.T, n node) {
+		f := newFixture(t, n, watchtest.Options{})
+		for _, push := range []bool{false, true} {
+			mode := "polling"
+			if push {
+				mode = "push (p2p) + polling"
 			}
-		})
-	}
+			stop := f.startWatcher("latency-"+mode, nil, func(w *chainwatch.Watcher) {
+				w.Poll = poll
+				if push {
+					w.Notifier = n.notifier()
+				}
+			})
+			var confirm, detect []time.Duration
+			for range count {
+				o, in := f.order()
+				n.pay(in.Address, amountOf(in))
+				sent := time.Now()
+				if push {
+					detect = append(detect, waitStatus(t, f, o.Ref, sent, domain.StatusPaymentDetected))
+				}
+				if p := n.policy(); p > 1 {
+					n.mine(int(p) - 1)
+					f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
+				}
+				// Waiting for payment_detected puts the test in phase with
+				// the watcher's steps; a block arrives at any point of its
+				// pause.
+				time.Sleep(rand.N(poll))
+				n.mine(1) // the confirming block
+				confirm = append(confirm, waitStatus(t, f, o.Ref, time.Now(), domain.StatusPaid))
+			}
+			t.Logf("%s, %s, watcher poll %s, %d payments: confirming block mined -> order status changed: %s",
+				n.cfg().Network, mode, poll, len(confirm), summary(confirm))
+			if push {
+				t.Logf("%s, %s, %d payments: broadcast -> payment_detected: %s", n.cfg().Network, mode, len(detect), summary(detect))
+			}
+			stop()
+		}
+	})
 }
 
 // waitStatus waits until the order's status in PostgreSQL is past the

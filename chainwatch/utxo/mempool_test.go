@@ -27,58 +27,49 @@ import (
 // confirms as usual.
 func TestMempoolPaymentDetectedThenReplaced(t *testing.T) {
 	skipShort(t)
-	for _, c := range []struct {
-		name  string
-		start func(testing.TB) node
-	}{
-		{"bitcoin", func(t testing.TB) node { return startBtcd(t) }},
-		{"litecoin", func(t testing.TB) node { return startLitecoind(t) }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			n := c.start(t)
-			f := newFixture(t, n, watchtest.Options{})
-			f.runWatcher("watcher", func(w *chainwatch.Watcher) {
-				w.Notifier, w.Poll = n.notifier(), time.Minute
-			})
-			o, in := f.order()
-			f.e.WaitFor("the watcher active", func() bool { return f.e.LeaseHolder(f.network) == "watcher" })
-			tip, err := f.chain.Tip(f.e.Ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-
-			txid, replace := rbfPay(t, n, in.Address, amountOf(in))
-			f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
-			ps := f.waitPayments("mempool payment signalled", in.ID, onePayment(chainwatch.StateSeen))
-			if ps[0].TxID != txid || !ps[0].Mempool {
-				t.Fatalf("payment %+v", ps[0])
-			}
-			if now, err := f.chain.Tip(f.e.Ctx); err != nil || now != tip {
-				t.Fatalf("a block was mined (tip %d, was %d): %v", now, tip, err)
-			}
-
-			other := otherAddress(t, n)
-			replacement := replace(other)
-			if replacement == txid {
-				t.Fatal("the replacement has the same txid")
-			}
-			f.waitPayments("replaced payment reverted", in.ID, onePayment(chainwatch.StateReverted))
-			f.e.WaitOrderStatus(o.Ref, domain.StatusAwaitingPayment)
-
-			// The replacement is mined: nothing for the order.
-			n.mine(int(n.policy()))
-			f.e.WaitFor("the watcher at the new tip", func() bool {
-				h, _, _, err := f.e.DB.LastBlock(f.e.Ctx, f.network)
-				return err == nil && h == tip+n.policy()
-			})
-			if ps := f.e.ChainPayments(in.ID); len(ps) != 1 || ps[0].State != chainwatch.StateReverted {
-				t.Fatalf("after the replacement was mined: %+v", ps)
-			}
-			if got := f.e.Order(o.Ref); got.Status != domain.StatusAwaitingPayment || got.PaidCents != 0 {
-				t.Fatalf("order %s paid %d", got.Status, got.PaidCents)
-			}
+	forEachNode(t, func(t *testing.T, n node) {
+		f := newFixture(t, n, watchtest.Options{})
+		f.runWatcher("watcher", func(w *chainwatch.Watcher) {
+			w.Notifier, w.Poll = n.notifier(), time.Minute
 		})
-	}
+		o, in := f.order()
+		f.e.WaitFor("the watcher active", func() bool { return f.e.LeaseHolder(f.network) == "watcher" })
+		tip, err := f.chain.Tip(f.e.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		txid, replace := rbfPay(t, n, in.Address, amountOf(in))
+		f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
+		ps := f.waitPayments("mempool payment signalled", in.ID, onePayment(chainwatch.StateSeen))
+		if ps[0].TxID != txid || !ps[0].Mempool {
+			t.Fatalf("payment %+v", ps[0])
+		}
+		if now, err := f.chain.Tip(f.e.Ctx); err != nil || now != tip {
+			t.Fatalf("a block was mined (tip %d, was %d): %v", now, tip, err)
+		}
+
+		other := otherAddress(t, n)
+		replacement := replace(other)
+		if replacement == txid {
+			t.Fatal("the replacement has the same txid")
+		}
+		f.waitPayments("replaced payment reverted", in.ID, onePayment(chainwatch.StateReverted))
+		f.e.WaitOrderStatus(o.Ref, domain.StatusAwaitingPayment)
+
+		// The replacement is mined: nothing for the order.
+		n.mine(int(n.policy()))
+		f.e.WaitFor("the watcher at the new tip", func() bool {
+			h, _, _, err := f.e.DB.LastBlock(f.e.Ctx, f.network)
+			return err == nil && h == tip+n.policy()
+		})
+		if ps := f.e.ChainPayments(in.ID); len(ps) != 1 || ps[0].State != chainwatch.StateReverted {
+			t.Fatalf("after the replacement was mined: %+v", ps)
+		}
+		if got := f.e.Order(o.Ref); got.Status != domain.StatusAwaitingPayment || got.PaidCents != 0 {
+			t.Fatalf("order %s paid %d", got.Status, got.PaidCents)
+		}
+	})
 }
 
 // otherAddress is an address of the same network that no request has.

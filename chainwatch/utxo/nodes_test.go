@@ -503,3 +503,16 @@ func (n *litecoinNode) holdBack(txid string, hold bool) {
 		n.t.Fatalf("prioritisetransaction %s: %v", txid, err)
 	}
 }
+
+// forEachNode runs f as a subtest on btcd and on Litecoin Core.
+func forEachNode(t *testing.T, f func(t *testing.T, n node)) {
+	for _, c := range []struct {
+		name  string
+		start func(testing.TB) node
+	}{
+		{"bitcoin", func(t testing.TB) node { return startBtcd(t) }},
+		{"litecoin", func(t testing.TB) node { return startLitecoind(t) }},
+	} {
+		t.Run(c.name, func(t *testing.T) { f(t, c.start(t)) })
+	}
+}

@@ -20,49 +20,40 @@ import (
 // expire) confirms the payment, once.
 func TestWatcherKilledBetweenSeenAndConfirmed(t *testing.T) {
 	skipShort(t)
-	for _, c := range []struct {
-		name  string
-		start func(testing.TB) node
-	}{
-		{"bitcoin", func(t testing.TB) node { return startBtcd(t) }},
-		{"litecoin", func(t testing.TB) node { return startLitecoind(t) }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			n := c.start(t)
-			f := newFixture(t, n, watchtest.Options{})
-			relay := f.e.SignalRelay()
-			const lease = 2 * time.Second
-			first := f.startChild(relay, "watcher-a", lease)
-			o, in := f.order()
-			n.pay(in.Address, amountOf(in))
-			n.mine(1)
-			f.waitPayments("payment seen and signalled", in.ID, onePayment("seen"))
-			f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
+	forEachNode(t, func(t *testing.T, n node) {
+		f := newFixture(t, n, watchtest.Options{})
+		relay := f.e.SignalRelay()
+		const lease = 2 * time.Second
+		first := f.startChild(relay, "watcher-a", lease)
+		o, in := f.order()
+		n.pay(in.Address, amountOf(in))
+		n.mine(1)
+		f.waitPayments("payment seen and signalled", in.ID, onePayment("seen"))
+		f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
 
-			first.kill()
-			f.confirmRest()
-			time.Sleep(500 * time.Millisecond)
-			if ps := f.e.ChainPayments(in.ID); len(ps) != 1 || ps[0].State != "seen" {
-				t.Fatalf("with no watcher running: %+v", ps)
-			}
-			if h := f.e.LeaseHolder(f.network); h != "watcher-a" {
-				t.Fatalf("lease held by %q: the killed watcher's lease should run until it expires", h)
-			}
+		first.kill()
+		f.confirmRest()
+		time.Sleep(500 * time.Millisecond)
+		if ps := f.e.ChainPayments(in.ID); len(ps) != 1 || ps[0].State != "seen" {
+			t.Fatalf("with no watcher running: %+v", ps)
+		}
+		if h := f.e.LeaseHolder(f.network); h != "watcher-a" {
+			t.Fatalf("lease held by %q: the killed watcher's lease should run until it expires", h)
+		}
 
-			f.startChild(relay, "watcher-b", lease)
-			got := f.e.WaitOrderStatus(o.Ref, domain.StatusActive)
-			ps := f.waitPayments("payment confirmed", in.ID, onePayment("confirmed"))
-			if ps[0].AmountCents != in.USDCents || got.PaidCents != o.TotalCents {
-				t.Fatalf("payment %+v, order paid %d of %d", ps[0], got.PaidCents, o.TotalCents)
-			}
-			if s, cf := f.count(o.Ref, domain.EventPaymentSeen), f.count(o.Ref, domain.EventPaymentConfirmed); s != 1 || cf != 1 {
-				t.Fatalf("%d payment_seen, %d payment_confirmed events; want 1 and 1", s, cf)
-			}
-			if h := f.e.LeaseHolder(f.network); h != "watcher-b" {
-				t.Fatalf("lease held by %q, want watcher-b", h)
-			}
-		})
-	}
+		f.startChild(relay, "watcher-b", lease)
+		got := f.e.WaitOrderStatus(o.Ref, domain.StatusActive)
+		ps := f.waitPayments("payment confirmed", in.ID, onePayment("confirmed"))
+		if ps[0].AmountCents != in.USDCents || got.PaidCents != o.TotalCents {
+			t.Fatalf("payment %+v, order paid %d of %d", ps[0], got.PaidCents, o.TotalCents)
+		}
+		if s, cf := f.count(o.Ref, domain.EventPaymentSeen), f.count(o.Ref, domain.EventPaymentConfirmed); s != 1 || cf != 1 {
+			t.Fatalf("%d payment_seen, %d payment_confirmed events; want 1 and 1", s, cf)
+		}
+		if h := f.e.LeaseHolder(f.network); h != "watcher-b" {
+			t.Fatalf("lease held by %q, want watcher-b", h)
+		}
+	})
 }
 
 // TestTwoWatchersRecordOnce: two watcher processes with different holders
