@@ -120,17 +120,8 @@ func (s *Site) showTopUp(c *gin.Context, me *session, refusal error) {
 		return
 	}
 	p := pageFor(me, "Recharge "+d.TopUp.Ref)
-	p.Notice = notices[c.Query("info")]
-	status := http.StatusOK
-	if refusal != nil {
-		p.Error, status = domain.ErrorMessage(refusal), statusOf(refusal)
-	}
 	p.Data = d
-	if _, err := s.withLive(&p, "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger(d)); err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.render(c, status, "topup", p)
+	s.renderTracked(c, p, refusal, "topup", "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger(d))
 }
 
 func (s *Site) topUpLive(c *gin.Context) {

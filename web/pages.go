@@ -113,22 +113,15 @@ func (s *Site) configurator(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	p := pageFor(me, "Louer un GPU")
-	d, err := s.configure(c)
-	if err != nil && d.Catalog.Models == nil {
-		s.fail(c, err)
-		return
-	}
-	if err != nil {
-		p.fieldError(err)
-	}
-	p.Data = d
-	s.render(c, http.StatusOK, "configurator", p)
+	s.configuratorPage(c, pageFor(me, "Louer un GPU"), "configurator")
 }
 
 // summary is the configurator's summary alone, for htmx.
-func (s *Site) summary(c *gin.Context) {
-	p := page{}
+func (s *Site) summary(c *gin.Context) { s.configuratorPage(c, page{}, "summary") }
+
+// configuratorPage renders tmpl with the configuration in the query priced;
+// a configuration the API refuses is shown with its message.
+func (s *Site) configuratorPage(c *gin.Context, p page, tmpl string) {
 	d, err := s.configure(c)
 	if err != nil && d.Catalog.Models == nil {
 		s.fail(c, err)
@@ -138,7 +131,7 @@ func (s *Site) summary(c *gin.Context) {
 		p.fieldError(err)
 	}
 	p.Data = d
-	s.render(c, http.StatusOK, "summary", p)
+	s.render(c, http.StatusOK, tmpl, p)
 }
 
 // authForm is the register and login forms' data.

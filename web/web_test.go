@@ -210,3 +210,32 @@ func TestPagesHeadersStaticFilesAndNotFound(t *testing.T) {
 		t.Fatalf("htmx body: %.40q", js)
 	}
 }
+
+// An active order shows its access (SSH command, key download while the
+// generated key can be revealed, Jupyter for the notebook preset), its
+// period's dates and the reminders sent.
+func TestActiveOrderShowsAccessPeriodAndReminders(t *testing.T) {
+	s := newTestSite(t)
+	d := sampleOrder(domain.StatusActive, 2357, 0)
+	start := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	end := start.Add(72 * time.Hour)
+	d.Order.PeriodStart, d.Order.PeriodEnd = &start, &end
+	jupyter := "http://127.0.0.1:8888/"
+	fp := "SHA256:abc"
+	d.Access = &domain.Access{Host: "gpu-1.example", Port: 2222, Username: "kd-test", KeyFingerprint: &fp,
+		PrivateKeyAvailable: true, JupyterURL: &jupyter, JupyterToken: "jt", GPUModel: "NVIDIA RTX A5000", GPUCount: 1}
+	d.KeyDownload = true
+	d.Reminders = []domain.TimelineEvent{{Kind: domain.EventReminderSent, At: end.Add(-48 * time.Hour),
+		Message: "Votre location se termine dans 48 heures : exportez vos résultats."}}
+	html := renderOrder(t, s, d)
+	for _, want := range []string{"ssh -i kernodeck-KD-TEST.key -p 2222 kd-test@gpu-1.example", `action="/orders/KD-TEST/private-key"`,
+		"Télécharger la clé privée", `href="http://127.0.0.1:8888/"`, "3 décembre 2026 à 10:00 UTC", "6 décembre 2026 à 10:00 UTC",
+		"Rappels envoyés", "se termine dans 48 heures", "1 × NVIDIA RTX A5000"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("active order: missing %q", want)
+		}
+	}
+	if strings.Contains(html, `id="paiement"`) {
+		t.Error("a paid order shows the payment instructions")
+	}
+}
