@@ -45,7 +45,7 @@ func loadAssets() (*assets, error) {
 		if ct == "" {
 			ct = "application/octet-stream"
 		}
-		a.files[path.Base(p)] = &asset{contentType: ct, raw: raw, gz: gzipBytes(raw), version: hex.EncodeToString(sum[:6])}
+		a.files[path.Base(p)] = &asset{contentType: ct, raw: raw, gz: gzipBytes(raw, gzip.BestCompression), version: hex.EncodeToString(sum[:6])}
 		return nil
 	})
 	if err != nil {
@@ -99,9 +99,11 @@ func acceptsGzip(r *http.Request) bool {
 	return false
 }
 
-func gzipBytes(b []byte) []byte {
+// gzipBytes compresses b: static files once at start (best), pages at
+// each request (default level: most of the gain for less work).
+func gzipBytes(b []byte, level int) []byte {
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, _ := gzip.NewWriterLevel(&buf, level)
 	_, _ = zw.Write(b)
 	_ = zw.Close()
 	return buf.Bytes()
@@ -113,7 +115,7 @@ func writeCompressed(c *gin.Context, status int, contentType string, body []byte
 	h.Set("Vary", "Accept-Encoding")
 	if len(body) > 1024 && acceptsGzip(c.Request) {
 		h.Set("Content-Encoding", "gzip")
-		c.Data(status, contentType, gzipBytes(body))
+		c.Data(status, contentType, gzipBytes(body, gzip.DefaultCompression))
 		return
 	}
 	c.Data(status, contentType, body)
