@@ -363,6 +363,7 @@ func (s *Server) routes() *gin.Engine {
 	cust.POST("/topups", s.createTopUp)
 	cust.GET("/topups", s.listTopUps)
 	cust.GET("/topups/:ref", s.getTopUp)
+	cust.GET("/topups/:ref/events", s.topUpEvents)
 	cust.POST("/orders/:ref/payment-intents", s.createOrderIntent)
 	cust.GET("/orders/:ref/payment-intents", s.listOrderIntents)
 	cust.POST("/topups/:ref/payment-intents", s.createTopUpIntent)

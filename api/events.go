@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,23 +13,47 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// orderEvents streams an order's tracking as server-sent events:
-//
-//   - "timeline" events, one per timeline entry, with the entry's ID as the
-//     SSE id (so a reconnecting EventSource resumes with Last-Event-ID;
-//     ?after=<id> does the same for other clients);
-//   - an "order" event with the order's current state at the start and
-//     whenever it changes;
-//   - a comment every SSEHeartbeat to keep proxies from closing the stream.
-//
-// New entries are noticed through the timeline notifier (PostgreSQL
-// LISTEN), with a poll every SSEPoll as a fallback. Clients should ignore a
-// timeline entry whose id they already have.
+// orderEvents streams an order's tracking as server-sent events (see
+// streamEvents), its state as "order" events.
 func (s *Server) orderEvents(c *gin.Context) {
 	o, ok := s.ownOrder(c)
 	if !ok {
 		return
 	}
+	s.streamEvents(c, o.Ref, "order", func(ctx context.Context) (any, error) {
+		o, err := s.store.GetOrder(ctx, o.Ref)
+		return viewOrder(o), err
+	})
+}
+
+// topUpEvents streams a top-up's tracking the same way, its state as
+// "topup" events.
+func (s *Server) topUpEvents(c *gin.Context) {
+	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
+	if err != nil {
+		s.fail(c, notFoundAs(err, errTopUpNotFound))
+		return
+	}
+	s.streamEvents(c, t.Ref, "topup", func(ctx context.Context) (any, error) {
+		t, err := s.store.GetTopUp(ctx, t.Ref)
+		return viewTopUp(t), err
+	})
+}
+
+// streamEvents streams the tracking of an order or top-up (ref) as
+// server-sent events:
+//
+//   - "timeline" events, one per timeline entry, with the entry's ID as the
+//     SSE id (so a reconnecting EventSource resumes with Last-Event-ID;
+//     ?after=<id> does the same for other clients);
+//   - a kind event ("order", "topup") with the current state read by
+//     state, at the start and whenever it changes;
+//   - a comment every SSEHeartbeat to keep proxies from closing the stream.
+//
+// New entries are noticed through the timeline notifier (PostgreSQL
+// LISTEN), with a poll every SSEPoll as a fallback. Clients should ignore a
+// timeline entry whose id they already have.
+func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(context.Context) (any, error)) {
 	after, err := resumeAfter(c)
 	if err != nil {
 		s.fail(c, err)
@@ -36,7 +61,7 @@ func (s *Server) orderEvents(c *gin.Context) {
 	}
 	var wake <-chan struct{}
 	if s.notifier != nil {
-		ch, unsubscribe := s.notifier.Subscribe(o.Ref)
+		ch, unsubscribe := s.notifier.Subscribe(ref)
 		defer unsubscribe()
 		wake = ch
 	}
@@ -51,12 +76,12 @@ func (s *Server) orderEvents(c *gin.Context) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 
 	ctx := c.Request.Context()
-	st := &streamState{floor: after, lastID: after, sent: map[int64]bool{}}
+	st := &streamState{kind: kind, state: state, floor: after, lastID: after, sent: map[int64]bool{}}
 	if _, err := fmt.Fprintf(w, "retry: 3000\n\n"); err != nil {
 		return
 	}
-	if err := s.pushOrder(c, st, o.Ref); err != nil {
-		s.log.Warn("order stream ended", "ref", o.Ref, "err", err)
+	if err := s.push(c, st, ref); err != nil {
+		s.log.Warn("event stream ended", "ref", ref, "err", err)
 		return
 	}
 	poll := time.NewTicker(s.cfg.SSEPoll)
@@ -75,11 +100,11 @@ func (s *Server) orderEvents(c *gin.Context) {
 			}
 			w.Flush()
 		case <-wake:
-			if err := s.pushOrder(c, st, o.Ref); err != nil {
+			if err := s.push(c, st, ref); err != nil {
 				return
 			}
 		case <-poll.C:
-			if err := s.pushOrder(c, st, o.Ref); err != nil {
+			if err := s.push(c, st, ref); err != nil {
 				return
 			}
 		}
@@ -87,16 +112,18 @@ func (s *Server) orderEvents(c *gin.Context) {
 }
 
 type streamState struct {
-	floor     int64          // entries at or below were known to the client
-	lastID    int64          // highest entry ID sent
-	sent      map[int64]bool // entries sent on this stream
-	lastOrder []byte         // last "order" payload sent
+	kind      string                             // event name of the state
+	state     func(context.Context) (any, error) // reads the state
+	floor     int64                              // entries at or below were known to the client
+	lastID    int64                              // highest entry ID sent
+	sent      map[int64]bool                     // entries sent on this stream
+	lastState []byte                             // last state payload sent
 }
 
-// pushOrder sends the timeline entries not sent yet, then the order if it
+// push sends the timeline entries not sent yet, then the state if it
 // changed. Entries are read from the floor each time, so one committed late
 // with a lower ID is still delivered.
-func (s *Server) pushOrder(c *gin.Context, st *streamState, ref string) error {
+func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	ctx := c.Request.Context()
 	events, err := s.store.Timeline(ctx, ref, st.floor)
 	if err != nil {
@@ -122,19 +149,19 @@ func (s *Server) pushOrder(c *gin.Context, st *streamState, ref string) error {
 		}
 		st.sent[ev.ID] = true
 	}
-	o, err := s.store.GetOrder(ctx, ref)
+	v, err := st.state(ctx)
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(viewOrder(o))
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if string(data) != string(st.lastOrder) {
-		if _, err := fmt.Fprintf(w, "event: order\ndata: %s\n\n", data); err != nil {
+	if string(data) != string(st.lastState) {
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", st.kind, data); err != nil {
 			return err
 		}
-		st.lastOrder = data
+		st.lastState = data
 	}
 	w.Flush()
 	return nil

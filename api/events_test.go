@@ -168,3 +168,38 @@ func TestOrderEventsPollWithoutNotifier(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.Code)
 	require.Equal(t, "after", r.errField())
 }
+
+// A top-up's stream sends its state ("topup") and its timeline like an
+// order's, to its owner only.
+func TestTopUpEventsStreamToItsOwner(t *testing.T) {
+	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.SSEPoll = 100 * time.Millisecond })
+	c := h.register("topup-live@example.com")
+	other := h.register("other-live@example.com")
+	r := h.do("POST", "/v1/topups", map[string]any{"amount_cents": 10000}, c.auth)
+	require.Equal(t, http.StatusCreated, r.Code, r.Body.String())
+	ref := r.obj("topup")["reference"].(string)
+	ts := httptest.NewServer(h.h)
+	defer ts.Close()
+	defer h.srv.CloseStreams()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/topups/"+ref+"/events", nil, other.auth).Code)
+
+	ch := openStream(t, ctx, ts.URL+"/v1/topups/"+ref+"/events", c.auth.bearer, "")
+	first := nextEvent(t, ch, 5*time.Second)
+	for first.event == "timeline" {
+		first = nextEvent(t, ch, 5*time.Second)
+	}
+	require.Equal(t, "topup", first.event)
+	require.Contains(t, first.data, `"status":"awaiting_payment"`)
+	_, err := h.db.Exec(`WITH u AS (UPDATE topups SET status = 'credited', credited_at = now(), updated_at = now() WHERE ref = $1)
+		INSERT INTO timeline_events (ref, idem_key, kind, message) VALUES ($1, 'credited', 'topup_credited', 'Recharge créditée.')`, ref)
+	require.NoError(t, err)
+	ev := nextEvent(t, ch, 3*time.Second)
+	require.Equal(t, "timeline", ev.event)
+	require.Contains(t, ev.data, "topup_credited")
+	upd := nextEvent(t, ch, 3*time.Second)
+	require.Equal(t, "topup", upd.event)
+	require.Contains(t, upd.data, `"status":"credited"`)
+}

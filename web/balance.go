@@ -121,7 +121,7 @@ func (s *Site) showTopUp(c *gin.Context, me *session, refusal error) {
 	}
 	p := pageFor(me, "Recharge "+d.TopUp.Ref)
 	p.Data = d
-	s.renderTracked(c, p, refusal, "topup", "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger(d))
+	s.renderTracked(c, p, refusal, "topup", "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger)
 }
 
 func (s *Site) topUpLive(c *gin.Context) {
@@ -136,17 +136,12 @@ func (s *Site) topUpLive(c *gin.Context) {
 	}
 	p := pageFor(me, "")
 	p.Data = d
-	s.renderLive(c, p, "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger(d))
+	s.renderLive(c, p, "topup_live_box", topUpURL(d.TopUp.Ref)+"/live", topUpTrigger)
 }
 
-// topUpTrigger: top-ups have no event stream; their page polls every 5 s
-// while the payment is awaited (a 204 when nothing changed).
-func topUpTrigger(d topUpPageData) string {
-	if d.Checkout.Target.Unpaid {
-		return "every 5s"
-	}
-	return ""
-}
+// topUpTrigger: the top-up page's live part is fetched again on each event
+// of the top-up's stream.
+const topUpTrigger = "sse:topup, sse:timeline"
 
 func (s *Site) createTopUpIntent(c *gin.Context) {
 	me, ok := s.signedIn(c)

@@ -10,9 +10,10 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// A 100 USD top-up, attributed by support, shows in the balance (pending,
-// then available, and in the history); a rental is then paid from the
-// balance and the open order page follows it to active.
+// A 100 USD top-up, attributed by support, shows on its open page without
+// a reload and in the balance (pending, then available, and in the
+// history); a rental is then paid from the balance and the open order page
+// follows it to active.
 func TestTopUpAttributedBySupportThenRentalPaidFromBalance(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	ctx := browser(t)
@@ -48,11 +49,14 @@ func TestTopUpAttributedBySupportThenRentalPaidFromBalance(t *testing.T) {
 		t.Fatalf("available before attribution: %q", got)
 	}
 
+	// The top-up's page, left open, shows it credited without a reload.
+	run(t, ctx, "top-up page", chromedp.Navigate(s.srv.URL+"/topups/"+tuRef), visible("#paiement"))
+	eval[bool](t, ctx, `window.kdMarker = "same page"; true`)
 	s.support(t, "POST", "/v1/support/topups/"+tuRef+"/attribute-payment", map[string]any{"reason": "virement reçu, ticket 7"})
-	s.env.WaitFor("top-up credited", func() bool {
-		tu, err := s.env.DB.GetTopUp(s.env.Ctx, tuRef)
-		return err == nil && tu.Status == domain.TopUpCredited
-	})
+	waitJS(t, ctx, "top-up credited on the open page", `document.querySelector("[data-status]").dataset.status === "`+domain.TopUpCredited+`"`)
+	if got := eval[string](t, ctx, `window.kdMarker || ""`); got != "same page" {
+		t.Fatal("the top-up page was reloaded")
+	}
 	run(t, ctx, "balance after", chromedp.Navigate(s.srv.URL+"/balance"), visible(".available"))
 	if got := text(t, ctx, ".available"); got != "100,00 USD" {
 		t.Fatalf("available after attribution: %q", got)
