@@ -10,13 +10,15 @@ import (
 	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/payments"
+	"github.com/kernodeck/kernodeck/workflows"
 )
 
 // TestSolanaOrderThroughRentalWorkflow pays a real order in SOL (Solana Pay
 // request: the shop's address, its own reference) on the Solana stand-in and
 // follows its RentalWorkflow, on a real Temporal dev server and PostgreSQL,
 // through payment and provisioning to an active rental.
-// A second order's payment, sent with the wrong reference, is not counted.
+// A second order's payment, sent without its reference, is matched by its
+// exact amount.
 func TestSolanaOrderThroughRentalWorkflow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: needs the Temporal CLI and PostgreSQL")
@@ -99,4 +101,57 @@ func TestSolanaOrderThroughRentalWorkflow(t *testing.T) {
 	if err := env.DB.GetContext(env.Ctx, &n, `SELECT count(*) FROM chain_payments WHERE network = 'solana'`); err != nil || n != 3 {
 		t.Fatalf("%d solana payments recorded (%v), want 3", n, err)
 	}
+}
+
+// TestSolanaDustTransfersSummarised: 5000 transfers of 1 lamport, each its
+// own transaction carrying the request's (public) reference, are stored
+// once each and reach the RentalWorkflow as running dust summaries (one per
+// watcher step), not 5000 signals; the order is then paid and provisioned
+// as usual, with a short history.
+func TestSolanaDustTransfersSummarised(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal CLI and PostgreSQL")
+	}
+	const transfers = 5000
+	env := watchtest.New(t, watchtest.Options{Networks: map[string]payments.Network{Network: {ShopAddress: shop}}})
+	// The stand-in puts its transactions 2 s apart: the last one, the
+	// payment, lands now, before the request's deadline.
+	node := newSolanaStandIn(t, time.Now().UTC().Add(-transfers*2*time.Second))
+	w := &Watcher{RPCURL: node.srv.URL, Store: env.DB, Signaler: chainwatch.TemporalSignaler{Client: env.Temporal},
+		Logger: env.Logger, Dust: big.NewInt(100_000)}
+	o := env.NewOrder(env.NewAccount("sol-dust@example.com"), 1)
+	it, err := env.RequestOrderPayment(o.Ref, Asset, Network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	for i := range transfers {
+		node.pay(*it.ReferenceKey, shop, 1)
+		if (i+1)%2500 == 0 { // the watcher reads them in two steps
+			if err := w.Step(env.Ctx); err != nil {
+				t.Fatal(err)
+			}
+			steps++
+		}
+	}
+	var n int
+	if err := env.DB.GetContext(env.Ctx, &n, `SELECT count(*) FROM chain_payments
+		WHERE intent_id = $1 AND dust AND state = 'confirmed' AND signaled_state IS NULL`, it.ID); err != nil || n != transfers {
+		t.Fatalf("%d dust payments stored (%v), want %d", n, err, transfers)
+	}
+	node.pay(*it.ReferenceKey, shop, it.AmountBase.Int64())
+	if err := w.Step(env.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.WaitOrderStatus(o.Ref, domain.StatusActive); got.PaidCents != o.TotalCents {
+		t.Fatalf("paid %d of %d", got.PaidCents, o.TotalCents)
+	}
+	signals, events := env.History(workflows.RentalWorkflowID(o.Ref))
+	if signals[workflows.SignalPaymentDust] != steps || signals[workflows.SignalPaymentConfirmed] != 1 {
+		t.Fatalf("signals %v: want %d payment-dust (one per step) and one payment-confirmed", signals, steps)
+	}
+	if events > 300 {
+		t.Fatalf("history of %d events after %d dust transfers", events, transfers)
+	}
+	t.Logf("rental history: %d events, signals %v", events, signals)
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
+
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/secrets"
@@ -152,4 +154,23 @@ func testKeyring(t testing.TB) *secrets.Keyring {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// History reads a workflow's history: the number of each signal received,
+// and the number of events.
+func (e *Env) History(workflowID string) (signals map[string]int, events int) {
+	e.T.Helper()
+	signals = map[string]int{}
+	it := e.Temporal.GetWorkflowHistory(e.Ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		events++
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+			signals[a.GetSignalName()]++
+		}
+	}
+	return signals, events
 }
