@@ -32,9 +32,14 @@ const (
 // Default local endpoints of the development nodes.
 const (
 	LitecoinRPCPort = 29443
+	// LitecoinP2PPort is the node's peer-to-peer port: the watcher
+	// connects there as a (whitelisted) peer for push detection.
+	LitecoinP2PPort = 29444
 	GethHTTPPort    = 28545
-	rpcUser         = "kernodeck"
-	rpcPass         = "kernodeck-dev"
+	// GethWSPort serves eth_subscribe to the watcher.
+	GethWSPort = 28546
+	rpcUser    = "kernodeck"
+	rpcPass    = "kernodeck-dev"
 	// LitecoinWallet is the funded wallet of the development node
 	// (litecoin-cli -rpcwallet=dev).
 	LitecoinWallet = "dev"
@@ -83,7 +88,7 @@ func start(name string, args []string, logPath string) (*Node, error) {
 // StartLitecoin starts Litecoin Core in regtest with a funded wallet, its
 // RPC on LitecoinRPCPort (LitecoinURL).
 func StartLitecoin(ctx context.Context, dir string) (*Node, error) {
-	return StartLitecoinOn(ctx, dir, LitecoinRPCPort)
+	return startLitecoin(ctx, dir, LitecoinRPCPort, LitecoinP2PPort)
 }
 
 // LitecoinURLOn is the RPC endpoint of a development Litecoin node on port.
@@ -94,6 +99,12 @@ func LitecoinURLOn(port int) string {
 // StartLitecoinOn is StartLitecoin with the RPC on another port (tests use a
 // free one; LitecoinURLOn(port) reaches it).
 func StartLitecoinOn(ctx context.Context, dir string, port int) (*Node, error) {
+	return startLitecoin(ctx, dir, port, 0)
+}
+
+// startLitecoin starts the node; a p2pPort of 0 means no peer-to-peer
+// listener (tests on free ports).
+func startLitecoin(ctx context.Context, dir string, port, p2pPort int) (*Node, error) {
 	url := LitecoinURLOn(port)
 	bin := "/usr/lib/litecoin/litecoind"
 	if _, err := os.Stat(bin); err != nil {
@@ -103,9 +114,15 @@ func StartLitecoinOn(ctx context.Context, dir string, port int) (*Node, error) {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return nil, err
 	}
-	n, err := start(bin, []string{"-regtest", "-datadir=" + data, "-server", "-listen=0", "-rpcbind=127.0.0.1",
-		"-rpcallowip=127.0.0.1", "-rpcport=" + strconv.Itoa(port), "-rpcuser=" + rpcUser,
-		"-rpcpassword=" + rpcPass, "-txindex=1", "-fallbackfee=0.0001"}, filepath.Join(dir, "litecoind.log"))
+	listen := []string{"-listen=0"}
+	if p2pPort != 0 {
+		listen = []string{"-listen=1", "-bind=127.0.0.1:" + strconv.Itoa(p2pPort), "-port=" + strconv.Itoa(p2pPort),
+			"-discover=0", "-dnsseed=0", "-whitelist=noban@127.0.0.1", "-mempoolreplacement=1"}
+	}
+	args := append([]string{"-regtest", "-datadir=" + data, "-server"}, listen...)
+	args = append(args, "-rpcbind=127.0.0.1", "-rpcallowip=127.0.0.1", "-rpcport="+strconv.Itoa(port),
+		"-rpcuser="+rpcUser, "-rpcpassword="+rpcPass, "-txindex=1", "-fallbackfee=0.0001")
+	n, err := start(bin, args, filepath.Join(dir, "litecoind.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +170,8 @@ func StartGeth(ctx context.Context, dir string) (*Node, error) {
 	}
 	n, err := start(bin, []string{"--dev", "--dev.period", "1", "--ipcdisable", "--nodiscover", "--maxpeers=0",
 		"--port=0", "--authrpc.port=0", "--http", "--http.addr=127.0.0.1", "--http.port=" + strconv.Itoa(GethHTTPPort),
-		"--http.api=eth,net,web3"}, filepath.Join(dir, "geth.log"))
+		"--http.api=eth,net,web3", "--ws", "--ws.addr=127.0.0.1", "--ws.port=" + strconv.Itoa(GethWSPort), "--ws.api=eth"},
+		filepath.Join(dir, "geth.log"))
 	if err != nil {
 		return nil, err
 	}
