@@ -11,11 +11,9 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -34,6 +32,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 
+	"github.com/kernodeck/kernodeck/apiclient"
 	"github.com/kernodeck/kernodeck/devnodes"
 	"github.com/kernodeck/kernodeck/devserver/devservertest"
 	"github.com/kernodeck/kernodeck/notify/mailtest"
@@ -176,6 +175,11 @@ func TestChaos(t *testing.T) {
 	}
 	defer ltcNode.Stop()
 	ltc := devnodes.LitecoinURLOn(ltcPort)
+	// Mature coins for every order (a 30-day order is ~2.6 LTC; regtest
+	// halves the reward every 150 blocks): 300 more blocks mature ~11,000 LTC.
+	if err := devnodes.MineLitecoin(ctx, ltc, 300); err != nil {
+		t.Fatal(err)
+	}
 
 	bin := filepath.Join(dir, "kernodeck")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kernodeck").CombinedOutput(); err != nil {
@@ -250,11 +254,14 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}()
-	api := &client{base: "http://" + apiAddr, http: &http.Client{Timeout: 30 * time.Second}}
-	waitFor(t, 90*time.Second, "the API", func() bool { st, _ := api.call("GET", "/healthz", "", nil, nil); return st == 200 })
+	api := apiclient.New("http://" + apiAddr)
+	waitFor(t, 90*time.Second, "the API", func() bool {
+		st, _ := api.Call(ctx, "", "GET", "/healthz", "", nil, nil)
+		return st == http.StatusOK
+	})
 
 	// Orders, one customer each (so each customer's mails are told apart).
-	type order struct{ ref, token, address, amount string }
+	type order struct{ ref, address, amount string }
 	list := make([]order, orders)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -266,13 +273,13 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			o, err := api.newPaidableOrder(fmt.Sprintf("chaos-%d@example.com", i), i)
+			o, err := newPaidableOrder(ctx, api, i)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil && setupErr == nil {
 				setupErr = err
 			}
-			list[i] = order{ref: o[0], token: o[1], address: o[2], amount: o[3]}
+			list[i] = order{ref: o[0], address: o[1], amount: o[2]}
 		}()
 	}
 	wg.Wait()
@@ -489,84 +496,27 @@ type mailtestMessage struct {
 	} `json:"To"`
 }
 
-// client is the API as customers and support use it.
-type client struct {
-	base string
-	http *http.Client
-}
-
-func (c *client) call(method, path, token string, body, out any) (int, error) {
-	return c.callFrom("", method, path, token, body, out)
-}
-
-// callFrom is call from a client behind the trusted loopback proxy whose
-// address is clientIP (the API allows 10 registrations per address and
-// hour); only a header, nothing is sent there.
-func (c *client) callFrom(clientIP, method, path, token string, body, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if clientIP != "" {
-		req.Header.Set("X-Forwarded-For", clientIP)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if out != nil {
-		_ = json.NewDecoder(resp.Body).Decode(out)
-	}
-	return resp.StatusCode, nil
-}
-
-// newPaidableOrder registers a customer, orders, and asks for a Litecoin
-// payment request: reference, token, address, amount.
-func (c *client) newPaidableOrder(email string, i int) ([4]string, error) {
-	var reg struct {
-		Token string `json:"token"`
-	}
+// newPaidableOrder registers customer i, orders, and asks for a Litecoin
+// payment request: reference, address, amount.
+func newPaidableOrder(ctx context.Context, api *apiclient.Client, i int) ([3]string, error) {
 	ip := fmt.Sprintf("198.51.100.%d", 1+i/5) // TEST-NET-2, 5 customers each
-	if st, err := c.callFrom(ip, "POST", "/v1/auth/register", "", map[string]any{"first_name": "Chaos", "last_name": "Test",
-		"email": email, "password": "a sufficiently long passphrase", "bearer": true}, &reg); err != nil || st != 201 {
-		return [4]string{}, fmt.Errorf("register: %d %v", st, err)
+	tok, err := api.Register(ctx, ip, fmt.Sprintf("chaos-%d@example.com", i))
+	if err != nil {
+		return [3]string{}, err
 	}
-	var o struct {
-		Order struct {
-			Reference string `json:"reference"`
-		} `json:"order"`
-	}
-	if st, err := c.call("POST", "/v1/orders", reg.Token, map[string]any{"gpu_model": "rtx-a5000", "lots": 1,
-		"duration_days": 30, "preset": "python"}, &o); err != nil || st != 201 {
-		return [4]string{}, fmt.Errorf("order: %d %v", st, err)
-	}
-	var pi struct {
-		PI struct {
-			Address string `json:"address"`
-			Amount  string `json:"amount"`
-		} `json:"payment_intent"`
+	ref, err := api.CreateOrder(ctx, tok, "rtx-a5000", 30)
+	if err != nil {
+		return [3]string{}, err
 	}
 	// The workflow may still be starting: retry the request a few times.
 	for attempt := 0; ; attempt++ {
-		st, err := c.call("POST", "/v1/orders/"+o.Order.Reference+"/payment-intents", reg.Token,
-			map[string]any{"asset": "LTC", "network": "litecoin"}, &pi)
-		if err == nil && st == 201 {
-			break
+		addr, amount, err := api.PaymentRequest(ctx, tok, ref, "LTC", "litecoin")
+		if err == nil {
+			return [3]string{ref, addr, amount}, nil
 		}
 		if attempt == 20 {
-			return [4]string{}, fmt.Errorf("payment request: %d %v", st, err)
+			return [3]string{}, err
 		}
 		time.Sleep(time.Second)
 	}
-	return [4]string{o.Order.Reference, reg.Token, pi.PI.Address, pi.PI.Amount}, nil
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.temporal.io/sdk/client"
+
+	"github.com/kernodeck/kernodeck/apiclient"
 )
 
 // rentals starts n rentals and measures the service once they are active.
@@ -106,7 +108,7 @@ func (r *rentals) run(ctx context.Context, out io.Writer) error {
 		var err error
 		for attempt := 0; attempt < 20; attempt++ {
 			err = r.attribute(ctx, refs[i])
-			if err == nil || (attempt > 0 && errors.Is(err, errConflict)) {
+			if err == nil || (attempt > 0 && errors.Is(err, apiclient.ErrConflict)) {
 				err = nil
 				break
 			}
