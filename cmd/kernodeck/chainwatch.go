@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
@@ -21,6 +22,14 @@ import (
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
 )
+
+// watcherLeaseTTL is how long a watcher that died keeps its network's lease:
+// its successor (a restarted process has another holder name) waits that
+// long before it follows the chain again. The lease is renewed at every poll
+// (2 s); a step longer than this only lets a second watcher run beside it,
+// which records each payment once anyway. The chaos run measured 30 s
+// stalls after each chainwatch kill with the 30 s default.
+const watcherLeaseTTL = 10 * time.Second
 
 // runner is a watcher's main loop.
 type runner interface {
@@ -66,6 +75,7 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		Signaler: chainwatch.TemporalSignaler{Client: tc},
 		Policy:   chainwatch.Policy{Confirmations: pcfg.Confirmations[network]},
 		Holder:   holder,
+		LeaseTTL: watcherLeaseTTL,
 		Poll:     pcfg.WatcherPoll,
 		Backfill: 100,
 		Logger:   logger.With("component", "chainwatch"),
@@ -123,7 +133,7 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		w.Chain = chain
 	case "solana":
 		// Solana Pay: signatures per reference key at "finalized".
-		return &solana.Watcher{RPCURL: nodeURL, Store: db, Signaler: w.Signaler, Holder: holder,
+		return &solana.Watcher{RPCURL: nodeURL, Store: db, Signaler: w.Signaler, Holder: holder, LeaseTTL: watcherLeaseTTL,
 			Poll: pcfg.WatcherPoll, Logger: w.Logger, Dust: w.Dust[solana.Asset]}, nil
 	default:
 		return nil, fmt.Errorf("unknown network %q", network)
