@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/secrets"
+	"github.com/kernodeck/kernodeck/wfclient"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// flakyProvisioner refuses reservations while failing is set, as a host
+// that does not answer would after its retries.
+type flakyProvisioner struct {
+	*localpg.Provisioner
+	failing atomic.Bool
+}
+
+func (p *flakyProvisioner) Reserve(ctx context.Context, in activities.ReserveInput) error {
+	if p.failing.Load() {
+		return domain.Errorf(domain.ECodeNoCapacity, "Aucune machine libre.")
+	}
+	return p.Provisioner.Reserve(ctx, in)
+}
+
+// payment sends a chain watcher's signal (the same payload the watcher
+// sends) to a workflow.
+func (e *env) payment(workflowID, signal string, p workflows.PaymentEvent) {
+	e.t.Helper()
+	if err := e.tc.SignalWorkflow(context.Background(), workflowID, "", signal, p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func btc(txid string, cents int64, late bool) workflows.PaymentEvent {
+	return workflows.PaymentEvent{Network: "bitcoin", Asset: "BTC", TxID: txid, Index: 0,
+		AmountBase: "100000", AmountCents: cents, IntentID: "PI-RECORD", Late: late}
+}
+
+func (e *env) paid(workflowID string, p workflows.PaymentEvent) {
+	e.payment(workflowID, workflows.SignalPaymentSeen, p)
+	e.payment(workflowID, workflows.SignalPaymentConfirmed, p)
+}
+
+func (e *env) waitOrder(ref, status string) domain.Order {
+	e.t.Helper()
+	var o domain.Order
+	e.waitFor("order "+ref+" "+status, func() bool {
+		var err error
+		o, err = e.db.GetOrder(context.Background(), ref)
+		return err == nil && o.Status == status
+	})
+	return o
+}
+
+func (e *env) waitTopUp(ref, status string) {
+	e.t.Helper()
+	e.waitFor("top-up "+ref+" "+status, func() bool {
+		tu, err := e.db.GetTopUp(context.Background(), ref)
+		return err == nil && tu.Status == status
+	})
+}
+
+// startOrder stores an order of 23.57 USD and starts its workflow with cfg
+// (short timeouts where a case needs them).
+func (e *env) startOrder(accountID int64, cfg workflows.RentalConfig) domain.Order {
+	e.t.Helper()
+	ctx := context.Background()
+	item, err := e.db.CatalogItem(ctx, "rtx-a5000")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	q, err := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	o, err := e.db.CreateOrder(ctx, accountID, q)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := (&wfclient.Client{Temporal: e.tc}).StartRental(ctx, workflows.NewRentalInput(o, cfg)); err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitFor("workflow of "+o.Ref, func() bool {
+		_, err := e.tc.DescribeWorkflowExecution(ctx, workflows.RentalWorkflowID(o.Ref), "")
+		return err == nil
+	})
+	return o
+}
+
+func (e *env) startTopUp(accountID, cents int64, timeout time.Duration) domain.TopUp {
+	e.t.Helper()
+	ctx := context.Background()
+	tu, err := e.db.CreateTopUp(ctx, accountID, cents)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := (&wfclient.Client{Temporal: e.tc}).StartTopUp(ctx, workflows.NewTopUpInput(tu, timeout)); err != nil {
+		e.t.Fatal(err)
+	}
+	return tu
+}
+
+func (e *env) account(email string) int64 {
+	e.t.Helper()
+	a, err := e.db.CreateAccount(context.Background(), domain.Account{FirstName: "R", LastName: "Test", Email: email}, "not-a-hash")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a.ID
+}
+
+func (e *env) support(path string, body map[string]any) {
+	e.t.Helper()
+	e.must(200, "POST", "/v1/support/"+path, agentToken, body)
+}
+
+// TestRecordedMoneyCases runs the money cases a change to the workflows
+// must keep replaying (partial then rest, late, over, refund, extension,
+// provisioning failure then retry, expiry with a partial payment, top-ups)
+// and replays each real history; with KERNODECK_RECORD_HISTORY=1 they are
+// written to workflows/testdata for the unit replay test.
+func TestRecordedMoneyCases(t *testing.T) {
+	var flaky *flakyProvisioner
+	e := newEnv(t, func(c *envConfig) {
+		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+			flaky = &flakyProvisioner{Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}}
+			return flaky
+		}
+	})
+	acc := e.account("record@example.com")
+	cfg := workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1}
+
+	// Partial, then the rest; extended while active; ended early.
+	o := e.startOrder(acc, cfg)
+	wid := workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("aa01", 1000, false))
+	e.waitFor("partial counted", func() bool { return e.order(o.Ref).PaidCents == 1000 })
+	e.paid(wid, btc("aa02", 1357, false))
+	e.waitOrder(o.Ref, domain.StatusActive)
+	e.support("orders/"+o.Ref+"/extend", map[string]any{"days": 2, "reason": "geste commercial"})
+	e.support("orders/"+o.Ref+"/end-early", map[string]any{"reason": "demande du client"})
+	e.waitOrder(o.Ref, domain.StatusEnded)
+	replayHistory(t, e.tc, wid, "rental_partial_rest_extend.json")
+
+	// Overpaid, then a payment after settlement.
+	o = e.startOrder(acc, cfg)
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("bb01", 3000, false))
+	e.waitOrder(o.Ref, domain.StatusActive)
+	e.paid(wid, btc("bb02", 500, false))
+	e.waitFor("extra payment recorded", func() bool { return e.order(o.Ref).PaidCents == 3500 })
+	e.support("orders/"+o.Ref+"/end-early", map[string]any{"reason": "fin"})
+	e.waitOrder(o.Ref, domain.StatusEnded)
+	replayHistory(t, e.tc, wid, "rental_overpaid_extra.json")
+
+	// Late payment: part refunded, then accepted by support.
+	o = e.startOrder(acc, cfg)
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("cc01", 2357, true))
+	e.waitFor("late payment recorded", func() bool { return e.order(o.Ref).LateCents == 2357 || e.lateCents(o.Ref) == 2357 })
+	e.support("orders/"+o.Ref+"/refund", map[string]any{"amount_cents": 100, "reason": "frais"})
+	e.support("orders/"+o.Ref+"/attribute-payment", map[string]any{"reason": "paiement en retard accepté"})
+	e.waitOrder(o.Ref, domain.StatusActive)
+	replayHistory(t, e.tc, wid, "rental_late_refund_attributed.json")
+
+	// Provisioning fails, support retries, it fails again, support refunds.
+	flaky.failing.Store(true)
+	o = e.startOrder(acc, cfg)
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("dd01", 2357, false))
+	e.waitOrder(o.Ref, domain.StatusProvisioningFailed)
+	e.support("orders/"+o.Ref+"/retry-provisioning", map[string]any{"reason": "nouvel essai"})
+	e.waitFor("second failure", func() bool {
+		var n int
+		_ = e.db.Get(&n, `SELECT count(*) FROM timeline_events WHERE ref = $1 AND kind = 'provisioning_failed'`, o.Ref)
+		return n == 2
+	})
+	e.support("orders/"+o.Ref+"/refund", map[string]any{"amount_cents": 2357, "reason": "aucune machine"})
+	e.waitFor("workflow closed", func() bool { return e.closed(wid) })
+	replayHistory(t, e.tc, wid, "rental_provisioning_failed_retry_refund.json")
+
+	// Provisioning fails, support retries, it works.
+	o = e.startOrder(acc, cfg)
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.support("orders/"+o.Ref+"/attribute-payment", map[string]any{"reason": "virement"})
+	e.waitOrder(o.Ref, domain.StatusProvisioningFailed)
+	flaky.failing.Store(false)
+	e.support("orders/"+o.Ref+"/retry-provisioning", map[string]any{"reason": "machine revenue"})
+	e.waitOrder(o.Ref, domain.StatusActive)
+	replayHistory(t, e.tc, wid, "rental_provisioning_retry_active.json")
+
+	// Expiry after a partial payment.
+	o = e.startOrder(acc, workflows.RentalConfig{UnpaidTimeout: 3 * time.Second, ProvisioningAttempts: 1})
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("ee01", 1000, false))
+	e.waitOrder(o.Ref, domain.StatusExpired)
+	e.waitFor("workflow closed", func() bool { return e.closed(wid) })
+	replayHistory(t, e.tc, wid, "rental_expired_partial.json")
+
+	// Top-up overpaid (credited once, the excess recorded).
+	tu := e.startTopUp(acc, 10000, time.Hour)
+	twid := workflows.TopUpWorkflowID(tu.Ref)
+	e.paid(twid, btc("ff01", 12000, false))
+	e.waitTopUp(tu.Ref, domain.TopUpCredited)
+	replayHistory(t, e.tc, twid, "topup_overpaid.json")
+
+	// Top-up expired after a partial payment.
+	tu = e.startTopUp(acc, 10000, 3*time.Second)
+	twid = workflows.TopUpWorkflowID(tu.Ref)
+	e.paid(twid, btc("ff02", 4000, false))
+	e.waitTopUp(tu.Ref, domain.TopUpExpired)
+	e.waitFor("workflow closed", func() bool { return e.closed(twid) })
+	replayHistory(t, e.tc, twid, "topup_expired_partial.json")
+}
+
+func (e *env) order(ref string) domain.Order {
+	e.t.Helper()
+	o, err := e.db.GetOrder(context.Background(), ref)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return o
+}
+
+// lateCents reads the column itself (the store's reading of it is tested
+// apart).
+func (e *env) lateCents(ref string) int64 {
+	var n int64
+	_ = e.db.Get(&n, `SELECT late_cents FROM orders WHERE ref = $1`, ref)
+	return n
+}
+
+func (e *env) closed(workflowID string) bool {
+	d, err := e.tc.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	return err == nil && d.GetWorkflowExecutionInfo().GetCloseTime() != nil
+}
