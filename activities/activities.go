@@ -17,18 +17,22 @@ import (
 
 // Store is the persistence the activities need (implemented by package postgres).
 type Store interface {
-	// RecordOrderEvent appends ev to the order's timeline and applies its
-	// order changes in one transaction, once per (OrderRef, Key).
+	// RecordOrderEvent applies one transition of an order (event, order
+	// changes, ledger posting, queued amounts) in one transaction, once per
+	// (OrderRef, Key); a refusal is a domain error and writes nothing.
 	RecordOrderEvent(ctx context.Context, ev OrderEvent) error
 	// RecordTopUpEvent does the same for a top-up.
 	RecordTopUpEvent(ctx context.Context, ev TopUpEvent) error
-	// PayOrderFromBalance debits the balance and marks the order paid in one
-	// transaction; domain error ECodeInsufficient if the balance is short.
+	// PayOrderFromBalance is the "paid" transition of an order paid from the
+	// balance; domain error ECodeInsufficient if the balance is short.
 	PayOrderFromBalance(ctx context.Context, in PayFromBalanceInput) error
-	// CreditTopUp credits a confirmed top-up to the balance, once.
+	// CreditTopUp is the "credited" transition of a covered top-up.
 	CreditTopUp(ctx context.Context, in CreditTopUpInput) error
-	// RefundToBalance credits a refund to the balance, once per action.
+	// RefundToBalance posts a refund of rentals started before refunds were
+	// one transition.
 	RefundToBalance(ctx context.Context, in RefundInput) error
+	// Exception returns one received amount of support's queue.
+	Exception(ctx context.Context, id int64) (domain.Exception, error)
 }
 
 // Provisioner is a machine driver: it reserves, prepares, verifies, opens and
@@ -56,6 +60,9 @@ type CreateIntentInput struct {
 	Network    string
 	USDCents   int64
 	RequestKey string // derived in the workflow: a retry finds the same request
+	// NotAfter is the end of the order's or top-up's payment window: the
+	// request's deadline never passes it (zero: no bound, older workflows).
+	NotAfter time.Time
 }
 
 // CapacityHolder holds capacity for an order before money is asked for it
@@ -80,64 +87,14 @@ type Activities struct {
 	Logger   *slog.Logger
 }
 
-// OrderEvent is one timeline entry plus the order changes it carries.
-type OrderEvent struct {
-	OrderRef string
-	Key      string // idempotency key, unique per order
-	Kind     string // domain.Event*
-	Message  string // French, shown on the tracking
-	Data     map[string]any
-	At       time.Time // workflow time of the event
-
-	// Order changes, applied with the event (nil / "" = unchanged).
-	Status        string
-	PaidCents     *int64 // cumulative
-	LateCents     *int64 // cumulative late payments not counted
-	PaymentMethod string
-	PaidAt        *time.Time
-	PeriodStart   *time.Time
-	PeriodEnd     *time.Time
-	EndedAt       *time.Time
-	// Search attributes: not stored, carried for symmetry with the workflow.
-}
-
-// TopUpEvent is one top-up timeline entry plus its status change.
-type TopUpEvent struct {
-	TopUpRef string
-	Key      string
-	Kind     string
-	Message  string
-	Data     map[string]any
-	At       time.Time
-	Status   string
-}
-
-// PayFromBalanceInput pays an order from the customer's balance.
-type PayFromBalanceInput struct {
-	OrderRef    string
-	AccountID   int64
-	AmountCents int64
-	At          time.Time
-}
-
-// CreditTopUpInput credits a confirmed top-up.
-type CreditTopUpInput struct {
-	TopUpRef    string
-	AccountID   int64
-	AmountCents int64
-	At          time.Time
-}
-
-// RefundInput refunds an amount of an order to the balance.
-type RefundInput struct {
-	Ref         string // order reference
-	AccountID   int64
-	AmountCents int64
-	ActionID    int64 // support action: the idempotency key
-	Agent       string
-	Reason      string
-	At          time.Time
-}
+// The transitions and inputs are domain types: the store speaks them too.
+type (
+	OrderEvent          = domain.OrderEvent
+	TopUpEvent          = domain.TopUpEvent
+	PayFromBalanceInput = domain.PayFromBalanceInput
+	CreditTopUpInput    = domain.CreditTopUpInput
+	RefundInput         = domain.RefundInput
+)
 
 // ReserveInput reserves capacity for an order.
 type ReserveInput struct {
@@ -200,14 +157,21 @@ func domainToApplication(err error) error {
 	return err
 }
 
-// RecordOrderEvent appends to an order's timeline and applies its changes.
+// RecordOrderEvent applies one transition of an order; a domain refusal
+// (balance short, queued amount already settled) is not retried.
 func (a *Activities) RecordOrderEvent(ctx context.Context, ev OrderEvent) error {
-	return a.Store.RecordOrderEvent(ctx, ev)
+	return domainToApplication(a.Store.RecordOrderEvent(ctx, ev))
 }
 
-// RecordTopUpEvent appends to a top-up's timeline and applies its status.
+// RecordTopUpEvent applies one transition of a top-up.
 func (a *Activities) RecordTopUpEvent(ctx context.Context, ev TopUpEvent) error {
-	return a.Store.RecordTopUpEvent(ctx, ev)
+	return domainToApplication(a.Store.RecordTopUpEvent(ctx, ev))
+}
+
+// LoadException reads one received amount of support's queue.
+func (a *Activities) LoadException(ctx context.Context, id int64) (domain.Exception, error) {
+	e, err := a.Store.Exception(ctx, id)
+	return e, domainToApplication(err)
 }
 
 // PayOrderFromBalance debits the balance and settles the order atomically.

@@ -193,6 +193,12 @@ type SupportStore interface {
 	ListSupportRequests(ctx context.Context, orderRef string, accountID int64) ([]domain.SupportRequest, error)
 	OpenSupportRequests(ctx context.Context, limit int) ([]domain.SupportRequest, error)
 	AnswerSupportRequest(ctx context.Context, id int64, agent, message string, now time.Time) (domain.SupportRequest, error)
+	// The exception queue: received amounts not settled, oldest first.
+	OpenExceptions(ctx context.Context) ([]domain.Exception, error)
+	Exception(ctx context.Context, id int64) (domain.Exception, error)
+	ExceptionsOf(ctx context.Context, ref string) ([]domain.Exception, error)
+	// Find finds orders and top-ups by reference, email, txid or address.
+	Find(ctx context.Context, q string) ([]domain.FoundCase, error)
 }
 
 // Store is everything the API persists; *postgres.DB implements it.
@@ -385,6 +391,10 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/support-requests/:id/answer", s.supportAnswer)
 	sup.POST("/topups/:ref/attribute-payment", s.supportAttributeTopUpPayment)
 	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
+	sup.GET("/exceptions", s.supportExceptions)
+	sup.POST("/exceptions/:id/refund", s.supportRefundException)
+	sup.POST("/exceptions/:id/count", s.supportCountException)
+	sup.GET("/find", s.supportFind)
 	if s.site != nil {
 		s.site.Mount(r)
 	}

@@ -121,6 +121,10 @@ func (f *fakeWorkflows) Refund(_ context.Context, ref string, r workflows.Refund
 	return f.record("Refund", ref, r)
 }
 
+func (f *fakeWorkflows) RefundException(_ context.Context, e domain.Exception, r domain.ExceptionRefund) error {
+	return f.record("RefundException", e.TargetRef, r)
+}
+
 func (f *fakeWorkflows) CreateOrderIntent(_ context.Context, ref string, req workflows.IntentRequest) (domain.Intent, error) {
 	return domain.Intent{}, f.record("CreateOrderIntent", ref, req)
 }

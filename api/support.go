@@ -57,6 +57,12 @@ func (s *Server) runSupportAction(c *gin.Context, kind targetKind, action, reaso
 		s.fail(c, err)
 		return
 	}
+	s.runSupportActionOn(c, ref, action, reason, params, run)
+}
+
+// runSupportActionOn is runSupportAction on a target already checked.
+func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, params any,
+	run func(ctx context.Context, actionID int64, agent string) error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		s.fail(c, err)
@@ -149,10 +155,11 @@ func (s *Server) decodeAttribution(c *gin.Context) (attributeRequest, int64, boo
 	var amount int64
 	if req.AmountCents != nil {
 		amount = *req.AmountCents
-		if amount < 0 || amount > 100_000_000_00 {
-			s.fail(c, domain.FieldError("amount_cents", "Le montant attribué doit être positif (0 : le montant dû)."))
-			return req, 0, false
-		}
+	}
+	// The same rule as the workflow's (the action ID is given later).
+	if err := (domain.Attribution{ActionID: 1, AmountCents: amount}).Validate(); err != nil {
+		s.fail(c, err)
+		return req, 0, false
 	}
 	return req, amount, true
 }
@@ -181,12 +188,6 @@ func (s *Server) supportAttributeTopUpPayment(c *gin.Context) {
 		})
 }
 
-// Extension bounds, in days.
-const (
-	minExtendDays = 1
-	maxExtendDays = 30
-)
-
 func (s *Server) supportExtend(c *gin.Context) {
 	var req struct {
 		Reason string `json:"reason"`
@@ -201,8 +202,9 @@ func (s *Server) supportExtend(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if req.Days < minExtendDays || req.Days > maxExtendDays {
-		s.fail(c, domain.FieldError("days", "La prolongation est de 1 à 30 jours entiers."))
+	// The workflow validates the same domain type the same way.
+	if err := (domain.Extension{ActionID: 1, Days: req.Days}).Validate(); err != nil {
+		s.fail(c, err)
 		return
 	}
 	s.runSupportAction(c, targetOrder, domain.ActionExtend, reason, map[string]any{"days": req.Days},
@@ -272,8 +274,8 @@ func (s *Server) supportRefund(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if req.AmountCents <= 0 {
-		s.fail(c, domain.FieldError("amount_cents", "Indiquez le montant à rembourser sur le solde, en cents (positif)."))
+	if err := (domain.Refund{ActionID: 1, AmountCents: req.AmountCents}).Validate(); err != nil {
+		s.fail(c, err)
 		return
 	}
 	s.runSupportAction(c, targetOrder, domain.ActionRefund, reason, map[string]any{"amount_cents": req.AmountCents},
@@ -290,6 +292,9 @@ type supportCase struct {
 	Timeline       []domain.TimelineEvent `json:"timeline"`
 	PaymentIntents []intentView           `json:"payment_intents"`
 	SupportActions []domain.SupportAction `json:"support_actions"`
+	// Exceptions are the received amounts of this case in support's
+	// queue (settled ones too, for the record).
+	Exceptions []exceptionView `json:"exceptions"`
 }
 
 func (s *Server) supportCase(ctx context.Context, ref string, accountID int64) (supportCase, error) {
@@ -304,7 +309,11 @@ func (s *Server) supportCase(ctx context.Context, ref string, accountID int64) (
 	if sc.PaymentIntents, err = s.intentViews(ctx, ref); err != nil {
 		return sc, err
 	}
-	sc.SupportActions, err = s.store.ListSupportActions(ctx, ref)
+	if sc.SupportActions, err = s.store.ListSupportActions(ctx, ref); err != nil {
+		return sc, err
+	}
+	es, err := s.store.ExceptionsOf(ctx, ref)
+	sc.Exceptions = viewExceptions(es)
 	return sc, err
 }
 

@@ -26,6 +26,9 @@ type Workflows interface {
 	EndEarly(ctx context.Context, orderRef string, a workflows.SupportAction) error
 	RetryProvisioning(ctx context.Context, orderRef string, a workflows.SupportAction) error
 	Refund(ctx context.Context, orderRef string, r workflows.Refund) error
+	// RefundException refunds a queued received amount through its
+	// target's settlement workflow (started if needed).
+	RefundException(ctx context.Context, e domain.Exception, r domain.ExceptionRefund) error
 	// CreateOrderIntent / CreateTopUpIntent run create-payment-intent and
 	// return the payment request.
 	CreateOrderIntent(ctx context.Context, orderRef string, req workflows.IntentRequest) (domain.Intent, error)

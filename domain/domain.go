@@ -53,33 +53,6 @@ const (
 	TopUpCancelled       = "cancelled"
 )
 
-// Timeline event kinds, shown on the order's tracking.
-const (
-	EventCreated            = "created"
-	EventPaymentClaimed     = "payment_claimed" // "J'ai payé": a claim, confirms nothing
-	EventPaymentSeen        = "payment_seen"
-	EventPaymentReverted    = "payment_reverted"
-	EventPaymentConfirmed   = "payment_confirmed"
-	EventPaymentPartial     = "payment_partial"
-	EventPaid               = "paid"
-	EventProvisioningStep   = "provisioning_step"
-	EventProvisioningFailed = "provisioning_failed"
-	EventProvisioningRetry  = "provisioning_retry"
-	EventAccessAvailable    = "access_available"
-	EventPeriodStarted      = "period_started"
-	EventReminderSent       = "reminder_sent"
-	EventExtended           = "extended"
-	EventEndRequested       = "end_requested"
-	EventAccessRevoked      = "access_revoked"
-	EventEnded              = "ended"
-	EventCancelled          = "cancelled"
-	EventExpired            = "expired"
-	EventRefunded           = "refunded"
-	EventSupportAction      = "support_action"
-	EventTopUpCredited      = "topup_credited"
-	EventSupportAnswer      = "support_answer" // an agent answered a support request
-)
-
 // CatalogItem is one GPU model the shop rents, with its lot prices per duration.
 type CatalogItem struct {
 	Model       string         `json:"model" db:"model"`
@@ -160,8 +133,11 @@ type Order struct {
 	PaymentMethod *string `json:"payment_method" db:"payment_method"`
 	PaidCents     int64   `json:"paid_cents" db:"paid_cents"`
 	RefundedCents int64   `json:"refunded_cents" db:"refunded_cents"`
+	// UnbackedCents were attributed by support without a received payment:
+	// counted, never refundable.
+	UnbackedCents int64 `json:"-" db:"unbacked_cents"`
 	// LateCents are confirmed payments not counted (after the request's
-	// deadline), waiting for support to accept or refund them.
+	// deadline) still in support's queue (derived from it).
 	LateCents         int64      `json:"late_cents" db:"late_cents"`
 	PaidAt            *time.Time `json:"paid_at" db:"paid_at"`
 	PeriodStart       *time.Time `json:"period_start" db:"period_start"`
@@ -267,6 +243,7 @@ const (
 	ActionRetryProvisioning = "retry_provisioning"
 	ActionCancel            = "cancel"
 	ActionRefund            = "refund"
+	ActionRefundException   = "refund_exception"
 )
 
 // NewRef returns a new public reference with the given prefix, e.g. KD-7QX2M4ZP9A.

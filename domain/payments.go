@@ -83,11 +83,6 @@ const (
 	IntentSuperseded = "superseded"
 )
 
-// Event kinds of crypto payments.
-const (
-	EventPaymentRequested = "payment_requested"
-)
-
 // FormatUnits renders base units as an exact decimal amount of whole units
 // ("0.00012345").
 func FormatUnits(base *big.Int, decimals int32) string {

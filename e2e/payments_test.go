@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/payments"
+	"github.com/kernodeck/kernodeck/workflows"
 )
 
 // BIP84's published account key for the "abandon ... about" mnemonic.
@@ -118,5 +120,68 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 	sa := d.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
 	if !strings.Contains(string(sa["KdAsset"].GetData()), "BTC") || !strings.Contains(string(sa["KdNetwork"].GetData()), "bitcoin") {
 		t.Fatalf("search attributes: %v", sa)
+	}
+}
+
+// A payment request's deadline never passes its order's or top-up's
+// expiry: it is cut at the end of the payment window, and refused when
+// fewer than five minutes remain.
+func TestRequestDeadlineNeverPassesExpiry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	acc, err := hdwallet.ParseAccountKey(hdwallet.Bitcoin, bip84Zpub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchtest.New(t, watchtest.Options{Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}}})
+	id := w.NewAccount("deadline@example.com")
+	start := func(unpaid time.Duration) (domain.Order, time.Time) {
+		item, err := w.DB.CatalogItem(w.Ctx, "rtx-a5000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, _ := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
+		o, err := w.DB.CreateOrder(w.Ctx, id, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Workflows.StartRental(w.Ctx, workflows.NewRentalInput(o, workflows.RentalConfig{UnpaidTimeout: unpaid})); err != nil {
+			t.Fatal(err)
+		}
+		d, err := w.Temporal.DescribeWorkflow(w.Ctx, workflows.RentalWorkflowID(o.Ref), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o, d.RawResponse.GetWorkflowExecutionInfo().GetStartTime().AsTime().Add(unpaid)
+	}
+	// The service's deadline is 1 h; the order expires in 30 min.
+	o, expiry := start(30 * time.Minute)
+	it, err := w.RequestOrderPayment(o.Ref, "BTC", "bitcoin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Deadline.After(expiry) || expiry.Sub(it.Deadline) > time.Second {
+		t.Fatalf("deadline %v, order expires %v", it.Deadline, expiry)
+	}
+	// Less than five minutes left: no request.
+	o, _ = start(4 * time.Minute)
+	if _, err := w.RequestOrderPayment(o.Ref, "BTC", "bitcoin"); domain.ErrorCode(err) != domain.ECodeConflict {
+		t.Fatalf("request 4 min before expiry: %v", err)
+	}
+	// Top-ups too.
+	tu, err := w.DB.CreateTopUp(w.Ctx, id, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Workflows.StartTopUp(w.Ctx, workflows.NewTopUpInput(tu, 20*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	it, err = w.RequestTopUpPayment(tu.Ref, "BTC", "bitcoin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Until(it.Deadline) > 20*time.Minute {
+		t.Fatalf("top-up request deadline %v is past its 20 min window", it.Deadline)
 	}
 }

@@ -29,6 +29,16 @@ func (p *flakyProvisioner) Reserve(ctx context.Context, in activities.ReserveInp
 	return p.Provisioner.Reserve(ctx, in)
 }
 
+// withFlaky runs the local driver behind a switch that makes it refuse.
+func withFlaky(out **flakyProvisioner) func(*envConfig) {
+	return func(c *envConfig) {
+		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+			*out = &flakyProvisioner{Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}}
+			return *out
+		}
+	}
+}
+
 // payment sends a chain watcher's signal (the same payload the watcher
 // sends) to a workflow.
 func (e *env) payment(workflowID, signal string, p workflows.PaymentEvent) {
@@ -88,7 +98,7 @@ func (e *env) startOrder(accountID int64, cfg workflows.RentalConfig) domain.Ord
 		e.t.Fatal(err)
 	}
 	e.waitFor("workflow of "+o.Ref, func() bool {
-		_, err := e.tc.DescribeWorkflowExecution(ctx, workflows.RentalWorkflowID(o.Ref), "")
+		_, err := e.tc.DescribeWorkflow(ctx, workflows.RentalWorkflowID(o.Ref), "")
 		return err == nil
 	})
 	return o
@@ -128,12 +138,7 @@ func (e *env) support(path string, body map[string]any) {
 // written to workflows/testdata for the unit replay test.
 func TestRecordedMoneyCases(t *testing.T) {
 	var flaky *flakyProvisioner
-	e := newEnv(t, func(c *envConfig) {
-		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
-			flaky = &flakyProvisioner{Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}}
-			return flaky
-		}
-	})
+	e := newEnv(t, withFlaky(&flaky))
 	acc := e.account("record@example.com")
 	cfg := workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1}
 
@@ -155,20 +160,25 @@ func TestRecordedMoneyCases(t *testing.T) {
 	e.paid(wid, btc("bb01", 3000, false))
 	e.waitOrder(o.Ref, domain.StatusActive)
 	e.paid(wid, btc("bb02", 500, false))
-	e.waitFor("extra payment recorded", func() bool { return e.order(o.Ref).PaidCents == 3500 })
+	e.waitQueued(o.Ref, 2) // the excess of the first, all of the second
 	e.support("orders/"+o.Ref+"/end-early", map[string]any{"reason": "fin"})
 	e.waitOrder(o.Ref, domain.StatusEnded)
 	replayHistory(t, e.tc, wid, "rental_overpaid_extra.json")
 
-	// Late payment: part refunded, then accepted by support.
+	// Late payment: part refunded from the queue, the rest counted, the
+	// missing cents attributed by support.
 	o = e.startOrder(acc, cfg)
 	wid = workflows.RentalWorkflowID(o.Ref)
 	e.paid(wid, btc("cc01", 2357, true))
-	e.waitFor("late payment recorded", func() bool { return e.order(o.Ref).LateCents == 2357 || e.lateCents(o.Ref) == 2357 })
-	e.support("orders/"+o.Ref+"/refund", map[string]any{"amount_cents": 100, "reason": "frais"})
-	e.support("orders/"+o.Ref+"/attribute-payment", map[string]any{"reason": "paiement en retard accepté"})
+	e.waitFor("late payment recorded", func() bool { return e.order(o.Ref).LateCents == 2357 })
+	q := e.waitQueued(o.Ref, 1)
+	if st, out := e.refundException(str(q[0]["id"]), 100); st != 200 {
+		t.Fatalf("refund: %d %v", st, out)
+	}
+	e.support("exceptions/"+str(q[0]["id"])+"/count", map[string]any{"reason": "paiement en retard accepté"})
+	e.support("orders/"+o.Ref+"/attribute-payment", map[string]any{"reason": "frais offerts"})
 	e.waitOrder(o.Ref, domain.StatusActive)
-	replayHistory(t, e.tc, wid, "rental_late_refund_attributed.json")
+	replayHistory(t, e.tc, wid, "rental_late_exception_refund_count.json")
 
 	// Provisioning fails, support retries, it fails again, support refunds.
 	flaky.failing.Store(true)
@@ -229,15 +239,7 @@ func (e *env) order(ref string) domain.Order {
 	return o
 }
 
-// lateCents reads the column itself (the store's reading of it is tested
-// apart).
-func (e *env) lateCents(ref string) int64 {
-	var n int64
-	_ = e.db.Get(&n, `SELECT late_cents FROM orders WHERE ref = $1`, ref)
-	return n
-}
-
 func (e *env) closed(workflowID string) bool {
-	d, err := e.tc.DescribeWorkflowExecution(context.Background(), workflowID, "")
-	return err == nil && d.GetWorkflowExecutionInfo().GetCloseTime() != nil
+	d, err := e.tc.DescribeWorkflow(context.Background(), workflowID, "")
+	return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetCloseTime() != nil
 }

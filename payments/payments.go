@@ -39,6 +39,10 @@ type Store interface {
 	InsertIntent(ctx context.Context, in domain.Intent, requestKey string, now time.Time, derive func(index int64) (string, error), uri func(domain.Intent) string) (domain.Intent, error)
 }
 
+// minRequestWindow is the shortest deadline a request is created with: a
+// customer needs a few minutes to send a payment.
+const minRequestWindow = 5 * time.Minute
+
 // Network settings of the service.
 type Network struct {
 	// Deriver is the network's watch-only account (not for Solana).
@@ -72,6 +76,9 @@ type Request struct {
 	Network    string
 	USDCents   int64
 	RequestKey string // idempotency key from the workflow
+	// NotAfter bounds the deadline: a request never outlives its order's
+	// or top-up's payment window (zero: no bound).
+	NotAfter time.Time
 }
 
 // Enabled lists the methods that can be used now (configured network and
@@ -140,6 +147,15 @@ func (s *Service) Create(ctx context.Context, r Request) (domain.Intent, error) 
 	if watch <= 0 {
 		watch = 24 * time.Hour
 	}
+	until := now.Add(deadline)
+	if !r.NotAfter.IsZero() && r.NotAfter.Before(until) {
+		// Floored to what PostgreSQL stores, so it never ends up after.
+		until = r.NotAfter.Truncate(time.Microsecond)
+	}
+	if until.Sub(now) < minRequestWindow {
+		return domain.Intent{}, domain.Errorf(domain.ECodeConflict,
+			"Le délai de paiement de ce dossier se termine dans moins de %d minutes : une demande de paiement n'est plus possible.", int(minRequestWindow.Minutes()))
+	}
 	n := s.Networks[m.Network]
 	in := domain.Intent{
 		ID:         domain.NewRef("PI"),
@@ -154,8 +170,8 @@ func (s *Service) Create(ctx context.Context, r Request) (domain.Intent, error) 
 		Rate:       rate.USDPerUnit.String(),
 		RateSource: rate.Source,
 		RateAt:     rate.At,
-		Deadline:   now.Add(deadline),
-		WatchUntil: now.Add(deadline + watch),
+		Deadline:   until,
+		WatchUntil: until.Add(watch),
 		Status:     domain.IntentOpen,
 	}
 	if m.Token {

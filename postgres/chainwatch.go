@@ -412,18 +412,9 @@ func (db *DB) MarkUndeliverable(ctx context.Context, p chainwatch.Pending) error
 		if p.State == chainwatch.StateReverted && !p.AfterConfirmation {
 			return nil
 		}
-		key := fmt.Sprintf("closed:%s:%s:%s:%d", p.State, p.Network, p.TxID, p.Index)
-		msg := fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.",
-			map[string]string{chainwatch.StateSeen: "détecté", chainwatch.StateConfirmed: "confirmé"}[p.State],
-			p.AmountBase, p.Asset)
-		if p.State == chainwatch.StateReverted {
-			msg = fmt.Sprintf("Un paiement confirmé (%s %s) a été annulé par une réorganisation du réseau alors que le dossier est clos : le support est prévenu.",
-				p.AmountBase, p.Asset)
-		}
-		_, err := insertEvent(ctx, tx, p.TargetRef, key, "payment_to_support", msg,
-			map[string]any{"network": p.Network, "txid": p.TxID, "index": p.Index, "asset": p.Asset,
-				"amount_base_units": p.AmountBase, "intent_id": p.IntentID, "state": p.State}, time.Now())
-		return err
+		return recordAfterClose(ctx, tx, afterClose{TargetKind: p.TargetKind, TargetRef: p.TargetRef, IntentID: p.IntentID,
+			State: p.State, Network: p.Network, TxID: p.TxID, Index: p.Index, Asset: p.Asset,
+			AmountBase: p.AmountBase, AmountCents: p.AmountCents})
 	})
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // insertEvent appends a timeline event once per (ref, key) and, when its
@@ -61,9 +61,12 @@ func nullJSON(b []byte) any {
 	return string(b)
 }
 
-// RecordOrderEvent appends ev to the order's timeline and applies its order
-// changes in the same transaction, once per (OrderRef, Key).
-func (db *DB) RecordOrderEvent(ctx context.Context, ev activities.OrderEvent) error {
+// RecordOrderEvent applies one transition of an order, written by its
+// workflow: the timeline event, the order's changes, and what the event
+// causes (ledger posting, amounts put in or taken from support's queue), in
+// one transaction, once per (OrderRef, Key). A refusal (balance short,
+// queued amount already settled) writes nothing.
+func (db *DB) RecordOrderEvent(ctx context.Context, ev domain.OrderEvent) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		fresh, err := insertEventRow(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
 		if err != nil || !fresh {
@@ -79,22 +82,27 @@ func (db *DB) RecordOrderEvent(ctx context.Context, ev activities.OrderEvent) er
 				period_start = COALESCE($6, period_start),
 				period_end = COALESCE($7, period_end),
 				ended_at = COALESCE($8, ended_at),
-				late_cents = COALESCE($9, late_cents),
+				refunded_cents = COALESCE($9, refunded_cents),
+				unbacked_cents = COALESCE($10, unbacked_cents),
 				updated_at = now()
 			WHERE ref = $1
 			RETURNING `+orderMailColumns,
-			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt, ev.LateCents)
+			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt,
+			ev.RefundedCents, ev.UnbackedCents)
 		if err != nil {
 			return fmt.Errorf("update order %s: %w", ev.OrderRef, notFound(err))
+		}
+		if err := applyMoney(ctx, tx, moneyChange{kind: domain.TargetOrder, ref: ev.OrderRef, accountID: o.AccountID,
+			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use}); err != nil {
+			return err
 		}
 		// The mail announcing the event commits or rolls back with it.
 		return queueMail(ctx, tx, o.AccountID, ev.OrderRef, ev.Key, ev.Kind, o.data(ev.Kind, ev.Message, ev.Data, ev.At))
 	})
 }
 
-// RecordTopUpEvent appends ev to the top-up's timeline and applies its
-// status, once per (TopUpRef, Key).
-func (db *DB) RecordTopUpEvent(ctx context.Context, ev activities.TopUpEvent) error {
+// RecordTopUpEvent applies one transition of a top-up (see RecordOrderEvent).
+func (db *DB) RecordTopUpEvent(ctx context.Context, ev domain.TopUpEvent) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		fresh, err := insertEventRow(ctx, tx, ev.TopUpRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
 		if err != nil || !fresh {
@@ -105,10 +113,15 @@ func (db *DB) RecordTopUpEvent(ctx context.Context, ev activities.TopUpEvent) er
 			AmountCents int64 `db:"amount_cents"`
 		}
 		err = tx.GetContext(ctx, &t, `
-			UPDATE topups SET status = COALESCE(NULLIF($2, ''), status), updated_at = now()
-			WHERE ref = $1 RETURNING account_id, amount_cents`, ev.TopUpRef, ev.Status)
+			UPDATE topups SET status = COALESCE(NULLIF($2, ''), status), credited_at = COALESCE($3, credited_at),
+				updated_at = now()
+			WHERE ref = $1 RETURNING account_id, amount_cents`, ev.TopUpRef, ev.Status, ev.CreditedAt)
 		if err != nil {
 			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, notFound(err))
+		}
+		if err := applyMoney(ctx, tx, moneyChange{kind: domain.TargetTopUp, ref: ev.TopUpRef, accountID: t.AccountID,
+			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use}); err != nil {
+			return err
 		}
 		return queueMail(ctx, tx, t.AccountID, ev.TopUpRef, ev.Key, ev.Kind, MailData{
 			Kind: ev.Kind, Message: ev.Message, Event: ev.Data, AmountCents: t.AmountCents, At: ev.At})

@@ -111,7 +111,7 @@ func (db *DB) InsertIntent(ctx context.Context, in domain.Intent, requestKey str
 			return fmt.Errorf("insert intent: %w", err)
 		}
 		amountText := domain.FormatUnits(amount, in.Decimals)
-		if _, err := insertEvent(ctx, tx, in.TargetRef, "intent:"+in.ID, domain.EventPaymentRequested,
+		if _, err := insertEvent(ctx, tx, in.TargetRef, domain.KeyIntent(in.ID), domain.EventPaymentRequested,
 			fmt.Sprintf("Demande de paiement : envoyez exactement %s %s sur le réseau %s à l'adresse %s avant le %s. Un transfert sur un autre réseau n'est pas équivalent.",
 				amountText, in.Asset, in.Network, in.Address, in.Deadline.UTC().Format("02/01/2006 à 15:04 UTC")),
 			map[string]any{"intent_id": in.ID, "asset": in.Asset, "network": in.Network, "amount": amountText,
@@ -168,7 +168,7 @@ func (db *DB) ClaimPaid(ctx context.Context, intentID string, accountID int64, n
 			intentID, accountID); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		_, err := insertEvent(ctx, tx, in.TargetRef, fmt.Sprintf("claim:%d", id), domain.EventPaymentClaimed,
+		_, err := insertEvent(ctx, tx, in.TargetRef, domain.KeyClaim(id), domain.EventPaymentClaimed,
 			"Vous avez signalé avoir payé (« J'ai payé »). Ce signalement ne confirme pas la réception : la commande attend la confirmation du paiement sur le réseau.",
 			map[string]any{"intent_id": intentID, "asset": in.Asset, "network": in.Network}, now)
 		return err

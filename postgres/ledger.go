@@ -9,7 +9,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -94,105 +93,48 @@ func (db *DB) Balance(ctx context.Context, accountID int64) (domain.Balance, err
 	}, nil
 }
 
-// PayOrderFromBalance debits the customer's balance and marks the order paid
-// in one transaction. Retried with the same order it changes nothing.
-func (db *DB) PayOrderFromBalance(ctx context.Context, in activities.PayFromBalanceInput) error {
+// PayOrderFromBalance debits the customer's balance and records the order
+// paid, as one transition of the order (its "paid" event carries the
+// posting). Retried, it changes nothing.
+func (db *DB) PayOrderFromBalance(ctx context.Context, in domain.PayFromBalanceInput) error {
 	if in.AmountCents <= 0 {
 		return domain.FieldError("amount_cents", "Le montant doit être positif.")
 	}
-	return db.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := lockAccount(ctx, tx, in.AccountID); err != nil {
-			return err
-		}
-		var o struct {
-			AccountID int64  `db:"account_id"`
-			Status    string `db:"status"`
-		}
-		if err := tx.GetContext(ctx, &o, `SELECT account_id, status FROM orders WHERE ref = $1 FOR UPDATE`, in.OrderRef); err != nil {
-			return fmt.Errorf("order %s: %w", in.OrderRef, notFound(err))
-		}
-		if o.AccountID != in.AccountID {
-			return domain.ErrNotFound
-		}
-		key := "order-payment:" + in.OrderRef
-		var done bool
-		if err := tx.GetContext(ctx, &done, `SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE idempotency_key = $1)`, key); err != nil {
-			return fmt.Errorf("order payment %s: %w", in.OrderRef, err)
-		}
-		if done {
-			return nil
-		}
-		if o.Status != domain.StatusAwaitingPayment && o.Status != domain.StatusPaymentDetected {
-			return domain.Errorf(domain.ECodeConflict, "Cette commande n'attend plus de paiement.")
-		}
-		avail, err := availableCents(ctx, tx, in.AccountID)
-		if err != nil {
-			return err
-		}
-		if avail < in.AmountCents {
-			return domain.Errorf(domain.ECodeInsufficient,
-				"Votre solde disponible (%s USD) ne couvre pas le total de la commande (%s USD).",
-				domain.FormatUSD(avail), domain.FormatUSD(in.AmountCents))
-		}
-		if _, err := postLedger(ctx, tx, key, "order_payment", in.OrderRef, "rental paid from balance",
-			entry{customerLedger(in.AccountID), -in.AmountCents},
-			entry{ledgerRevenue, in.AmountCents}); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE orders SET status = 'paid', payment_method = 'balance', paid_cents = paid_cents + $2,
-				paid_at = $3, updated_at = now()
-			WHERE ref = $1`, in.OrderRef, in.AmountCents, in.At); err != nil {
-			return fmt.Errorf("mark order %s paid: %w", in.OrderRef, err)
-		}
-		// insertEvent also queues the "payment confirmed" mail, in this transaction.
-		_, err = insertEvent(ctx, tx, in.OrderRef, "paid", domain.EventPaid,
-			fmt.Sprintf("Commande réglée par le solde : %s USD débités. La préparation de la machine commence.", domain.FormatUSD(in.AmountCents)),
-			map[string]any{"method": "balance", "amount_cents": in.AmountCents}, in.At)
-		return err
+	paid := in.AmountCents
+	return db.RecordOrderEvent(ctx, domain.OrderEvent{
+		OrderRef: in.OrderRef, Key: domain.KeyPaid, Kind: domain.EventPaid, At: in.At,
+		Message: fmt.Sprintf("Commande réglée par le solde : %s USD débités. La préparation de la machine commence.", domain.FormatUSD(in.AmountCents)),
+		Data:    map[string]any{"method": "balance", "amount_cents": in.AmountCents},
+		Status:  domain.StatusPaid, PaidCents: &paid, PaymentMethod: "balance", PaidAt: &in.At,
+		Posting: &domain.Posting{Kind: domain.PostingOrderPayment, AccountID: in.AccountID, Cents: in.AmountCents, Memo: "rental paid from balance"},
 	})
 }
 
-// CreditTopUp credits a confirmed top-up to the customer's balance and marks
-// it credited, once per top-up.
-func (db *DB) CreditTopUp(ctx context.Context, in activities.CreditTopUpInput) error {
-	return db.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := lockAccount(ctx, tx, in.AccountID); err != nil {
-			return err
-		}
-		var t struct {
-			AccountID   int64 `db:"account_id"`
-			AmountCents int64 `db:"amount_cents"`
-		}
-		if err := tx.GetContext(ctx, &t, `SELECT account_id, amount_cents FROM topups WHERE ref = $1 FOR UPDATE`, in.TopUpRef); err != nil {
-			return fmt.Errorf("top-up %s: %w", in.TopUpRef, notFound(err))
-		}
-		if t.AccountID != in.AccountID || t.AmountCents != in.AmountCents {
-			return domain.Errorf(domain.ECodeConflict, "La recharge ne correspond pas au compte ou au montant.")
-		}
-		fresh, err := postLedger(ctx, tx, "topup:"+in.TopUpRef, "topup", in.TopUpRef, "top-up confirmed",
-			entry{ledgerCryptoReceipts, -in.AmountCents},
-			entry{customerLedger(in.AccountID), in.AmountCents})
-		if err != nil || !fresh {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE topups SET status = 'credited', credited_at = $2, updated_at = now() WHERE ref = $1`,
-			in.TopUpRef, in.At); err != nil {
-			return fmt.Errorf("mark top-up %s credited: %w", in.TopUpRef, err)
-		}
-		// insertEvent also queues the "top-up credited" mail, in this transaction.
-		_, err = insertEvent(ctx, tx, in.TopUpRef, "credited", domain.EventTopUpCredited,
-			fmt.Sprintf("Recharge créditée : %s USD ajoutés à votre solde disponible.", domain.FormatUSD(in.AmountCents)),
-			map[string]any{"amount_cents": in.AmountCents}, in.At)
+// CreditTopUp credits a covered top-up to the balance, as one transition of
+// the top-up (its "credited" event carries the posting), once.
+func (db *DB) CreditTopUp(ctx context.Context, in domain.CreditTopUpInput) error {
+	t, err := db.GetTopUp(ctx, in.TopUpRef)
+	if err != nil {
 		return err
+	}
+	if t.AccountID != in.AccountID || t.AmountCents != in.AmountCents {
+		return domain.Errorf(domain.ECodeConflict, "La recharge ne correspond pas au compte ou au montant.")
+	}
+	return db.RecordTopUpEvent(ctx, domain.TopUpEvent{
+		TopUpRef: in.TopUpRef, Key: domain.KeyCredited, Kind: domain.EventTopUpCredited, At: in.At,
+		Message: fmt.Sprintf("Recharge créditée : %s USD ajoutés à votre solde disponible.", domain.FormatUSD(in.AmountCents)),
+		Data:    map[string]any{"amount_cents": in.AmountCents},
+		Status:  domain.TopUpCredited, CreditedAt: &in.At,
+		Posting: &domain.Posting{Kind: domain.PostingTopUp, AccountID: in.AccountID, Cents: in.AmountCents, Memo: "top-up confirmed"},
 	})
 }
 
-// RefundToBalance credits an amount of an order back to the customer's
-// balance, once per support action. The refunds of an order never exceed
-// what was received for it (counted payments and late ones).
-func (db *DB) RefundToBalance(ctx context.Context, in activities.RefundInput) error {
+// RefundToBalance is the ledger half of a refund for rentals started before
+// refunds became one transition (workflow.GetVersion "refund-transition"):
+// it posts the refund and counts it on the order, once per action, and
+// writes no timeline event, so the workflow's own "refund:<action>" event
+// (which carries the status) is the one stored.
+func (db *DB) RefundToBalance(ctx context.Context, in domain.RefundInput) error {
 	if in.AmountCents <= 0 {
 		return domain.FieldError("amount_cents", "Le montant à rembourser doit être positif.")
 	}
@@ -200,45 +142,13 @@ func (db *DB) RefundToBalance(ctx context.Context, in activities.RefundInput) er
 		if err := lockAccount(ctx, tx, in.AccountID); err != nil {
 			return err
 		}
-		var o struct {
-			AccountID int64 `db:"account_id"`
-			Paid      int64 `db:"paid_cents"`
-			Late      int64 `db:"late_cents"`
-			Refunded  int64 `db:"refunded_cents"`
-		}
-		if err := tx.GetContext(ctx, &o, `SELECT account_id, paid_cents, late_cents, refunded_cents FROM orders WHERE ref = $1 FOR UPDATE`, in.Ref); err != nil {
-			return fmt.Errorf("order %s: %w", in.Ref, notFound(err))
-		}
-		if o.AccountID != in.AccountID {
-			return domain.ErrNotFound
-		}
-		key := "refund:" + strconv.FormatInt(in.ActionID, 10)
-		var done bool
-		if err := tx.GetContext(ctx, &done, `SELECT EXISTS (SELECT 1 FROM ledger_transactions WHERE idempotency_key = $1)`, key); err != nil {
-			return fmt.Errorf("refund %s: %w", key, err)
-		}
-		if done {
-			return nil
-		}
-		// What was received: counted payments, and late ones left to support.
-		if o.Refunded+in.AmountCents > o.Paid+o.Late {
-			return domain.Errorf(domain.ECodeConflict,
-				"Le remboursement dépasserait le montant reçu (%s USD reçus, %s USD déjà remboursés).",
-				domain.FormatUSD(o.Paid+o.Late), domain.FormatUSD(o.Refunded))
-		}
-		if _, err := postLedger(ctx, tx, key, "refund", in.Ref, in.Reason,
-			entry{ledgerRefunds, -in.AmountCents},
-			entry{customerLedger(in.AccountID), in.AmountCents}); err != nil {
+		fresh, err := postLedger(ctx, tx, "refund:"+strconv.FormatInt(in.ActionID, 10), domain.PostingRefund, in.Ref, in.Reason,
+			entry{ledgerRefunds, -in.AmountCents}, entry{customerLedger(in.AccountID), in.AmountCents})
+		if err != nil || !fresh {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE orders SET refunded_cents = refunded_cents + $2, updated_at = now() WHERE ref = $1`,
-			in.Ref, in.AmountCents); err != nil {
-			return fmt.Errorf("order %s refund: %w", in.Ref, err)
-		}
-		_, err := insertEvent(ctx, tx, in.Ref, key, domain.EventRefunded,
-			fmt.Sprintf("%s USD remboursés sur votre solde.", domain.FormatUSD(in.AmountCents)),
-			map[string]any{"amount_cents": in.AmountCents, "agent": in.Agent, "reason": in.Reason}, in.At)
+		_, err = tx.ExecContext(ctx, `UPDATE orders SET refunded_cents = refunded_cents + $2, updated_at = now() WHERE ref = $1`,
+			in.Ref, in.AmountCents)
 		return err
 	})
 }

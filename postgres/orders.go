@@ -13,12 +13,13 @@ import (
 
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/secrets"
-	"github.com/kernodeck/kernodeck/workflows"
 )
 
 const orderColumnList = `ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus, duration_days,
-	preset, lot_cents, total_cents, status, payment_method, paid_cents, refunded_cents, paid_at,
-	period_start, period_end, ended_at, ssh_public_key, workflow_id, workflow_started_at, created_at, updated_at`
+	preset, lot_cents, total_cents, status, payment_method, paid_cents, refunded_cents, unbacked_cents, paid_at,
+	period_start, period_end, ended_at, ssh_public_key, workflow_id, workflow_started_at, created_at, updated_at,
+	(SELECT COALESCE(SUM(x.amount_cents - x.counted_cents - x.refunded_cents), 0) FROM payment_exceptions x
+		WHERE x.target_ref = orders.ref AND x.reason = 'late') AS late_cents`
 
 // unstartedLimit bounds one reconciler pass.
 const unstartedLimit = 500
@@ -49,7 +50,7 @@ func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) 
 				RETURNING `+orderColumnList,
 				ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
 				q.Preset, q.LotCents, q.TotalCents, domain.StatusAwaitingPayment,
-				workflows.RentalWorkflowID(ref), q.SSHPublicKey); err != nil {
+				domain.RentalWorkflowID(ref), q.SSHPublicKey); err != nil {
 				return err
 			}
 			msg := fmt.Sprintf("Commande enregistrée : %d lot(s), %d GPU, %d jours, total %s USD. En attente du règlement.",

@@ -9,7 +9,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/kernodeck/kernodeck/domain"
-	"github.com/kernodeck/kernodeck/workflows"
 )
 
 const topUpColumnList = `ref, account_id, amount_cents, status, credited_at, workflow_id,
@@ -32,7 +31,7 @@ func (db *DB) CreateTopUp(ctx context.Context, accountID, amountCents int64) (do
 				VALUES ($1, $2, $3, $4, $5)
 				RETURNING `+topUpColumnList,
 				ref, accountID, amountCents, domain.TopUpAwaitingPayment,
-				workflows.TopUpWorkflowID(ref)); err != nil {
+				domain.TopUpWorkflowID(ref)); err != nil {
 				return err
 			}
 			msg := fmt.Sprintf("Recharge de %s USD enregistrée. En attente du règlement ; le solde sera crédité après confirmation du paiement.",

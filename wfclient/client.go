@@ -122,6 +122,35 @@ func (c *Client) Refund(ctx context.Context, orderRef string, r workflows.Refund
 	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateRefund, r)
 }
 
+// RefundException refunds a queued received amount of an order or top-up
+// through its settlement workflow, starting that workflow if it does not
+// run (update-with-start), so a refund works whether the target's own
+// workflow runs or closed long ago.
+func (c *Client) RefundException(ctx context.Context, e domain.Exception, r domain.ExceptionRefund) error {
+	start := c.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       workflows.SettlementWorkflowID(e.TargetRef),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		Memo:                     map[string]any{"target": e.TargetRef, "customer": strconv.FormatInt(e.AccountID, 10)},
+	}, workflows.SettlementWorkflowType, workflows.SettlementInput{TargetKind: e.TargetKind, TargetRef: e.TargetRef})
+	h, err := c.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName:   workflows.UpdateRefundException,
+			Args:         []any{r},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	if err != nil {
+		return toDomain(fmt.Errorf("%s on %s: %w", workflows.UpdateRefundException, workflows.SettlementWorkflowID(e.TargetRef), err))
+	}
+	return nil
+}
+
 // CreateOrderIntent runs create-payment-intent on a rental.
 func (c *Client) CreateOrderIntent(ctx context.Context, orderRef string, req workflows.IntentRequest) (domain.Intent, error) {
 	var it domain.Intent

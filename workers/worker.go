@@ -32,6 +32,7 @@ func New(c client.Client, acts *activities.Activities) worker.Worker {
 func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.RentalWorkflow, workflow.RegisterOptions{Name: wfclient.RentalWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.TopUpWorkflow, workflow.RegisterOptions{Name: wfclient.TopUpWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.SettlementWorkflow, workflow.RegisterOptions{Name: workflows.SettlementWorkflowType})
 	r.RegisterActivity(acts)
 }
 

@@ -2,12 +2,12 @@ package workflows
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -85,6 +85,16 @@ func reject(code, message string) error {
 // not complete (the workflow is being cancelled).
 func errUnavailable() error {
 	return reject(domain.ECodeUnavailable, "Le service est momentanément indisponible. Réessayez plus tard.")
+}
+
+// refusal turns a domain validation error into an update refusal (same code
+// and message as the API gives for the same input); nil stays nil.
+func refusal(err error) error {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return reject(de.Code, de.Message)
+	}
+	return err
 }
 
 // asRefusal turns an activity failure into an update refusal keeping the
@@ -170,6 +180,53 @@ func receivePaymentSignal(ctx workflow.Context) paymentSignal {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// countedPayment is a received payment counted toward an order or a
+// top-up: if the target then expires, its amount goes back to support's
+// queue (partial), less what was refunded.
+type countedPayment struct {
+	p     PaymentEvent
+	cents int64
+}
+
+// partialExceptions queues the counted payments of a target that expired,
+// less refunded (taken from the oldest first).
+func partialExceptions(counted []countedPayment, refunded int64) []domain.NewException {
+	var out []domain.NewException
+	for _, c := range counted {
+		cents := c.cents
+		take := min(cents, refunded)
+		cents, refunded = cents-take, refunded-take
+		if cents > 0 {
+			out = append(out, newException(domain.ExceptionPartial, c.p, cents))
+		}
+	}
+	return out
+}
+
+// newException is a received amount (all or part of p) put in support's queue.
+func newException(reason string, p PaymentEvent, cents int64) domain.NewException {
+	return domain.NewException{Reason: reason, PaymentKey: p.Key(), Network: p.Network, TxID: p.TxID,
+		Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: cents}
+}
+
+// loadException reads a queued amount named by an attribution and checks it
+// belongs to ref.
+func loadException(ctx workflow.Context, id int64, ref string) (domain.Exception, error) {
+	var a *activities.Activities
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+	})
+	var e domain.Exception
+	if err := workflow.ExecuteActivity(actx, a.LoadException, id).Get(ctx, &e); err != nil {
+		return e, asRefusal(err, "Le montant en attente n'a pas pu être lu. Réessayez plus tard.")
+	}
+	if e.TargetRef != ref {
+		return e, reject(domain.ECodeNotFound, "Ce montant en attente ne concerne pas ce dossier.")
+	}
+	return e, nil
+}
+
 // paymentLedger tracks the on-chain payments of one order or top-up by key:
 // a payment is counted once however often a watcher re-sends it.
 type paymentLedger struct {
@@ -198,7 +255,7 @@ func (l *paymentLedger) seen(key string, late bool) (eventKey string, ok bool) {
 		l.pending[key] = true
 	}
 	l.seenN[key]++
-	return nthKey("seen:"+key, l.seenN[key]), true
+	return domain.KeySeen(key, l.seenN[key]), true
 }
 
 // reverted drops a pending payment; ok is false if key was not pending.
@@ -208,7 +265,7 @@ func (l *paymentLedger) reverted(key string) (eventKey string, ok bool) {
 	}
 	delete(l.pending, key)
 	l.revertN[key]++
-	return nthKey("reverted:"+key, l.revertN[key]), true
+	return domain.KeyReverted(key, l.revertN[key]), true
 }
 
 // confirm counts key; ok is false if it was already counted.
@@ -219,13 +276,6 @@ func (l *paymentLedger) confirm(key string) (ok bool) {
 	l.counted[key] = true
 	delete(l.pending, key)
 	return true
-}
-
-func nthKey(key string, n int) string {
-	if n <= 1 {
-		return key
-	}
-	return fmt.Sprintf("%s:%d", key, n)
 }
 
 // without returns list without s (order kept).

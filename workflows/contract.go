@@ -8,8 +8,9 @@
 package workflows
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // TaskQueue is the task queue the Kernodeck worker polls.
@@ -107,47 +108,17 @@ type DustSummary struct {
 }
 
 // Key identifies a payment: (network, txid, index). Seen twice, counted once.
-func (p PaymentEvent) Key() string { return fmt.Sprintf("%s:%s:%d", p.Network, p.TxID, p.Index) }
+func (p PaymentEvent) Key() string { return domain.PaymentKey(p.Network, p.TxID, p.Index) }
 
-// Attribution is a support agent's manual attribution of a payment.
-type Attribution struct {
-	ActionID    int64 // support_actions.id, the idempotency key
-	Agent       string
-	AmountCents int64 // USD value attributed; 0 means "the full amount due"
-	Reason      string
-}
-
-// CancelRequest cancels an unpaid order or top-up.
-type CancelRequest struct {
-	By       string // "customer" or "support"
-	ActionID int64  // support action ID, 0 for the customer
-	Agent    string
-	Reason   string
-}
-
-// SupportAction carries who and why for the support updates without a
-// parameter of their own (end early, retry provisioning).
-type SupportAction struct {
-	ActionID int64
-	Agent    string
-	Reason   string
-}
-
-// Extension extends a running (or not yet started) rental by whole days.
-type Extension struct {
-	ActionID int64
-	Agent    string
-	Days     int
-	Reason   string
-}
-
-// Refund credits an amount back to the customer's balance.
-type Refund struct {
-	ActionID    int64
-	Agent       string
-	AmountCents int64
-	Reason      string
-}
+// Support inputs are domain types: each validates itself, the same way in
+// the API and in the workflows.
+type (
+	Attribution   = domain.Attribution
+	CancelRequest = domain.CancelRequest
+	SupportAction = domain.SupportActionInput
+	Extension     = domain.Extension
+	Refund        = domain.Refund
+)
 
 // Search attribute names registered on the Temporal namespace, so operators
 // find workflows in the Web UI (all Keyword).

@@ -73,7 +73,7 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 	it, err := createIntent(ctx, activities.CreateIntentInput{
 		TargetKind: "order", TargetRef: r.in.OrderRef, AccountID: r.in.AccountID,
 		Asset: req.Asset, Network: req.Network, USDCents: r.in.TotalCents - r.netPaid(),
-		RequestKey: fmt.Sprintf("intent:%d", r.intents),
+		RequestKey: fmt.Sprintf("intent:%d", r.intents), NotAfter: r.payUntil,
 	})
 	if err != nil {
 		return domain.Intent{}, err
@@ -104,7 +104,7 @@ func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (do
 	it, err := createIntent(ctx, activities.CreateIntentInput{
 		TargetKind: "topup", TargetRef: t.in.TopUpRef, AccountID: t.in.AccountID,
 		Asset: req.Asset, Network: req.Network, USDCents: t.in.AmountCents - t.st.ReceivedCents,
-		RequestKey: fmt.Sprintf("intent:%d", t.intents),
+		RequestKey: fmt.Sprintf("intent:%d", t.intents), NotAfter: t.payUntil,
 	})
 	if err != nil {
 		return domain.Intent{}, err

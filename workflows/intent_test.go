@@ -55,7 +55,8 @@ func (s *RentalWorkflowSuite) TestCreatePaymentIntentForWhatIsDue() {
 	s.Equal("PI-intent:2", it2.ID)
 	s.Require().Len(calls, 2)
 	s.Equal(activities.CreateIntentInput{TargetKind: "order", TargetRef: "KD-TEST000001", AccountID: 42,
-		Asset: "BTC", Network: "bitcoin", USDCents: totalCents, RequestKey: "intent:1"}, calls[0])
+		Asset: "BTC", Network: "bitcoin", USDCents: totalCents, RequestKey: "intent:1",
+		NotAfter: testStart.Add(DefaultUnpaidTimeout)}, calls[0]) // never past the order's expiry
 	s.Equal(totalCents-2000, calls[1].USDCents) // only what is still due
 	s.Equal("intent:2", calls[1].RequestKey)
 	s.Require().Error(late.rejectErr) // paid: no more requests

@@ -3,65 +3,49 @@ package workflows
 import (
 	"time"
 
-	"github.com/stretchr/testify/mock"
-
-	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// A late payment is not counted, but it is money received: support can
-// refund it to the balance (never more than was received), and the order
-// stays unpaid.
-func (s *RentalWorkflowSuite) TestLatePaymentRefundedToBalance() {
+// A late payment is not counted: it goes to support's queue with its
+// confirmation event, the order stays unpaid, and an order refund (of
+// counted money) cannot return it: it is refunded from the queue.
+func (s *RentalWorkflowSuite) TestLatePaymentQueuedNotCounted() {
 	s.mockAllMachine()
-	var refunds []activities.RefundInput
-	s.env.OnActivity(a.RefundToBalance, mock.Anything, mock.Anything).Return(nil).Run(func(args mock.Arguments) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		refunds = append(refunds, args.Get(1).(activities.RefundInput))
-	})
 	late := payment("tx1", totalCents)
 	late.Late = true
 	s.signalAt(time.Minute, SignalPaymentConfirmed, late)
-	tooMuch := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 30, Agent: "alice", AmountCents: totalCents + 1, Reason: "trop"})
-	refund := s.updateAt(2*time.Hour, UpdateRefund, Refund{ActionID: 31, Agent: "alice", AmountCents: totalCents, Reason: "paiement en retard"})
-	after := s.queryAt(3 * time.Hour)
+	refund := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 31, Agent: "alice", AmountCents: 1, Reason: "retard"})
+	after := s.queryAt(2 * time.Hour)
 	in := rentalInput(3)
 	in.Config.UnpaidTimeout = 4 * time.Hour
 	st := s.run(in)
 
-	s.requireAppError(tooMuch.rejectErr, domain.ECodeInvalid)
-	s.NoError(refund.rejectErr)
-	s.NoError(refund.err)
-	s.Require().Len(refunds, 1)
-	s.Equal(totalCents, refunds[0].AmountCents)
-	s.Equal(int64(31), refunds[0].ActionID)
-	s.Equal(totalCents, after.LateCents)
-	s.Equal(totalCents, after.RefundedCents)
+	s.requireAppError(refund.rejectErr, domain.ECodeConflict)
 	s.Zero(after.PaidCents)
 	s.Equal(domain.StatusAwaitingPayment, after.Status)
 	s.Equal(domain.StatusExpired, st.Status) // never provisioned
-	s.env.AssertActivityNotCalled(s.T(), "ReserveCapacity", mock.Anything, mock.Anything)
 	conf := s.eventsOf(domain.EventPaymentConfirmed)
 	s.Require().Len(conf, 1)
-	s.Require().NotNil(conf[0].LateCents)
-	s.Equal(totalCents, *conf[0].LateCents)
+	s.Require().Len(conf[0].Exceptions, 1)
+	s.Equal(domain.ExceptionLate, conf[0].Exceptions[0].Reason)
+	s.Equal(totalCents, conf[0].Exceptions[0].AmountCents)
+	s.Nil(conf[0].PaidCents)
 }
 
-// Accepting a late payment (attribution) counts it: it is no longer late
-// money, so it cannot be refunded twice.
-func (s *RentalWorkflowSuite) TestAttributionTakesLateMoneyFirst() {
+// An attribution without a named payment is bounded by what is due and is
+// not refundable: attributing 1,000,000 USD to the order is refused, and
+// after attributing the total nothing can be refunded.
+func (s *RentalWorkflowSuite) TestAttributionBoundedAndNotRefundable() {
 	s.mockAllMachine()
-	late := payment("tx1", totalCents)
-	late.Late = true
-	s.signalAt(time.Minute, SignalPaymentConfirmed, late)
-	s.updateAt(time.Hour, UpdateAttributePayment, Attribution{ActionID: 40, Agent: "alice", Reason: "accepté"})
+	huge := s.updateAt(time.Minute, UpdateAttributePayment, Attribution{ActionID: 40, Agent: "alice", AmountCents: domain.MaxSupportCents, Reason: "erreur"})
+	s.updateAt(time.Hour, UpdateAttributePayment, Attribution{ActionID: 41, Agent: "alice", Reason: "virement"})
 	after := s.queryAt(2 * time.Hour)
-	tooMuch := s.updateAt(3*time.Hour, UpdateRefund, Refund{ActionID: 41, Agent: "alice", AmountCents: totalCents + 1, Reason: "double"})
+	refund := s.updateAt(3*time.Hour, UpdateRefund, Refund{ActionID: 42, Agent: "alice", AmountCents: 1, Reason: "geste"})
 	st := s.run(rentalInput(3))
 
+	s.requireAppError(huge.rejectErr, domain.ECodeConflict)
 	s.Equal(totalCents, after.PaidCents)
-	s.Zero(after.LateCents)
-	s.requireAppError(tooMuch.rejectErr, domain.ECodeInvalid)
+	s.Equal(totalCents, after.UnbackedCents)
+	s.requireAppError(refund.rejectErr, domain.ECodeConflict)
 	s.Equal(domain.StatusEnded, st.Status)
 }

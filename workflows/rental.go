@@ -50,6 +50,12 @@ type rental struct {
 	endNow      bool
 	signalsBusy int // payment signals being processed
 	intents     int // payment requests asked for, part of their keys
+	// counted are the received payments counted toward the order: they go
+	// back to support's queue if the order expires unpaid.
+	counted []countedPayment
+	// payUntil is the end of the payment window: no payment request
+	// outlives it.
+	payUntil time.Time
 }
 
 func newRental(ctx workflow.Context, in RentalInput) *rental {
@@ -64,6 +70,7 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 		cfg.ProvisioningAttempts = DefaultProvisioningAttempts
 	}
 	return &rental{
+		payUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
 		in:       in,
 		cfg:      cfg,
 		st:       RentalStatus{OrderRef: in.OrderRef, Status: domain.StatusAwaitingPayment},
@@ -209,7 +216,7 @@ func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, ag
 		data[k] = v
 	}
 	return r.record(ctx, activities.OrderEvent{
-		Key:     fmt.Sprintf("support:%d:%s", id, action),
+		Key:     domain.KeySupport(id, action),
 		Kind:    domain.EventSupportAction,
 		Message: message,
 		Data:    data,
@@ -252,7 +259,7 @@ func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
 		data := paymentData(p)
 		data["after_confirmation"] = true
 		return r.record(ctx, activities.OrderEvent{
-			Key: "reverted-confirmed:" + key, Kind: domain.EventPaymentReverted, Data: data,
+			Key: domain.KeyRevertedConfirmed(key), Kind: domain.EventPaymentReverted, Data: data,
 			Message: "Un paiement déjà confirmé a été annulé par le réseau : le support est prévenu.",
 		})
 	}
@@ -276,38 +283,40 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
 	upsertPaymentAttributes(ctx, p)
 	data := paymentData(p)
-	ev := activities.OrderEvent{Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed, Data: data}
+	ev := activities.OrderEvent{Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed, Data: data}
 	switch {
 	case !r.unpaid():
-		// Settled, cancelled or expired: the money is real, so it is counted
-		// as received and left to support to refund.
-		r.st.PaidCents += p.AmountCents
-		r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
+		// Settled, cancelled or expired: the money is real and not counted;
+		// it waits in support's queue to be refunded.
 		data["to_support"] = true
-		ev.PaidCents = ptrTo(r.st.PaidCents)
-		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la commande n'attend plus de paiement : il est transmis au support pour remboursement.", usd(p.AmountCents))
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionExtra, p, p.AmountCents)}
+		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la commande n'attend plus de paiement : il est transmis au support, qui vous le remboursera sur votre solde.", usd(p.AmountCents))
 		return r.record(ctx, ev)
 	case p.Late:
-		// Never provisioned automatically: support attributes it (accept)
-		// or refunds it to the balance.
-		r.st.LateCents += p.AmountCents
+		// Never provisioned automatically: support counts it toward the
+		// order or refunds it to the balance.
 		data["to_support"] = true
-		ev.LateCents = ptrTo(r.st.LateCents)
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, p, p.AmountCents)}
 		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre commande ou le remboursera sur votre solde.", usd(p.AmountCents))
 		ev.Status = r.refreshPaymentStatus(ctx)
 		return r.record(ctx, ev)
 	}
 	r.st.PaidCents += p.AmountCents
 	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
-	return r.afterPaymentCounted(ctx, key, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
+	return r.afterPaymentCounted(ctx, key, &p, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
 }
 
-// afterPaymentCounted records a counted payment (ev) and either settles the
-// order or records what is still missing. The caller holds mu.
-func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, ev activities.OrderEvent, message string) error {
+// afterPaymentCounted records a counted amount (ev) and either settles the
+// order or records what is still missing. p is the received payment counted
+// (nil for an attribution): what it brings above the total goes to support's
+// queue. The caller holds mu.
+func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *PaymentEvent, ev activities.OrderEvent, message string) error {
 	ev.PaidCents = ptrTo(r.st.PaidCents)
 	ev.Message = message
 	missing := r.in.TotalCents - r.netPaid()
+	if p != nil {
+		r.counted = append(r.counted, countedPayment{p: *p, cents: p.AmountCents + min(missing, 0)})
+	}
 	if missing <= 0 {
 		r.paid = true
 		r.st.PaymentMethod = methodCrypto
@@ -316,7 +325,10 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, ev activi
 		}
 		if missing < 0 {
 			ev.Data["overpaid_cents"] = -missing
-			ev.Message += fmt.Sprintf(" Le montant reçu dépasse le total de %s : l'excédent est signalé au support pour remboursement.", usd(-missing))
+			ev.Message += fmt.Sprintf(" Le montant reçu dépasse le total de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
+			if p != nil {
+				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, *p, -missing))
+			}
 		}
 		// The "paid" event itself is written by the main flow (recordPaid).
 		r.setStatus(ctx, domain.StatusPaid)
@@ -327,7 +339,7 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, ev activi
 		return err
 	}
 	return r.record(ctx, activities.OrderEvent{
-		Key:  "partial:" + key,
+		Key:  domain.KeyPartial(key),
 		Kind: domain.EventPaymentPartial,
 		Message: fmt.Sprintf("Paiement partiel : il manque %s pour régler la commande. Complétez le paiement avant l'échéance de la demande de paiement.",
 			usd(missing)),
@@ -361,12 +373,18 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 	r.done = true
 	r.setStatus(ctx, domain.StatusExpired)
 	msg := "Commande expirée : le paiement n'a pas été reçu dans le délai."
-	if net := r.netPaid(); net > 0 {
-		msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support pour remboursement.", usd(net))
+	queued := partialExceptions(r.counted, r.st.RefundedCents)
+	if len(queued) > 0 {
+		var cents int64
+		for _, q := range queued {
+			cents += q.AmountCents
+		}
+		msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(cents))
 	}
 	return r.record(ctx, activities.OrderEvent{
-		Key: "expired", Kind: domain.EventExpired, Status: domain.StatusExpired, Message: msg,
-		Data: map[string]any{"paid_cents": r.st.PaidCents, "refunded_cents": r.st.RefundedCents},
+		Key: domain.KeyExpired, Kind: domain.EventExpired, Status: domain.StatusExpired, Message: msg,
+		Data:       map[string]any{"paid_cents": r.st.PaidCents, "refunded_cents": r.st.RefundedCents},
+		Exceptions: queued,
 	})
 }
 
@@ -382,7 +400,7 @@ func (r *rental) recordPaid(ctx workflow.Context) error {
 	}
 	now := workflow.Now(ctx).UTC()
 	return r.record(ctx, activities.OrderEvent{
-		Key:           "paid",
+		Key:           domain.KeyPaid,
 		Kind:          domain.EventPaid,
 		Message:       fmt.Sprintf("Commande réglée (%s). La préparation de la machine commence.", usd(r.st.PaidCents)),
 		Data:          map[string]any{"paid_cents": r.st.PaidCents, "total_cents": r.in.TotalCents, "method": r.st.PaymentMethod},
@@ -461,7 +479,7 @@ func (r *rental) provisionOnce(ctx workflow.Context) (access activities.AccessSu
 		}},
 	}
 	for _, s := range steps {
-		prefix := fmt.Sprintf("prov:%d:%s", r.attempt, s.name)
+		prefix := domain.KeyProvisioning(r.attempt, s.name)
 		if err := r.recordStep(ctx, prefix+":start", s.name, s.startMsg, nil); err != nil {
 			return access, s.name, nil, err
 		}
@@ -513,7 +531,7 @@ func (r *rental) provisioningFailed(ctx workflow.Context, step string, stepErr e
 	r.st.ProvisioningError = msg
 	r.setStatus(ctx, domain.StatusProvisioningFailed)
 	return r.record(ctx, activities.OrderEvent{
-		Key:  fmt.Sprintf("prov:%d:failed", r.attempt),
+		Key:  domain.KeyProvisioning(r.attempt, "failed"),
 		Kind: domain.EventProvisioningFailed,
 		Message: fmt.Sprintf("La préparation de la machine a échoué (%s). Le support est prévenu : il relancera la préparation ou vous remboursera.",
 			stepLabels[step]),
@@ -637,7 +655,7 @@ func (r *rental) teardown(ctx workflow.Context) error {
 		return err
 	}
 	if err := r.recordLocked(ctx, activities.OrderEvent{
-		Key: "revoked", Kind: domain.EventAccessRevoked, Status: domain.StatusEnding,
+		Key: domain.KeyRevoked, Kind: domain.EventAccessRevoked, Status: domain.StatusEnding,
 		Message: "Période terminée : les accès sont révoqués.",
 	}); err != nil {
 		return err
@@ -652,7 +670,7 @@ func (r *rental) teardown(ctx workflow.Context) error {
 	r.st.EndedAt = endedAt
 	r.setStatus(ctx, domain.StatusEnded)
 	return r.record(ctx, activities.OrderEvent{
-		Key: "ended", Kind: domain.EventEnded, Status: domain.StatusEnded, EndedAt: ptrTo(endedAt),
+		Key: domain.KeyEnded, Kind: domain.EventEnded, Status: domain.StatusEnded, EndedAt: ptrTo(endedAt),
 		Message: "Location terminée : la machine a été effacée et libérée.",
 	})
 }
@@ -706,11 +724,8 @@ func (r *rental) payFromBalance(ctx workflow.Context) error {
 }
 
 func (r *rental) validateAttribution(at Attribution) error {
-	if at.ActionID <= 0 {
-		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
-	}
-	if at.AmountCents < 0 {
-		return reject(domain.ECodeInvalid, "Le montant attribué ne peut pas être négatif.")
+	if err := at.Validate(); err != nil {
+		return refusal(err)
 	}
 	if r.actions[at.ActionID] {
 		return nil
@@ -718,9 +733,14 @@ func (r *rental) validateAttribution(at Attribution) error {
 	if r.balanceBusy || !r.unpaid() {
 		return errNotAwaitingPayment()
 	}
-	return nil
+	due := r.in.TotalCents - r.netPaid()
+	return refusal(domain.CheckAttribution(at.AmountCents, due))
 }
 
+// attributePayment counts a payment support vouches for. Naming a queued
+// amount (ExceptionID) counts that received money, at most what is due, the
+// rest staying queued; otherwise the amount (at most what is due) is
+// counted without being refundable.
 func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	if err := r.mu.Lock(ctx); err != nil {
 		return errUnavailable()
@@ -729,34 +749,52 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	if err := r.validateAttribution(at); err != nil || r.actions[at.ActionID] {
 		return err
 	}
-	r.actions[at.ActionID] = true
+	due := r.in.TotalCents - r.netPaid()
 	amount := at.AmountCents
 	if amount == 0 {
-		amount = r.in.TotalCents - r.netPaid()
+		amount = due
 	}
-	key := fmt.Sprintf("support:%d", at.ActionID)
+	key := domain.KeyAttribution(at.ActionID)
+	ev := activities.OrderEvent{
+		Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed,
+		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
+	}
+	var counted *PaymentEvent
+	if at.ExceptionID > 0 {
+		e, err := loadException(ctx, at.ExceptionID, r.in.OrderRef)
+		if err != nil {
+			return err
+		}
+		if at.AmountCents == 0 {
+			amount = min(due, e.RemainingCents())
+		}
+		if amount <= 0 || amount > e.RemainingCents() {
+			return reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à régler.", usd(e.RemainingCents())))
+		}
+		ev.Use = &domain.ExceptionUse{ExceptionID: e.ID, Cents: amount}
+		ev.Data["amount_cents"], ev.Data["exception_id"], ev.Data["payment_key"] = amount, e.ID, e.PaymentKey
+		counted = &PaymentEvent{Network: e.Network, TxID: e.TxID, Asset: e.Asset, AmountBase: e.AmountBase, AmountCents: amount}
+	} else {
+		r.st.UnbackedCents += amount
+		ev.UnbackedCents = ptrTo(r.st.UnbackedCents)
+	}
+	r.actions[at.ActionID] = true
 	r.payments.confirm(key)
 	r.supportPaid = true
 	r.st.PaidCents += amount
-	// Accepting a payment takes late money first: it is now counted.
-	fromLate := min(amount, r.st.LateCents)
-	r.st.LateCents -= fromLate
 	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
 	if err := r.recordSupport(ctx, domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason,
 		fmt.Sprintf("Le support a attribué un paiement de %s à la commande.", usd(amount)),
 		map[string]any{"amount_cents": amount}); err != nil {
 		return errUnavailable()
 	}
-	ev := activities.OrderEvent{
-		Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed,
-		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
+	if counted != nil {
+		// Counted like a received payment (refundable, back to the queue
+		// if the order expires), never above what is due: no excess.
+		r.counted = append(r.counted, countedPayment{p: *counted, cents: amount})
 	}
-	if fromLate > 0 {
-		ev.LateCents = ptrTo(r.st.LateCents)
-		ev.Data["accepted_late_cents"] = fromLate
-	}
-	if err := r.afterPaymentCounted(ctx, key, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
-		return errUnavailable()
+	if err := r.afterPaymentCounted(ctx, key, nil, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
+		return asRefusal(err, "L'attribution n'a pas abouti. Réessayez plus tard.")
 	}
 	return nil
 }
@@ -797,7 +835,7 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 		}
 	}
 	if err := r.record(ctx, activities.OrderEvent{
-		Key: "cancelled", Kind: domain.EventCancelled, Status: domain.StatusCancelled, Message: msg,
+		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Status: domain.StatusCancelled, Message: msg,
 		Data: map[string]any{"by": req.By, "reason": req.Reason},
 	}); err != nil {
 		return errUnavailable()
@@ -806,11 +844,8 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 }
 
 func (r *rental) validateExtend(e Extension) error {
-	if e.ActionID <= 0 {
-		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
-	}
-	if e.Days < 1 || e.Days > 90 {
-		return reject(domain.ECodeInvalid, "La prolongation doit être comprise entre 1 et 90 jours.")
+	if err := e.Validate(); err != nil {
+		return refusal(err)
 	}
 	if r.actions[e.ActionID] {
 		return nil
@@ -838,7 +873,7 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 	}
 	r.actions[e.ActionID] = true
 	ev := activities.OrderEvent{
-		Key: fmt.Sprintf("extend:%d", e.ActionID), Kind: domain.EventExtended,
+		Key: domain.KeyExtend(e.ActionID), Kind: domain.EventExtended,
 		Data: map[string]any{"days": e.Days, "agent": e.Agent, "reason": e.Reason},
 	}
 	if r.st.Status == domain.StatusActive {
@@ -862,8 +897,8 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 }
 
 func (r *rental) validateEndEarly(a SupportAction) error {
-	if a.ActionID <= 0 {
-		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	if err := a.Validate(); err != nil {
+		return refusal(err)
 	}
 	if r.actions[a.ActionID] {
 		return nil
@@ -890,7 +925,7 @@ func (r *rental) endEarly(ctx workflow.Context, a SupportAction) error {
 		return errUnavailable()
 	}
 	if err := r.record(ctx, activities.OrderEvent{
-		Key: fmt.Sprintf("end-early:%d", a.ActionID), Kind: domain.EventEndRequested,
+		Key: domain.KeyEndEarly(a.ActionID), Kind: domain.EventEndRequested,
 		Message: "Fin anticipée de la location demandée par le support : les accès vont être révoqués.",
 		Data:    map[string]any{"agent": a.Agent, "reason": a.Reason},
 	}); err != nil {
@@ -900,8 +935,8 @@ func (r *rental) endEarly(ctx workflow.Context, a SupportAction) error {
 }
 
 func (r *rental) validateRetry(a SupportAction) error {
-	if a.ActionID <= 0 {
-		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
+	if err := a.Validate(); err != nil {
+		return refusal(err)
 	}
 	if r.actions[a.ActionID] {
 		return nil
@@ -928,7 +963,7 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 		return errUnavailable()
 	}
 	if err := r.record(ctx, activities.OrderEvent{
-		Key: fmt.Sprintf("prov:%d:retry", r.attempt+1), Kind: domain.EventProvisioningRetry,
+		Key: domain.KeyProvisioning(r.attempt+1, "retry"), Kind: domain.EventProvisioningRetry,
 		Status:  domain.StatusProvisioning,
 		Message: "Le support relance la préparation de la machine.",
 		Data:    map[string]any{"attempt": r.attempt + 1, "agent": a.Agent, "reason": a.Reason},
@@ -938,36 +973,86 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 	return nil
 }
 
+// refundable is the order's counted money that came in (not attributed
+// without a payment) and was not refunded yet.
+func (r *rental) refundable() int64 {
+	return r.st.PaidCents - r.st.UnbackedCents - r.st.RefundedCents
+}
+
 func (r *rental) validateRefund(rf Refund) error {
-	if rf.ActionID <= 0 {
-		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
-	}
-	if rf.AmountCents <= 0 {
-		return reject(domain.ECodeInvalid, "Le montant du remboursement doit être positif.")
+	if err := rf.Validate(); err != nil {
+		return refusal(err)
 	}
 	if r.actions[rf.ActionID] {
 		return nil
 	}
 	if r.done || r.closing {
-		return reject(domain.ECodeConflict, "La commande est close : le remboursement n'est plus possible ici.")
+		return reject(domain.ECodeConflict, "La commande est close : un montant reçu en attente se rembourse depuis la file du support.")
 	}
-	if received := r.st.PaidCents + r.st.LateCents; r.st.RefundedCents+rf.AmountCents > received {
-		return reject(domain.ECodeInvalid, fmt.Sprintf("Le remboursement dépasse le montant reçu (%s reçus, %s déjà remboursés).",
-			usd(received), usd(r.st.RefundedCents)))
-	}
-	return nil
+	return refusal(domain.CheckRefund(rf.AmountCents, r.refundable()))
 }
 
-// refund credits an amount to the balance. In provisioning_failed it also
-// closes the order: the machine is released and the workflow ends.
+// refund credits an amount of the order's counted money to the balance, in
+// one transition (event, refunded amount, ledger posting, and the status
+// when it closes the order). In provisioning_failed, refunding all that is
+// refundable closes the order (the machine is released, the workflow ends);
+// a smaller refund leaves the rest refundable.
 func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	if err := r.mu.Lock(ctx); err != nil {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateRefund(rf); err != nil || r.actions[rf.ActionID] {
+	if r.actions[rf.ActionID] {
+		return nil
+	}
+	if workflow.GetVersion(ctx, "refund-transition", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return r.refundV0(ctx, rf)
+	}
+	if err := r.validateRefund(rf); err != nil {
 		return err
 	}
+	var a *activities.Activities
+	r.actions[rf.ActionID] = true
+	r.closing = r.st.Status == domain.StatusProvisioningFailed && rf.AmountCents == r.refundable()
+	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
+		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
+		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
+		r.actions[rf.ActionID], r.closing = false, false
+		return errUnavailable()
+	}
+	if r.closing {
+		// Whatever the failed attempt reserved is given back first.
+		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+			return errUnavailable()
+		}
+	}
+	refunded := r.st.RefundedCents + rf.AmountCents
+	ev := activities.OrderEvent{
+		Key: domain.KeyRefund(rf.ActionID), Kind: domain.EventRefunded,
+		Message:       fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
+		Data:          map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": refunded, "agent": rf.Agent, "reason": rf.Reason},
+		RefundedCents: &refunded,
+		Posting:       &domain.Posting{Kind: domain.PostingRefund, AccountID: r.in.AccountID, Cents: rf.AmountCents, Memo: rf.Reason},
+	}
+	if r.closing {
+		ev.Status = domain.StatusRefunded
+		ev.Message += " La commande est close."
+	}
+	if err := r.record(ctx, ev); err != nil {
+		r.actions[rf.ActionID], r.closing = false, false
+		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
+	}
+	r.st.RefundedCents = refunded
+	if r.closing {
+		r.done, r.closing = true, false
+		r.setStatus(ctx, domain.StatusRefunded)
+	}
+	return nil
+}
+
+// refundV0 replays refunds of rentals started before refunds became one
+// transition: the ledger activity, then the event.
+func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 	var a *activities.Activities
 	r.actions[rf.ActionID] = true
 	r.closing = r.st.Status == domain.StatusProvisioningFailed
@@ -987,12 +1072,11 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	}
 	r.st.RefundedCents += rf.AmountCents
 	ev := activities.OrderEvent{
-		Key: fmt.Sprintf("refund:%d", rf.ActionID), Kind: domain.EventRefunded,
+		Key: domain.KeyRefund(rf.ActionID), Kind: domain.EventRefunded,
 		Message: fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
 		Data:    map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": r.st.RefundedCents, "agent": rf.Agent, "reason": rf.Reason},
 	}
 	if r.closing {
-		// Whatever the failed attempt reserved is given back.
 		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
 		}

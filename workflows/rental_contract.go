@@ -22,7 +22,7 @@ const (
 )
 
 // RentalWorkflowID is the workflow ID of an order's rental.
-func RentalWorkflowID(orderRef string) string { return "rental-" + orderRef }
+func RentalWorkflowID(orderRef string) string { return domain.RentalWorkflowID(orderRef) }
 
 // RentalInput starts a RentalWorkflow.
 type RentalInput struct {
@@ -54,7 +54,7 @@ type RentalStatus struct {
 	Status            string
 	PaidCents         int64
 	RefundedCents     int64
-	LateCents         int64 // confirmed late payments, not counted: for support
+	UnbackedCents     int64 // attributed by support without a received payment
 	PaymentMethod     string
 	PaymentsSeen      []string // payment keys seen (not confirmed)
 	PaymentsConfirmed []string // payment keys confirmed / attributed

@@ -424,12 +424,13 @@ func (s *RentalWorkflowSuite) TestRetryRejectedUnlessFailed() {
 	s.requireAppError(retry.rejectErr, domain.ECodeConflict)
 }
 
+// A refund of everything refundable in provisioning_failed closes the
+// order in one transition: the "refund:<action>" event carries the posting
+// and the status (they used to be two writes under one key, and the status
+// was lost).
 func (s *RentalWorkflowSuite) TestRefundAfterProvisioningFailure() {
 	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(errors.New("no machine")).Maybe()
 	s.mockMachine()
-	s.env.OnActivity(a.RefundToBalance, mock.Anything, mock.MatchedBy(func(in activities.RefundInput) bool {
-		return in.Ref == "KD-TEST000001" && in.AmountCents == totalCents && in.ActionID == 12 && in.Agent == "alice"
-	})).Return(nil).Once()
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	ref := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: totalCents, Reason: "no capacity"})
 	st := s.run(rentalInput(3))
@@ -439,27 +440,50 @@ func (s *RentalWorkflowSuite) TestRefundAfterProvisioningFailure() {
 	s.NoError(ref.err)
 	s.Equal(domain.StatusRefunded, st.Status)
 	s.Equal(totalCents, st.RefundedCents)
-	s.env.AssertActivityNumberOfCalls(s.T(), "RefundToBalance", 1)
+	s.env.AssertActivityNotCalled(s.T(), "RefundToBalance", mock.Anything, mock.Anything)
 	s.env.AssertActivityNumberOfCalls(s.T(), "ReleaseCapacity", 1)
 	s.env.AssertActivityNotCalled(s.T(), "CreateAccess", mock.Anything, mock.Anything)
 	refunded := s.eventsOf(domain.EventRefunded)
 	s.Require().Len(refunded, 1)
+	s.Equal("refund:12", refunded[0].Key)
 	s.Equal(domain.StatusRefunded, refunded[0].Status)
+	s.Require().NotNil(refunded[0].Posting)
+	s.Equal(domain.Posting{Kind: domain.PostingRefund, AccountID: 42, Cents: totalCents, Memo: "no capacity"}, *refunded[0].Posting)
+	s.Equal(totalCents, *refunded[0].RefundedCents)
 	support := s.eventsOf(domain.EventSupportAction)
 	s.Require().Len(support, 1)
 	s.Equal("support:12:refund", support[0].Key)
 }
 
+// A 1-cent refund in provisioning_failed does not close the order: the rest
+// stays refundable, and refunding it closes the order.
+func (s *RentalWorkflowSuite) TestOneCentRefundLeavesTheRest() {
+	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(errors.New("no machine")).Maybe()
+	s.mockMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	cent := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: 1, Reason: "test"})
+	mid := s.queryAt(2 * time.Hour)
+	rest := s.updateAt(3*time.Hour, UpdateRefund, Refund{ActionID: 13, Agent: "alice", AmountCents: totalCents - 1, Reason: "reste"})
+	st := s.run(rentalInput(3))
+
+	s.NoError(cent.err)
+	s.Equal(domain.StatusProvisioningFailed, mid.Status)
+	s.Equal(int64(1), mid.RefundedCents)
+	s.NoError(rest.rejectErr)
+	s.NoError(rest.err)
+	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal(totalCents, st.RefundedCents)
+}
+
 func (s *RentalWorkflowSuite) TestPartialRefundWhileActiveKeepsRental() {
 	s.mockAllMachine()
-	s.env.OnActivity(a.RefundToBalance, mock.Anything, mock.Anything).Return(nil).Once()
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	ok := s.updateAt(day, UpdateRefund, Refund{ActionID: 13, Agent: "alice", AmountCents: 1000, Reason: "geste"})
 	tooMuch := s.updateAt(day+time.Hour, UpdateRefund, Refund{ActionID: 14, Agent: "alice", AmountCents: totalCents, Reason: "geste"})
 	st := s.run(rentalInput(3))
 
 	s.NoError(ok.err)
-	s.requireAppError(tooMuch.rejectErr, domain.ECodeInvalid)
+	s.requireAppError(tooMuch.rejectErr, domain.ECodeConflict)
 	s.Equal(int64(1000), st.RefundedCents)
 	s.Equal(domain.StatusEnded, st.Status)
 	s.True(st.EndedAt.Equal(st.PeriodStart.Add(3 * day)))

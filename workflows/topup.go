@@ -35,6 +35,8 @@ type topUp struct {
 	done        bool // cancelled or expired
 	signalsBusy int
 	intents     int // payment requests asked for, part of their keys
+	counted     []countedPayment
+	payUntil    time.Time // no payment request outlives it
 }
 
 func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
@@ -43,6 +45,7 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 		timeout = DefaultTopUpTimeout
 	}
 	return &topUp{
+		payUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(timeout),
 		in:       in,
 		timeout:  timeout,
 		st:       TopUpStatus{TopUpRef: in.TopUpRef, Status: domain.TopUpAwaitingPayment},
@@ -124,12 +127,18 @@ func (t *topUp) settle(ctx workflow.Context) error {
 		t.done = true
 		t.setStatus(ctx, domain.TopUpExpired)
 		msg := "Recharge expirée : le paiement n'a pas été reçu dans le délai."
-		if t.st.ReceivedCents > 0 {
-			msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support.", usd(t.st.ReceivedCents))
+		queued := partialExceptions(t.counted, 0)
+		if len(queued) > 0 {
+			var cents int64
+			for _, q := range queued {
+				cents += q.AmountCents
+			}
+			msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(cents))
 		}
 		return t.record(ctx, activities.TopUpEvent{
-			Key: "expired", Kind: domain.EventExpired, Status: domain.TopUpExpired, Message: msg,
-			Data: map[string]any{"received_cents": t.st.ReceivedCents},
+			Key: domain.KeyExpired, Kind: domain.EventExpired, Status: domain.TopUpExpired, Message: msg,
+			Data:       map[string]any{"received_cents": t.st.ReceivedCents},
+			Exceptions: queued,
 		})
 	}
 	var a *activities.Activities
@@ -212,7 +221,7 @@ func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
 		data := paymentData(p)
 		data["after_confirmation"] = true
 		return t.record(ctx, activities.TopUpEvent{
-			Key: "reverted-confirmed:" + key, Kind: domain.EventPaymentReverted, Data: data,
+			Key: domain.KeyRevertedConfirmed(key), Kind: domain.EventPaymentReverted, Data: data,
 			Message: "Un paiement déjà confirmé a été annulé par le réseau : le support est prévenu.",
 		})
 	}
@@ -234,34 +243,45 @@ func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	}
 	upsertPaymentAttributes(ctx, p)
 	data := paymentData(p)
-	ev := activities.TopUpEvent{Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed, Data: data}
+	ev := activities.TopUpEvent{Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed, Data: data}
 	switch {
 	case !t.awaiting():
-		// Already covered (or closed): never credited twice, support refunds.
+		// Already covered (or closed): never credited twice; it waits in
+		// support's queue to be refunded.
 		data["to_support"] = true
-		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la recharge n'attend plus de paiement : il est transmis au support, il n'est pas crédité.", usd(p.AmountCents))
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionExtra, p, p.AmountCents)}
+		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la recharge n'attend plus de paiement : il n'est pas crédité ; le support vous le remboursera sur votre solde.", usd(p.AmountCents))
 		return t.record(ctx, ev)
 	case p.Late:
 		data["to_support"] = true
-		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre recharge.", usd(p.AmountCents))
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, p, p.AmountCents)}
+		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre recharge ou vous le remboursera sur votre solde.", usd(p.AmountCents))
 		ev.Status = t.refreshPaymentStatus(ctx)
 		return t.record(ctx, ev)
 	}
-	return t.count(ctx, key, p.AmountCents, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
+	return t.count(ctx, key, &p, p.AmountCents, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
 }
 
 // count adds a confirmed or attributed amount; the main flow credits once
-// the amount is covered. The caller holds mu.
-func (t *topUp) count(ctx workflow.Context, key string, cents int64, ev activities.TopUpEvent, message string) error {
+// the amount is covered. p is the received payment counted (nil for an
+// attribution): what it brings above the amount goes to support's queue.
+// The caller holds mu.
+func (t *topUp) count(ctx workflow.Context, key string, p *PaymentEvent, cents int64, ev activities.TopUpEvent, message string) error {
 	t.st.ReceivedCents += cents
 	t.st.PaymentsConfirmed = append(t.st.PaymentsConfirmed, key)
 	ev.Message = message
 	missing := t.in.AmountCents - t.st.ReceivedCents
+	if p != nil {
+		t.counted = append(t.counted, countedPayment{p: *p, cents: cents + min(missing, 0)})
+	}
 	if missing <= 0 {
 		t.due = true
 		if missing < 0 {
 			ev.Data["overpaid_cents"] = -missing
-			ev.Message += fmt.Sprintf(" Le montant reçu dépasse la recharge de %s : l'excédent est signalé au support.", usd(-missing))
+			ev.Message += fmt.Sprintf(" Le montant reçu dépasse la recharge de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
+			if p != nil {
+				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, *p, -missing))
+			}
 		}
 		return t.record(ctx, ev)
 	}
@@ -270,7 +290,7 @@ func (t *topUp) count(ctx workflow.Context, key string, cents int64, ev activiti
 		return err
 	}
 	return t.record(ctx, activities.TopUpEvent{
-		Key:  "partial:" + key,
+		Key:  domain.KeyPartial(key),
 		Kind: domain.EventPaymentPartial,
 		Message: fmt.Sprintf("Paiement partiel : il manque %s pour créditer la recharge. Complétez le paiement avant l'échéance de la demande de paiement.",
 			usd(missing)),
@@ -279,11 +299,8 @@ func (t *topUp) count(ctx workflow.Context, key string, cents int64, ev activiti
 }
 
 func (t *topUp) validateAttribution(at Attribution) error {
-	if at.ActionID <= 0 {
-		return reject(domain.ECodeInvalid, "L'identifiant de l'action de support est manquant.")
-	}
-	if at.AmountCents < 0 {
-		return reject(domain.ECodeInvalid, "Le montant attribué ne peut pas être négatif.")
+	if err := at.Validate(); err != nil {
+		return refusal(err)
 	}
 	if t.actions[at.ActionID] {
 		return nil
@@ -291,9 +308,10 @@ func (t *topUp) validateAttribution(at Attribution) error {
 	if !t.awaiting() {
 		return reject(domain.ECodeConflict, "La recharge n'attend plus de paiement.")
 	}
-	return nil
+	return refusal(domain.CheckAttribution(at.AmountCents, t.in.AmountCents-t.st.ReceivedCents))
 }
 
+// attributePayment counts a payment support vouches for (see the rental's).
 func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 	if err := t.mu.Lock(ctx); err != nil {
 		return errUnavailable()
@@ -302,27 +320,44 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 	if err := t.validateAttribution(at); err != nil || t.actions[at.ActionID] {
 		return err
 	}
-	t.actions[at.ActionID] = true
+	due := t.in.AmountCents - t.st.ReceivedCents
 	amount := at.AmountCents
 	if amount == 0 {
-		amount = t.in.AmountCents - t.st.ReceivedCents
+		amount = due
 	}
-	key := fmt.Sprintf("support:%d", at.ActionID)
+	key := domain.KeyAttribution(at.ActionID)
+	ev := activities.TopUpEvent{
+		Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed,
+		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
+	}
+	if at.ExceptionID > 0 {
+		e, err := loadException(ctx, at.ExceptionID, t.in.TopUpRef)
+		if err != nil {
+			return err
+		}
+		if at.AmountCents == 0 {
+			amount = min(due, e.RemainingCents())
+		}
+		if amount <= 0 || amount > e.RemainingCents() {
+			return reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à régler.", usd(e.RemainingCents())))
+		}
+		ev.Use = &domain.ExceptionUse{ExceptionID: e.ID, Cents: amount}
+		ev.Data["amount_cents"], ev.Data["exception_id"], ev.Data["payment_key"] = amount, e.ID, e.PaymentKey
+		t.counted = append(t.counted, countedPayment{p: PaymentEvent{Network: e.Network, TxID: e.TxID, Asset: e.Asset,
+			AmountBase: e.AmountBase, AmountCents: amount}, cents: amount})
+	}
+	t.actions[at.ActionID] = true
 	t.payments.confirm(key)
 	data := supportData(domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason)
 	data["amount_cents"] = amount
 	if err := t.record(ctx, activities.TopUpEvent{
-		Key: fmt.Sprintf("support:%d:%s", at.ActionID, domain.ActionAttributePayment), Kind: domain.EventSupportAction,
+		Key: domain.KeySupport(at.ActionID, domain.ActionAttributePayment), Kind: domain.EventSupportAction,
 		Message: fmt.Sprintf("Le support a attribué un paiement de %s à la recharge.", usd(amount)), Data: data,
 	}); err != nil {
 		return errUnavailable()
 	}
-	ev := activities.TopUpEvent{
-		Key: "confirmed:" + key, Kind: domain.EventPaymentConfirmed,
-		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
-	}
-	if err := t.count(ctx, key, amount, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
-		return errUnavailable()
+	if err := t.count(ctx, key, nil, amount, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
+		return asRefusal(err, "L'attribution n'a pas abouti. Réessayez plus tard.")
 	}
 	return nil
 }
@@ -353,14 +388,14 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 		t.actions[req.ActionID] = true
 		msg = "Recharge annulée par le support."
 		if err := t.record(ctx, activities.TopUpEvent{
-			Key: fmt.Sprintf("support:%d:%s", req.ActionID, domain.ActionCancel), Kind: domain.EventSupportAction,
+			Key: domain.KeySupport(req.ActionID, domain.ActionCancel), Kind: domain.EventSupportAction,
 			Message: msg, Data: supportData(domain.ActionCancel, req.ActionID, req.Agent, req.Reason),
 		}); err != nil {
 			return errUnavailable()
 		}
 	}
 	if err := t.record(ctx, activities.TopUpEvent{
-		Key: "cancelled", Kind: domain.EventCancelled, Status: domain.TopUpCancelled, Message: msg,
+		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Status: domain.TopUpCancelled, Message: msg,
 		Data: map[string]any{"by": req.By, "reason": req.Reason},
 	}); err != nil {
 		return errUnavailable()

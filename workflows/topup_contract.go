@@ -7,7 +7,7 @@ import (
 )
 
 // TopUpWorkflowID is the workflow ID of a top-up.
-func TopUpWorkflowID(topUpRef string) string { return "topup-" + topUpRef }
+func TopUpWorkflowID(topUpRef string) string { return domain.TopUpWorkflowID(topUpRef) }
 
 // TopUpInput starts a TopUpWorkflow.
 type TopUpInput struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -30,6 +31,10 @@ Usage:
   kernodeck support [flags] cancel-topup TOPUP --reason R
   kernodeck support [flags] refund ORDER --amount-cents N --reason R
   kernodeck support [flags] requests
+  kernodeck support [flags] exceptions
+  kernodeck support [flags] refund-exception ID --reason R [--amount-cents N]
+  kernodeck support [flags] count-exception ID --reason R [--amount-cents N]
+  kernodeck support [flags] find EMAIL|TXID|ADDRESS|REFERENCE
   kernodeck support [flags] answer REQUEST_ID --message M
 
 Flags (before the action):
@@ -48,7 +53,7 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	args = fs.Args()
-	if len(args) == 1 && args[0] == "requests" {
+	if len(args) == 1 && (args[0] == "requests" || args[0] == "exceptions") {
 		args = append(args, "") // the queue takes no reference
 	}
 	if len(args) < 2 {
@@ -102,6 +107,13 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "refund":
 		path = "/v1/support/orders/" + ref + "/refund"
 		body["amount_cents"] = *cents
+	case "exceptions":
+		method, path, body = http.MethodGet, "/v1/support/exceptions", nil
+	case "refund-exception", "count-exception":
+		path = "/v1/support/exceptions/" + url.PathEscape(ref) + "/" + strings.TrimSuffix(action, "-exception")
+		body["amount_cents"] = *cents
+	case "find":
+		method, path, body = http.MethodGet, "/v1/support/find?q="+url.QueryEscape(ref), nil
 	default:
 		fmt.Fprintf(stderr, "support: unknown action %q\n\n", action)
 		fs.Usage()

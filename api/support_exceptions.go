@@ -1,0 +1,119 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// exceptionView is a queued received amount with what remains of it.
+type exceptionView struct {
+	domain.Exception
+	RemainingCents int64 `json:"remaining_cents"`
+}
+
+func viewExceptions(es []domain.Exception) []exceptionView {
+	out := make([]exceptionView, len(es))
+	for i, e := range es {
+		out[i] = exceptionView{Exception: e, RemainingCents: e.RemainingCents()}
+	}
+	return out
+}
+
+// supportExceptions lists every received amount not settled, oldest first.
+func (s *Server) supportExceptions(c *gin.Context) {
+	es, err := s.store.OpenExceptions(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"exceptions": viewExceptions(es)})
+}
+
+var errExceptionNotFound = &domain.Error{Code: domain.ECodeNotFound, Message: "Montant en attente introuvable."}
+
+// exceptionOf reads the :id exception and the optional amount and reason.
+func (s *Server) exceptionRequest(c *gin.Context) (domain.Exception, int64, string, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(c, errExceptionNotFound)
+		return domain.Exception{}, 0, "", false
+	}
+	var req struct {
+		Reason      string `json:"reason"`
+		AmountCents int64  `json:"amount_cents"`
+	}
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return domain.Exception{}, 0, "", false
+	}
+	reason, err := reasonOf(req.Reason)
+	if err != nil {
+		s.fail(c, err)
+		return domain.Exception{}, 0, "", false
+	}
+	if err := (domain.ExceptionRefund{ExceptionID: id, ActionID: 1, AmountCents: req.AmountCents}).Validate(); err != nil {
+		s.fail(c, err)
+		return domain.Exception{}, 0, "", false
+	}
+	e, err := s.store.Exception(c.Request.Context(), id)
+	if err != nil {
+		s.fail(c, notFoundAs(err, errExceptionNotFound))
+		return domain.Exception{}, 0, "", false
+	}
+	return e, req.AmountCents, reason, true
+}
+
+// supportRefundException refunds all (amount 0 or absent) or part of a
+// queued amount to the customer's balance.
+func (s *Server) supportRefundException(c *gin.Context) {
+	e, amount, reason, ok := s.exceptionRequest(c)
+	if !ok {
+		return
+	}
+	s.runSupportActionOn(c, e.TargetRef, domain.ActionRefundException, reason,
+		map[string]any{"exception_id": e.ID, "amount_cents": amount},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.RefundException(ctx, e, domain.ExceptionRefund{
+				ExceptionID: e.ID, ActionID: id, Agent: agent, AmountCents: amount, Reason: reason})
+		})
+}
+
+// supportCountException counts a queued amount toward its order or top-up
+// (which must still await payment), at most what is due.
+func (s *Server) supportCountException(c *gin.Context) {
+	e, amount, reason, ok := s.exceptionRequest(c)
+	if !ok {
+		return
+	}
+	s.runSupportActionOn(c, e.TargetRef, domain.ActionAttributePayment, reason,
+		map[string]any{"exception_id": e.ID, "amount_cents": amount},
+		func(ctx context.Context, id int64, agent string) error {
+			at := workflows.Attribution{ActionID: id, Agent: agent, AmountCents: amount, Reason: reason, ExceptionID: e.ID}
+			if e.TargetKind == domain.TargetTopUp {
+				return s.wf.AttributeTopUpPayment(ctx, e.TargetRef, at)
+			}
+			return s.wf.AttributeOrderPayment(ctx, e.TargetRef, at)
+		})
+}
+
+// supportFind finds orders and top-ups by reference, customer email, txid
+// or payment address (?q=).
+func (s *Server) supportFind(c *gin.Context) {
+	q := c.Query("q")
+	if len(q) < 3 || len(q) > 200 {
+		s.fail(c, domain.FieldError("q", "Indiquez une référence, un e-mail, un identifiant de transaction ou une adresse (3 à 200 caractères)."))
+		return
+	}
+	found, err := s.store.Find(c.Request.Context(), q)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"results": found})
+}

@@ -1,0 +1,300 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// Money rules shared by the API, the workflows and the store: each input
+// validates itself (Validate), and the bounds that depend on state are
+// functions of that state, so every layer refuses the same thing with the
+// same code and message.
+
+// Bounds of support inputs.
+const (
+	MinExtendDays = 1
+	MaxExtendDays = 30
+	// MaxSupportCents bounds any amount support types (1,000,000 USD): a
+	// typo never reaches the workflow.
+	MaxSupportCents = 1_000_000_00
+)
+
+// Targets of payments: an order or a top-up.
+const (
+	TargetOrder = "order"
+	TargetTopUp = "topup"
+)
+
+// SupportActionInput carries who and why for the support updates without a
+// parameter of their own (end early, retry provisioning).
+type SupportActionInput struct {
+	ActionID int64
+	Agent    string
+	Reason   string
+}
+
+// Validate checks the action's identity.
+func (a SupportActionInput) Validate() error { return validateActionID(a.ActionID) }
+
+func validateActionID(id int64) error {
+	if id <= 0 {
+		return FieldError("action_id", "L'identifiant de l'action de support est manquant.")
+	}
+	return nil
+}
+
+// Extension extends a running (or not yet started) rental by whole days.
+type Extension struct {
+	ActionID int64
+	Agent    string
+	Days     int
+	Reason   string
+}
+
+// Validate checks the extension's bounds.
+func (e Extension) Validate() error {
+	if e.Days < MinExtendDays || e.Days > MaxExtendDays {
+		return FieldError("days", fmt.Sprintf("La prolongation est de %d à %d jours entiers.", MinExtendDays, MaxExtendDays))
+	}
+	return validateActionID(e.ActionID)
+}
+
+// Refund credits an amount of an order back to the customer's balance.
+type Refund struct {
+	ActionID    int64
+	Agent       string
+	AmountCents int64
+	Reason      string
+}
+
+// Validate checks the amount's shape; CheckRefund checks it against what
+// may still be refunded.
+func (r Refund) Validate() error {
+	if r.AmountCents <= 0 || r.AmountCents > MaxSupportCents {
+		return FieldError("amount_cents", "Indiquez le montant à rembourser sur le solde, en cents (positif).")
+	}
+	return validateActionID(r.ActionID)
+}
+
+// CheckRefund refuses a refund above what was received and is neither
+// kept nor already refunded (refundable).
+func CheckRefund(amountCents, refundableCents int64) error {
+	if amountCents > refundableCents {
+		return Errorf(ECodeConflict, "Le remboursement dépasse ce qui peut encore être remboursé (%s USD au plus).",
+			FormatUSD(max(refundableCents, 0)))
+	}
+	return nil
+}
+
+// Attribution is a support agent's manual attribution of a payment to an
+// order or a top-up. With ExceptionID it counts that received amount (a
+// payment left unsettled, e.g. late); without, it records money received
+// by other means, bounded by what is still due and never refundable.
+type Attribution struct {
+	ActionID    int64 // support_actions.id, the idempotency key
+	Agent       string
+	AmountCents int64 // USD value attributed; 0 means "the full amount due"
+	Reason      string
+	ExceptionID int64
+}
+
+// Validate checks the attribution's shape.
+func (a Attribution) Validate() error {
+	if a.AmountCents < 0 || a.AmountCents > MaxSupportCents {
+		return FieldError("amount_cents", "Le montant attribué doit être positif (0 : le montant dû).")
+	}
+	return validateActionID(a.ActionID)
+}
+
+// CheckAttribution refuses an attribution above what is still due.
+func CheckAttribution(amountCents, dueCents int64) error {
+	if amountCents > dueCents {
+		return Errorf(ECodeConflict, "Le montant attribué (%s USD) dépasse ce qui reste dû (%s USD).",
+			FormatUSD(amountCents), FormatUSD(dueCents))
+	}
+	return nil
+}
+
+// CancelRequest cancels an unpaid order or top-up.
+type CancelRequest struct {
+	By       string // "customer" or "support"
+	ActionID int64  // support action ID, 0 for the customer
+	Agent    string
+	Reason   string
+}
+
+// Exception reasons: why a received amount was not counted.
+const (
+	ExceptionLate       = "late"        // confirmed after its payment request's deadline
+	ExceptionOver       = "over"        // the part above the total
+	ExceptionExtra      = "extra"       // arrived when the target no longer awaited payment
+	ExceptionPartial    = "partial"     // counted, then the target expired unpaid
+	ExceptionAfterClose = "after_close" // arrived after the target's workflow closed
+)
+
+// Exception is a received amount not settled: neither counted toward its
+// order or top-up nor refunded yet. It stays in support's queue until
+// CountedCents + RefundedCents reaches AmountCents.
+type Exception struct {
+	ID            int64     `json:"id" db:"id"`
+	TargetKind    string    `json:"target_kind" db:"target_kind"`
+	TargetRef     string    `json:"target_reference" db:"target_ref"`
+	AccountID     int64     `json:"account_id" db:"account_id"`
+	Email         string    `json:"customer_email" db:"email"`
+	Reason        string    `json:"reason" db:"reason"`
+	PaymentKey    string    `json:"payment_key" db:"payment_key"`
+	Network       string    `json:"network" db:"network"`
+	TxID          string    `json:"txid" db:"txid"`
+	Asset         string    `json:"asset" db:"asset"`
+	AmountBase    string    `json:"amount_base_units" db:"amount_base"`
+	AmountCents   int64     `json:"amount_cents" db:"amount_cents"`
+	CountedCents  int64     `json:"counted_cents" db:"counted_cents"`
+	RefundedCents int64     `json:"refunded_cents" db:"refunded_cents"`
+	CreatedAt     time.Time `json:"created_at" db:"created_at"`
+}
+
+// RemainingCents is what is still to count or refund.
+func (e Exception) RemainingCents() int64 { return e.AmountCents - e.CountedCents - e.RefundedCents }
+
+// NewException is an unsettled amount a transition puts in the queue.
+type NewException struct {
+	Reason      string
+	PaymentKey  string
+	Network     string
+	TxID        string
+	Asset       string
+	AmountBase  string
+	AmountCents int64
+}
+
+// ExceptionUse counts or refunds part of an exception.
+type ExceptionUse struct {
+	ExceptionID int64
+	Cents       int64
+	Refund      bool // false: counted toward the target
+}
+
+// Ledger posting kinds a transition may carry.
+const (
+	PostingOrderPayment = "order_payment" // customer balance -> revenue
+	PostingTopUp        = "topup"         // crypto receipts -> customer balance
+	PostingRefund       = "refund"        // refunds -> customer balance
+)
+
+// Posting is the ledger transaction caused by a transition's event, applied
+// in the same database transaction (keyed by the event: applied once).
+type Posting struct {
+	Kind      string
+	AccountID int64
+	Cents     int64
+	Memo      string
+}
+
+// OrderEvent is one transition of an order, written by its workflow only:
+// a timeline entry and everything it causes (status and amounts, a ledger
+// posting, amounts put in or taken from support's queue), applied in one
+// transaction, once per (OrderRef, Key).
+type OrderEvent struct {
+	OrderRef string
+	Key      string
+	Kind     string
+	Message  string // French, shown on the tracking
+	Data     map[string]any
+	At       time.Time // workflow time of the event
+
+	// Order changes (nil / "" = unchanged).
+	Status        string
+	PaidCents     *int64 // cumulative
+	RefundedCents *int64 // cumulative order refunds
+	UnbackedCents *int64 // cumulative attributions naming no received payment
+	PaymentMethod string
+	PaidAt        *time.Time
+	PeriodStart   *time.Time
+	PeriodEnd     *time.Time
+	EndedAt       *time.Time
+
+	Posting    *Posting
+	Exceptions []NewException
+	Use        *ExceptionUse
+}
+
+// TopUpEvent is one transition of a top-up (see OrderEvent).
+type TopUpEvent struct {
+	TopUpRef   string
+	Key        string
+	Kind       string
+	Message    string
+	Data       map[string]any
+	At         time.Time
+	Status     string
+	CreditedAt *time.Time
+
+	Posting    *Posting
+	Exceptions []NewException
+	Use        *ExceptionUse
+}
+
+// ExceptionRefund refunds part of an exception to the balance.
+type ExceptionRefund struct {
+	ExceptionID int64
+	ActionID    int64
+	Agent       string
+	AmountCents int64 // 0: all that remains
+	Reason      string
+}
+
+// Validate checks the refund's shape.
+func (r ExceptionRefund) Validate() error {
+	if r.ExceptionID <= 0 {
+		return FieldError("id", "Indiquez le montant en attente à rembourser.")
+	}
+	if r.AmountCents < 0 || r.AmountCents > MaxSupportCents {
+		return FieldError("amount_cents", "Le montant à rembourser doit être positif (0 : tout ce qui reste).")
+	}
+	return validateActionID(r.ActionID)
+}
+
+// Workflow IDs of an order's and a top-up's workflows, and of the
+// settlement workflow that refunds their unsettled amounts.
+func RentalWorkflowID(orderRef string) string      { return "rental-" + orderRef }
+func TopUpWorkflowID(topUpRef string) string       { return "topup-" + topUpRef }
+func SettlementWorkflowID(targetRef string) string { return "settle-" + targetRef }
+
+// PayFromBalanceInput pays an order from the customer's balance.
+type PayFromBalanceInput struct {
+	OrderRef    string
+	AccountID   int64
+	AmountCents int64
+	At          time.Time
+}
+
+// CreditTopUpInput credits a covered top-up.
+type CreditTopUpInput struct {
+	TopUpRef    string
+	AccountID   int64
+	AmountCents int64
+	At          time.Time
+}
+
+// RefundInput is the ledger half of an order refund of rentals started
+// before refunds became one transition.
+type RefundInput struct {
+	Ref         string // order reference
+	AccountID   int64
+	AmountCents int64
+	ActionID    int64 // support action: the idempotency key
+	Agent       string
+	Reason      string
+	At          time.Time
+}
+
+// FoundCase is an order or a top-up found by support's search.
+type FoundCase struct {
+	Kind      string `json:"kind" db:"kind"`
+	Ref       string `json:"reference" db:"ref"`
+	Email     string `json:"customer_email" db:"email"`
+	Status    string `json:"status" db:"status"`
+	AmountCts int64  `json:"amount_cents" db:"amount_cents"`
+	// Matched says what matched: reference, email, txid or address.
+	Matched string `json:"matched" db:"matched"`
+}

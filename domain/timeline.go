@@ -1,0 +1,111 @@
+package domain
+
+import "fmt"
+
+// Timeline event kinds, shown on an order's or a top-up's tracking. Every
+// writer (the workflows' transitions, the store, the chain watchers) takes
+// its kinds and keys from here.
+const (
+	EventCreated            = "created"
+	EventPaymentRequested   = "payment_requested"
+	EventPaymentClaimed     = "payment_claimed" // "J'ai payé": a claim, confirms nothing
+	EventPaymentSeen        = "payment_seen"
+	EventPaymentReverted    = "payment_reverted"
+	EventPaymentConfirmed   = "payment_confirmed"
+	EventPaymentPartial     = "payment_partial"
+	EventPaymentToSupport   = "payment_to_support" // received after the workflow closed
+	EventPaid               = "paid"
+	EventProvisioningStep   = "provisioning_step"
+	EventProvisioningFailed = "provisioning_failed"
+	EventProvisioningRetry  = "provisioning_retry"
+	EventAccessAvailable    = "access_available"
+	EventPeriodStarted      = "period_started"
+	EventReminderSent       = "reminder_sent"
+	EventExtended           = "extended"
+	EventEndRequested       = "end_requested"
+	EventAccessRevoked      = "access_revoked"
+	EventEnded              = "ended"
+	EventCancelled          = "cancelled"
+	EventExpired            = "expired"
+	EventRefunded           = "refunded"
+	EventSupportAction      = "support_action"
+	EventTopUpCredited      = "topup_credited"
+	EventSupportAnswer      = "support_answer" // an agent answered a support request
+)
+
+// Timeline keys. A key is unique per order or top-up: an event written
+// twice under the same key is stored once, so each writer has its own
+// prefix and no two events that must both be stored share a key.
+const (
+	KeyCreated   = "created"
+	KeyPaid      = "paid"
+	KeyCredited  = "credited"
+	KeyExpired   = "expired"
+	KeyCancelled = "cancelled"
+	KeyRevoked   = "revoked"
+	KeyEnded     = "ended"
+)
+
+// nth numbers a repeated key: the first is bare, the next ones get ":n".
+func nth(key string, n int) string {
+	if n <= 1 {
+		return key
+	}
+	return fmt.Sprintf("%s:%d", key, n)
+}
+
+// KeySeen is the n-th "seen" of a payment (a payment re-seen after a reorg
+// gets a new event).
+func KeySeen(paymentKey string, n int) string { return nth("seen:"+paymentKey, n) }
+
+// KeyReverted is the n-th revert of a payment before its confirmation.
+func KeyReverted(paymentKey string, n int) string { return nth("reverted:"+paymentKey, n) }
+
+// KeyRevertedConfirmed is the revert of a payment after its confirmation.
+func KeyRevertedConfirmed(paymentKey string) string { return "reverted-confirmed:" + paymentKey }
+
+// KeyConfirmed is a payment's confirmation (or a support attribution).
+func KeyConfirmed(paymentKey string) string { return "confirmed:" + paymentKey }
+
+// KeyPartial is the "still missing" note after a counted payment.
+func KeyPartial(paymentKey string) string { return "partial:" + paymentKey }
+
+// KeySupport is the audit entry of a support action.
+func KeySupport(actionID int64, action string) string {
+	return fmt.Sprintf("support:%d:%s", actionID, action)
+}
+
+// KeyAttribution is the payment key of a support attribution.
+func KeyAttribution(actionID int64) string { return fmt.Sprintf("support:%d", actionID) }
+
+// KeyRefund is an order refund by support (its ledger posting and, when it
+// closes the order, its status go with it).
+func KeyRefund(actionID int64) string { return fmt.Sprintf("refund:%d", actionID) }
+
+// KeyExceptionRefund is the refund of an unsettled received amount.
+func KeyExceptionRefund(actionID int64) string { return fmt.Sprintf("exception-refund:%d", actionID) }
+
+// KeyExtend, KeyEndEarly: support's extension and early end.
+func KeyExtend(actionID int64) string   { return fmt.Sprintf("extend:%d", actionID) }
+func KeyEndEarly(actionID int64) string { return fmt.Sprintf("end-early:%d", actionID) }
+
+// KeyProvisioning is a provisioning step of an attempt ("start", "done",
+// "failed", "retry" or a step name).
+func KeyProvisioning(attempt int, step string) string {
+	return fmt.Sprintf("prov:%d:%s", attempt, step)
+}
+
+// KeyIntent and KeyClaim: a payment request and a "J'ai payé".
+func KeyIntent(intentID string) string { return "intent:" + intentID }
+func KeyClaim(claimID int64) string    { return fmt.Sprintf("claim:%d", claimID) }
+
+// KeyAfterClose is a payment state received after the workflow closed.
+func KeyAfterClose(state, paymentKey string) string {
+	return fmt.Sprintf("closed:%s:%s", state, paymentKey)
+}
+
+// PaymentKey identifies an on-chain payment: (network, txid, output or log
+// index). Seen twice, counted once.
+func PaymentKey(network, txid string, index int64) string {
+	return fmt.Sprintf("%s:%s:%d", network, txid, index)
+}

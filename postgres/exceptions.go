@@ -1,0 +1,215 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// moneyChange is what a transition's event causes besides the target's own
+// columns.
+type moneyChange struct {
+	kind, ref  string
+	accountID  int64
+	key        string // the event's key: the posting's idempotency comes from it
+	posting    *domain.Posting
+	exceptions []domain.NewException
+	use        *domain.ExceptionUse
+}
+
+// applyMoney applies the ledger posting, the new queued amounts and the use
+// of a queued amount of one transition, inside its transaction. The event
+// row was just inserted, so this runs once per event.
+func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
+	if m.use != nil {
+		if err := useException(ctx, tx, m.ref, *m.use); err != nil {
+			return err
+		}
+	}
+	if p := m.posting; p != nil {
+		if p.AccountID != m.accountID {
+			return domain.ErrNotFound // not this customer's order or top-up
+		}
+		if p.Cents <= 0 {
+			return fmt.Errorf("posting of %s/%s: %d cents", m.ref, m.key, p.Cents)
+		}
+		if err := lockAccount(ctx, tx, p.AccountID); err != nil {
+			return err
+		}
+		var entries []entry
+		switch p.Kind {
+		case domain.PostingOrderPayment:
+			avail, err := availableCents(ctx, tx, p.AccountID)
+			if err != nil {
+				return err
+			}
+			if avail < p.Cents {
+				return domain.Errorf(domain.ECodeInsufficient,
+					"Votre solde disponible (%s USD) ne couvre pas le total de la commande (%s USD).",
+					domain.FormatUSD(avail), domain.FormatUSD(p.Cents))
+			}
+			entries = []entry{{customerLedger(p.AccountID), -p.Cents}, {ledgerRevenue, p.Cents}}
+		case domain.PostingTopUp:
+			entries = []entry{{ledgerCryptoReceipts, -p.Cents}, {customerLedger(p.AccountID), p.Cents}}
+		case domain.PostingRefund:
+			entries = []entry{{ledgerRefunds, -p.Cents}, {customerLedger(p.AccountID), p.Cents}}
+		default:
+			return fmt.Errorf("posting of %s/%s: unknown kind %q", m.ref, m.key, p.Kind)
+		}
+		if _, err := postLedger(ctx, tx, "event:"+m.ref+":"+m.key, p.Kind, m.ref, p.Memo, entries...); err != nil {
+			return err
+		}
+	}
+	for _, e := range m.exceptions {
+		if e.AmountCents <= 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO payment_exceptions (target_kind, target_ref, account_id, reason, payment_key, network, txid,
+				asset, amount_base, amount_cents)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (target_ref, reason, payment_key) DO NOTHING`,
+			m.kind, m.ref, m.accountID, e.Reason, e.PaymentKey, e.Network, e.TxID, e.Asset, e.AmountBase, e.AmountCents); err != nil {
+			return fmt.Errorf("queue %s amount of %s: %w", e.Reason, m.ref, err)
+		}
+	}
+	return nil
+}
+
+// useException counts or refunds part of a queued amount of ref, refusing
+// more than remains (a concurrent use came first).
+func useException(ctx context.Context, tx *sqlx.Tx, ref string, u domain.ExceptionUse) error {
+	var e domain.Exception
+	if err := tx.GetContext(ctx, &e, `SELECT `+exceptionColumns+` FROM payment_exceptions x
+		JOIN accounts a ON a.id = x.account_id WHERE x.id = $1 AND x.target_ref = $2 FOR UPDATE OF x`, u.ExceptionID, ref); err != nil {
+		return fmt.Errorf("exception %d of %s: %w", u.ExceptionID, ref, notFound(err))
+	}
+	if u.Cents <= 0 || u.Cents > e.RemainingCents() {
+		return domain.Errorf(domain.ECodeConflict, "Ce montant en attente n'a plus que %s USD à régler.",
+			domain.FormatUSD(e.RemainingCents()))
+	}
+	col := "counted_cents"
+	if u.Refund {
+		col = "refunded_cents"
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE payment_exceptions SET `+col+` = `+col+` + $2,
+		settled_at = CASE WHEN counted_cents + refunded_cents + $2 = amount_cents THEN now() END
+		WHERE id = $1`, u.ExceptionID, u.Cents)
+	if err != nil {
+		return fmt.Errorf("exception %d: %w", u.ExceptionID, err)
+	}
+	return nil
+}
+
+const exceptionColumns = `x.id, x.target_kind, x.target_ref, x.account_id, a.email, x.reason, x.payment_key, x.network,
+	x.txid, x.asset, x.amount_base, x.amount_cents, x.counted_cents, x.refunded_cents, x.created_at`
+
+// Exception returns one queued amount (settled or not).
+func (db *DB) Exception(ctx context.Context, id int64) (domain.Exception, error) {
+	var e domain.Exception
+	if err := db.GetContext(ctx, &e, `SELECT `+exceptionColumns+` FROM payment_exceptions x
+		JOIN accounts a ON a.id = x.account_id WHERE x.id = $1`, id); err != nil {
+		return domain.Exception{}, fmt.Errorf("exception %d: %w", id, notFound(err))
+	}
+	return e, nil
+}
+
+// OpenExceptions lists every received amount not settled, oldest first:
+// support's exception queue.
+func (db *DB) OpenExceptions(ctx context.Context) ([]domain.Exception, error) {
+	out := []domain.Exception{}
+	if err := db.SelectContext(ctx, &out, `SELECT `+exceptionColumns+` FROM payment_exceptions x
+		JOIN accounts a ON a.id = x.account_id
+		WHERE x.counted_cents + x.refunded_cents < x.amount_cents
+		ORDER BY x.created_at, x.id`); err != nil {
+		return nil, fmt.Errorf("open exceptions: %w", err)
+	}
+	return out, nil
+}
+
+// ExceptionsOf lists the queued amounts of an order or a top-up, oldest first.
+func (db *DB) ExceptionsOf(ctx context.Context, ref string) ([]domain.Exception, error) {
+	out := []domain.Exception{}
+	if err := db.SelectContext(ctx, &out, `SELECT `+exceptionColumns+` FROM payment_exceptions x
+		JOIN accounts a ON a.id = x.account_id WHERE x.target_ref = $1 ORDER BY x.created_at, x.id`, ref); err != nil {
+		return nil, fmt.Errorf("exceptions of %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// maxFound bounds one search.
+const maxFound = 200
+
+// Find finds orders and top-ups by reference, customer email (exact, any
+// case), transaction id or payment address (exact), newest first.
+func (db *DB) Find(ctx context.Context, q string) ([]domain.FoundCase, error) {
+	q = strings.TrimSpace(q)
+	out := []domain.FoundCase{}
+	if q == "" {
+		return out, nil
+	}
+	err := db.SelectContext(ctx, &out, `
+		WITH targets AS (
+			SELECT 'order' AS kind, o.ref, o.account_id, o.status, o.total_cents AS amount_cents, o.created_at FROM orders o
+			UNION ALL
+			SELECT 'topup', t.ref, t.account_id, t.status, t.amount_cents, t.created_at FROM topups t
+		), hits AS (
+			SELECT ref, 'reference' AS matched FROM targets WHERE upper(ref) = upper($1)
+			UNION SELECT tg.ref, 'email' FROM targets tg JOIN accounts a ON a.id = tg.account_id WHERE lower(a.email) = lower($1)
+			UNION SELECT i.target_ref, 'txid' FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id WHERE p.txid = $1
+			UNION SELECT target_ref, 'txid' FROM payment_exceptions WHERE txid = $1
+			UNION SELECT target_ref, 'address' FROM payment_intents WHERE lower(address) = lower($1)
+		)
+		SELECT tg.kind, tg.ref, a.email, tg.status, tg.amount_cents, string_agg(DISTINCT h.matched, ',') AS matched
+		FROM hits h JOIN targets tg ON tg.ref = h.ref JOIN accounts a ON a.id = tg.account_id
+		GROUP BY tg.kind, tg.ref, a.email, tg.status, tg.amount_cents, tg.created_at
+		ORDER BY tg.created_at DESC, tg.ref LIMIT $2`, q, maxFound)
+	if err != nil {
+		return nil, fmt.Errorf("find %q: %w", q, err)
+	}
+	return out, nil
+}
+
+// afterClose is a payment state delivered to a target whose workflow has
+// closed.
+type afterClose struct {
+	TargetKind, TargetRef, IntentID, State string
+	Network, TxID, Asset, AmountBase       string
+	Index, AmountCents                     int64
+}
+
+// recordAfterClose shows a payment that reached a closed order or top-up on
+// its timeline and, once confirmed, puts its amount in support's queue
+// (after_close), in the caller's transaction: it is then refundable like
+// any other unsettled amount.
+func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
+	pk := domain.PaymentKey(p.Network, p.TxID, p.Index)
+	state := map[string]string{"seen": "détecté", "confirmed": "confirmé"}[p.State]
+	msg := fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.", state, p.AmountBase, p.Asset)
+	switch p.State {
+	case "reverted":
+		msg = fmt.Sprintf("Un paiement confirmé (%s %s) a été annulé par une réorganisation du réseau alors que le dossier est clos : le support est prévenu.",
+			p.AmountBase, p.Asset)
+	case "confirmed":
+		msg = fmt.Sprintf("Paiement confirmé (%s USD) reçu alors que le dossier est clos : il est transmis au support, qui vous le remboursera sur votre solde.",
+			domain.FormatUSD(p.AmountCents))
+	}
+	fresh, err := insertEvent(ctx, tx, p.TargetRef, domain.KeyAfterClose(p.State, pk), domain.EventPaymentToSupport, msg,
+		map[string]any{"network": p.Network, "txid": p.TxID, "index": p.Index, "asset": p.Asset,
+			"amount_base_units": p.AmountBase, "amount_cents": p.AmountCents, "intent_id": p.IntentID, "state": p.State}, time.Now())
+	if err != nil || !fresh || p.State != "confirmed" || p.AmountCents <= 0 {
+		return err
+	}
+	var accountID int64
+	if err := tx.GetContext(ctx, &accountID, `SELECT account_id FROM payment_intents WHERE id = $1`, p.IntentID); err != nil {
+		return fmt.Errorf("intent %s: %w", p.IntentID, err)
+	}
+	return applyMoney(ctx, tx, moneyChange{kind: p.TargetKind, ref: p.TargetRef, accountID: accountID,
+		exceptions: []domain.NewException{{Reason: domain.ExceptionAfterClose, PaymentKey: pk, Network: p.Network,
+			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents}}})
+}

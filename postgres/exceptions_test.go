@@ -1,0 +1,76 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
+)
+
+// A late payment goes to the exception queue with the transition that
+// records it; late_cents is read back from the queue; a refund of it is one
+// transition bounded by what remains; a partial refund leaves the rest.
+func TestLatePaymentQueuedThenRefundedInParts(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, "late@example.com")
+	ref := seedOrder(t, db, acc, 1)
+	late := domain.NewException{Reason: domain.ExceptionLate, PaymentKey: "bitcoin:tx1:0", Network: "bitcoin",
+		TxID: "tx1", Asset: "BTC", AmountBase: "36262", AmountCents: 2357}
+	ev := domain.OrderEvent{OrderRef: ref, Key: domain.KeyConfirmed("bitcoin:tx1:0"), Kind: domain.EventPaymentConfirmed,
+		Message: "late", At: time.Now(), Exceptions: []domain.NewException{late}}
+	for range 2 { // a retried activity queues it once
+		if err := db.RecordOrderEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err := db.GetOrder(ctx, ref)
+	if err != nil || o.LateCents != 2357 {
+		t.Fatalf("late_cents read back = %d (%v)", o.LateCents, err)
+	}
+	open, err := db.OpenExceptions(ctx)
+	if err != nil || len(open) != 1 || open[0].Email != "late@example.com" || open[0].TxID != "tx1" || open[0].RemainingCents() != 2357 {
+		t.Fatalf("queue: %+v %v", open, err)
+	}
+	id := open[0].ID
+	refund := func(key string, cents int64) error {
+		return db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: key, Kind: domain.EventRefunded, Message: "r", At: time.Now(),
+			Use:     &domain.ExceptionUse{ExceptionID: id, Cents: cents, Refund: true},
+			Posting: &domain.Posting{Kind: domain.PostingRefund, AccountID: acc, Cents: cents}})
+	}
+	if err := refund(domain.KeyExceptionRefund(1), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := refund(domain.KeyExceptionRefund(2), 2357); domain.ErrorCode(err) != domain.ECodeConflict {
+		t.Fatalf("refund above what remains: %v", err)
+	}
+	if o, _ := db.GetOrder(ctx, ref); o.LateCents != 2356 {
+		t.Fatalf("late_cents after 1 cent = %d", o.LateCents)
+	}
+	if err := refund(domain.KeyExceptionRefund(3), 2356); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := db.Balance(ctx, acc)
+	if b.AvailableCents != 2357 {
+		t.Fatalf("available = %d", b.AvailableCents)
+	}
+	if open, _ := db.OpenExceptions(ctx); len(open) != 0 {
+		t.Fatalf("settled amount still queued: %+v", open)
+	}
+	if err := refund(domain.KeyExceptionRefund(4), 1); domain.ErrorCode(err) != domain.ECodeConflict {
+		t.Fatalf("refund of a settled amount: %v", err)
+	}
+	if s := ledgerSum(t, db); s != 0 {
+		t.Fatalf("ledger does not balance: %d", s)
+	}
+	found, err := db.Find(ctx, "tx1")
+	if err != nil || len(found) != 1 || found[0].Ref != ref {
+		t.Fatalf("find by txid: %+v %v", found, err)
+	}
+	found, _ = db.Find(ctx, "LATE@example.com")
+	if len(found) != 1 || found[0].Matched != "email" {
+		t.Fatalf("find by email: %+v", found)
+	}
+}
