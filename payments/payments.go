@@ -39,8 +39,9 @@ type Store interface {
 	InsertIntent(ctx context.Context, in domain.Intent, requestKey string, now time.Time, derive func(index int64) (string, error), uri func(domain.Intent) string) (domain.Intent, error)
 }
 
-// minRequestWindow is the shortest deadline a request is created with: a
-// customer needs a few minutes to send a payment.
+// minRequestWindow is the shortest deadline a request is created with when
+// its order's expiry shortens it: a customer needs a few minutes to send a
+// payment.
 const minRequestWindow = 5 * time.Minute
 
 // Network settings of the service.
@@ -152,7 +153,14 @@ func (s *Service) Create(ctx context.Context, r Request) (domain.Intent, error) 
 		// Floored to what PostgreSQL stores, so it never ends up after.
 		until = r.NotAfter.Truncate(time.Microsecond)
 	}
-	if until.Sub(now) < minRequestWindow {
+	// A request is never shorter than the configured deadline or
+	// minRequestWindow, whichever is smaller: only the order's own expiry can
+	// make it shorter, and then it is refused.
+	window := minRequestWindow
+	if deadline < window {
+		window = deadline
+	}
+	if until.Sub(now) < window {
 		return domain.Intent{}, domain.Errorf(domain.ECodeConflict,
 			"Le délai de paiement de ce dossier se termine dans moins de %d minutes : une demande de paiement n'est plus possible.", int(minRequestWindow.Minutes()))
 	}
