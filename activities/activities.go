@@ -283,3 +283,14 @@ func heartbeating(ctx context.Context) func() {
 	}()
 	return func() { close(done) }
 }
+
+// RecordOrderEvents applies transitions of one order in order, each in its
+// own transaction: one call for events the workflow writes together.
+func (a *Activities) RecordOrderEvents(ctx context.Context, evs []OrderEvent) error {
+	for _, ev := range evs {
+		if err := a.RecordOrderEvent(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -81,24 +81,9 @@ func (e *env) waitTopUp(ref, status string) {
 // (short timeouts where a case needs them).
 func (e *env) startOrder(accountID int64, cfg workflows.RentalConfig) domain.Order {
 	e.t.Helper()
-	ctx := context.Background()
-	item, err := e.db.CatalogItem(ctx, "rtx-a5000")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	q, err := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	o, err := e.db.CreateOrder(ctx, accountID, q)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := (&wfclient.Client{Temporal: e.tc}).StartRental(ctx, workflows.NewRentalInput(o, cfg)); err != nil {
-		e.t.Fatal(err)
-	}
+	o := e.startOrderDays(accountID, 3, cfg)
 	e.waitFor("workflow of "+o.Ref, func() bool {
-		_, err := e.tc.DescribeWorkflow(ctx, workflows.RentalWorkflowID(o.Ref), "")
+		_, err := e.tc.DescribeWorkflow(context.Background(), workflows.RentalWorkflowID(o.Ref), "")
 		return err == nil
 	})
 	return o

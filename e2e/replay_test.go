@@ -20,14 +20,10 @@ import (
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
-// replayHistory replays a finished workflow's real history against the
-// current workflow code: a non-deterministic change fails here. With
-// KERNODECK_RECORD_HISTORY=1 the history is also written to
-// workflows/testdata, where a unit test replays it on every run.
-func replayHistory(t *testing.T, tc client.Client, workflowID, file string) {
+// historyOf reads the history of a workflow's latest run.
+func historyOf(t *testing.T, tc client.Client, workflowID string) *historypb.History {
 	t.Helper()
-	ctx := context.Background()
-	iter := tc.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	hist := &historypb.History{}
 	for iter.HasNext() {
 		ev, err := iter.Next()
@@ -36,6 +32,17 @@ func replayHistory(t *testing.T, tc client.Client, workflowID, file string) {
 		}
 		hist.Events = append(hist.Events, ev)
 	}
+	return hist
+}
+
+// replayHistory replays a finished workflow's real history against the
+// current workflow code: a non-deterministic change fails here. With
+// KERNODECK_RECORD_HISTORY=1 the history is also written to
+// workflows/testdata, where a unit test replays it on every run.
+func replayHistory(t *testing.T, tc client.Client, workflowID, file string) {
+	t.Helper()
+	ctx := context.Background()
+	hist := historyOf(t, tc, workflowID)
 	// Payloads are sealed (package codec): replay with the same converter.
 	kr := e2eKeyring(t)
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{

@@ -44,13 +44,18 @@ func usd(cents int64) string { return domain.FormatUSD(cents) + " USD" }
 func timelineCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    time.Minute,
-			MaximumAttempts:    0, // unlimited
-		},
+		RetryPolicy:         timelineRetry(),
 	})
+}
+
+// timelineRetry retries a timeline write without limit.
+func timelineRetry() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+		MaximumAttempts:    0, // unlimited
+	}
 }
 
 // machineCtx is for machine driver calls. attempts 0 means unlimited: teardown
@@ -350,4 +355,80 @@ func upsertPaymentAttributes(ctx workflow.Context, p PaymentEvent) {
 		saKeyAsset.ValueSet(p.Asset), saKeyNetwork.ValueSet(p.Network)); err != nil {
 		workflow.GetLogger(ctx).Error("upsert payment search attributes", "error", err)
 	}
+}
+
+// Versions of the workflows' commands. One change ID, read once when a
+// workflow starts (historyVersion): every later branch reads the stored
+// value, so a new behaviour costs one marker per workflow, not one per
+// call site, and a workflow started before it keeps its old commands.
+const (
+	changeHistory = "kernodeck-history"
+	// vLocalTimeline: timeline writes are local activities (one marker
+	// event, no workflow task of their own), a step's "done" event goes
+	// with the next event's write, and the payment's search attributes
+	// ride on the status upsert.
+	vLocalTimeline workflow.Version = 1
+	vMaxHistory                     = vLocalTimeline
+)
+
+// historyVersion is the workflow's command version, taken at its start.
+func historyVersion(ctx workflow.Context) workflow.Version {
+	return workflow.GetVersion(ctx, changeHistory, workflow.DefaultVersion, vMaxHistory)
+}
+
+// localTimelineCtx is timelineCtx for local activities: the same
+// unlimited retries (a write lost with its worker is redone on replay).
+func localTimelineCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         timelineRetry(),
+	})
+}
+
+// execTimeline runs a timeline write (fn, one of the Record* activities)
+// as a local activity from vLocalTimeline on, as an activity before.
+func execTimeline(ctx workflow.Context, v workflow.Version, fn, arg any) error {
+	if v >= vLocalTimeline {
+		return workflow.ExecuteLocalActivity(localTimelineCtx(ctx), fn, arg).Get(ctx, nil)
+	}
+	return workflow.ExecuteActivity(timelineCtx(ctx), fn, arg).Get(ctx, nil)
+}
+
+// searchAttrs keeps the payment's asset and network for the workflow's
+// next status upsert (vLocalTimeline: one upsert event instead of two, and
+// none for a value already set); before, each is upserted at once.
+type searchAttrs struct {
+	V              workflow.Version
+	Asset, Network string // as last upserted
+	pending        []temporal.SearchAttributeUpdate
+}
+
+// notePayment records the asset and network of a payment or request.
+func (s *searchAttrs) notePayment(ctx workflow.Context, p PaymentEvent) {
+	if s.V < vLocalTimeline {
+		upsertPaymentAttributes(ctx, p)
+		return
+	}
+	if p.Asset == s.Asset && p.Network == s.Network {
+		return
+	}
+	s.Asset, s.Network = p.Asset, p.Network
+	s.pending = append(s.pending, saKeyAsset.ValueSet(p.Asset), saKeyNetwork.ValueSet(p.Network))
+}
+
+// setStatus upserts the status with what notePayment kept.
+func (s *searchAttrs) setStatus(ctx workflow.Context, status string) {
+	s.pending = append(s.pending, saKeyStatus.ValueSet(status))
+	s.flush(ctx)
+}
+
+// flush upserts what notePayment kept, if anything.
+func (s *searchAttrs) flush(ctx workflow.Context) {
+	if len(s.pending) == 0 {
+		return
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, s.pending...); err != nil {
+		workflow.GetLogger(ctx).Error("upsert search attributes", "error", err)
+	}
+	s.pending = nil
 }

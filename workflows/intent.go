@@ -78,7 +78,8 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 	if err != nil {
 		return domain.Intent{}, err
 	}
-	upsertPaymentAttributes(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
+	r.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
+	r.sa.flush(ctx)
 	return it, nil
 }
 
@@ -109,6 +110,7 @@ func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (do
 	if err != nil {
 		return domain.Intent{}, err
 	}
-	upsertPaymentAttributes(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
+	t.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
+	t.sa.flush(ctx)
 	return it, nil
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -16,6 +17,8 @@ import (
 // signals; the customer and support act through validated updates.
 func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) {
 	r := newRental(ctx, in)
+	r.v = historyVersion(ctx)
+	r.sa.V = r.v
 	if err := r.setup(ctx); err != nil {
 		return r.st, err
 	}
@@ -31,6 +34,10 @@ type rental struct {
 	cfg RentalConfig // with defaults applied
 	st  RentalStatus
 	mu  workflow.Mutex
+	v   workflow.Version // command version (historyVersion)
+	sa  searchAttrs
+	// later are events written with the next timeline write (later).
+	later []activities.OrderEvent
 	// wake tells the period loop that the end moved or was requested.
 	wake workflow.Channel
 
@@ -68,6 +75,9 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 	}
 	if cfg.ProvisioningAttempts <= 0 {
 		cfg.ProvisioningAttempts = DefaultProvisioningAttempts
+	}
+	if cfg.Day <= 0 {
+		cfg.Day = 24 * time.Hour
 	}
 	return &rental{
 		payUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
@@ -163,9 +173,7 @@ func (r *rental) finish(ctx workflow.Context) (RentalStatus, error) {
 
 func (r *rental) setStatus(ctx workflow.Context, status string) {
 	r.st.Status = status
-	if err := workflow.UpsertTypedSearchAttributes(ctx, saKeyStatus.ValueSet(status)); err != nil {
-		workflow.GetLogger(ctx).Error("upsert status search attribute", "error", err)
-	}
+	r.sa.setStatus(ctx, status)
 }
 
 // unpaid reports whether the order still accepts payments toward its total.
@@ -193,12 +201,32 @@ func (r *rental) refreshPaymentStatus(ctx workflow.Context) string {
 	return want
 }
 
-// record writes one timeline event; the caller holds mu.
+// record writes one timeline event, after those kept by writeLater; the
+// caller holds mu.
 func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 	var a *activities.Activities
 	ev.OrderRef = r.in.OrderRef
 	ev.At = workflow.Now(ctx).UTC()
-	return workflow.ExecuteActivity(timelineCtx(ctx), a.RecordOrderEvent, ev).Get(ctx, nil)
+	r.sa.flush(ctx)
+	if len(r.later) == 0 {
+		return execTimeline(ctx, r.v, a.RecordOrderEvent, ev)
+	}
+	evs := append(r.later, ev)
+	r.later = nil
+	return execTimeline(ctx, r.v, a.RecordOrderEvents, evs)
+}
+
+// writeLater keeps ev for the next timeline write, which the caller makes
+// before blocking on anything else (vLocalTimeline: one write for both);
+// before, it is written at once. The caller holds mu.
+func (r *rental) writeLater(ctx workflow.Context, ev activities.OrderEvent) error {
+	if r.v < vLocalTimeline {
+		return r.record(ctx, ev)
+	}
+	ev.OrderRef = r.in.OrderRef
+	ev.At = workflow.Now(ctx).UTC()
+	r.later = append(r.later, ev)
+	return nil
 }
 
 func (r *rental) recordLocked(ctx workflow.Context, ev activities.OrderEvent) error {
@@ -235,7 +263,7 @@ func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
 	if !ok {
 		return nil
 	}
-	upsertPaymentAttributes(ctx, p)
+	r.sa.notePayment(ctx, p)
 	ev := activities.OrderEvent{Key: eventKey, Kind: domain.EventPaymentSeen, Data: paymentData(p)}
 	switch {
 	case p.Late:
@@ -281,7 +309,7 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		return nil // already counted: a watcher re-sent it
 	}
 	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
-	upsertPaymentAttributes(ctx, p)
+	r.sa.notePayment(ctx, p)
 	data := paymentData(p)
 	ev := activities.OrderEvent{Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed, Data: data}
 	switch {
@@ -399,7 +427,8 @@ func (r *rental) recordPaid(ctx workflow.Context) error {
 		return nil
 	}
 	now := workflow.Now(ctx).UTC()
-	return r.record(ctx, activities.OrderEvent{
+	// Written with the first provisioning step's event, which follows.
+	return r.writeLater(ctx, activities.OrderEvent{
 		Key:           domain.KeyPaid,
 		Kind:          domain.EventPaid,
 		Message:       fmt.Sprintf("Commande réglée (%s). La préparation de la machine commence.", usd(r.st.PaidCents)),
@@ -490,6 +519,7 @@ func (r *rental) provisionOnce(ctx workflow.Context) (access activities.AccessSu
 			}
 			return access, s.name, serr, nil
 		}
+		// Written with the next step's (or the access's) event.
 		if err := r.recordStep(ctx, prefix+":done", s.name, doneMsg, data); err != nil {
 			return access, s.name, nil, err
 		}
@@ -511,6 +541,9 @@ func (r *rental) recordStep(ctx workflow.Context, key, step, message string, dat
 	if r.st.Status != domain.StatusProvisioning {
 		r.setStatus(ctx, domain.StatusProvisioning)
 		ev.Status = domain.StatusProvisioning
+	}
+	if strings.HasSuffix(key, ":done") {
+		return r.writeLater(ctx, ev)
 	}
 	return r.record(ctx, ev)
 }
@@ -548,7 +581,7 @@ func (r *rental) startPeriod(ctx workflow.Context, access activities.AccessSumma
 	}
 	defer r.mu.Unlock()
 	start := workflow.Now(ctx).UTC()
-	r.end = start.Add(time.Duration(r.in.DurationDays+r.extraDays) * 24 * time.Hour)
+	r.end = start.Add(time.Duration(r.in.DurationDays+r.extraDays) * r.cfg.Day)
 	r.st.PeriodStart, r.st.PeriodEnd = start, r.end
 	r.st.ProvisioningError = ""
 	r.setStatus(ctx, domain.StatusActive)
@@ -877,7 +910,7 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 		Data: map[string]any{"days": e.Days, "agent": e.Agent, "reason": e.Reason},
 	}
 	if r.st.Status == domain.StatusActive {
-		r.end = r.end.Add(time.Duration(e.Days) * 24 * time.Hour)
+		r.end = r.end.Add(time.Duration(e.Days) * r.cfg.Day)
 		r.st.PeriodEnd = r.end
 		r.wake.SendAsync(struct{}{}) // re-arm the end and reminder timers
 		ev.PeriodEnd = ptrTo(r.end)

@@ -46,6 +46,9 @@ type RentalConfig struct {
 	ReminderOffsets []time.Duration
 	// ProvisioningAttempts per provisioning step before waiting for support.
 	ProvisioningAttempts int32
+	// Day is the length of a rental day (0: 24 h). Only tests shorten it,
+	// to run a whole 30-day rental on a real server in seconds.
+	Day time.Duration `json:",omitempty"`
 }
 
 // RentalStatus is what QueryStatus returns for a rental.

@@ -48,6 +48,12 @@ func (s *RentalWorkflowSuite) SetupTest() {
 			defer s.mu.Unlock()
 			s.events = append(s.events, args.Get(1).(activities.OrderEvent))
 		})
+	s.env.OnActivity(a.RecordOrderEvents, mock.Anything, mock.Anything).Return(nil).Maybe().
+		Run(func(args mock.Arguments) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.events = append(s.events, args.Get(1).([]activities.OrderEvent)...)
+		})
 }
 
 func (s *RentalWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }

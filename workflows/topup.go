@@ -16,6 +16,8 @@ import (
 // payment still arriving on the intent is recorded for support, not lost.
 func TopUpWorkflow(ctx workflow.Context, in TopUpInput) (TopUpStatus, error) {
 	t := newTopUp(ctx, in)
+	t.v = historyVersion(ctx)
+	t.sa.V = t.v
 	if err := t.setup(ctx); err != nil {
 		return t.st, err
 	}
@@ -28,6 +30,8 @@ type topUp struct {
 	timeout time.Duration
 	st      TopUpStatus
 	mu      workflow.Mutex
+	v       workflow.Version // command version (historyVersion)
+	sa      searchAttrs
 
 	payments    *paymentLedger
 	actions     map[int64]bool
@@ -157,9 +161,7 @@ func (t *topUp) settle(ctx workflow.Context) error {
 
 func (t *topUp) setStatus(ctx workflow.Context, status string) {
 	t.st.Status = status
-	if err := workflow.UpsertTypedSearchAttributes(ctx, saKeyStatus.ValueSet(status)); err != nil {
-		workflow.GetLogger(ctx).Error("upsert status search attribute", "error", err)
-	}
+	t.sa.setStatus(ctx, status)
 }
 
 // awaiting reports whether the top-up still accepts payments toward its amount.
@@ -188,7 +190,8 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 	var a *activities.Activities
 	ev.TopUpRef = t.in.TopUpRef
 	ev.At = workflow.Now(ctx).UTC()
-	return workflow.ExecuteActivity(timelineCtx(ctx), a.RecordTopUpEvent, ev).Get(ctx, nil)
+	t.sa.flush(ctx)
+	return execTimeline(ctx, t.v, a.RecordTopUpEvent, ev)
 }
 
 func (t *topUp) listenPayments(ctx workflow.Context) {
@@ -200,7 +203,7 @@ func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
 	if !ok {
 		return nil
 	}
-	upsertPaymentAttributes(ctx, p)
+	t.sa.notePayment(ctx, p)
 	ev := activities.TopUpEvent{Key: eventKey, Kind: domain.EventPaymentSeen, Data: paymentData(p)}
 	switch {
 	case p.Late:
@@ -241,7 +244,7 @@ func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	if !t.payments.confirm(key) {
 		return nil // already counted: a watcher re-sent it
 	}
-	upsertPaymentAttributes(ctx, p)
+	t.sa.notePayment(ctx, p)
 	data := paymentData(p)
 	ev := activities.TopUpEvent{Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed, Data: data}
 	switch {
