@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -230,6 +231,27 @@ func loadException(ctx workflow.Context, id int64, ref string) (domain.Exception
 		return e, reject(domain.ECodeNotFound, "Ce montant en attente ne concerne pas ce dossier.")
 	}
 	return e, nil
+}
+
+// countException loads the queued amount an attribution names (it must
+// belong to ref) and returns the payment it counts: the attribution's
+// amount, or all that remains up to due, never more than remains. The use
+// goes on the attribution's event, and data says what was counted.
+func countException(ctx workflow.Context, at Attribution, ref string, due int64, data map[string]any) (PaymentEvent, *domain.ExceptionUse, error) {
+	e, err := loadException(ctx, at.ExceptionID, ref)
+	if err != nil {
+		return PaymentEvent{}, nil, err
+	}
+	amount := at.AmountCents
+	if amount == 0 {
+		amount = min(due, e.RemainingCents())
+	}
+	if amount <= 0 || amount > e.RemainingCents() {
+		return PaymentEvent{}, nil, reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à régler.", usd(e.RemainingCents())))
+	}
+	data["amount_cents"], data["exception_id"], data["payment_key"] = amount, e.ID, e.PaymentKey
+	return PaymentEvent{Network: e.Network, TxID: e.TxID, Asset: e.Asset, AmountBase: e.AmountBase, AmountCents: amount},
+		&domain.ExceptionUse{ExceptionID: e.ID, Cents: amount}, nil
 }
 
 // paymentLedger tracks the on-chain payments of one order or top-up by key:

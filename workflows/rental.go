@@ -794,19 +794,12 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	}
 	var counted *PaymentEvent
 	if at.ExceptionID > 0 {
-		e, err := loadException(ctx, at.ExceptionID, r.in.OrderRef)
+		p, use, err := countException(ctx, at, r.in.OrderRef, due, ev.Data)
 		if err != nil {
 			return err
 		}
-		if at.AmountCents == 0 {
-			amount = min(due, e.RemainingCents())
-		}
-		if amount <= 0 || amount > e.RemainingCents() {
-			return reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à régler.", usd(e.RemainingCents())))
-		}
-		ev.Use = &domain.ExceptionUse{ExceptionID: e.ID, Cents: amount}
-		ev.Data["amount_cents"], ev.Data["exception_id"], ev.Data["payment_key"] = amount, e.ID, e.PaymentKey
-		counted = &PaymentEvent{Network: e.Network, TxID: e.TxID, Asset: e.Asset, AmountBase: e.AmountBase, AmountCents: amount}
+		ev.Use = use
+		amount, counted = p.AmountCents, &p
 	} else {
 		r.st.UnbackedCents += amount
 		ev.UnbackedCents = ptrTo(r.st.UnbackedCents)

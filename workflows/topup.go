@@ -334,20 +334,13 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
 	}
 	if at.ExceptionID > 0 {
-		e, err := loadException(ctx, at.ExceptionID, t.in.TopUpRef)
+		p, use, err := countException(ctx, at, t.in.TopUpRef, due, ev.Data)
 		if err != nil {
 			return err
 		}
-		if at.AmountCents == 0 {
-			amount = min(due, e.RemainingCents())
-		}
-		if amount <= 0 || amount > e.RemainingCents() {
-			return reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à régler.", usd(e.RemainingCents())))
-		}
-		ev.Use = &domain.ExceptionUse{ExceptionID: e.ID, Cents: amount}
-		ev.Data["amount_cents"], ev.Data["exception_id"], ev.Data["payment_key"] = amount, e.ID, e.PaymentKey
-		t.counted = append(t.counted, countedPayment{p: PaymentEvent{Network: e.Network, TxID: e.TxID, Asset: e.Asset,
-			AmountBase: e.AmountBase, AmountCents: amount}, cents: amount})
+		ev.Use = use
+		amount = p.AmountCents
+		t.counted = append(t.counted, countedPayment{p: p, cents: amount})
 	}
 	t.actions[at.ActionID] = true
 	t.payments.confirm(key)
