@@ -5,6 +5,9 @@
 # database kd_load, then runs `kdload rentals` up to each total in STEPS
 # (live rentals accumulate: 1000, then 5000, then 10000) and `kdload api`.
 # Usage: scripts/load.sh [STEPS]   e.g. scripts/load.sh 1000,5000,10000
+# STEPS 0 runs the API measurement only. KDLOAD_PORTS="temporal api
+# api-metrics worker-metrics" and KDLOAD_DB move the run off the defaults
+# (a second run beside another one).
 # Results go to stdout; BENCHMARKS.md records them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,11 +21,12 @@ export PATH="$GOBIN_DIR:$PATH"
 go build -o "$OUT/kernodeck" ./cmd/kernodeck
 go build -o "$OUT/kdload" ./cmd/kdload
 
-DB=kd_load
+read -r TPORT APORT AMPORT WMPORT <<<"${KDLOAD_PORTS:-37233 38080 39091 39092}"
+DB="${KDLOAD_DB:-kd_load}"
 psql -q -h 127.0.0.1 -U postgres -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" -c "CREATE DATABASE $DB"
 export KERNODECK_DATABASE_URL="postgres://postgres@127.0.0.1:5432/$DB?sslmode=disable"
-export TEMPORAL_ADDRESS=127.0.0.1:37233
-export KERNODECK_HTTP_ADDR=127.0.0.1:38080
+export TEMPORAL_ADDRESS=127.0.0.1:$TPORT
+export KERNODECK_HTTP_ADDR=127.0.0.1:$APORT
 export KERNODECK_SECRET_KEYS="load1:$(head -c 32 /dev/urandom | base64)"
 export KERNODECK_SUPPORT_TOKENS="kdload:kdload-support-token-0123456789"
 export KERNODECK_LOG_LEVEL=warn
@@ -32,7 +36,7 @@ export TEMPORAL_CONFIG_FILE="$OUT/none.toml"
 
 # Another helper's service on one of these ports would receive the load:
 # refuse to start rather than share.
-for port in 37233 38080 39091 39092; do
+for port in $TPORT $APORT $AMPORT $WMPORT; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
 		echo "port $port is in use: stop what listens there first" >&2
 		exit 1
@@ -44,31 +48,33 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 # The worker registers the search attributes.
-temporal server start-dev --ip 127.0.0.1 --port 37233 --headless --log-level error >"$OUT/temporal.log" 2>&1 &
+temporal server start-dev --ip 127.0.0.1 --port $TPORT --headless --log-level error >"$OUT/temporal.log" 2>&1 &
 pids+=($!)
 "$OUT/kernodeck" migrate
-for _ in $(seq 1 60); do (exec 3<>/dev/tcp/127.0.0.1/37233) 2>/dev/null && break; sleep 1; done
+for _ in $(seq 1 60); do (exec 3<>/dev/tcp/127.0.0.1/$TPORT) 2>/dev/null && break; sleep 1; done
 
-KERNODECK_METRICS_ADDR=127.0.0.1:39092 "$OUT/kernodeck" worker >"$OUT/worker.log" 2>&1 &
+KERNODECK_METRICS_ADDR=127.0.0.1:$WMPORT "$OUT/kernodeck" worker >"$OUT/worker.log" 2>&1 &
 WORKER=$!; pids+=($WORKER)
-KERNODECK_METRICS_ADDR=127.0.0.1:39091 "$OUT/kernodeck" api >"$OUT/api.log" 2>&1 &
+KERNODECK_METRICS_ADDR=127.0.0.1:$AMPORT "$OUT/kernodeck" api >"$OUT/api.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 60); do curl -sf http://127.0.0.1:39092/readyz >/dev/null && curl -sf http://127.0.0.1:38080/healthz >/dev/null && break; sleep 1; done
+for _ in $(seq 1 60); do curl -sf http://127.0.0.1:$WMPORT/readyz >/dev/null && curl -sf http://127.0.0.1:$APORT/healthz >/dev/null && break; sleep 1; done
 for p in "${pids[@]}"; do
 	kill -0 "$p" 2>/dev/null || { echo "a service process exited: see $OUT/*.log" >&2; exit 1; }
 done
 
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 done_n=0
+FLAGS=(-api "http://127.0.0.1:$APORT" -temporal "127.0.0.1:$TPORT" -db "$KERNODECK_DATABASE_URL")
 for total in ${STEPS//,/ }; do
+	[ "$total" -gt 0 ] || continue
 	n=$((total - done_n))
 	echo "## $total live rentals (+$n)"
-	"$OUT/kdload" rentals -n "$n" -c 16 -worker-metrics http://127.0.0.1:39092/metrics -worker-pid "$WORKER"
+	"$OUT/kdload" rentals "${FLAGS[@]}" -n "$n" -c 16 -worker-metrics "http://127.0.0.1:$WMPORT/metrics" -worker-pid "$WORKER"
 	echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 	done_n=$total
 done
 if [ "${KDLOAD_API:-1}" = 1 ]; then
 	echo "## API at rising concurrency"
-	"$OUT/kdload" api -c "$API_LEVELS" -d "${KDLOAD_API_DURATION:-10s}"
+	"$OUT/kdload" api "${FLAGS[@]}" -c "$API_LEVELS" -d "${KDLOAD_API_DURATION:-10s}"
 	echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi

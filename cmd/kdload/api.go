@@ -136,6 +136,15 @@ func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The order read is an active one (timeline, payment, access), as a
+	// customer reads it most: paid by support, provisioned by the worker.
+	if err := a.attribute(ctx, ref); err != nil {
+		return err
+	}
+	events, err := a.waitActive(ctx, db, ref, 3*time.Minute)
+	if err != nil {
+		return err
+	}
 	status := func(want int, method, path, token string, body any) func(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			st, err := a.call(ctx, method, path, token, body, nil)
@@ -160,7 +169,7 @@ func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
 			WorkflowExecutionTimeout: time.Minute}, "KdloadBare")
 		return err
 	}
-	fmt.Fprintf(out, "each measurement %s, closed loop; ratios in the same run\n", a.each)
+	fmt.Fprintf(out, "each measurement %s, closed loop; ratios in the same run; order read: active, %d timeline events\n", a.each, events)
 	fmt.Fprintf(out, "%4s | %-36s | %-36s | %6s | %-36s | %-36s | %6s\n", "c", "GET /healthz", "GET /v1/orders/{ref}", "ratio",
 		"POST /v1/orders", "bare StartWorkflow+INSERT", "ratio")
 	// A measurement whose calls mostly fail is reported as such (an
@@ -192,6 +201,31 @@ func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
 			a.rate, a.each, r.n, r.failed, ms(r.lat.q(.5)), ms(r.lat.q(.99)))
 	}
 	return nil
+}
+
+// waitActive waits (at most within) for the order to be active and returns
+// its number of timeline events.
+func (a *apiLoad) waitActive(ctx context.Context, db *sqlx.DB, ref string, within time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		var row struct {
+			Status string `db:"status"`
+			Events int    `db:"events"`
+		}
+		if err := db.GetContext(ctx, &row, `SELECT status, (SELECT count(*) FROM timeline_events WHERE ref = $1) AS events
+			FROM orders WHERE ref = $1`, ref); err != nil {
+			return 0, fmt.Errorf("order %s not active: %w", ref, err)
+		}
+		if row.Status == "active" {
+			return row.Events, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("order %s still %s: %w", ref, row.Status, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // openLoop sends rate requests per second for d whatever the answers take

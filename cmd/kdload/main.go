@@ -40,12 +40,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var c common
-	c.flags(fs)
 	var err error
 	switch args[0] {
 	case "rentals":
-		r := rentals{common: c}
+		r := rentals{}
+		r.flags(fs) // into r itself: a copy of a flag-bound value would keep the defaults
 		fs.IntVar(&r.n, "n", 1000, "rentals to start (at most 20000)")
 		fs.IntVar(&r.conc, "c", 16, "concurrent API clients")
 		fs.StringVar(&r.workerMetrics, "worker-metrics", "http://127.0.0.1:39092/metrics", "the worker's /metrics")
@@ -57,7 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err = r.run(ctx, stdout)
 	case "api":
-		a := apiLoad{common: c}
+		a := apiLoad{}
+		a.flags(fs)
 		fs.StringVar(&a.levels, "c", "1,4,16,64", "concurrency levels")
 		fs.DurationVar(&a.each, "d", 10*time.Second, "duration of each measurement (at most 60s)")
 		fs.IntVar(&a.rate, "rate", 1000, "then GET an order at this fixed rate (0: skip)")
