@@ -14,6 +14,7 @@ import (
 type OrderStats interface {
 	OrdersByStatus(ctx context.Context) ([]postgres.StateCount, error)
 	MailByState(ctx context.Context) ([]postgres.StateCount, error)
+	OpenExceptionQueue(ctx context.Context) (postgres.ExceptionQueue, error)
 }
 
 // ChainStats are the chain payment counts read at scrape time.
@@ -59,14 +60,17 @@ func (m *Metrics) scrapeErrors() *prometheus.CounterVec {
 	return m.dbErrors
 }
 
-// CollectOrders exports orders by status and mail outbox rows by state
-// (the worker does; one process per deployment is enough).
+// CollectOrders exports orders by status, mail outbox rows by state and
+// support's exception queue (the worker does; one process per deployment
+// is enough).
 func (m *Metrics) CollectOrders(s OrderStats) {
 	orders := prometheus.NewDesc(FamOrders, "Orders by status.", []string{"status"}, nil)
 	mail := prometheus.NewDesc(FamMailOutbox, "Mail outbox rows by state (pending, sending, sent, failed, unknown).", []string{"state"}, nil)
+	exceptions := prometheus.NewDesc(FamExceptionsOpen, "Received amounts in support's exception queue, not yet counted or refunded.", nil, nil)
+	exceptionsOldest := prometheus.NewDesc(FamExceptionsOldest, "Age of the oldest unsettled amount in support's exception queue (0 when empty).", nil, nil)
 	m.scrapeErrors().WithLabelValues("orders") // exported at 0 from the start
 	m.Registry.MustRegister(&dbCollector{
-		descs: []*prometheus.Desc{orders, mail}, source: "orders", errors: m.scrapeErrors(),
+		descs: []*prometheus.Desc{orders, mail, exceptions, exceptionsOldest}, source: "orders", errors: m.scrapeErrors(),
 		collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
 			byStatus, err := s.OrdersByStatus(ctx)
 			if err != nil {
@@ -79,9 +83,15 @@ func (m *Metrics) CollectOrders(s OrderStats) {
 			for _, c := range byStatus {
 				ch <- prometheus.MustNewConstMetric(orders, prometheus.GaugeValue, float64(c.Count), c.State)
 			}
+			q, err := s.OpenExceptionQueue(ctx)
+			if err != nil {
+				return err
+			}
 			for _, c := range ms {
 				ch <- prometheus.MustNewConstMetric(mail, prometheus.GaugeValue, float64(c.Count), c.State)
 			}
+			ch <- prometheus.MustNewConstMetric(exceptions, prometheus.GaugeValue, float64(q.Open))
+			ch <- prometheus.MustNewConstMetric(exceptionsOldest, prometheus.GaugeValue, q.OldestSeconds)
 			return nil
 		},
 	})

@@ -39,6 +39,8 @@ const (
 	FamMailOutbox         = "kernodeck_mail_outbox"
 	FamProvisioningSteps  = "kernodeck_provisioning_step_duration_seconds"
 	FamOrders             = "kernodeck_orders"
+	FamExceptionsOpen     = "kernodeck_payment_exceptions_open"
+	FamExceptionsOldest   = "kernodeck_payment_exceptions_open_oldest_seconds"
 	FamScrapeErrors       = "kernodeck_db_scrape_errors_total"
 )
 

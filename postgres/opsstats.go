@@ -62,3 +62,22 @@ func (db *DB) UndeliveredPayments(ctx context.Context) ([]Undelivered, error) {
 	}
 	return out, nil
 }
+
+// ExceptionQueue is support's exception queue at a glance: the received
+// amounts not yet settled and how long the oldest has waited.
+type ExceptionQueue struct {
+	Open          int64   `db:"n"`
+	OldestSeconds float64 `db:"oldest_seconds"`
+}
+
+// OpenExceptionQueue counts the unsettled rows of payment_exceptions (the
+// rows OpenExceptions lists; served by payment_exceptions_open_idx).
+func (db *DB) OpenExceptionQueue(ctx context.Context) (ExceptionQueue, error) {
+	var q ExceptionQueue
+	if err := db.GetContext(ctx, &q, `
+		SELECT count(*) AS n, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) AS oldest_seconds
+		FROM payment_exceptions WHERE counted_cents + refunded_cents < amount_cents`); err != nil {
+		return ExceptionQueue{}, fmt.Errorf("exception queue: %w", err)
+	}
+	return q, nil
+}

@@ -16,7 +16,8 @@ import (
 // what happened; /readyz says the database and Temporal answer. Then the
 // committed alert expressions are evaluated (promtool) on that scrape: all
 // quiet; and on a scrape after a mail failed, an order paid by support found
-// no capacity, and a payment waited 10 minutes undelivered: exactly those fire.
+// no capacity, a payment waited 10 minutes undelivered and an overpayment
+// waited an hour in support's exception queue: exactly those fire.
 func TestMetricsAndAlertsOfARunningService(t *testing.T) {
 	s := startService(t, map[string]string{"KERNODECK_PROVISIONING_ATTEMPTS": "1"})
 	tok := s.customer("metrics@example.com")
@@ -61,6 +62,8 @@ func TestMetricsAndAlertsOfARunningService(t *testing.T) {
 		{"kernodeck_provisioning_step_duration_seconds", map[string]string{"step": "reserve", "outcome": "ok"}, exactly(1), "one reservation"},
 		{"kernodeck_provisioning_step_duration_seconds", map[string]string{"step": "create_access", "outcome": "ok"}, exactly(1), "one access"},
 		{"kernodeck_orders", map[string]string{"status": "active"}, exactly(1), "the order"},
+		{"kernodeck_payment_exceptions_open", nil, exactly(0), "paid exactly: nothing for support"},
+		{"kernodeck_payment_exceptions_open_oldest_seconds", nil, exactly(0), "an empty queue"},
 		{"temporal_workflow_task_execution_latency_seconds", map[string]string{"workflow_type": "RentalWorkflow"}, atLeast(1), "workflow tasks ran"},
 		{"temporal_workflow_task_schedule_to_start_latency_seconds", nil, atLeast(1), "workflow tasks polled"},
 		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"activity_type": "ReserveCapacity"}, atLeast(1), "activity polled"},
@@ -127,6 +130,13 @@ func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.Metr
 		FROM payment_intents LIMIT 1`); err != nil {
 		t.Fatal(err)
 	}
+	// An overpayment queued for support an hour ago, not settled.
+	if _, err := s.db.Exec(`
+		INSERT INTO payment_exceptions (target_kind, target_ref, account_id, reason, payment_key, amount_cents, created_at)
+		SELECT 'order', ref, account_id, 'over', 'bitcoin:cd00:0', 500, now() - interval '1 hour'
+		FROM orders WHERE ref = $1`, ref); err != nil {
+		t.Fatal(err)
+	}
 	fams, raw := s.scrape()
 	// With an activity failure (no capacity) seen, every family the
 	// dashboard queries is exported.
@@ -142,9 +152,15 @@ func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.Metr
 	if !ok || oldest < 600 {
 		t.Fatalf("undelivered bitcoin payment: %v %v", oldest, ok)
 	}
+	queued, ok := value(fams, "kernodeck_payment_exceptions_open", nil)
+	queuedAge, _ := value(fams, "kernodeck_payment_exceptions_open_oldest_seconds", nil)
+	if !ok || queued != 1 || queuedAge < 3600 {
+		t.Fatalf("exception queue: %v amounts (%v), oldest %v s; want 1, >= 3600 s", queued, ok, queuedAge)
+	}
 	evalRules(t, fams, map[string][]expSample{
 		"KernodeckMailsFailed":              {{Labels: `{state="failed"}`, Value: 1}},
 		"KernodeckOrdersProvisioningFailed": {{Labels: `{}`, Value: 1}},
 		"KernodeckPaymentsUndelivered":      {{Labels: `{network="bitcoin"}`, Value: oldest}},
+		"KernodeckSupportExceptionsWaiting": {{Labels: `{}`, Value: 1}},
 	})
 }
