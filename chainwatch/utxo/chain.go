@@ -317,7 +317,15 @@ func DecodeBlock(raw []byte, asset string) (chainwatch.Block, error) {
 		Time:   time.Unix(vb.Time, 0).UTC(),
 	}
 	for _, tx := range txs {
+		// An output must be named by its transaction and index: a block
+		// without them is garbage from the node, never an anonymous payment.
+		if tx.TxID == "" && len(tx.Vout) > 0 {
+			return chainwatch.Block{}, fmt.Errorf("decode getblock %s: transaction without txid", vb.Hash)
+		}
 		for _, o := range tx.Vout {
+			if o.N < 0 {
+				return chainwatch.Block{}, fmt.Errorf("decode getblock %s: output %s:%d: negative index", vb.Hash, tx.TxID, o.N)
+			}
 			// MWEB outputs hide their amount and address: nothing to match.
 			if o.IsMWEB {
 				continue

@@ -34,7 +34,7 @@ func FuzzDecodeBlock(f *testing.F) {
 			t.Fatalf("block without hash decoded from %q", raw)
 		}
 		for _, o := range b.Outputs {
-			if o.Amount == nil || o.Amount.Sign() <= 0 || o.Address == "" || o.TxID == "" || o.Asset != "BTC" {
+			if o.Amount == nil || o.Amount.Sign() <= 0 || o.Address == "" || o.TxID == "" || o.Index < 0 || o.Asset != "BTC" {
 				t.Fatalf("bad output %+v from %q", o, raw)
 			}
 		}
