@@ -294,3 +294,14 @@ func (a *Activities) RecordOrderEvents(ctx context.Context, evs []OrderEvent) er
 	}
 	return nil
 }
+
+// RecordTopUpEvents applies transitions of one top-up in order (see
+// RecordOrderEvents).
+func (a *Activities) RecordTopUpEvents(ctx context.Context, evs []TopUpEvent) error {
+	for _, ev := range evs {
+		if err := a.RecordTopUpEvent(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}

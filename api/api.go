@@ -394,6 +394,7 @@ func (s *Server) routes() *gin.Engine {
 	sup.GET("/exceptions", s.supportExceptions)
 	sup.POST("/exceptions/:id/refund", s.supportRefundException)
 	sup.POST("/exceptions/:id/count", s.supportCountException)
+	sup.POST("/exceptions/:id/resolve", s.supportResolveException)
 	sup.GET("/find", s.supportFind)
 	if s.site != nil {
 		s.site.Mount(r)

@@ -125,6 +125,10 @@ func (f *fakeWorkflows) RefundException(_ context.Context, e domain.Exception, r
 	return f.record("RefundException", e.TargetRef, r)
 }
 
+func (f *fakeWorkflows) ResolveException(_ context.Context, e domain.Exception, r domain.ExceptionResolve) error {
+	return f.record("ResolveException", e.TargetRef, r)
+}
+
 func (f *fakeWorkflows) CreateOrderIntent(_ context.Context, ref string, req workflows.IntentRequest) (domain.Intent, error) {
 	return domain.Intent{}, f.record("CreateOrderIntent", ref, req)
 }

@@ -205,6 +205,20 @@ func (s *Server) payFromBalance(c *gin.Context) {
 	if !ok {
 		return
 	}
+	// A balance that cannot cover the order is refused here, with the
+	// store's code and message, so the refusal writes no workflow history
+	// (the debit itself stays checked in its transaction).
+	if o.Status == domain.StatusAwaitingPayment || o.Status == domain.StatusPaymentDetected {
+		b, err := s.store.Balance(c.Request.Context(), o.AccountID)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		if err := domain.CheckBalance(b.AvailableCents, o.TotalCents-o.PaidCents+o.RefundedCents); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	ctx, cancel := s.workflowCtx(c)
 	defer cancel()
 	if err := s.wf.PayFromBalance(ctx, o.Ref); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -227,8 +228,20 @@ func TestCancelAndPayFromBalanceGoThroughWorkflows(t *testing.T) {
 	c := h.register("pay@example.com")
 	ref := h.order(c)
 
-	h.wf.fail("PayFromBalance", domain.Errorf(domain.ECodeInsufficient, "Votre solde disponible ne couvre pas le total."))
+	// A balance that cannot cover the order is refused before the
+	// workflow: the refusal writes no history.
 	r := h.do("POST", "/v1/orders/"+ref+"/pay-from-balance", nil, c.auth)
+	require.Equal(t, http.StatusConflict, r.Code)
+	require.Equal(t, "insufficient_balance", r.errCode())
+	require.Contains(t, r.obj("error")["message"], "ne couvre pas le total de la commande")
+	require.Empty(t, h.wf.callsOf("PayFromBalance"))
+
+	ctx := context.Background()
+	tu, err := h.db.CreateTopUp(ctx, c.id, 10000)
+	require.NoError(t, err)
+	require.NoError(t, h.db.CreditTopUp(ctx, domain.CreditTopUpInput{TopUpRef: tu.Ref, AccountID: c.id, AmountCents: 10000, At: time.Now()}))
+	h.wf.fail("PayFromBalance", domain.Errorf(domain.ECodeInsufficient, "Votre solde disponible ne couvre pas le total."))
+	r = h.do("POST", "/v1/orders/"+ref+"/pay-from-balance", nil, c.auth)
 	require.Equal(t, http.StatusConflict, r.Code)
 	require.Equal(t, "insufficient_balance", r.errCode())
 	require.Equal(t, "Votre solde disponible ne couvre pas le total.", r.obj("error")["message"])

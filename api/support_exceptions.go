@@ -84,6 +84,20 @@ func (s *Server) supportRefundException(c *gin.Context) {
 		})
 }
 
+// supportResolveException closes a reverted payment's flag (not money:
+// nothing to count or refund); ending the rental is end-early, apart.
+func (s *Server) supportResolveException(c *gin.Context) {
+	e, _, reason, ok := s.exceptionRequest(c)
+	if !ok {
+		return
+	}
+	s.runSupportActionOn(c, e.TargetRef, domain.ActionResolveException, reason,
+		map[string]any{"exception_id": e.ID},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.wf.ResolveException(ctx, e, domain.ExceptionResolve{ExceptionID: e.ID, ActionID: id, Agent: agent, Reason: reason})
+		})
+}
+
 // supportCountException counts a queued amount toward its order or top-up
 // (which must still await payment), at most what is due.
 func (s *Server) supportCountException(c *gin.Context) {

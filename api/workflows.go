@@ -29,6 +29,7 @@ type Workflows interface {
 	// RefundException refunds a queued received amount through its
 	// target's settlement workflow (started if needed).
 	RefundException(ctx context.Context, e domain.Exception, r domain.ExceptionRefund) error
+	ResolveException(ctx context.Context, e domain.Exception, r domain.ExceptionResolve) error
 	// CreateOrderIntent / CreateTopUpIntent run create-payment-intent and
 	// return the payment request.
 	CreateOrderIntent(ctx context.Context, orderRef string, req workflows.IntentRequest) (domain.Intent, error)

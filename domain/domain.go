@@ -244,6 +244,7 @@ const (
 	ActionCancel            = "cancel"
 	ActionRefund            = "refund"
 	ActionRefundException   = "refund_exception"
+	ActionResolveException  = "resolve_exception"
 )
 
 // NewRef returns a new public reference with the given prefix, e.g. KD-7QX2M4ZP9A.

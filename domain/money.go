@@ -86,6 +86,16 @@ func CheckRefund(amountCents, refundableCents int64) error {
 	return nil
 }
 
+// CheckBalance refuses a debit of dueCents from an available balance that
+// does not cover it.
+func CheckBalance(availableCents, dueCents int64) error {
+	if availableCents < dueCents {
+		return Errorf(ECodeInsufficient, "Votre solde disponible (%s USD) ne couvre pas le total de la commande (%s USD).",
+			FormatUSD(availableCents), FormatUSD(dueCents))
+	}
+	return nil
+}
+
 // Attribution is a support agent's manual attribution of a payment to an
 // order or a top-up. With ExceptionID it counts that received amount (a
 // payment left unsettled, e.g. late); without, it records money received
@@ -130,31 +140,56 @@ const (
 	ExceptionExtra      = "extra"       // arrived when the target no longer awaited payment
 	ExceptionPartial    = "partial"     // counted, then the target expired unpaid
 	ExceptionAfterClose = "after_close" // arrived after the target's workflow closed
+	// ExceptionDust is the running total of the dust outputs paid to one
+	// payment request (PaymentKey DustKey(intent)): never provisioned
+	// automatically, counted or refunded by support like the others.
+	ExceptionDust = "dust"
+	// ExceptionReverted flags a payment a deep reorganisation removed after
+	// its confirmation, once provisioning started or a top-up was credited
+	// (or when money was already paid out of it). It is not money: nothing
+	// to count or refund (RemainingCents 0); support resolves it
+	// (ExceptionResolve). ShortfallCents is what was counted or paid out on
+	// the strength of the payment and could not be taken back.
+	ExceptionReverted = "reverted"
 )
+
+// DustKey is the payment key of a payment request's dust total.
+func DustKey(intentID string) string { return "dust:" + intentID }
 
 // Exception is a received amount not settled: neither counted toward its
 // order or top-up nor refunded yet. It stays in support's queue until
 // CountedCents + RefundedCents reaches AmountCents.
 type Exception struct {
-	ID            int64     `json:"id" db:"id"`
-	TargetKind    string    `json:"target_kind" db:"target_kind"`
-	TargetRef     string    `json:"target_reference" db:"target_ref"`
-	AccountID     int64     `json:"account_id" db:"account_id"`
-	Email         string    `json:"customer_email" db:"email"`
-	Reason        string    `json:"reason" db:"reason"`
-	PaymentKey    string    `json:"payment_key" db:"payment_key"`
-	Network       string    `json:"network" db:"network"`
-	TxID          string    `json:"txid" db:"txid"`
-	Asset         string    `json:"asset" db:"asset"`
-	AmountBase    string    `json:"amount_base_units" db:"amount_base"`
-	AmountCents   int64     `json:"amount_cents" db:"amount_cents"`
-	CountedCents  int64     `json:"counted_cents" db:"counted_cents"`
-	RefundedCents int64     `json:"refunded_cents" db:"refunded_cents"`
-	CreatedAt     time.Time `json:"created_at" db:"created_at"`
+	ID            int64  `json:"id" db:"id"`
+	TargetKind    string `json:"target_kind" db:"target_kind"`
+	TargetRef     string `json:"target_reference" db:"target_ref"`
+	AccountID     int64  `json:"account_id" db:"account_id"`
+	Email         string `json:"customer_email" db:"email"`
+	Reason        string `json:"reason" db:"reason"`
+	PaymentKey    string `json:"payment_key" db:"payment_key"`
+	Network       string `json:"network" db:"network"`
+	TxID          string `json:"txid" db:"txid"`
+	Asset         string `json:"asset" db:"asset"`
+	AmountBase    string `json:"amount_base_units" db:"amount_base"`
+	AmountCents   int64  `json:"amount_cents" db:"amount_cents"`
+	CountedCents  int64  `json:"counted_cents" db:"counted_cents"`
+	RefundedCents int64  `json:"refunded_cents" db:"refunded_cents"`
+	// VoidedCents left the queue with its payment (reorganisation).
+	VoidedCents    int64      `json:"voided_cents" db:"voided_cents"`
+	ShortfallCents int64      `json:"shortfall_cents" db:"shortfall_cents"`
+	ResolvedAt     *time.Time `json:"resolved_at,omitempty" db:"resolved_at"`
+	Resolution     string     `json:"resolution,omitempty" db:"resolution"`
+	CreatedAt      time.Time  `json:"created_at" db:"created_at"`
 }
 
-// RemainingCents is what is still to count or refund.
-func (e Exception) RemainingCents() int64 { return e.AmountCents - e.CountedCents - e.RefundedCents }
+// RemainingCents is what is still to count or refund (none for a
+// reverted payment's flag: it is not money).
+func (e Exception) RemainingCents() int64 {
+	if e.Reason == ExceptionReverted {
+		return 0
+	}
+	return e.AmountCents - e.CountedCents - e.RefundedCents - e.VoidedCents
+}
 
 // NewException is an unsettled amount a transition puts in the queue.
 type NewException struct {
@@ -165,6 +200,45 @@ type NewException struct {
 	Asset       string
 	AmountBase  string
 	AmountCents int64
+	// ShortfallCents (ExceptionReverted): counted on the strength of the
+	// payment and not taken back by the workflow (a credited top-up).
+	ShortfallCents int64
+}
+
+// Reversal is what a payment removed from the chain after its
+// confirmation does to support's queue, in its transition: the payment's
+// queued remainders are voided, and its ExceptionReverted row (in the
+// event's Exceptions, if the workflow flags it) gets as shortfall what
+// was refunded from them plus its own. With Remined the same payment is
+// back on chain: the flag is resolved ("remined") once its shortfall, less
+// RecoveredCents, is nothing.
+type Reversal struct {
+	PaymentKey     string
+	Remined        bool
+	RecoveredCents int64
+}
+
+// Resolutions of a reverted payment's flag.
+const (
+	ResolutionAcknowledged = "acknowledged" // by support, with who and why
+	ResolutionRemined      = "remined"      // the payment came back on chain
+)
+
+// ExceptionResolve is support's resolution of a reverted payment's flag
+// (the rental goes on, or support ends it apart with end-early).
+type ExceptionResolve struct {
+	ExceptionID int64
+	ActionID    int64
+	Agent       string
+	Reason      string
+}
+
+// Validate checks the resolution's shape.
+func (r ExceptionResolve) Validate() error {
+	if r.ExceptionID <= 0 {
+		return FieldError("id", "Indiquez le signalement à clore.")
+	}
+	return validateActionID(r.ActionID)
 }
 
 // ExceptionUse counts or refunds part of an exception.
@@ -172,6 +246,8 @@ type ExceptionUse struct {
 	ExceptionID int64
 	Cents       int64
 	Refund      bool // false: counted toward the target
+	// Resolve closes a reverted payment's flag (Cents 0).
+	Resolve *ExceptionResolve `json:",omitempty"`
 }
 
 // Ledger posting kinds a transition may carry.
@@ -216,6 +292,7 @@ type OrderEvent struct {
 	Posting    *Posting
 	Exceptions []NewException
 	Use        *ExceptionUse
+	Reversal   *Reversal
 }
 
 // TopUpEvent is one transition of a top-up (see OrderEvent).
@@ -232,6 +309,7 @@ type TopUpEvent struct {
 	Posting    *Posting
 	Exceptions []NewException
 	Use        *ExceptionUse
+	Reversal   *Reversal
 }
 
 // ExceptionRefund refunds part of an exception to the balance.

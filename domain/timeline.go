@@ -14,6 +14,7 @@ const (
 	EventPaymentConfirmed   = "payment_confirmed"
 	EventPaymentPartial     = "payment_partial"
 	EventPaymentToSupport   = "payment_to_support" // received after the workflow closed
+	EventPaymentDust        = "payment_dust"       // a payment request's dust total, for support
 	EventPaid               = "paid"
 	EventProvisioningStep   = "provisioning_step"
 	EventProvisioningFailed = "provisioning_failed"
@@ -63,6 +64,11 @@ func KeyReverted(paymentKey string, n int) string { return nth("reverted:"+payme
 
 // KeyRevertedConfirmed is the revert of a payment after its confirmation.
 func KeyRevertedConfirmed(paymentKey string) string { return "reverted-confirmed:" + paymentKey }
+
+// KeyDust is the n-th dust summary of a payment request.
+func KeyDust(intentID string, version int64) string {
+	return fmt.Sprintf("dust:%s:%d", intentID, version)
+}
 
 // KeyConfirmed is a payment's confirmation (or a support attribution).
 func KeyConfirmed(paymentKey string) string { return "confirmed:" + paymentKey }

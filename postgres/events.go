@@ -93,7 +93,7 @@ func (db *DB) RecordOrderEvent(ctx context.Context, ev domain.OrderEvent) error 
 			return fmt.Errorf("update order %s: %w", ev.OrderRef, notFound(err))
 		}
 		if err := applyMoney(ctx, tx, moneyChange{kind: domain.TargetOrder, ref: ev.OrderRef, accountID: o.AccountID,
-			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use}); err != nil {
+			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use, reversal: ev.Reversal}); err != nil {
 			return err
 		}
 		// The mail announcing the event commits or rolls back with it.
@@ -120,7 +120,7 @@ func (db *DB) RecordTopUpEvent(ctx context.Context, ev domain.TopUpEvent) error 
 			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, notFound(err))
 		}
 		if err := applyMoney(ctx, tx, moneyChange{kind: domain.TargetTopUp, ref: ev.TopUpRef, accountID: t.AccountID,
-			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use}); err != nil {
+			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use, reversal: ev.Reversal}); err != nil {
 			return err
 		}
 		return queueMail(ctx, tx, t.AccountID, ev.TopUpRef, ev.Key, ev.Kind, MailData{

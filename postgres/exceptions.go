@@ -20,6 +20,7 @@ type moneyChange struct {
 	posting    *domain.Posting
 	exceptions []domain.NewException
 	use        *domain.ExceptionUse
+	reversal   *domain.Reversal
 }
 
 // applyMoney applies the ledger posting, the new queued amounts and the use
@@ -48,10 +49,8 @@ func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
 			if err != nil {
 				return err
 			}
-			if avail < p.Cents {
-				return domain.Errorf(domain.ECodeInsufficient,
-					"Votre solde disponible (%s USD) ne couvre pas le total de la commande (%s USD).",
-					domain.FormatUSD(avail), domain.FormatUSD(p.Cents))
+			if err := domain.CheckBalance(avail, p.Cents); err != nil {
+				return err
 			}
 			entries = []entry{{customerLedger(p.AccountID), -p.Cents}, {ledgerRevenue, p.Cents}}
 		case domain.PostingTopUp:
@@ -65,7 +64,28 @@ func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
 			return err
 		}
 	}
+	var paidOut int64 // refunded from the reverted payment's queued amounts
+	if r := m.reversal; r != nil {
+		var err error
+		if paidOut, err = applyReversal(ctx, tx, m, *r); err != nil {
+			return err
+		}
+	}
 	for _, e := range m.exceptions {
+		switch e.Reason {
+		case domain.ExceptionDust:
+			if err := upsertDust(ctx, tx, m, e); err != nil {
+				return err
+			}
+			continue
+		case domain.ExceptionReverted:
+			e.ShortfallCents += paidOut
+			paidOut = 0
+			if err := flagReverted(ctx, tx, m, e); err != nil {
+				return err
+			}
+			continue
+		}
 		if e.AmountCents <= 0 {
 			continue
 		}
@@ -78,12 +98,100 @@ func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
 			return fmt.Errorf("queue %s amount of %s: %w", e.Reason, m.ref, err)
 		}
 	}
+	if paidOut > 0 {
+		// Money already left on the strength of the payment: support must
+		// see it even when the workflow did not flag the reversal.
+		return flagReverted(ctx, tx, m, domain.NewException{Reason: domain.ExceptionReverted,
+			PaymentKey: m.reversal.PaymentKey, ShortfallCents: paidOut})
+	}
+	return nil
+}
+
+// applyReversal voids what remains queued of a payment removed from the
+// chain (or, Remined, closes its flag once nothing is missing) and returns
+// what was already refunded from it.
+func applyReversal(ctx context.Context, tx *sqlx.Tx, m moneyChange, r domain.Reversal) (int64, error) {
+	if r.Remined {
+		_, err := tx.ExecContext(ctx, `
+			UPDATE payment_exceptions SET shortfall_cents = GREATEST(shortfall_cents - $3, 0),
+				resolved_at = CASE WHEN shortfall_cents <= $3 THEN now() END,
+				resolution = CASE WHEN shortfall_cents <= $3 THEN 'remined' END,
+				resolved_by = CASE WHEN shortfall_cents <= $3 THEN 'chain' END
+			WHERE target_ref = $1 AND payment_key = $2 AND reason = 'reverted' AND resolved_at IS NULL`,
+			m.ref, r.PaymentKey, r.RecoveredCents)
+		if err != nil {
+			return 0, fmt.Errorf("remined %s of %s: %w", r.PaymentKey, m.ref, err)
+		}
+		return 0, nil
+	}
+	var paidOut int64
+	err := tx.GetContext(ctx, &paidOut, `
+		WITH v AS (
+			UPDATE payment_exceptions SET voided_cents = amount_cents - counted_cents - refunded_cents, settled_at = now()
+			WHERE target_ref = $1 AND payment_key = $2 AND reason <> 'reverted'
+			RETURNING refunded_cents)
+		SELECT COALESCE(sum(refunded_cents), 0) FROM v`, m.ref, r.PaymentKey)
+	if err != nil {
+		return 0, fmt.Errorf("void %s of %s: %w", r.PaymentKey, m.ref, err)
+	}
+	return paidOut, nil
+}
+
+// flagReverted puts (or opens again) a reverted payment's flag in the queue.
+func flagReverted(ctx context.Context, tx *sqlx.Tx, m moneyChange, e domain.NewException) error {
+	if e.AmountCents <= 0 {
+		e.AmountCents = max(e.ShortfallCents, 1) // amount_cents > 0: the flag shows at least its shortfall
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO payment_exceptions (target_kind, target_ref, account_id, reason, payment_key, network, txid,
+			asset, amount_base, amount_cents, shortfall_cents)
+		VALUES ($1, $2, $3, 'reverted', $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (target_ref, reason, payment_key) DO UPDATE SET shortfall_cents = EXCLUDED.shortfall_cents,
+			resolved_at = NULL, resolved_by = NULL, resolution = NULL`,
+		m.kind, m.ref, m.accountID, e.PaymentKey, e.Network, e.TxID, e.Asset, e.AmountBase, e.AmountCents, e.ShortfallCents)
+	if err != nil {
+		return fmt.Errorf("flag reverted %s of %s: %w", e.PaymentKey, m.ref, err)
+	}
+	return nil
+}
+
+// upsertDust keeps one row per payment request's dust total, at the
+// latest total (never below what support already used of it).
+func upsertDust(ctx context.Context, tx *sqlx.Tx, m moneyChange, e domain.NewException) error {
+	if e.AmountCents <= 0 {
+		return nil // worth less than a cent: nothing to count or refund
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO payment_exceptions (target_kind, target_ref, account_id, reason, payment_key, network, txid,
+			asset, amount_base, amount_cents)
+		VALUES ($1, $2, $3, 'dust', $4, $5, '', $6, $7, $8)
+		ON CONFLICT (target_ref, reason, payment_key) DO UPDATE SET
+			amount_cents = GREATEST(EXCLUDED.amount_cents, payment_exceptions.counted_cents + payment_exceptions.refunded_cents + payment_exceptions.voided_cents),
+			amount_base = EXCLUDED.amount_base,
+			settled_at = CASE WHEN EXCLUDED.amount_cents > payment_exceptions.counted_cents + payment_exceptions.refunded_cents + payment_exceptions.voided_cents
+				THEN NULL ELSE payment_exceptions.settled_at END`,
+		m.kind, m.ref, m.accountID, e.PaymentKey, e.Network, e.Asset, e.AmountBase, e.AmountCents)
+	if err != nil {
+		return fmt.Errorf("dust of %s: %w", m.ref, err)
+	}
 	return nil
 }
 
 // useException counts or refunds part of a queued amount of ref, refusing
 // more than remains (a concurrent use came first).
 func useException(ctx context.Context, tx *sqlx.Tx, ref string, u domain.ExceptionUse) error {
+	if r := u.Resolve; r != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE payment_exceptions SET resolved_at = now(), resolved_by = $3,
+			resolution = 'acknowledged', settled_at = now()
+			WHERE id = $1 AND target_ref = $2 AND reason = 'reverted' AND resolved_at IS NULL`, u.ExceptionID, ref, r.Agent)
+		if err != nil {
+			return fmt.Errorf("resolve exception %d: %w", u.ExceptionID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return domain.Errorf(domain.ECodeConflict, "Ce signalement n'existe pas ou est déjà clos.")
+		}
+		return nil
+	}
 	var e domain.Exception
 	if err := tx.GetContext(ctx, &e, `SELECT `+exceptionColumns+` FROM payment_exceptions x
 		JOIN accounts a ON a.id = x.account_id WHERE x.id = $1 AND x.target_ref = $2 FOR UPDATE OF x`, u.ExceptionID, ref); err != nil {
@@ -98,7 +206,7 @@ func useException(ctx context.Context, tx *sqlx.Tx, ref string, u domain.Excepti
 		col = "refunded_cents"
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE payment_exceptions SET `+col+` = `+col+` + $2,
-		settled_at = CASE WHEN counted_cents + refunded_cents + $2 = amount_cents THEN now() END
+		settled_at = CASE WHEN counted_cents + refunded_cents + voided_cents + $2 = amount_cents THEN now() END
 		WHERE id = $1`, u.ExceptionID, u.Cents)
 	if err != nil {
 		return fmt.Errorf("exception %d: %w", u.ExceptionID, err)
@@ -107,7 +215,8 @@ func useException(ctx context.Context, tx *sqlx.Tx, ref string, u domain.Excepti
 }
 
 const exceptionColumns = `x.id, x.target_kind, x.target_ref, x.account_id, a.email, x.reason, x.payment_key, x.network,
-	x.txid, x.asset, x.amount_base, x.amount_cents, x.counted_cents, x.refunded_cents, x.created_at`
+	x.txid, x.asset, x.amount_base, x.amount_cents, x.counted_cents, x.refunded_cents, x.voided_cents, x.shortfall_cents,
+	x.resolved_at, COALESCE(x.resolution, '') AS resolution, x.created_at`
 
 // Exception returns one queued amount (settled or not).
 func (db *DB) Exception(ctx context.Context, id int64) (domain.Exception, error) {
@@ -119,13 +228,15 @@ func (db *DB) Exception(ctx context.Context, id int64) (domain.Exception, error)
 	return e, nil
 }
 
-// OpenExceptions lists every received amount not settled, oldest first:
-// support's exception queue.
+// OpenExceptions lists every received amount not settled and every
+// reverted payment's flag not resolved, oldest first: support's exception
+// queue.
 func (db *DB) OpenExceptions(ctx context.Context) ([]domain.Exception, error) {
 	out := []domain.Exception{}
 	if err := db.SelectContext(ctx, &out, `SELECT `+exceptionColumns+` FROM payment_exceptions x
 		JOIN accounts a ON a.id = x.account_id
-		WHERE x.counted_cents + x.refunded_cents < x.amount_cents
+		WHERE (x.reason <> 'reverted' AND x.counted_cents + x.refunded_cents + x.voided_cents < x.amount_cents)
+			OR (x.reason = 'reverted' AND x.resolved_at IS NULL)
 		ORDER BY x.created_at, x.id`); err != nil {
 		return nil, fmt.Errorf("open exceptions: %w", err)
 	}

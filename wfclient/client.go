@@ -127,6 +127,16 @@ func (c *Client) Refund(ctx context.Context, orderRef string, r workflows.Refund
 // run (update-with-start), so a refund works whether the target's own
 // workflow runs or closed long ago.
 func (c *Client) RefundException(ctx context.Context, e domain.Exception, r domain.ExceptionRefund) error {
+	return c.settle(ctx, e, workflows.UpdateRefundException, r)
+}
+
+// ResolveException closes a reverted payment's flag through the same
+// settlement workflow.
+func (c *Client) ResolveException(ctx context.Context, e domain.Exception, r domain.ExceptionResolve) error {
+	return c.settle(ctx, e, workflows.UpdateResolveException, r)
+}
+
+func (c *Client) settle(ctx context.Context, e domain.Exception, update string, arg any) error {
 	start := c.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       workflows.SettlementWorkflowID(e.TargetRef),
 		TaskQueue:                workflows.TaskQueue,
@@ -137,8 +147,8 @@ func (c *Client) RefundException(ctx context.Context, e domain.Exception, r doma
 	h, err := c.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName:   workflows.UpdateRefundException,
-			Args:         []any{r},
+			UpdateName:   update,
+			Args:         []any{arg},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -146,7 +156,7 @@ func (c *Client) RefundException(ctx context.Context, e domain.Exception, r doma
 		err = h.Get(ctx, nil)
 	}
 	if err != nil {
-		return toDomain(fmt.Errorf("%s on %s: %w", workflows.UpdateRefundException, workflows.SettlementWorkflowID(e.TargetRef), err))
+		return toDomain(fmt.Errorf("%s on %s: %w", update, workflows.SettlementWorkflowID(e.TargetRef), err))
 	}
 	return nil
 }

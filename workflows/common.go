@@ -157,6 +157,38 @@ func supportData(action string, actionID int64, agent, reason string) map[string
 type paymentSignal struct {
 	name string // SignalPayment*
 	ev   PaymentEvent
+	dust DustSummary // SignalPaymentDust
+}
+
+// paymentSignalNames are the watchers' signals in their natural order;
+// withDust adds the dust summaries (vReorgDust: older workflows never read
+// them).
+func paymentSignalNames(withDust bool) []string {
+	names := []string{SignalPaymentSeen, SignalPaymentConfirmed, SignalPaymentReverted}
+	if withDust {
+		names = append(names, SignalPaymentDust)
+	}
+	return names
+}
+
+func (s *paymentSignal) receiveAsync(c workflow.ReceiveChannel, name string) bool {
+	s.name = name
+	if name == SignalPaymentDust {
+		return c.ReceiveAsync(&s.dust)
+	}
+	return c.ReceiveAsync(&s.ev)
+}
+
+// receivePendingSignal takes a payment signal already received, if any,
+// without blocking.
+func receivePendingSignal(ctx workflow.Context, withDust bool) (paymentSignal, bool) {
+	var got paymentSignal
+	for _, name := range paymentSignalNames(withDust) {
+		if got.receiveAsync(workflow.GetSignalChannel(ctx, name), name) {
+			return got, true
+		}
+	}
+	return got, false
 }
 
 // receivePaymentSignal blocks until one of the three payment signals arrives.
@@ -168,14 +200,13 @@ type paymentSignal struct {
 // it in corrupted_signals. ReceiveAsync, not Receive, so that dropping it
 // leaves this loop waiting on every channel again instead of blocking on the
 // forged one's channel alone.
-func receivePaymentSignal(ctx workflow.Context) paymentSignal {
+func receivePaymentSignal(ctx workflow.Context, withDust bool) paymentSignal {
 	var got paymentSignal
 	ok := false
 	sel := workflow.NewSelector(ctx)
-	for _, name := range []string{SignalPaymentSeen, SignalPaymentConfirmed, SignalPaymentReverted} {
+	for _, name := range paymentSignalNames(withDust) {
 		sel.AddReceive(workflow.GetSignalChannel(ctx, name), func(c workflow.ReceiveChannel, _ bool) {
-			got.name = name
-			ok = c.ReceiveAsync(&got.ev)
+			ok = got.receiveAsync(c, name)
 		})
 	}
 	for !ok && ctx.Err() == nil {
@@ -190,8 +221,18 @@ func ptrTo[T any](v T) *T { return &v }
 // top-up: if the target then expires, its amount goes back to support's
 // queue (partial), less what was refunded.
 type countedPayment struct {
-	p     PaymentEvent
-	cents int64
+	P     PaymentEvent
+	Cents int64
+	// QKey is the payment's key in support's queue (see paymentLedger.qkey);
+	// empty: P.Key().
+	QKey string `json:",omitempty"`
+}
+
+func (c countedPayment) qkey() string {
+	if c.QKey != "" {
+		return c.QKey
+	}
+	return c.P.Key()
 }
 
 // partialExceptions queues the counted payments of a target that expired,
@@ -199,19 +240,20 @@ type countedPayment struct {
 func partialExceptions(counted []countedPayment, refunded int64) []domain.NewException {
 	var out []domain.NewException
 	for _, c := range counted {
-		cents := c.cents
+		cents := c.Cents
 		take := min(cents, refunded)
 		cents, refunded = cents-take, refunded-take
 		if cents > 0 {
-			out = append(out, newException(domain.ExceptionPartial, c.p, cents))
+			out = append(out, newException(domain.ExceptionPartial, c.qkey(), c.P, cents))
 		}
 	}
 	return out
 }
 
-// newException is a received amount (all or part of p) put in support's queue.
-func newException(reason string, p PaymentEvent, cents int64) domain.NewException {
-	return domain.NewException{Reason: reason, PaymentKey: p.Key(), Network: p.Network, TxID: p.TxID,
+// newException is a received amount (all or part of p) put in support's
+// queue under key (p.Key(), or its generation after a reversal).
+func newException(reason, key string, p PaymentEvent, cents int64) domain.NewException {
+	return domain.NewException{Reason: reason, PaymentKey: key, Network: p.Network, TxID: p.TxID,
 		Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: cents}
 }
 
@@ -257,51 +299,81 @@ func countException(ctx workflow.Context, at Attribution, ref string, due int64,
 // paymentLedger tracks the on-chain payments of one order or top-up by key:
 // a payment is counted once however often a watcher re-sends it.
 type paymentLedger struct {
-	counted map[string]bool // confirmed (counted, late or extra) or attributed
-	pending map[string]bool // seen, neither confirmed nor reverted yet
-	seenN   map[string]int  // times seen, so a payment re-seen after a reorg gets a new event key
-	revertN map[string]int
+	Counted map[string]bool // confirmed (counted, late or extra) or attributed
+	Pending map[string]bool // seen, neither confirmed nor reverted yet
+	SeenN   map[string]int  // times seen, so a payment re-seen after a reorg gets a new event key
+	RevertN map[string]int
+	// Gen counts a payment's reversals after confirmation: its next
+	// confirmation is a new generation, with keys of its own (qkey).
+	Gen map[string]int
+	// Dust is the latest dust summary version applied per payment request.
+	Dust map[string]int64
 }
 
 func newPaymentLedger() *paymentLedger {
 	return &paymentLedger{
-		counted: map[string]bool{},
-		pending: map[string]bool{},
-		seenN:   map[string]int{},
-		revertN: map[string]int{},
+		Counted: map[string]bool{},
+		Pending: map[string]bool{},
+		SeenN:   map[string]int{},
+		RevertN: map[string]int{},
+		Gen:     map[string]int{},
+		Dust:    map[string]int64{},
 	}
+}
+
+// qkey is the key of a payment's current generation in events and in
+// support's queue: the payment key itself, then "key~n" after its n-th
+// reversal after confirmation, so a payment mined again is counted (or
+// queued) again once, beside what its reversal voided.
+func (l *paymentLedger) qkey(key string) string { return genKey(key, l.Gen[key]) }
+
+func genKey(key string, gen int) string {
+	if gen == 0 {
+		return key
+	}
+	return fmt.Sprintf("%s~%d", key, gen)
+}
+
+// dustFresh reports whether s is newer than the summary applied for its
+// request, and marks it applied.
+func (l *paymentLedger) dustFresh(s DustSummary) bool {
+	if s.Version <= l.Dust[s.IntentID] {
+		return false
+	}
+	l.Dust[s.IntentID] = s.Version
+	return true
 }
 
 // seen marks key pending; ok is false if the payment is already known.
 func (l *paymentLedger) seen(key string, late bool) (eventKey string, ok bool) {
-	if l.counted[key] || l.pending[key] {
+	if l.Counted[key] || l.Pending[key] {
 		return "", false
 	}
 	if !late {
 		// A late payment never holds the order open: it goes to support.
-		l.pending[key] = true
+		l.Pending[key] = true
 	}
-	l.seenN[key]++
-	return domain.KeySeen(key, l.seenN[key]), true
+	l.SeenN[key]++
+	return domain.KeySeen(key, l.SeenN[key]), true
 }
 
 // reverted drops a pending payment; ok is false if key was not pending.
 func (l *paymentLedger) reverted(key string) (eventKey string, ok bool) {
-	if !l.pending[key] {
+	if !l.Pending[key] {
 		return "", false
 	}
-	delete(l.pending, key)
-	l.revertN[key]++
-	return domain.KeyReverted(key, l.revertN[key]), true
+	delete(l.Pending, key)
+	l.RevertN[key]++
+	return domain.KeyReverted(key, l.RevertN[key]), true
 }
 
 // confirm counts key; ok is false if it was already counted.
 func (l *paymentLedger) confirm(key string) (ok bool) {
-	if l.counted[key] {
+	if l.Counted[key] {
 		return false
 	}
-	l.counted[key] = true
-	delete(l.pending, key)
+	l.Counted[key] = true
+	delete(l.Pending, key)
 	return true
 }
 
@@ -333,26 +405,27 @@ type paymentTarget interface {
 	onSeen(ctx workflow.Context, p PaymentEvent) error
 	onConfirmed(ctx workflow.Context, p PaymentEvent) error
 	onReverted(ctx workflow.Context, p PaymentEvent) error
+	onDust(ctx workflow.Context, s DustSummary) error
+	// startBatch keeps the timeline writes of the handlers that follow for
+	// flushBatch, which writes them in one local activity.
+	startBatch()
+	flushBatch(ctx workflow.Context) error
 }
 
+// maxPaymentBatch bounds the signals handled in one batch (and so the size
+// of its one timeline write).
+const maxPaymentBatch = 100
+
 // listenPayments handles the chain watchers' signals for the workflow's
-// life, each under mu; busy counts the handlers running, so the workflow
-// returns only after them.
-func listenPayments(ctx workflow.Context, mu workflow.Mutex, busy *int, t paymentTarget) {
-	for {
-		sig := receivePaymentSignal(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if sig.ev.Network == "" || sig.ev.TxID == "" {
-			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
-			continue
-		}
-		*busy++
-		if err := mu.Lock(ctx); err != nil {
-			*busy--
-			return
-		}
+// life, under mu; busy counts the handlers running, so the workflow
+// returns only after them. From vReorgDust on, the signals already
+// received are handled together with one timeline write, whatever payers
+// send (dust summaries included); before, one by one. Within a batch the
+// signals are taken by kind (seen, confirmed, reverted, dust), as the
+// selector does.
+func listenPayments(ctx workflow.Context, v workflow.Version, mu workflow.Mutex, busy *int, t paymentTarget) {
+	batching := v >= vReorgDust
+	handle := func(sig paymentSignal) {
 		var err error
 		switch sig.name {
 		case SignalPaymentSeen:
@@ -361,13 +434,55 @@ func listenPayments(ctx workflow.Context, mu workflow.Mutex, busy *int, t paymen
 			err = t.onConfirmed(ctx, sig.ev)
 		case SignalPaymentReverted:
 			err = t.onReverted(ctx, sig.ev)
+		case SignalPaymentDust:
+			err = t.onDust(ctx, sig.dust)
 		}
-		mu.Unlock()
-		*busy--
 		if err != nil {
 			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
 		}
 	}
+	for {
+		sig := receivePaymentSignal(ctx, batching)
+		if ctx.Err() != nil {
+			return
+		}
+		if !wellFormed(sig) {
+			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
+			continue
+		}
+		*busy++
+		if err := mu.Lock(ctx); err != nil {
+			*busy--
+			return
+		}
+		if !batching {
+			handle(sig)
+		} else {
+			t.startBatch()
+			handle(sig)
+			for n := 1; n < maxPaymentBatch; n++ {
+				next, ok := receivePendingSignal(ctx, true)
+				if !ok {
+					break
+				}
+				if wellFormed(next) {
+					handle(next)
+				}
+			}
+			if err := t.flushBatch(ctx); err != nil {
+				workflow.GetLogger(ctx).Error("payment signals' timeline write", "error", err)
+			}
+		}
+		mu.Unlock()
+		*busy--
+	}
+}
+
+func wellFormed(sig paymentSignal) bool {
+	if sig.name == SignalPaymentDust {
+		return sig.dust.IntentID != "" && sig.dust.Network != ""
+	}
+	return sig.ev.Network != "" && sig.ev.TxID != ""
 }
 
 // upsertPaymentAttributes lets operators find the workflow by the asset and
@@ -390,7 +505,12 @@ const (
 	// with the next event's write, and the payment's search attributes
 	// ride on the status upsert.
 	vLocalTimeline workflow.Version = 1
-	vMaxHistory                     = vLocalTimeline
+	// vReorgDust: a payment reverted after its confirmation is uncounted
+	// (back to awaiting payment, or flagged for support), dust summaries
+	// go to support's queue, and payment signals are handled in batches
+	// (one timeline write per batch).
+	vReorgDust  workflow.Version = 2
+	vMaxHistory                  = vReorgDust
 )
 
 // historyVersion is the workflow's command version, taken at its start.
@@ -453,4 +573,13 @@ func (s *searchAttrs) flush(ctx workflow.Context) {
 		workflow.GetLogger(ctx).Error("upsert search attributes", "error", err)
 	}
 	s.pending = nil
+}
+
+// qkeyIfGen keeps a counted payment's queue key only when it differs from
+// the payment's own key (a later generation).
+func qkeyIfGen(qkey string, p PaymentEvent) string {
+	if qkey == p.Key() {
+		return ""
+	}
+	return qkey
 }

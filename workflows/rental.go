@@ -46,6 +46,8 @@ type rental struct {
 	reminded map[string]bool // reminder keys sent
 
 	paid        bool // the amount due is covered
+	provStarted bool // recordPaid ran: a payment reverted now is flagged for support (vReorgDust)
+	batch       bool // payment signals being handled in one batch (vReorgDust)
 	supportPaid bool // an attribution took part in the payment
 	balanceBusy bool // a pay-from-balance debit is running
 	done        bool // closed by a handler or the deadline: cancelled, expired, refunded
@@ -132,14 +134,22 @@ func (r *rental) setup(ctx workflow.Context) error {
 }
 
 func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
-	if err := r.awaitPayment(ctx); err != nil {
-		return r.st, err
-	}
-	if r.done {
-		return r.finish(ctx)
-	}
-	if err := r.recordPaid(ctx); err != nil {
-		return r.st, err
+	for {
+		if err := r.awaitPayment(ctx); err != nil {
+			return r.st, err
+		}
+		if r.done {
+			return r.finish(ctx)
+		}
+		// Not paid any more: a payment was reverted after its confirmation
+		// before provisioning could start.
+		paid, err := r.recordPaid(ctx)
+		if err != nil {
+			return r.st, err
+		}
+		if paid {
+			break
+		}
 	}
 	access, ready, err := r.provision(ctx)
 	if err != nil {
@@ -191,7 +201,7 @@ func (r *rental) refreshPaymentStatus(ctx workflow.Context) string {
 		return ""
 	}
 	want := domain.StatusAwaitingPayment
-	if len(r.payments.pending) > 0 {
+	if len(r.payments.Pending) > 0 {
 		want = domain.StatusPaymentDetected
 	}
 	if want == r.st.Status {
@@ -208,10 +218,28 @@ func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 	ev.OrderRef = r.in.OrderRef
 	ev.At = workflow.Now(ctx).UTC()
 	r.sa.flush(ctx)
+	if r.batch {
+		r.later = append(r.later, ev)
+		return nil
+	}
 	if len(r.later) == 0 {
 		return execTimeline(ctx, r.v, a.RecordOrderEvent, ev)
 	}
 	evs := append(r.later, ev)
+	r.later = nil
+	return execTimeline(ctx, r.v, a.RecordOrderEvents, evs)
+}
+
+func (r *rental) startBatch() { r.batch = true }
+
+// flushBatch writes the batch's events in one local activity.
+func (r *rental) flushBatch(ctx workflow.Context) error {
+	var a *activities.Activities
+	r.batch = false
+	if len(r.later) == 0 {
+		return nil
+	}
+	evs := r.later
 	r.later = nil
 	return execTimeline(ctx, r.v, a.RecordOrderEvents, evs)
 }
@@ -254,7 +282,7 @@ func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, ag
 // --- payments (signals) ---
 
 func (r *rental) listenPayments(ctx workflow.Context) {
-	listenPayments(ctx, r.mu, &r.signalsBusy, r)
+	listenPayments(ctx, r.v, r.mu, &r.signalsBusy, r)
 }
 
 func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
@@ -280,7 +308,10 @@ func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
 
 func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
-	if r.payments.counted[key] {
+	if r.payments.Counted[key] && r.v >= vReorgDust {
+		return r.revertConfirmed(ctx, p)
+	}
+	if r.payments.Counted[key] {
 		// Confirmation policies make this unexpected; money may be missing,
 		// so a human looks at it. Keyed on the payment: recorded once.
 		workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", key)
@@ -311,39 +342,49 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
 	r.sa.notePayment(ctx, p)
 	data := paymentData(p)
-	ev := activities.OrderEvent{Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed, Data: data}
+	ekey := r.payments.qkey(key)
+	ev := activities.OrderEvent{Key: domain.KeyConfirmed(ekey), Kind: domain.EventPaymentConfirmed, Data: data}
+	if gen := r.payments.Gen[key]; gen > 0 {
+		// Mined again after its reversal: this generation counts once.
+		data["generation"] = gen
+		ev.Reversal = &domain.Reversal{PaymentKey: genKey(key, gen-1), Remined: true}
+		if r.owedAfterReversal() {
+			return r.recount(ctx, p, ekey, ev)
+		}
+	}
 	switch {
 	case !r.unpaid():
 		// Settled, cancelled or expired: the money is real and not counted;
 		// it waits in support's queue to be refunded.
 		data["to_support"] = true
-		ev.Exceptions = []domain.NewException{newException(domain.ExceptionExtra, p, p.AmountCents)}
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionExtra, ekey, p, p.AmountCents)}
 		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la commande n'attend plus de paiement : il est transmis au support, qui vous le remboursera sur votre solde.", usd(p.AmountCents))
 		return r.record(ctx, ev)
 	case p.Late:
 		// Never provisioned automatically: support counts it toward the
 		// order or refunds it to the balance.
 		data["to_support"] = true
-		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, p, p.AmountCents)}
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, ekey, p, p.AmountCents)}
 		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre commande ou le remboursera sur votre solde.", usd(p.AmountCents))
 		ev.Status = r.refreshPaymentStatus(ctx)
 		return r.record(ctx, ev)
 	}
 	r.st.PaidCents += p.AmountCents
 	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
-	return r.afterPaymentCounted(ctx, key, &p, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
+	return r.afterPaymentCounted(ctx, ekey, &p, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
 }
 
 // afterPaymentCounted records a counted amount (ev) and either settles the
 // order or records what is still missing. p is the received payment counted
 // (nil for an attribution): what it brings above the total goes to support's
-// queue. The caller holds mu.
+// queue. key is the payment's current key (qkey). The caller holds mu.
 func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *PaymentEvent, ev activities.OrderEvent, message string) error {
+	qkey := key
 	ev.PaidCents = ptrTo(r.st.PaidCents)
 	ev.Message = message
 	missing := r.in.TotalCents - r.netPaid()
 	if p != nil {
-		r.counted = append(r.counted, countedPayment{p: *p, cents: p.AmountCents + min(missing, 0)})
+		r.counted = append(r.counted, countedPayment{P: *p, Cents: p.AmountCents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
 	}
 	if missing <= 0 {
 		r.paid = true
@@ -355,7 +396,7 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *Paymen
 			ev.Data["overpaid_cents"] = -missing
 			ev.Message += fmt.Sprintf(" Le montant reçu dépasse le total de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
 			if p != nil {
-				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, *p, -missing))
+				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, qkey, *p, -missing))
 			}
 		}
 		// The "paid" event itself is written by the main flow (recordPaid).
@@ -378,15 +419,32 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *Paymen
 // awaitPayment waits until the order is paid, cancelled or expired.
 func (r *rental) awaitPayment(ctx workflow.Context) error {
 	settled := func() bool { return r.paid || r.done }
-	ok, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, settled)
-	if err != nil || ok {
-		return err
+	if r.v >= vReorgDust {
+		// Until the end of the payment window, which a reverted payment
+		// moves.
+		for {
+			until := r.payUntil
+			ok, err := awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
+				return settled() || !r.payUntil.Equal(until)
+			})
+			if err != nil || settled() {
+				return err
+			}
+			if !ok {
+				break
+			}
+		}
+	} else {
+		ok, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, settled)
+		if err != nil || ok {
+			return err
+		}
 	}
-	if len(r.payments.pending) > 0 {
+	if len(r.payments.Pending) > 0 {
 		// As payment gateways do, a payment seen on chain before the deadline
 		// gets time to confirm (bounded by one more window).
 		if _, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, func() bool {
-			return settled() || len(r.payments.pending) == 0
+			return settled() || len(r.payments.Pending) == 0
 		}); err != nil {
 			return err
 		}
@@ -417,18 +475,25 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 }
 
 // recordPaid writes the "paid" event, except for a balance payment whose
-// debit transaction already wrote it.
-func (r *rental) recordPaid(ctx workflow.Context) error {
+// debit transaction already wrote it. From then on provisioning has
+// started; paid is false if a reversal made the order unpaid first.
+func (r *rental) recordPaid(ctx workflow.Context) (paid bool, err error) {
 	if err := r.mu.Lock(ctx); err != nil {
-		return err
+		return false, err
 	}
 	defer r.mu.Unlock()
+	if r.v >= vReorgDust {
+		if !r.paid {
+			return false, nil
+		}
+		r.provStarted = true
+	}
 	if r.st.PaymentMethod == methodBalance {
-		return nil
+		return true, nil
 	}
 	now := workflow.Now(ctx).UTC()
 	// Written with the first provisioning step's event, which follows.
-	return r.writeLater(ctx, activities.OrderEvent{
+	return true, r.writeLater(ctx, activities.OrderEvent{
 		Key:           domain.KeyPaid,
 		Kind:          domain.EventPaid,
 		Message:       fmt.Sprintf("Commande réglée (%s). La préparation de la machine commence.", usd(r.st.PaidCents)),
@@ -817,7 +882,7 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	if counted != nil {
 		// Counted like a received payment (refundable, back to the queue
 		// if the order expires), never above what is due: no excess.
-		r.counted = append(r.counted, countedPayment{p: *counted, cents: amount})
+		r.counted = append(r.counted, countedPayment{P: *counted, Cents: amount})
 	}
 	if err := r.afterPaymentCounted(ctx, key, nil, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
 		return asRefusal(err, "L'attribution n'a pas abouti. Réessayez plus tard.")
@@ -834,7 +899,7 @@ func (r *rental) validateCancel(req CancelRequest) error {
 		return reject(domain.ECodeConflict, "La commande ne peut plus être annulée : elle n'est plus en attente de paiement.")
 	case r.balanceBusy:
 		return reject(domain.ECodeConflict, "Un paiement par solde est en cours : la commande ne peut pas être annulée.")
-	case len(r.payments.pending) > 0:
+	case len(r.payments.Pending) > 0:
 		return reject(domain.ECodeConflict, "Un paiement est en cours de confirmation : la commande ne peut pas être annulée. Contactez le support.")
 	case r.netPaid() > 0:
 		return reject(domain.ECodeConflict, "Un paiement partiel a déjà été reçu : la commande ne peut pas être annulée. Contactez le support.")

@@ -14,6 +14,11 @@ import (
 // support's queue to the customer's balance (domain.ExceptionRefund).
 const UpdateRefundException = "refund-exception"
 
+// UpdateResolveException closes a reverted payment's flag in support's
+// queue (domain.ExceptionResolve): support acknowledges it, the rental
+// going on (or ended apart with end-early).
+const UpdateResolveException = "resolve-exception"
+
 // SettlementWorkflowType is the settlement workflow's registered name.
 const SettlementWorkflowType = "SettlementWorkflow"
 
@@ -44,6 +49,10 @@ func SettlementWorkflow(ctx workflow.Context, in SettlementInput) error {
 		workflow.UpdateHandlerOptions{Validator: func(r domain.ExceptionRefund) error { return refusal(r.Validate()) }}); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResolveException, s.resolve,
+		workflow.UpdateHandlerOptions{Validator: func(r domain.ExceptionResolve) error { return refusal(r.Validate()) }}); err != nil {
+		return err
+	}
 	seen := 0
 	for {
 		busy, err := awaitOrTimeout(ctx, SettlementIdle, func() bool { return s.updates != seen })
@@ -71,19 +80,32 @@ type settlement struct {
 	updates int
 }
 
-func (s *settlement) refund(ctx workflow.Context, r domain.ExceptionRefund) error {
+// act runs one support action on a queued row, once per action ID.
+func (s *settlement) act(ctx workflow.Context, actionID, exceptionID int64, do func(domain.Exception) error) error {
 	s.updates++
 	if err := s.mu.Lock(ctx); err != nil {
 		return errUnavailable()
 	}
 	defer s.mu.Unlock()
-	if s.actions[r.ActionID] {
+	if s.actions[actionID] {
 		return nil
 	}
-	e, err := loadException(ctx, r.ExceptionID, s.in.TargetRef)
+	e, err := loadException(ctx, exceptionID, s.in.TargetRef)
 	if err != nil {
 		return err
 	}
+	if err := do(e); err != nil {
+		return err
+	}
+	s.actions[actionID] = true
+	return nil
+}
+
+func (s *settlement) refund(ctx workflow.Context, r domain.ExceptionRefund) error {
+	return s.act(ctx, r.ActionID, r.ExceptionID, func(e domain.Exception) error { return s.refundOf(ctx, e, r) })
+}
+
+func (s *settlement) refundOf(ctx workflow.Context, e domain.Exception, r domain.ExceptionRefund) error {
 	amount := r.AmountCents
 	if amount == 0 {
 		amount = e.RemainingCents()
@@ -91,25 +113,47 @@ func (s *settlement) refund(ctx workflow.Context, r domain.ExceptionRefund) erro
 	if amount <= 0 || amount > e.RemainingCents() {
 		return reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à rembourser.", usd(e.RemainingCents())))
 	}
-	var a *activities.Activities
 	msg := fmt.Sprintf("Remboursement de %s crédité sur votre solde (paiement %s %s reçu hors règlement).", usd(amount), e.Asset, e.Network)
 	data := map[string]any{"amount_cents": amount, "exception_id": e.ID, "payment_key": e.PaymentKey, "reason": e.Reason,
 		"agent": r.Agent, "support_reason": r.Reason, "action_id": r.ActionID}
 	use := &domain.ExceptionUse{ExceptionID: e.ID, Cents: amount, Refund: true}
 	posting := &domain.Posting{Kind: domain.PostingRefund, AccountID: e.AccountID, Cents: amount, Memo: r.Reason}
-	key := domain.KeyExceptionRefund(r.ActionID)
-	now := workflow.Now(ctx).UTC()
-	var f workflow.Future
-	if s.in.TargetKind == domain.TargetTopUp {
-		f = workflow.ExecuteActivity(timelineCtx(ctx), a.RecordTopUpEvent, activities.TopUpEvent{
-			TopUpRef: s.in.TargetRef, Key: key, Kind: domain.EventRefunded, Message: msg, Data: data, At: now, Use: use, Posting: posting})
-	} else {
-		f = workflow.ExecuteActivity(timelineCtx(ctx), a.RecordOrderEvent, activities.OrderEvent{
-			OrderRef: s.in.TargetRef, Key: key, Kind: domain.EventRefunded, Message: msg, Data: data, At: now, Use: use, Posting: posting})
-	}
-	if err := f.Get(ctx, nil); err != nil {
+	if err := s.transition(ctx, domain.KeyExceptionRefund(r.ActionID), domain.EventRefunded, msg, data, use, posting); err != nil {
 		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
 	}
-	s.actions[r.ActionID] = true
+	return nil
+}
+
+// transition writes one transition of the target (order or top-up).
+func (s *settlement) transition(ctx workflow.Context, key, kind, msg string, data map[string]any,
+	use *domain.ExceptionUse, posting *domain.Posting) error {
+	var a *activities.Activities
+	now := workflow.Now(ctx).UTC()
+	if s.in.TargetKind == domain.TargetTopUp {
+		return workflow.ExecuteActivity(timelineCtx(ctx), a.RecordTopUpEvent, activities.TopUpEvent{
+			TopUpRef: s.in.TargetRef, Key: key, Kind: kind, Message: msg, Data: data, At: now, Use: use, Posting: posting}).Get(ctx, nil)
+	}
+	return workflow.ExecuteActivity(timelineCtx(ctx), a.RecordOrderEvent, activities.OrderEvent{
+		OrderRef: s.in.TargetRef, Key: key, Kind: kind, Message: msg, Data: data, At: now, Use: use, Posting: posting}).Get(ctx, nil)
+}
+
+// resolve closes a reverted payment's flag, in one transition of its
+// target (a timeline event with who and why).
+func (s *settlement) resolve(ctx workflow.Context, r domain.ExceptionResolve) error {
+	return s.act(ctx, r.ActionID, r.ExceptionID, func(e domain.Exception) error { return s.resolveOf(ctx, e, r) })
+}
+
+func (s *settlement) resolveOf(ctx workflow.Context, e domain.Exception, r domain.ExceptionResolve) error {
+	if e.Reason != domain.ExceptionReverted || e.ResolvedAt != nil {
+		return reject(domain.ECodeConflict, "Seul un paiement annulé par le réseau et signalé au support se clôt ainsi.")
+	}
+	msg := fmt.Sprintf("Le support a pris en charge le paiement annulé par le réseau (%s %s, %s).", e.Asset, e.Network, usd(e.AmountCents))
+	data := map[string]any{"exception_id": e.ID, "payment_key": e.PaymentKey, "shortfall_cents": e.ShortfallCents,
+		"agent": r.Agent, "support_reason": r.Reason, "action_id": r.ActionID}
+	use := &domain.ExceptionUse{ExceptionID: e.ID, Resolve: &r}
+	key := domain.KeySupport(r.ActionID, domain.ActionResolveException)
+	if err := s.transition(ctx, key, domain.EventSupportAction, msg, data, use, nil); err != nil {
+		return asRefusal(err, "Le signalement n'a pas pu être clos. Réessayez plus tard.")
+	}
 	return nil
 }

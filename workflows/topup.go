@@ -41,6 +41,11 @@ type topUp struct {
 	intents     int // payment requests asked for, part of their keys
 	counted     []countedPayment
 	payUntil    time.Time // no payment request outlives it
+	// remined: a credited top-up's payments reverted after confirmation,
+	// by generation key, with the credit they no longer back.
+	remined map[string]int64
+	batch   bool // payment signals being handled in one batch (vReorgDust)
+	later   []activities.TopUpEvent
 }
 
 func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
@@ -56,6 +61,7 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 		mu:       workflow.NewMutex(ctx),
 		payments: newPaymentLedger(),
 		actions:  map[int64]bool{},
+		remined:  map[string]int64{},
 	}
 }
 
@@ -91,20 +97,40 @@ func (t *topUp) setup(ctx workflow.Context) error {
 
 func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 	settled := func() bool { return t.due || t.done }
-	ok, err := awaitOrTimeout(ctx, t.timeout, settled)
-	if err != nil {
-		return t.st, err
-	}
-	if !ok && len(t.payments.pending) > 0 {
-		// A payment seen before the deadline gets time to confirm.
-		if _, err := awaitOrTimeout(ctx, t.timeout, func() bool {
-			return settled() || len(t.payments.pending) == 0
-		}); err != nil {
+	for {
+		var ok bool
+		var err error
+		if t.v >= vReorgDust {
+			// Until the end of the payment window, which a reverted
+			// payment moves.
+			until := t.payUntil
+			ok, err = awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
+				return settled() || !t.payUntil.Equal(until)
+			})
+			if err == nil && !ok && !t.payUntil.Equal(until) {
+				continue
+			}
+		} else {
+			ok, err = awaitOrTimeout(ctx, t.timeout, settled)
+		}
+		if err != nil {
 			return t.st, err
 		}
-	}
-	if err := t.settle(ctx); err != nil {
-		return t.st, err
+		if !ok && len(t.payments.Pending) > 0 {
+			// A payment seen before the deadline gets time to confirm.
+			if _, err := awaitOrTimeout(ctx, t.timeout, func() bool {
+				return settled() || len(t.payments.Pending) == 0
+			}); err != nil {
+				return t.st, err
+			}
+		}
+		again, err := t.settle(ctx)
+		if err != nil {
+			return t.st, err
+		}
+		if !again {
+			break
+		}
 	}
 	if t.st.Status == domain.TopUpCredited {
 		// Late or duplicate payments to this intent are still recorded.
@@ -112,20 +138,24 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 			return t.st, err
 		}
 	}
-	err = workflow.Await(ctx, func() bool {
+	err := workflow.Await(ctx, func() bool {
 		return workflow.AllHandlersFinished(ctx) && t.signalsBusy == 0
 	})
 	return t.st, err
 }
 
-// settle credits a covered top-up or expires an uncovered one.
-func (t *topUp) settle(ctx workflow.Context) error {
+// settle credits a covered top-up or expires an uncovered one; again is
+// true when a reverted payment reopened its payment window meanwhile.
+func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 	if err := t.mu.Lock(ctx); err != nil {
-		return err
+		return false, err
 	}
 	defer t.mu.Unlock()
 	if t.done {
-		return nil
+		return false, nil
+	}
+	if !t.due && t.v >= vReorgDust && t.payUntil.After(workflow.Now(ctx)) {
+		return true, nil
 	}
 	if !t.due {
 		t.done = true
@@ -139,7 +169,7 @@ func (t *topUp) settle(ctx workflow.Context) error {
 			}
 			msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(cents))
 		}
-		return t.record(ctx, activities.TopUpEvent{
+		return false, t.record(ctx, activities.TopUpEvent{
 			Key: domain.KeyExpired, Kind: domain.EventExpired, Status: domain.TopUpExpired, Message: msg,
 			Data:       map[string]any{"received_cents": t.st.ReceivedCents},
 			Exceptions: queued,
@@ -152,11 +182,11 @@ func (t *topUp) settle(ctx workflow.Context) error {
 	if err := workflow.ExecuteActivity(timelineCtx(ctx), a.CreditTopUp, activities.CreditTopUpInput{
 		TopUpRef: t.in.TopUpRef, AccountID: t.in.AccountID, AmountCents: t.in.AmountCents, At: now,
 	}).Get(ctx, nil); err != nil {
-		return err
+		return false, err
 	}
 	t.st.CreditedAt = now
 	t.setStatus(ctx, domain.TopUpCredited)
-	return nil
+	return false, nil
 }
 
 func (t *topUp) setStatus(ctx workflow.Context, status string) {
@@ -175,7 +205,7 @@ func (t *topUp) refreshPaymentStatus(ctx workflow.Context) string {
 		return ""
 	}
 	want := domain.TopUpAwaitingPayment
-	if len(t.payments.pending) > 0 {
+	if len(t.payments.Pending) > 0 {
 		want = domain.TopUpPaymentDetected
 	}
 	if want == t.st.Status {
@@ -191,11 +221,29 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 	ev.TopUpRef = t.in.TopUpRef
 	ev.At = workflow.Now(ctx).UTC()
 	t.sa.flush(ctx)
+	if t.batch {
+		t.later = append(t.later, ev)
+		return nil
+	}
 	return execTimeline(ctx, t.v, a.RecordTopUpEvent, ev)
 }
 
+func (t *topUp) startBatch() { t.batch = true }
+
+// flushBatch writes the batch's events in one local activity.
+func (t *topUp) flushBatch(ctx workflow.Context) error {
+	var a *activities.Activities
+	t.batch = false
+	if len(t.later) == 0 {
+		return nil
+	}
+	evs := t.later
+	t.later = nil
+	return execTimeline(ctx, t.v, a.RecordTopUpEvents, evs)
+}
+
 func (t *topUp) listenPayments(ctx workflow.Context) {
-	listenPayments(ctx, t.mu, &t.signalsBusy, t)
+	listenPayments(ctx, t.v, t.mu, &t.signalsBusy, t)
 }
 
 func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
@@ -219,7 +267,10 @@ func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
 
 func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
-	if t.payments.counted[key] {
+	if t.payments.Counted[key] && t.v >= vReorgDust {
+		return t.revertConfirmed(ctx, p)
+	}
+	if t.payments.Counted[key] {
 		workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", key)
 		data := paymentData(p)
 		data["after_confirmation"] = true
@@ -246,23 +297,32 @@ func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	}
 	t.sa.notePayment(ctx, p)
 	data := paymentData(p)
-	ev := activities.TopUpEvent{Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed, Data: data}
+	ekey := t.payments.qkey(key)
+	ev := activities.TopUpEvent{Key: domain.KeyConfirmed(ekey), Kind: domain.EventPaymentConfirmed, Data: data}
+	if gen := t.payments.Gen[key]; gen > 0 {
+		// Mined again after its reversal: this generation counts once.
+		data["generation"] = gen
+		ev.Reversal = &domain.Reversal{PaymentKey: genKey(key, gen-1), Remined: true}
+		if _, ok := t.remined[ev.Reversal.PaymentKey]; ok {
+			return t.reminedCredited(ctx, p, ekey, ev)
+		}
+	}
 	switch {
 	case !t.awaiting():
 		// Already covered (or closed): never credited twice; it waits in
 		// support's queue to be refunded.
 		data["to_support"] = true
-		ev.Exceptions = []domain.NewException{newException(domain.ExceptionExtra, p, p.AmountCents)}
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionExtra, ekey, p, p.AmountCents)}
 		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la recharge n'attend plus de paiement : il n'est pas crédité ; le support vous le remboursera sur votre solde.", usd(p.AmountCents))
 		return t.record(ctx, ev)
 	case p.Late:
 		data["to_support"] = true
-		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, p, p.AmountCents)}
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, ekey, p, p.AmountCents)}
 		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre recharge ou vous le remboursera sur votre solde.", usd(p.AmountCents))
 		ev.Status = t.refreshPaymentStatus(ctx)
 		return t.record(ctx, ev)
 	}
-	return t.count(ctx, key, &p, p.AmountCents, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
+	return t.count(ctx, ekey, &p, p.AmountCents, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
 }
 
 // count adds a confirmed or attributed amount; the main flow credits once
@@ -270,12 +330,16 @@ func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 // attribution): what it brings above the amount goes to support's queue.
 // The caller holds mu.
 func (t *topUp) count(ctx workflow.Context, key string, p *PaymentEvent, cents int64, ev activities.TopUpEvent, message string) error {
+	qkey := key
+	if p != nil {
+		key = p.Key()
+	}
 	t.st.ReceivedCents += cents
 	t.st.PaymentsConfirmed = append(t.st.PaymentsConfirmed, key)
 	ev.Message = message
 	missing := t.in.AmountCents - t.st.ReceivedCents
 	if p != nil {
-		t.counted = append(t.counted, countedPayment{p: *p, cents: cents + min(missing, 0)})
+		t.counted = append(t.counted, countedPayment{P: *p, Cents: cents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
 	}
 	if missing <= 0 {
 		t.due = true
@@ -283,7 +347,7 @@ func (t *topUp) count(ctx workflow.Context, key string, p *PaymentEvent, cents i
 			ev.Data["overpaid_cents"] = -missing
 			ev.Message += fmt.Sprintf(" Le montant reçu dépasse la recharge de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
 			if p != nil {
-				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, *p, -missing))
+				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, qkey, *p, -missing))
 			}
 		}
 		return t.record(ctx, ev)
@@ -293,7 +357,7 @@ func (t *topUp) count(ctx workflow.Context, key string, p *PaymentEvent, cents i
 		return err
 	}
 	return t.record(ctx, activities.TopUpEvent{
-		Key:  domain.KeyPartial(key),
+		Key:  domain.KeyPartial(qkey),
 		Kind: domain.EventPaymentPartial,
 		Message: fmt.Sprintf("Paiement partiel : il manque %s pour créditer la recharge. Complétez le paiement avant l'échéance de la demande de paiement.",
 			usd(missing)),
@@ -340,7 +404,7 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 		}
 		ev.Use = use
 		amount = p.AmountCents
-		t.counted = append(t.counted, countedPayment{p: p, cents: amount})
+		t.counted = append(t.counted, countedPayment{P: p, Cents: amount})
 	}
 	t.actions[at.ActionID] = true
 	t.payments.confirm(key)

@@ -37,6 +37,12 @@ func (s *TopUpWorkflowSuite) SetupTest() {
 			defer s.mu.Unlock()
 			s.events = append(s.events, args.Get(1).(activities.TopUpEvent))
 		})
+	s.env.OnActivity(a.RecordTopUpEvents, mock.Anything, mock.Anything).Return(nil).Maybe().
+		Run(func(args mock.Arguments) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.events = append(s.events, args.Get(1).([]activities.TopUpEvent)...)
+		})
 }
 
 func (s *TopUpWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }

@@ -129,12 +129,25 @@ func TestReorgAfterConfirmationOnBtcd(t *testing.T) {
 		}
 		return false
 	})
-	// Mined again on the new chain: seen and confirmed again, once.
+	// Provisioning had started: uncounted and flagged in support's queue
+	// (not money), the order going on.
+	f.e.WaitFor("reverted payment flagged for support", func() bool {
+		xs, err := f.e.DB.ExceptionsOf(f.e.Ctx, o.Ref)
+		return err == nil && len(xs) == 1 && xs[0].Reason == domain.ExceptionReverted && xs[0].ResolvedAt == nil &&
+			f.e.Order(o.Ref).PaidCents == 0
+	})
+	// Mined again on the new chain: seen and confirmed again, counted
+	// again once, and the flag closes by itself (nothing was paid out).
 	n.mine(depth + 1)
 	ps = f.waitPayments("payment confirmed again", in.ID, onePayment(chainwatch.StateConfirmed))
 	if ps[0].AfterConfirmation {
 		t.Fatalf("payment %+v still marked reverted", ps[0])
 	}
+	f.e.WaitFor("counted again once, flag resolved", func() bool {
+		xs, err := f.e.DB.ExceptionsOf(f.e.Ctx, o.Ref)
+		return err == nil && len(xs) == 1 && xs[0].Resolution == domain.ResolutionRemined &&
+			f.e.Order(o.Ref).PaidCents == o.TotalCents
+	})
 }
 
 // startWatcher runs an in-process watcher (on the clock now, if not nil)

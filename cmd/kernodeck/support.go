@@ -34,6 +34,7 @@ Usage:
   kernodeck support [flags] exceptions
   kernodeck support [flags] refund-exception ID --reason R [--amount-cents N]
   kernodeck support [flags] count-exception ID --reason R [--amount-cents N]
+  kernodeck support [flags] resolve-exception ID --reason R   (a payment reverted after confirmation)
   kernodeck support [flags] find EMAIL|TXID|ADDRESS|REFERENCE
   kernodeck support [flags] answer REQUEST_ID --message M
 
@@ -109,6 +110,8 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		body["amount_cents"] = *cents
 	case "exceptions":
 		method, path, body = http.MethodGet, "/v1/support/exceptions", nil
+	case "resolve-exception":
+		path = "/v1/support/exceptions/" + url.PathEscape(ref) + "/resolve"
 	case "refund-exception", "count-exception":
 		path = "/v1/support/exceptions/" + url.PathEscape(ref) + "/" + strings.TrimSuffix(action, "-exception")
 		body["amount_cents"] = *cents

@@ -1,0 +1,225 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Payments removed by a deep reorganisation after their confirmation, and
+// dust summaries (vReorgDust). The money rule they keep: received on chain =
+// counted + refunded + still queued - shortfall of the reverted payments'
+// flags (see domain.ExceptionReverted).
+
+// revertConfirmed uncounts a confirmed payment the chain no longer holds.
+// Before provisioning starts, the order awaits payment again (with a fresh
+// payment window); once it started, the order keeps running and the
+// payment is flagged for support in the exception queue. Its queued
+// remainders (over, late, extra) are voided in the same transition. The
+// caller holds mu.
+func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
+	key := p.Key()
+	ekey := r.payments.qkey(key)
+	delete(r.payments.Counted, key)
+	r.payments.Gen[key]++
+	r.st.PaymentsConfirmed = without(r.st.PaymentsConfirmed, key)
+	kept, uncounted, _ := takeCounted(r.counted, ekey)
+	r.counted = kept
+	owedBefore := min(r.refundable(), 0)
+	r.st.PaidCents -= uncounted
+	// Refunded beyond what is still counted: paid out on the strength of it.
+	shortfall := owedBefore - min(r.refundable(), 0)
+	workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", ekey, "uncounted_cents", uncounted)
+
+	data := paymentData(p)
+	data["after_confirmation"], data["uncounted_cents"] = true, uncounted
+	ev := activities.OrderEvent{
+		Key: domain.KeyRevertedConfirmed(ekey), Kind: domain.EventPaymentReverted, Data: data,
+		PaidCents: ptrTo(r.st.PaidCents), Reversal: &domain.Reversal{PaymentKey: ekey},
+	}
+	flag := func() {
+		ev.Exceptions = []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: ekey, Network: p.Network,
+			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents, ShortfallCents: shortfall}}
+	}
+	switch {
+	case uncounted == 0:
+		// It was queued (late, extra), not counted: it leaves the queue.
+		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) transmis au support a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
+			usd(p.AmountCents), p.Network)
+	case r.provStarted && !r.done:
+		flag()
+		ev.Message = fmt.Sprintf("Un paiement déjà confirmé (%s) a été annulé par une réorganisation profonde du réseau %s : il n'est plus compté pour la commande. Le support est prévenu et reviendra vers vous.",
+			usd(p.AmountCents), p.Network)
+	case !r.done:
+		// Provisioning has not started: the order awaits payment again,
+		// with a full payment window from now.
+		r.paid = false
+		r.st.PaymentMethod = ""
+		if until := workflow.Now(ctx).Add(r.cfg.UnpaidTimeout); until.After(r.payUntil) {
+			r.payUntil = until
+		}
+		want := domain.StatusAwaitingPayment
+		if len(r.payments.Pending) > 0 {
+			want = domain.StatusPaymentDetected
+		}
+		if want != r.st.Status {
+			r.setStatus(ctx, want)
+		}
+		ev.Status = want
+		missing := r.in.TotalCents - r.netPaid()
+		data["missing_cents"], data["pay_until"] = missing, r.payUntil
+		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté. La commande attend de nouveau son paiement : il manque %s, à régler avant le %s.",
+			usd(p.AmountCents), p.Network, usd(missing), frDate(r.payUntil))
+	default:
+		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté.",
+			usd(p.AmountCents), p.Network)
+	}
+	if shortfall > 0 && ev.Exceptions == nil {
+		flag()
+	}
+	return r.record(ctx, ev)
+}
+
+// owedAfterReversal: provisioning started and a reversal left the order
+// short; a payment mined again then counts toward what is missing.
+func (r *rental) owedAfterReversal() bool {
+	return r.provStarted && !r.done && r.netPaid() < r.in.TotalCents
+}
+
+// recount counts a payment mined again toward what its reversal left
+// missing, once provisioning started (the order's status stays); what it
+// brings above goes to support's queue. The caller holds mu.
+func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev activities.OrderEvent) error {
+	missing := r.in.TotalCents - r.netPaid()
+	cents := min(p.AmountCents, missing)
+	r.st.PaidCents += p.AmountCents // received, as a first confirmation counts it
+	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, p.Key())
+	r.counted = append(r.counted, countedPayment{P: p, Cents: cents, QKey: qkeyIfGen(ekey, p)})
+	ev.PaidCents = ptrTo(r.st.PaidCents)
+	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : il est compté pour la commande.", usd(p.AmountCents))
+	if over := p.AmountCents - cents; over > 0 {
+		ev.Exceptions = []domain.NewException{newException(domain.ExceptionOver, ekey, p, over)}
+		ev.Message += fmt.Sprintf(" L'excédent (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(over))
+	}
+	return r.record(ctx, ev)
+}
+
+// dustEvent is the transition of a fresher dust summary: its total, kept
+// up to date in one queued row per payment request (never provisioned
+// automatically).
+func dustEvent(s DustSummary) (key, message string, data map[string]any, exc domain.NewException) {
+	message = fmt.Sprintf("Paiements de très faible montant reçus sur la demande de paiement %s : %d au total (%s %s, soit %s). Ils ne sont pas comptés automatiquement : le support peut les attribuer à votre dossier ou vous les rembourser sur votre solde.",
+		s.IntentID, s.Outputs, s.AmountBase, s.Asset, usd(s.AmountCents))
+	data = map[string]any{"intent_id": s.IntentID, "network": s.Network, "asset": s.Asset, "version": s.Version,
+		"outputs": s.Outputs, "amount_base": s.AmountBase, "amount_cents": s.AmountCents}
+	exc = domain.NewException{Reason: domain.ExceptionDust, PaymentKey: domain.DustKey(s.IntentID), Network: s.Network,
+		Asset: s.Asset, AmountBase: s.AmountBase, AmountCents: s.AmountCents}
+	return domain.KeyDust(s.IntentID, s.Version), message, data, exc
+}
+
+func (r *rental) onDust(ctx workflow.Context, s DustSummary) error {
+	if !r.payments.dustFresh(s) {
+		return nil // older or repeated: the newer total is already kept
+	}
+	key, msg, data, exc := dustEvent(s)
+	return r.record(ctx, activities.OrderEvent{Key: key, Kind: domain.EventPaymentDust, Message: msg, Data: data,
+		Exceptions: []domain.NewException{exc}})
+}
+
+func (t *topUp) onDust(ctx workflow.Context, s DustSummary) error {
+	if !t.payments.dustFresh(s) {
+		return nil
+	}
+	key, msg, data, exc := dustEvent(s)
+	return t.record(ctx, activities.TopUpEvent{Key: key, Kind: domain.EventPaymentDust, Message: msg, Data: data,
+		Exceptions: []domain.NewException{exc}})
+}
+
+// revertConfirmed is the top-up's: before the credit, the payment is
+// uncounted and the top-up awaits payment again; once credited, the
+// balance keeps the credit and the payment is flagged for support with
+// what it counted as shortfall (never silently kept). The caller holds mu.
+func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
+	key := p.Key()
+	ekey := t.payments.qkey(key)
+	delete(t.payments.Counted, key)
+	t.payments.Gen[key]++
+	t.st.PaymentsConfirmed = without(t.st.PaymentsConfirmed, key)
+	kept, received, counted := takeCounted(t.counted, ekey)
+	workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", ekey, "counted_cents", counted)
+	data := paymentData(p)
+	data["after_confirmation"] = true
+	ev := activities.TopUpEvent{Key: domain.KeyRevertedConfirmed(ekey), Kind: domain.EventPaymentReverted, Data: data,
+		Reversal: &domain.Reversal{PaymentKey: ekey}}
+	switch {
+	case counted == 0:
+		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) transmis au support a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
+			usd(p.AmountCents), p.Network)
+	case t.st.Status == domain.TopUpCredited:
+		// The credit stands: the counted part is the shortfall, until the
+		// payment is mined again (remined) or support resolves it.
+		t.counted = kept
+		t.remined[ekey] = counted
+		ev.Exceptions = []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: ekey, Network: p.Network,
+			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents, ShortfallCents: counted}}
+		data["shortfall_cents"] = counted
+		ev.Message = fmt.Sprintf("Un paiement déjà confirmé (%s) a été annulé par une réorganisation profonde du réseau %s après le crédit de la recharge. Le support est prévenu et reviendra vers vous.",
+			usd(p.AmountCents), p.Network)
+	default:
+		t.counted = kept
+		t.st.ReceivedCents -= received
+		if !t.done {
+			t.due = false
+			if until := workflow.Now(ctx).Add(t.timeout); until.After(t.payUntil) {
+				t.payUntil = until
+			}
+			want := domain.TopUpAwaitingPayment
+			if len(t.payments.Pending) > 0 {
+				want = domain.TopUpPaymentDetected
+			}
+			if want != t.st.Status {
+				t.setStatus(ctx, want)
+			}
+			ev.Status = want
+		}
+		data["uncounted_cents"] = received
+		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté pour la recharge.",
+			usd(p.AmountCents), p.Network)
+		if !t.done {
+			ev.Message += fmt.Sprintf(" Elle attend de nouveau son paiement : il manque %s, à régler avant le %s.",
+				usd(t.in.AmountCents-t.st.ReceivedCents), frDate(t.payUntil))
+		}
+	}
+	return t.record(ctx, ev)
+}
+
+// reminedCredited closes the flag of a credited top-up's payment mined
+// again: the credit is backed again, nothing is counted twice. The caller
+// holds mu.
+func (t *topUp) reminedCredited(ctx workflow.Context, p PaymentEvent, ekey string, ev activities.TopUpEvent) error {
+	prev := ev.Reversal.PaymentKey
+	ev.Reversal.RecoveredCents = t.remined[prev]
+	delete(t.remined, prev)
+	t.st.PaymentsConfirmed = append(t.st.PaymentsConfirmed, p.Key())
+	t.counted = append(t.counted, countedPayment{P: p, Cents: ev.Reversal.RecoveredCents, QKey: qkeyIfGen(ekey, p)})
+	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : la recharge créditée est de nouveau couverte.", usd(p.AmountCents))
+	return t.record(ctx, ev)
+}
+
+// takeCounted splits off the payment generation ekey: received is what
+// it added to the paid (received) amount, excess included; counted is the
+// part counted toward the total.
+func takeCounted(list []countedPayment, ekey string) (kept []countedPayment, received, counted int64) {
+	for _, c := range list {
+		if c.qkey() == ekey {
+			received += c.P.AmountCents
+			counted += c.Cents
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	return kept, received, counted
+}
