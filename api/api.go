@@ -197,6 +197,8 @@ type SupportStore interface {
 	OpenExceptions(ctx context.Context) ([]domain.Exception, error)
 	Exception(ctx context.Context, id int64) (domain.Exception, error)
 	ExceptionsOf(ctx context.Context, ref string) ([]domain.Exception, error)
+	// ValueException states the value of an amount received in another asset.
+	ValueException(ctx context.Context, v domain.ExceptionValue) error
 	// Find finds orders and top-ups by reference, email, txid or address.
 	Find(ctx context.Context, q string) ([]domain.FoundCase, error)
 }
@@ -395,6 +397,7 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/exceptions/:id/refund", s.supportRefundException)
 	sup.POST("/exceptions/:id/count", s.supportCountException)
 	sup.POST("/exceptions/:id/resolve", s.supportResolveException)
+	sup.POST("/exceptions/:id/value", s.supportValueException)
 	sup.GET("/find", s.supportFind)
 	if s.site != nil {
 		s.site.Mount(r)

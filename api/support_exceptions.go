@@ -37,36 +37,46 @@ func (s *Server) supportExceptions(c *gin.Context) {
 
 var errExceptionNotFound = &domain.Error{Code: domain.ECodeNotFound, Message: "Montant en attente introuvable."}
 
-// exceptionOf reads the :id exception and the optional amount and reason.
+// exceptionBody is what support sends about a queued amount.
+type exceptionBody struct {
+	Reason      string `json:"reason"`
+	AmountCents int64  `json:"amount_cents"`
+	// ReturnedOnChain (value only): sent back on chain, closed with no value.
+	ReturnedOnChain bool `json:"returned_on_chain"`
+}
+
+// exceptionRequest reads the :id exception and the body's amount and reason.
 func (s *Server) exceptionRequest(c *gin.Context) (domain.Exception, int64, string, bool) {
+	e, req, ok := s.exceptionRequestBody(c)
+	return e, req.AmountCents, req.Reason, ok
+}
+
+func (s *Server) exceptionRequestBody(c *gin.Context) (domain.Exception, exceptionBody, bool) {
+	var req exceptionBody
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
 		s.fail(c, errExceptionNotFound)
-		return domain.Exception{}, 0, "", false
-	}
-	var req struct {
-		Reason      string `json:"reason"`
-		AmountCents int64  `json:"amount_cents"`
+		return domain.Exception{}, req, false
 	}
 	if err := s.decodeJSON(c, &req, false); err != nil {
 		s.fail(c, err)
-		return domain.Exception{}, 0, "", false
+		return domain.Exception{}, req, false
 	}
-	reason, err := reasonOf(req.Reason)
+	req.Reason, err = reasonOf(req.Reason)
 	if err != nil {
 		s.fail(c, err)
-		return domain.Exception{}, 0, "", false
+		return domain.Exception{}, req, false
 	}
 	if err := (domain.ExceptionRefund{ExceptionID: id, ActionID: 1, AmountCents: req.AmountCents}).Validate(); err != nil {
 		s.fail(c, err)
-		return domain.Exception{}, 0, "", false
+		return domain.Exception{}, req, false
 	}
 	e, err := s.store.Exception(c.Request.Context(), id)
 	if err != nil {
 		s.fail(c, notFoundAs(err, errExceptionNotFound))
-		return domain.Exception{}, 0, "", false
+		return domain.Exception{}, req, false
 	}
-	return e, req.AmountCents, reason, true
+	return e, req, true
 }
 
 // supportRefundException refunds all (amount 0 or absent) or part of a
@@ -113,6 +123,29 @@ func (s *Server) supportCountException(c *gin.Context) {
 				return s.wf.AttributeTopUpPayment(ctx, e.TargetRef, at)
 			}
 			return s.wf.AttributeOrderPayment(ctx, e.TargetRef, at)
+		})
+}
+
+// supportValueException states, once, the USD value of a queued amount
+// received in another asset; returned_on_chain closes it with no value.
+func (s *Server) supportValueException(c *gin.Context) {
+	e, req, ok := s.exceptionRequestBody(c)
+	if !ok {
+		return
+	}
+	if req.AmountCents == 0 && !req.ReturnedOnChain {
+		s.fail(c, domain.FieldError("amount_cents", "Indiquez la valeur en cents, ou returned_on_chain si le montant a été renvoyé sur la chaîne."))
+		return
+	}
+	if req.AmountCents > 0 && req.ReturnedOnChain {
+		s.fail(c, domain.FieldError("returned_on_chain", "Un montant renvoyé sur la chaîne n'a pas de valeur à indiquer."))
+		return
+	}
+	s.runSupportActionOn(c, e.TargetRef, domain.ActionValueException, req.Reason,
+		map[string]any{"exception_id": e.ID, "amount_cents": req.AmountCents, "returned_on_chain": req.ReturnedOnChain},
+		func(ctx context.Context, id int64, agent string) error {
+			return s.store.ValueException(ctx, domain.ExceptionValue{
+				ExceptionID: e.ID, ActionID: id, Agent: agent, AmountCents: req.AmountCents, Reason: req.Reason})
 		})
 }
 

@@ -245,6 +245,7 @@ const (
 	ActionRefund            = "refund"
 	ActionRefundException   = "refund_exception"
 	ActionResolveException  = "resolve_exception"
+	ActionValueException    = "value_exception"
 )
 
 // NewRef returns a new public reference with the given prefix, e.g. KD-7QX2M4ZP9A.

@@ -151,6 +151,9 @@ const (
 	// (ExceptionResolve). ShortfallCents is what was counted or paid out on
 	// the strength of the payment and could not be taken back.
 	ExceptionReverted = "reverted"
+	// Recorded by the watchers, never signalled (chain_payments.to_support):
+	ExceptionOtherAsset = "other_asset" // another asset sent to a request's address: no value until support states one
+	ExceptionNotWatched = "not_watched" // paid after the request's watch window, valued at its rate
 )
 
 // DustKey is the payment key of a payment request's dust total.
@@ -179,7 +182,10 @@ type Exception struct {
 	ShortfallCents int64      `json:"shortfall_cents" db:"shortfall_cents"`
 	ResolvedAt     *time.Time `json:"resolved_at,omitempty" db:"resolved_at"`
 	Resolution     string     `json:"resolution,omitempty" db:"resolution"`
-	CreatedAt      time.Time  `json:"created_at" db:"created_at"`
+	// NeedsValue: received in an asset the request had no rate for; open
+	// until support states its USD value (ExceptionValue).
+	NeedsValue bool      `json:"needs_value" db:"needs_value"`
+	CreatedAt  time.Time `json:"created_at" db:"created_at"`
 }
 
 // RemainingCents is what is still to count or refund (none for a
@@ -312,6 +318,29 @@ type TopUpEvent struct {
 	Reversal   *Reversal
 }
 
+// ExceptionValue states, once, the USD value of a queued amount received in
+// another asset (NeedsValue), valued by support at that asset's rate when
+// it came in. It is then refunded or counted like any queued amount; a value
+// of 0 closes it (sent back on chain, nothing owed).
+type ExceptionValue struct {
+	ExceptionID int64
+	ActionID    int64
+	Agent       string
+	AmountCents int64
+	Reason      string
+}
+
+// Validate checks the value's shape.
+func (v ExceptionValue) Validate() error {
+	if v.ExceptionID <= 0 {
+		return FieldError("id", "Indiquez le montant en attente à évaluer.")
+	}
+	if v.AmountCents < 0 || v.AmountCents > MaxSupportCents {
+		return FieldError("amount_cents", "La valeur doit être positive (0 : renvoyé sur la chaîne, rien n'est dû).")
+	}
+	return validateActionID(v.ActionID)
+}
+
 // ExceptionRefund refunds part of an exception to the balance.
 type ExceptionRefund struct {
 	ExceptionID int64
@@ -344,6 +373,9 @@ type PayFromBalanceInput struct {
 	AccountID   int64
 	AmountCents int64
 	At          time.Time
+	// PaidCents is the order's paid amount with this debit (crypto counted
+	// before it included); 0 from workflows started before it existed.
+	PaidCents int64 `json:",omitempty"`
 }
 
 // CreditTopUpInput credits a covered top-up.

@@ -91,6 +91,11 @@ func KeyRefund(actionID int64) string { return fmt.Sprintf("refund:%d", actionID
 // KeyExceptionRefund is the refund of an unsettled received amount.
 func KeyExceptionRefund(actionID int64) string { return fmt.Sprintf("exception-refund:%d", actionID) }
 
+// KeyExceptionValue is support's valuation of a queued amount (once).
+func KeyExceptionValue(exceptionID int64) string {
+	return fmt.Sprintf("exception-value:%d", exceptionID)
+}
+
 // KeyExtend, KeyEndEarly: support's extension and early end.
 func KeyExtend(actionID int64) string   { return fmt.Sprintf("extend:%d", actionID) }
 func KeyEndEarly(actionID int64) string { return fmt.Sprintf("end-early:%d", actionID) }

@@ -324,6 +324,9 @@ func (db *DB) Confirm(ctx context.Context, network, holder string, maxHeight int
 		if err := checkLease(ctx, tx, network, holder); err != nil {
 			return err
 		}
+		if err := queueToSupport(ctx, tx, network, maxHeight); err != nil {
+			return err
+		}
 		return tx.GetContext(ctx, &n, `
 			WITH changed AS (
 				UPDATE chain_payments SET state = 'confirmed', confirmed_at = now()

@@ -86,15 +86,18 @@ func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
 			}
 			continue
 		}
-		if e.AmountCents <= 0 {
+		// Another asset has no value yet: queued at 0 until support values it.
+		needsValue := e.Reason == domain.ExceptionOtherAsset
+		if e.AmountCents <= 0 && !needsValue {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO payment_exceptions (target_kind, target_ref, account_id, reason, payment_key, network, txid,
-				asset, amount_base, amount_cents)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				asset, amount_base, amount_cents, needs_value)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (target_ref, reason, payment_key) DO NOTHING`,
-			m.kind, m.ref, m.accountID, e.Reason, e.PaymentKey, e.Network, e.TxID, e.Asset, e.AmountBase, e.AmountCents); err != nil {
+			m.kind, m.ref, m.accountID, e.Reason, e.PaymentKey, e.Network, e.TxID, e.Asset, e.AmountBase,
+			max(e.AmountCents, 0), needsValue && e.AmountCents <= 0); err != nil {
 			return fmt.Errorf("queue %s amount of %s: %w", e.Reason, m.ref, err)
 		}
 	}
@@ -216,7 +219,7 @@ func useException(ctx context.Context, tx *sqlx.Tx, ref string, u domain.Excepti
 
 const exceptionColumns = `x.id, x.target_kind, x.target_ref, x.account_id, a.email, x.reason, x.payment_key, x.network,
 	x.txid, x.asset, x.amount_base, x.amount_cents, x.counted_cents, x.refunded_cents, x.voided_cents, x.shortfall_cents,
-	x.resolved_at, COALESCE(x.resolution, '') AS resolution, x.created_at`
+	x.resolved_at, COALESCE(x.resolution, '') AS resolution, x.needs_value, x.created_at`
 
 // Exception returns one queued amount (settled or not).
 func (db *DB) Exception(ctx context.Context, id int64) (domain.Exception, error) {
@@ -236,7 +239,7 @@ func (db *DB) OpenExceptions(ctx context.Context) ([]domain.Exception, error) {
 	if err := db.SelectContext(ctx, &out, `SELECT `+exceptionColumns+` FROM payment_exceptions x
 		JOIN accounts a ON a.id = x.account_id
 		WHERE (x.reason <> 'reverted' AND x.counted_cents + x.refunded_cents + x.voided_cents < x.amount_cents)
-			OR (x.reason = 'reverted' AND x.resolved_at IS NULL)
+			OR (x.reason = 'reverted' AND x.resolved_at IS NULL) OR x.needs_value
 		ORDER BY x.created_at, x.id`); err != nil {
 		return nil, fmt.Errorf("open exceptions: %w", err)
 	}
@@ -300,6 +303,20 @@ type afterClose struct {
 // any other unsettled amount.
 func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
 	pk := domain.PaymentKey(p.Network, p.TxID, p.Index)
+	if p.State != "reverted" {
+		// A state the workflow received before it closed, re-sent because
+		// its acknowledgement was lost (a watcher restart): already counted
+		// or queued by the workflow, never queued a second time.
+		var handled bool
+		if err := tx.GetContext(ctx, &handled, `SELECT EXISTS (SELECT 1 FROM timeline_events WHERE ref = $1 AND idem_key = $2)
+			AND NOT EXISTS (SELECT 1 FROM timeline_events WHERE ref = $1 AND idem_key = $3)`,
+			p.TargetRef, domain.KeyConfirmed(pk), domain.KeyRevertedConfirmed(pk)); err != nil {
+			return fmt.Errorf("payment %s of %s: %w", pk, p.TargetRef, err)
+		}
+		if handled {
+			return nil
+		}
+	}
 	state := map[string]string{"seen": "détecté", "confirmed": "confirmé"}[p.State]
 	msg := fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.", state, p.AmountBase, p.Asset)
 	switch p.State {
@@ -323,4 +340,76 @@ func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
 	return applyMoney(ctx, tx, moneyChange{kind: p.TargetKind, ref: p.TargetRef, accountID: accountID,
 		exceptions: []domain.NewException{{Reason: domain.ExceptionAfterClose, PaymentKey: pk, Network: p.Network,
 			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents}}})
+}
+
+// queueToSupport puts in support's queue the payments to_support among
+// those just confirmed on network up to maxHeight (the caller's
+// transaction): the watcher could not count them (another asset, after the
+// request's watch window), so no workflow ever sees them; support refunds
+// or counts them like any queued amount, once another asset is valued
+// (ValueException).
+func queueToSupport(ctx context.Context, tx *sqlx.Tx, network string, maxHeight int64) error {
+	var rows []struct {
+		TxID        string `db:"txid"`
+		Index       int64  `db:"output_index"`
+		Asset       string `db:"asset"`
+		AmountBase  string `db:"amount_base"`
+		AmountCents int64  `db:"amount_cents"`
+		Reason      string `db:"to_support"`
+		TargetKind  string `db:"target_kind"`
+		TargetRef   string `db:"target_ref"`
+		AccountID   int64  `db:"account_id"`
+	}
+	if err := tx.SelectContext(ctx, &rows, `
+		SELECT p.txid, p.output_index, p.asset, p.amount_base::text AS amount_base, p.amount_cents, p.to_support,
+			i.target_kind, i.target_ref, i.account_id
+		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
+		WHERE p.network = $1 AND p.state = 'seen' AND p.block_height <= $2 AND p.to_support IS NOT NULL
+		ORDER BY p.txid, p.output_index`, network, maxHeight); err != nil {
+		return fmt.Errorf("payments to support %s: %w", network, err)
+	}
+	for _, r := range rows {
+		if err := applyMoney(ctx, tx, moneyChange{kind: r.TargetKind, ref: r.TargetRef, accountID: r.AccountID,
+			exceptions: []domain.NewException{{Reason: r.Reason, PaymentKey: domain.PaymentKey(network, r.TxID, r.Index),
+				Network: network, TxID: r.TxID, Asset: r.Asset, AmountBase: r.AmountBase, AmountCents: r.AmountCents}}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValueException records support's valuation of a queued amount received
+// in another asset, once (a second one is a conflict): the queued amount
+// and its chain payment take the value, and the target's timeline says it.
+// A value of 0 closes it: sent back on chain, nothing owed.
+func (db *DB) ValueException(ctx context.Context, v domain.ExceptionValue) error {
+	if err := v.Validate(); err != nil {
+		return err
+	}
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		var e domain.Exception
+		if err := tx.GetContext(ctx, &e, `SELECT `+exceptionColumns+` FROM payment_exceptions x
+			JOIN accounts a ON a.id = x.account_id WHERE x.id = $1 FOR UPDATE OF x`, v.ExceptionID); err != nil {
+			return fmt.Errorf("exception %d: %w", v.ExceptionID, notFound(err))
+		}
+		if !e.NeedsValue {
+			return domain.Errorf(domain.ECodeConflict, "Ce montant en attente a déjà une valeur (%s USD).", domain.FormatUSD(e.AmountCents))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE payment_exceptions SET amount_cents = $2::bigint, needs_value = false,
+			settled_at = CASE WHEN $2::bigint = 0 THEN now() END WHERE id = $1`, e.ID, v.AmountCents); err != nil {
+			return fmt.Errorf("value exception %d: %w", e.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE chain_payments SET amount_cents = $2
+			WHERE network || ':' || txid || ':' || output_index = $1 AND to_support = 'other_asset'`, e.PaymentKey, v.AmountCents); err != nil {
+			return fmt.Errorf("value payment %s: %w", e.PaymentKey, err)
+		}
+		msg := fmt.Sprintf("Le support a évalué le paiement reçu en %s à %s USD : il vous sera remboursé sur votre solde ou compté.", e.Asset, domain.FormatUSD(v.AmountCents))
+		if v.AmountCents == 0 {
+			msg = fmt.Sprintf("Le paiement reçu en %s vous a été renvoyé sur la chaîne par le support : rien d'autre n'est dû.", e.Asset)
+		}
+		_, err := insertEvent(ctx, tx, e.TargetRef, domain.KeyExceptionValue(e.ID), domain.EventSupportAction, msg,
+			map[string]any{"action": domain.ActionValueException, "action_id": v.ActionID, "agent": v.Agent, "reason": v.Reason,
+				"exception_id": e.ID, "payment_key": e.PaymentKey, "amount_cents": v.AmountCents}, time.Now())
+		return err
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 )
@@ -72,5 +73,40 @@ func TestLatePaymentQueuedThenRefundedInParts(t *testing.T) {
 	found, _ = db.Find(ctx, "LATE@example.com")
 	if len(found) != 1 || found[0].Matched != "email" {
 		t.Fatalf("find by email: %+v", found)
+	}
+}
+
+// A payment state re-sent after the workflow closed (its acknowledgement
+// was lost) is not queued when the workflow had recorded the payment: it
+// was counted already. One the workflow never saw is queued once.
+func TestAfterCloseRedeliveryOfACountedPaymentNotQueued(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, "redeliver@example.com")
+	ref := seedOrder(t, db, acc, 1)
+	if _, err := db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
+		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
+		VALUES ('PI-REDELIVER', 'order', $1, $2, 'BTC', 'bitcoin', 8, 36262, 2357, 65000, 'test', now(), 'bc1qredeliver', 901,
+			'bitcoin:x', now() + interval '1 hour', now() + interval '25 hours', 'intent:1')`, ref, acc); err != nil {
+		t.Fatal(err)
+	}
+	counted := chainwatch.Pending{Network: "bitcoin", TxID: "counted1", Index: 0, Asset: "BTC", IntentID: "PI-REDELIVER",
+		TargetKind: "order", TargetRef: ref, AmountBase: "36262", AmountCents: 2357, State: chainwatch.StateConfirmed}
+	if err := db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: domain.KeyConfirmed(domain.PaymentKey("bitcoin", "counted1", 0)),
+		Kind: domain.EventPaymentConfirmed, Message: "ok", At: time.Now(), PaidCents: &counted.AmountCents}); err != nil {
+		t.Fatal(err)
+	}
+	unseen := counted
+	unseen.TxID = "unseen1"
+	for range 2 {
+		for _, p := range []chainwatch.Pending{counted, unseen} {
+			if err := db.MarkUndeliverable(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	es, err := db.ExceptionsOf(ctx, ref)
+	if err != nil || len(es) != 1 || es[0].TxID != "unseen1" || es[0].Reason != domain.ExceptionAfterClose || es[0].AmountCents != 2357 {
+		t.Fatalf("queued: %+v %v", es, err)
 	}
 }

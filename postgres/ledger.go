@@ -100,7 +100,7 @@ func (db *DB) PayOrderFromBalance(ctx context.Context, in domain.PayFromBalanceI
 	if in.AmountCents <= 0 {
 		return domain.FieldError("amount_cents", "Le montant doit être positif.")
 	}
-	paid := in.AmountCents
+	paid := max(in.PaidCents, in.AmountCents) // cumulative: a partial crypto payment may come first
 	return db.RecordOrderEvent(ctx, domain.OrderEvent{
 		OrderRef: in.OrderRef, Key: domain.KeyPaid, Kind: domain.EventPaid, At: in.At,
 		Message: fmt.Sprintf("Commande réglée par le solde : %s USD débités. La préparation de la machine commence.", domain.FormatUSD(in.AmountCents)),

@@ -62,6 +62,12 @@ type rental struct {
 	// counted are the received payments counted toward the order: they go
 	// back to support's queue if the order expires unpaid.
 	counted []countedPayment
+	// over is the part of PaidCents above the total, queued for support
+	// (refundable from the queue only, never by the order's refund).
+	over int64
+	// overRefundable: a refund replayed from before "refund-over" (when
+	// the excess could be refunded twice, here and from the queue).
+	overRefundable bool
 	// payUntil is the end of the payment window: no payment request
 	// outlives it.
 	payUntil time.Time
@@ -105,7 +111,9 @@ func (r *rental) setup(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RentalStatus, error) {
-		return r.st, nil
+		st := r.st
+		st.RefundableCents = r.refundable()
+		return st, nil
 	}); err != nil {
 		return err
 	}
@@ -397,6 +405,7 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *Paymen
 			ev.Message += fmt.Sprintf(" Le montant reçu dépasse le total de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
 			if p != nil {
 				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, qkey, *p, -missing))
+				r.over += -missing
 			}
 		}
 		// The "paid" event itself is written by the main flow (recordPaid).
@@ -807,6 +816,7 @@ func (r *rental) payFromBalance(ctx workflow.Context) error {
 	r.balanceBusy = true
 	err := workflow.ExecuteActivity(timelineCtx(ctx), a.PayOrderFromBalance, activities.PayFromBalanceInput{
 		OrderRef: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: due, At: workflow.Now(ctx).UTC(),
+		PaidCents: r.st.PaidCents + due,
 	}).Get(ctx, nil)
 	r.balanceBusy = false
 	if err != nil {
@@ -894,6 +904,15 @@ func (r *rental) validateCancel(req CancelRequest) error {
 	if req.ActionID > 0 && r.actions[req.ActionID] {
 		return nil
 	}
+	if r.st.Status == domain.StatusProvisioningFailed && req.ActionID > 0 && !r.retry && !r.closing {
+		// Support's way to close an order whose machine cannot be prepared
+		// and that holds no received money (paid by an attribution alone):
+		// otherwise a refund of what is refundable closes it.
+		if r.refundable() > 0 {
+			return reject(domain.ECodeConflict, "Un montant reçu reste remboursable : remboursez-le pour clore la commande.")
+		}
+		return nil
+	}
 	switch {
 	case !r.unpaid():
 		return reject(domain.ECodeConflict, "La commande ne peut plus être annulée : elle n'est plus en attente de paiement.")
@@ -914,6 +933,13 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 	defer r.mu.Unlock()
 	if err := r.validateCancel(req); err != nil || (req.ActionID > 0 && r.actions[req.ActionID]) {
 		return err
+	}
+	if r.st.Status == domain.StatusProvisioningFailed {
+		// Whatever the failed attempt reserved is given back first.
+		var a *activities.Activities
+		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+			return errUnavailable()
+		}
 	}
 	r.done = true
 	r.setStatus(ctx, domain.StatusCancelled)
@@ -1065,9 +1091,13 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 }
 
 // refundable is the order's counted money that came in (not attributed
-// without a payment) and was not refunded yet.
+// without a payment, not the excess queued for support) and was not
+// refunded yet.
 func (r *rental) refundable() int64 {
-	return r.st.PaidCents - r.st.UnbackedCents - r.st.RefundedCents
+	if r.overRefundable {
+		return r.st.PaidCents - r.st.UnbackedCents - r.st.RefundedCents
+	}
+	return r.st.PaidCents - r.st.UnbackedCents - r.over - r.st.RefundedCents
 }
 
 func (r *rental) validateRefund(rf Refund) error {
@@ -1099,6 +1129,7 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	if workflow.GetVersion(ctx, "refund-transition", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return r.refundV0(ctx, rf)
 	}
+	r.overRefundable = workflow.GetVersion(ctx, "refund-over", workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if err := r.validateRefund(rf); err != nil {
 		return err
 	}

@@ -53,11 +53,14 @@ type RentalConfig struct {
 
 // RentalStatus is what QueryStatus returns for a rental.
 type RentalStatus struct {
-	OrderRef          string
-	Status            string
-	PaidCents         int64
-	RefundedCents     int64
-	UnbackedCents     int64 // attributed by support without a received payment
+	OrderRef      string
+	Status        string
+	PaidCents     int64
+	RefundedCents int64
+	UnbackedCents int64 // attributed by support without a received payment
+	// RefundableCents is what the order's refund may still credit: counted
+	// money received, less the excess queued for support and the refunds.
+	RefundableCents   int64 `json:",omitempty"`
 	PaymentMethod     string
 	PaymentsSeen      []string // payment keys seen (not confirmed)
 	PaymentsConfirmed []string // payment keys confirmed / attributed

@@ -26,10 +26,11 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	delete(r.payments.Counted, key)
 	r.payments.Gen[key]++
 	r.st.PaymentsConfirmed = without(r.st.PaymentsConfirmed, key)
-	kept, uncounted, _ := takeCounted(r.counted, ekey)
+	kept, uncounted, counted := takeCounted(r.counted, ekey)
 	r.counted = kept
 	owedBefore := min(r.refundable(), 0)
 	r.st.PaidCents -= uncounted
+	r.over -= uncounted - counted // its excess leaves the queue with it
 	// Refunded beyond what is still counted: paid out on the strength of it.
 	shortfall := owedBefore - min(r.refundable(), 0)
 	workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", ekey, "uncounted_cents", uncounted)
@@ -101,6 +102,7 @@ func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev a
 	ev.PaidCents = ptrTo(r.st.PaidCents)
 	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : il est compté pour la commande.", usd(p.AmountCents))
 	if over := p.AmountCents - cents; over > 0 {
+		r.over += over
 		ev.Exceptions = []domain.NewException{newException(domain.ExceptionOver, ekey, p, over)}
 		ev.Message += fmt.Sprintf(" L'excédent (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(over))
 	}

@@ -48,11 +48,54 @@ func TestOtherAssetToARequestAddressGoesToSupport(t *testing.T) {
 		if n := len(f.env.EventsOfKind(c.p.order.Ref, domain.EventPaymentSeen)); n != 0 {
 			t.Fatalf("%s request: %d payment_seen events", c.p.asset, n)
 		}
+		// In support's queue, with no value until support states one.
+		es, err := f.env.DB.ExceptionsOf(f.env.Ctx, c.p.order.Ref)
+		if err != nil || len(es) != 1 || es[0].Reason != domain.ExceptionOtherAsset || !es[0].NeedsValue ||
+			es[0].AmountCents != 0 || es[0].TxID != r.TxID || es[0].Asset != c.asset || es[0].AmountBase != c.units {
+			t.Fatalf("%s request: queue %+v %v", c.p.asset, es, err)
+		}
+		if !queued(t, f.env, es[0].ID) {
+			t.Fatalf("%s request: not in the open queue", c.p.asset)
+		}
+	}
+	// Support values the USDT (5 USD) and closes the ETH as sent back.
+	for i, c := range []struct {
+		p     paidOrder
+		cents int64
+	}{{eth, 500}, {usdt, 0}} {
+		e, _ := f.env.DB.ExceptionsOf(f.env.Ctx, c.p.order.Ref)
+		v := domain.ExceptionValue{ExceptionID: e[0].ID, ActionID: int64(i + 1), Agent: "a", AmountCents: c.cents, Reason: "cours du jour"}
+		if err := f.env.DB.ValueException(f.env.Ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.env.DB.ValueException(f.env.Ctx, v); domain.ErrorCode(err) != domain.ECodeConflict {
+			t.Fatalf("second valuation: %v", err)
+		}
+		e, _ = f.env.DB.ExceptionsOf(f.env.Ctx, c.p.order.Ref)
+		rows := f.env.ChainPayments(c.p.intent.ID)
+		if e[0].NeedsValue || e[0].RemainingCents() != c.cents || rows[0].AmountCents != c.cents || queued(t, f.env, e[0].ID) != (c.cents > 0) {
+			t.Fatalf("valued at %d: %+v, payment %+v", c.cents, e[0], rows[0])
+		}
 	}
 	// The requests still take their own asset.
 	f.pay(eth, eth.amount())
 	f.mine(confirmations)
 	f.waitActive(eth, eth.order.TotalCents)
+}
+
+// queued reports whether the exception is in support's open queue.
+func queued(t *testing.T, env *watchtest.Env, id int64) bool {
+	t.Helper()
+	open, err := env.DB.OpenExceptions(env.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range open {
+		if e.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // TestReorgAfterConfirmationIsSignalled: a reorganisation of depth policy+2

@@ -62,10 +62,23 @@ func TestWatcherStoppedLongerThanTheWatchWindow(t *testing.T) {
 	f.e.WaitFor("payment after the window recorded", func() bool {
 		return len(f.e.ChainPayments(in.ID)) == 2 && len(f.e.EventsOfKind(o.Ref, "payment_to_support")) == 1
 	})
+	var lateCents int64
 	for _, p := range f.e.ChainPayments(in.ID) {
 		if p.TxID == late && (p.ToSupport == nil || *p.ToSupport != "not_watched" || p.SignaledState != nil) {
 			t.Fatalf("payment after the window: %+v", p)
 		}
+		if p.TxID == late {
+			lateCents = p.AmountCents
+		}
+	}
+	// Confirmed, it is in support's queue at the request's rate.
+	var es []domain.Exception
+	f.e.WaitFor("payment after the window queued", func() bool {
+		es, err = f.e.DB.ExceptionsOf(f.e.Ctx, o.Ref)
+		return err == nil && len(es) == 1
+	})
+	if es[0].Reason != domain.ExceptionNotWatched || es[0].TxID != late || es[0].AmountCents != lateCents || lateCents <= 0 || es[0].NeedsValue {
+		t.Fatalf("queued: %+v (payment worth %d)", es[0], lateCents)
 	}
 	if got := f.e.Order(o.Ref); got.PaidCents != o.TotalCents {
 		t.Fatalf("paid %d after the window's payment, want %d", got.PaidCents, o.TotalCents)

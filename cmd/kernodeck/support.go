@@ -35,6 +35,7 @@ Usage:
   kernodeck support [flags] refund-exception ID --reason R [--amount-cents N]
   kernodeck support [flags] count-exception ID --reason R [--amount-cents N]
   kernodeck support [flags] resolve-exception ID --reason R   (a payment reverted after confirmation)
+  kernodeck support [flags] value-exception ID --reason R (--amount-cents N | --returned-on-chain)
   kernodeck support [flags] find EMAIL|TXID|ADDRESS|REFERENCE
   kernodeck support [flags] answer REQUEST_ID --message M
 
@@ -68,6 +69,7 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	days := af.Int("days", 0, "days to add (extend)")
 	cents := af.Int64("amount-cents", 0, "amount in USD cents")
 	message := af.String("message", "", "answer to the customer (answer)")
+	returned := af.Bool("returned-on-chain", false, "sent back on chain: closes it with no value (value-exception)")
 	if err := af.Parse(args[2:]); err != nil {
 		return 2
 	}
@@ -115,6 +117,12 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "refund-exception", "count-exception":
 		path = "/v1/support/exceptions/" + url.PathEscape(ref) + "/" + strings.TrimSuffix(action, "-exception")
 		body["amount_cents"] = *cents
+	case "value-exception":
+		path = "/v1/support/exceptions/" + url.PathEscape(ref) + "/value"
+		body["amount_cents"] = *cents
+		if *returned {
+			body["returned_on_chain"] = true
+		}
 	case "find":
 		method, path, body = http.MethodGet, "/v1/support/find?q="+url.QueryEscape(ref), nil
 	default:
