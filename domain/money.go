@@ -321,24 +321,17 @@ type TopUpEvent struct {
 // ExceptionValue states, once, the USD value of a queued amount received in
 // another asset (NeedsValue), valued by support at that asset's rate when
 // it came in. It is then refunded or counted like any queued amount; a value
-// of 0 closes it (sent back on chain, nothing owed).
-type ExceptionValue struct {
-	ExceptionID int64
-	ActionID    int64
-	Agent       string
-	AmountCents int64
-	Reason      string
-}
+// of 0 closes it (sent back on chain, nothing owed). Its fields are a
+// refund's, AmountCents being the value.
+type ExceptionValue ExceptionRefund
 
 // Validate checks the value's shape.
 func (v ExceptionValue) Validate() error {
-	if v.ExceptionID <= 0 {
-		return FieldError("id", "Indiquez le montant en attente à évaluer.")
-	}
-	if v.AmountCents < 0 || v.AmountCents > MaxSupportCents {
+	err := ExceptionRefund(v).Validate()
+	if de, ok := err.(*Error); ok && de.Field == "amount_cents" {
 		return FieldError("amount_cents", "La valeur doit être positive (0 : renvoyé sur la chaîne, rien n'est dû).")
 	}
-	return validateActionID(v.ActionID)
+	return err
 }
 
 // ExceptionRefund refunds part of an exception to the balance.
