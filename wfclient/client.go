@@ -21,8 +21,8 @@ import (
 
 // Workflow type names, as registered by the worker.
 const (
-	RentalWorkflowType = "RentalWorkflow"
-	TopUpWorkflowType  = "TopUpWorkflow"
+	RentalWorkflowType = workflows.RentalWorkflowType
+	TopUpWorkflowType  = workflows.TopUpWorkflowType
 )
 
 // Client implements api.Workflows over a Temporal client.

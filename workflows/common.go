@@ -509,9 +509,36 @@ const (
 	// (back to awaiting payment, or flagged for support), dust summaries
 	// go to support's queue, and payment signals are handled in batches
 	// (one timeline write per batch).
-	vReorgDust  workflow.Version = 2
-	vMaxHistory                  = vReorgDust
+	vReorgDust workflow.Version = 2
+	// vContinueAsNew: a rental or top-up whose history passes its bound
+	// (or the server's suggestion) continues as new at its next waiting
+	// point, carrying its whole state.
+	vContinueAsNew workflow.Version = 3
+	vMaxHistory                     = vContinueAsNew
 )
+
+// DefaultMaxHistory is the history length past which a rental or a
+// top-up continues as new at its next waiting point.
+const DefaultMaxHistory = 2000
+
+// historyFull reports whether the run should continue as new.
+func historyFull(ctx workflow.Context, v workflow.Version, max int) bool {
+	if v < vContinueAsNew {
+		return false
+	}
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= max
+}
+
+// signalsPending reports whether a payment signal waits in its channel.
+func signalsPending(ctx workflow.Context) bool {
+	for _, name := range paymentSignalNames(true) {
+		if workflow.GetSignalChannel(ctx, name).Len() > 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // historyVersion is the workflow's command version, taken at its start.
 func historyVersion(ctx workflow.Context) workflow.Version {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -19,6 +20,9 @@ func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) 
 	r := newRental(ctx, in)
 	r.v = historyVersion(ctx)
 	r.sa.V = r.v
+	if in.Carry != nil {
+		r.restore(in.Carry)
+	}
 	if err := r.setup(ctx); err != nil {
 		return r.st, err
 	}
@@ -48,6 +52,8 @@ type rental struct {
 	paid        bool // the amount due is covered
 	provStarted bool // recordPaid ran: a payment reverted now is flagged for support (vReorgDust)
 	batch       bool // payment signals being handled in one batch (vReorgDust)
+	full        bool // the history passed its bound: continue as new at the next waiting point
+	resumeProv  bool // this run continues a provisioning failure waiting for support
 	supportPaid bool // an attribution took part in the payment
 	balanceBusy bool // a pay-from-balance debit is running
 	done        bool // closed by a handler or the deadline: cancelled, expired, refunded
@@ -87,6 +93,9 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 	if cfg.Day <= 0 {
 		cfg.Day = 24 * time.Hour
 	}
+	if cfg.MaxHistory <= 0 {
+		cfg.MaxHistory = DefaultMaxHistory
+	}
 	return &rental{
 		payUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
 		in:       in,
@@ -101,13 +110,17 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 }
 
 func (r *rental) setup(ctx workflow.Context) error {
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
+	attrs := []temporal.SearchAttributeUpdate{
 		saKeyRef.ValueSet(r.in.OrderRef),
 		saKeyCustomer.ValueSet(strconv.FormatInt(r.in.AccountID, 10)),
 		saKeyStatus.ValueSet(r.st.Status),
 		saKeyGPU.ValueSet(r.in.GPUModel),
 		saKeyKind.ValueSet("rental"),
-	); err != nil {
+	}
+	if r.sa.Asset != "" {
+		attrs = append(attrs, saKeyAsset.ValueSet(r.sa.Asset), saKeyNetwork.ValueSet(r.sa.Network))
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RentalStatus, error) {
@@ -142,6 +155,17 @@ func (r *rental) setup(ctx workflow.Context) error {
 }
 
 func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
+	phase := phasePayment
+	if r.in.Carry != nil {
+		phase = r.in.Carry.Phase
+	}
+	switch phase {
+	case phasePeriod:
+		return r.period(ctx)
+	case phaseProvisioningFailed:
+		r.resumeProv = true
+		return r.provisionAndRun(ctx)
+	}
 	for {
 		if err := r.awaitPayment(ctx); err != nil {
 			return r.st, err
@@ -159,6 +183,11 @@ func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 			break
 		}
 	}
+	return r.provisionAndRun(ctx)
+}
+
+// provisionAndRun provisions the machine, then runs the period.
+func (r *rental) provisionAndRun(ctx workflow.Context) (RentalStatus, error) {
 	access, ready, err := r.provision(ctx)
 	if err != nil {
 		return r.st, err
@@ -169,6 +198,11 @@ func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 	if err := r.startPeriod(ctx, access); err != nil {
 		return r.st, err
 	}
+	return r.period(ctx)
+}
+
+// period runs the rental period, then the teardown.
+func (r *rental) period(ctx workflow.Context) (RentalStatus, error) {
 	if err := r.runPeriod(ctx); err != nil {
 		return r.st, err
 	}
@@ -244,12 +278,17 @@ func (r *rental) startBatch() { r.batch = true }
 func (r *rental) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
 	r.batch = false
-	if len(r.later) == 0 {
-		return nil
+	var err error
+	if len(r.later) > 0 {
+		evs := r.later
+		r.later = nil
+		err = execTimeline(ctx, r.v, a.RecordOrderEvents, evs)
 	}
-	evs := r.later
-	r.later = nil
-	return execTimeline(ctx, r.v, a.RecordOrderEvents, evs)
+	if !r.full && historyFull(ctx, r.v, r.cfg.MaxHistory) {
+		r.full = true
+		r.wake.SendAsync(struct{}{}) // the period loop continues as new
+	}
+	return err
 }
 
 // writeLater keeps ev for the next timeline write, which the caller makes
@@ -434,10 +473,13 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 		for {
 			until := r.payUntil
 			ok, err := awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
-				return settled() || !r.payUntil.Equal(until)
+				return settled() || !r.payUntil.Equal(until) || r.full
 			})
 			if err != nil || settled() {
 				return err
+			}
+			if r.full {
+				return r.continueAsNew(ctx, phasePayment)
 			}
 			if !ok {
 				break
@@ -520,19 +562,28 @@ func (r *rental) recordPaid(ctx workflow.Context) (paid bool, err error) {
 // refunds the order (not ready). A failed attempt waits for support.
 func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool, error) {
 	for {
-		r.attempt++
-		access, step, stepErr, err := r.provisionOnce(ctx)
-		if err != nil {
+		var access activities.AccessSummary
+		if !r.resumeProv {
+			r.attempt++
+			var step string
+			var stepErr, err error
+			access, step, stepErr, err = r.provisionOnce(ctx)
+			if err != nil {
+				return access, false, err
+			}
+			if stepErr == nil {
+				return access, true, nil
+			}
+			if err := r.provisioningFailed(ctx, step, stepErr); err != nil {
+				return access, false, err
+			}
+		}
+		r.resumeProv = false
+		if err := workflow.Await(ctx, func() bool { return r.retry || r.done || r.full }); err != nil {
 			return access, false, err
 		}
-		if stepErr == nil {
-			return access, true, nil
-		}
-		if err := r.provisioningFailed(ctx, step, stepErr); err != nil {
-			return access, false, err
-		}
-		if err := workflow.Await(ctx, func() bool { return r.retry || r.done }); err != nil {
-			return access, false, err
+		if r.full && !r.retry && !r.done {
+			return access, false, r.continueAsNew(ctx, phaseProvisioningFailed)
 		}
 		if r.done {
 			return access, false, nil
@@ -686,6 +737,9 @@ type reminder struct {
 // Timers live in a child context cancelled and re-armed whenever the end moves.
 func (r *rental) runPeriod(ctx workflow.Context) error {
 	for !r.endNow && workflow.Now(ctx).Before(r.end) {
+		if r.full {
+			return r.continueAsNew(ctx, phasePeriod)
+		}
 		now := workflow.Now(ctx)
 		tctx, cancelTimers := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)

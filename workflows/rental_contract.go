@@ -36,6 +36,9 @@ type RentalInput struct {
 	Preset       string
 	TotalCents   int64
 	Config       RentalConfig
+	// Carry is the state of the previous run (continue-as-new); nil at
+	// the first run.
+	Carry *RentalCarry `json:",omitempty"`
 }
 
 // RentalConfig is captured at start; zero fields take the defaults.
@@ -49,6 +52,9 @@ type RentalConfig struct {
 	// Day is the length of a rental day (0: 24 h). Only tests shorten it,
 	// to run a whole 30-day rental on a real server in seconds.
 	Day time.Duration `json:",omitempty"`
+	// MaxHistory: past this many history events the workflow continues
+	// as new at its next waiting point (0: DefaultMaxHistory).
+	MaxHistory int `json:",omitempty"`
 }
 
 // RentalStatus is what QueryStatus returns for a rental.

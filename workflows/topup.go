@@ -18,6 +18,13 @@ func TopUpWorkflow(ctx workflow.Context, in TopUpInput) (TopUpStatus, error) {
 	t := newTopUp(ctx, in)
 	t.v = historyVersion(ctx)
 	t.sa.V = t.v
+	t.maxHist = in.MaxHistory
+	if t.maxHist <= 0 {
+		t.maxHist = DefaultMaxHistory
+	}
+	if in.Carry != nil {
+		t.restore(in.Carry)
+	}
 	if err := t.setup(ctx); err != nil {
 		return t.st, err
 	}
@@ -46,6 +53,10 @@ type topUp struct {
 	remined map[string]int64
 	batch   bool // payment signals being handled in one batch (vReorgDust)
 	later   []activities.TopUpEvent
+	full    bool // the history passed its bound: continue as new at the next waiting point
+	maxHist int  // history bound
+	// listenUntil ends a credited top-up's listening window.
+	listenUntil time.Time
 }
 
 func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
@@ -97,6 +108,9 @@ func (t *topUp) setup(ctx workflow.Context) error {
 
 func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 	settled := func() bool { return t.due || t.done }
+	if t.in.Carry != nil && t.in.Carry.Phase == phaseCredited {
+		return t.listen(ctx)
+	}
 	for {
 		var ok bool
 		var err error
@@ -105,8 +119,11 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 			// payment moves.
 			until := t.payUntil
 			ok, err = awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
-				return settled() || !t.payUntil.Equal(until)
+				return settled() || !t.payUntil.Equal(until) || t.full
 			})
+			if err == nil && !settled() && t.full {
+				return t.st, t.continueAsNew(ctx, phasePayment)
+			}
 			if err == nil && !ok && !t.payUntil.Equal(until) {
 				continue
 			}
@@ -132,12 +149,36 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 			break
 		}
 	}
+	if t.v >= vContinueAsNew {
+		t.listenUntil = workflow.Now(ctx).Add(t.timeout)
+		return t.listen(ctx)
+	}
 	if t.st.Status == domain.TopUpCredited {
 		// Late or duplicate payments to this intent are still recorded.
 		if err := workflow.Sleep(ctx, t.timeout); err != nil {
 			return t.st, err
 		}
 	}
+	return t.finish(ctx)
+}
+
+// listen keeps a credited top-up listening until listenUntil, so late or
+// duplicate payments to its request are still recorded; the run continues
+// as new if its history passes its bound meanwhile.
+func (t *topUp) listen(ctx workflow.Context) (TopUpStatus, error) {
+	if t.st.Status == domain.TopUpCredited {
+		if _, err := awaitOrTimeout(ctx, t.listenUntil.Sub(workflow.Now(ctx)), func() bool { return t.full }); err != nil {
+			return t.st, err
+		}
+		if t.full && workflow.Now(ctx).Before(t.listenUntil) {
+			return t.st, t.continueAsNew(ctx, phaseCredited)
+		}
+	}
+	return t.finish(ctx)
+}
+
+// finish lets running handlers complete (see the rental's).
+func (t *topUp) finish(ctx workflow.Context) (TopUpStatus, error) {
 	err := workflow.Await(ctx, func() bool {
 		return workflow.AllHandlersFinished(ctx) && t.signalsBusy == 0
 	})
@@ -234,12 +275,14 @@ func (t *topUp) startBatch() { t.batch = true }
 func (t *topUp) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
 	t.batch = false
-	if len(t.later) == 0 {
-		return nil
+	var err error
+	if len(t.later) > 0 {
+		evs := t.later
+		t.later = nil
+		err = execTimeline(ctx, t.v, a.RecordTopUpEvents, evs)
 	}
-	evs := t.later
-	t.later = nil
-	return execTimeline(ctx, t.v, a.RecordTopUpEvents, evs)
+	t.full = t.full || historyFull(ctx, t.v, t.maxHist)
+	return err
 }
 
 func (t *topUp) listenPayments(ctx workflow.Context) {

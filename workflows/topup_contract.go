@@ -16,6 +16,10 @@ type TopUpInput struct {
 	AmountCents int64
 	// PaymentTimeout expires an unpaid top-up; 0 means DefaultTopUpTimeout.
 	PaymentTimeout time.Duration
+	// MaxHistory: see RentalConfig.MaxHistory.
+	MaxHistory int `json:",omitempty"`
+	// Carry is the state of the previous run (continue-as-new).
+	Carry *TopUpCarry `json:",omitempty"`
 }
 
 // TopUpStatus is what QueryStatus returns for a top-up.
