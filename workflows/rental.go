@@ -33,6 +33,9 @@ func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) 
 // timeline events that go with it happen under mu, so that signal and update
 // handlers, which interleave at each activity call, never see a half-applied
 // change (for instance a crypto confirmation racing a balance debit).
+//
+// A field that outlives a handler must also be carried to the next run
+// (RentalCarry in carry.go).
 type rental struct {
 	in  RentalInput
 	cfg RentalConfig // with defaults applied
