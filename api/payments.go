@@ -24,6 +24,22 @@ type PaymentStore interface {
 // MethodLister lists the payment methods that can be used now.
 type MethodLister interface {
 	Enabled() []domain.Method
+	// Offered refuses a method not offered now, as a payment request would.
+	Offered(asset, network string) (domain.Method, error)
+}
+
+// checkMethod refuses a method not offered before the workflow is asked,
+// so the refusal writes no history (no methods configured: every request
+// is refused by the workflow's activity the same way).
+func (s *Server) checkMethod(c *gin.Context, req intentRequest) bool {
+	if s.methods == nil {
+		return true
+	}
+	if _, err := s.methods.Offered(req.Asset, req.Network); err != nil {
+		s.fail(c, err)
+		return false
+	}
+	return true
 }
 
 var errIntentNotFound = domain.Errorf(domain.ECodeNotFound, "Demande de paiement introuvable.")
@@ -65,7 +81,7 @@ func (s *Server) createOrderIntent(c *gin.Context) {
 		return
 	}
 	o, ok := s.ownOrder(c)
-	if !ok {
+	if !ok || !s.checkMethod(c, req) {
 		return
 	}
 	ctx, cancel := s.workflowCtx(c)
@@ -88,6 +104,9 @@ func (s *Server) createTopUpIntent(c *gin.Context) {
 	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
 	if err != nil {
 		s.fail(c, notFoundAs(err, errTopUpNotFound))
+		return
+	}
+	if !s.checkMethod(c, req) {
 		return
 	}
 	ctx, cancel := s.workflowCtx(c)

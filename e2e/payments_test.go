@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+
 	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
@@ -46,6 +48,19 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 	ref := str(created["order"].(map[string]any)["reference"])
 	waitStatus(e, dana, ref, "awaiting_payment")
 
+	// Refused customer updates write no history: the API and the
+	// workflow's validators refuse them before any event.
+	wid := workflows.RentalWorkflowID(ref)
+	var before int
+	e.waitFor("workflow waiting for its payment", func() bool {
+		h := historyOf(t, e.tc, wid)
+		before = len(h.Events)
+		return before > 0 && h.Events[before-1].GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED
+	})
+	if st, out := e.call("POST", "/v1/orders/"+ref+"/pay-from-balance", dana, nil); st != http.StatusConflict || errCode(out) != "insufficient_balance" {
+		t.Fatalf("pay from an empty balance: %d %v", st, out)
+	}
+
 	// A method that is offered but not configured: clear refusal, order unchanged.
 	_, out := e.call("POST", "/v1/orders/"+ref+"/payment-intents", dana, map[string]any{"asset": "SOL", "network": "solana"})
 	if errBody := out["error"].(map[string]any); str(errBody["code"]) != "method_unavailable" || !strings.Contains(str(errBody["message"]), "commande reste enregistrée") {
@@ -55,6 +70,9 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 	st, _ := e.call("POST", "/v1/orders/"+ref+"/payment-intents", dana, map[string]any{"asset": "USDT", "network": "bitcoin"})
 	if st != http.StatusBadRequest {
 		t.Fatalf("USDT/bitcoin: status %d", st)
+	}
+	if after := len(historyOf(t, e.tc, wid).Events); after != before {
+		t.Fatalf("refused updates wrote %d history events", after-before)
 	}
 
 	pi := e.must(http.StatusCreated, "POST", "/v1/orders/"+ref+"/payment-intents", dana,

@@ -94,6 +94,22 @@ func (s *Service) Enabled() []domain.Method {
 	return out
 }
 
+// Offered returns the method asset/network if it is offered now, else the
+// refusal a payment request for it gets (the API asks first, so such a
+// refusal never reaches the order's workflow).
+func (s *Service) Offered(asset, network string) (domain.Method, error) {
+	m, ok := domain.LookupMethod(asset, network)
+	if !ok {
+		return m, &domain.Error{Code: domain.ECodeInvalid, Field: "method",
+			Message: "Méthode de paiement inconnue : choisissez BTC/bitcoin, ETH/ethereum, USDT/ethereum, USDC/ethereum, TRX/tron, USDT/tron, SOL/solana ou LTC/litecoin."}
+	}
+	if !s.enabled(m) {
+		return m, domain.Errorf(domain.ECodeMethodUnavailable,
+			"Le paiement en %s sur le réseau %s n'est pas disponible pour le moment. Choisissez une autre méthode ; votre commande reste enregistrée.", m.Asset, m.Network)
+	}
+	return m, nil
+}
+
 func (s *Service) enabled(m domain.Method) bool {
 	n, ok := s.Networks[m.Network]
 	if !ok {
@@ -116,14 +132,9 @@ func (s *Service) Create(ctx context.Context, r Request) (domain.Intent, error) 
 	if s.Now != nil {
 		now = s.Now()
 	}
-	m, ok := domain.LookupMethod(r.Asset, r.Network)
-	if !ok {
-		return domain.Intent{}, &domain.Error{Code: domain.ECodeInvalid, Field: "method",
-			Message: "Méthode de paiement inconnue : choisissez BTC/bitcoin, ETH/ethereum, USDT/ethereum, USDC/ethereum, TRX/tron, USDT/tron, SOL/solana ou LTC/litecoin."}
-	}
-	if !s.enabled(m) {
-		return domain.Intent{}, domain.Errorf(domain.ECodeMethodUnavailable,
-			"Le paiement en %s sur le réseau %s n'est pas disponible pour le moment. Choisissez une autre méthode ; votre commande reste enregistrée.", m.Asset, m.Network)
+	m, err := s.Offered(r.Asset, r.Network)
+	if err != nil {
+		return domain.Intent{}, err
 	}
 	if r.USDCents <= 0 {
 		return domain.Intent{}, domain.Errorf(domain.ECodeConflict, "Il n'y a plus rien à payer sur ce dossier.")
