@@ -116,3 +116,40 @@ func TestTopUpContinuesAsNewWhileListening(t *testing.T) {
 		t.Fatalf("balance %d: credited once", got)
 	}
 }
+
+// TestRentalContinuesAsNewWhileWaiting: a rental continues as new while
+// awaiting its payment (a burst of late payments) and while waiting for
+// support after a provisioning failure (a burst of extra payments); each
+// new run picks up where the old one waited: the order is then paid, and
+// support's retry provisions it.
+func TestRentalContinuesAsNewWhileWaiting(t *testing.T) {
+	var flaky *flakyProvisioner
+	e := newEnv(t, withFlaky(&flaky))
+	acc := e.account("continue-wait@example.com")
+	cfg := workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1, MaxHistory: 40}
+
+	o := e.startOrder(acc, cfg)
+	wid := workflows.RentalWorkflowID(o.Ref)
+	first := e.runID(wid)
+	for i := range 30 {
+		e.payment(wid, workflows.SignalPaymentConfirmed, btc(fmt.Sprintf("cwl%03d", i), 10, true))
+	}
+	e.waitQueued(o.Ref, 30)
+	e.waitFor("continued as new awaiting payment", func() bool { return e.runID(wid) != first })
+	e.paid(wid, btc("cw01", o.TotalCents, false))
+	e.waitOrder(o.Ref, domain.StatusActive)
+
+	flaky.failing.Store(true)
+	o = e.startOrder(acc, cfg)
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("cw02", o.TotalCents, false))
+	e.waitOrder(o.Ref, domain.StatusProvisioningFailed)
+	first = e.runID(wid)
+	e.burst(wid, "cwx", 30)
+	e.waitQueued(o.Ref, 30)
+	e.waitFor("continued as new in provisioning_failed", func() bool { return e.runID(wid) != first })
+	flaky.failing.Store(false)
+	e.support("orders/"+o.Ref+"/retry-provisioning", map[string]any{"reason": "machine revenue"})
+	e.waitOrder(o.Ref, domain.StatusActive)
+	replayHistory(t, e.tc, wid, "rental_continued_provisioning_failed.json")
+}
