@@ -252,6 +252,11 @@ func (c *Chain) Block(ctx context.Context, height int64) (chainwatch.Block, erro
 			if err != nil {
 				return chainwatch.Block{}, fmt.Errorf("tron: block %d tx %s: %w", height, tx.TxID, err)
 			}
+			// A payment is named by its transaction: a transfer without a
+			// txID is garbage from the node (found by FuzzBlock).
+			if tx.TxID == "" {
+				return chainwatch.Block{}, fmt.Errorf("tron: block %d: transfer without txID", height)
+			}
 			out.Outputs = append(out.Outputs, chainwatch.Output{
 				TxID: tx.TxID, Index: int64(i), Address: to, Asset: NativeAsset, Amount: big.NewInt(v.Amount),
 			})
@@ -292,6 +297,9 @@ func (c *Chain) Block(ctx context.Context, height int64) (chainwatch.Block, erro
 			asset, watched := c.tokens[contract]
 			if !watched {
 				continue
+			}
+			if info.ID == "" {
+				return chainwatch.Block{}, fmt.Errorf("tron: block %d: token transfer in a receipt without id", height)
 			}
 			// The log's position in its transaction is its index: Tron
 			// numbers no logs, and one transaction may carry several
