@@ -15,10 +15,9 @@ import (
 )
 
 // ownerAccessStore is implemented by stores that hold the keyring
-// (postgres.Store): the owner's view opens the password and Jupyter token;
-// a generated private key is handed out only by an explicit reveal.
+// (postgres.Store): a generated private key is handed out only by an
+// explicit reveal.
 type ownerAccessStore interface {
-	OwnerAccess(ctx context.Context, ref string) (domain.Access, error)
 	RevealPrivateKey(ctx context.Context, ref string) (key string, shownAt time.Time, err error)
 }
 
@@ -47,15 +46,6 @@ func (s *Server) revealPrivateKey(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"private_key": key, "private_key_shown_at": shownAt})
-}
-
-// ownerAccess is the access as the order's owner sees it. Only the owner's
-// routes call it; support reads Store.Access, which holds no key or token.
-func (s *Server) ownerAccess(ctx context.Context, ref string) (domain.Access, error) {
-	if st, ok := s.store.(ownerAccessStore); ok {
-		return st.OwnerAccess(ctx, ref)
-	}
-	return s.store.Access(ctx, ref)
 }
 
 // availabilityStore is implemented by stores that can tell whether a

@@ -165,6 +165,9 @@ type OrderStore interface {
 	ListOrders(ctx context.Context, accountID int64) ([]domain.Order, error)
 	GetOrder(ctx context.Context, ref string) (domain.Order, error)
 	OrderForAccount(ctx context.Context, ref string, accountID int64) (domain.Order, error)
+	// OwnerOrder is OrderForAccount with everything the owner sees of the
+	// order (timeline, payment requests and payments, access) at once.
+	OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error)
 	MarkOrderWorkflowStarted(ctx context.Context, ref string) error
 	Timeline(ctx context.Context, ref string, afterID int64) ([]domain.TimelineEvent, error)
 	Access(ctx context.Context, ref string) (domain.Access, error)

@@ -35,25 +35,18 @@ type orderDetail struct {
 	PaymentIntents []intentView `json:"payment_intents"`
 }
 
-func (s *Server) orderDetail(ctx context.Context, o domain.Order) (orderDetail, error) {
-	tl, err := s.store.Timeline(ctx, o.Ref, 0)
+// orderDetail reads the order ref of accountID with everything its owner
+// sees, in one store call (one round trip).
+func (s *Server) orderDetail(ctx context.Context, ref string, accountID int64) (orderDetail, error) {
+	rec, err := s.store.OwnerOrder(ctx, ref, accountID)
 	if err != nil {
-		return orderDetail{}, err
+		return orderDetail{}, notFoundAs(err, errOrderNotFound)
 	}
-	d := orderDetail{Order: viewOrder(o), Timeline: customerTimeline(tl)}
-	if d.PaymentIntents, err = s.intentViews(ctx, o.Ref); err != nil {
-		return orderDetail{}, err
-	}
-	acc, err := s.ownerAccess(ctx, o.Ref)
-	switch {
-	case err == nil:
-		if acc.RevokedAt != nil {
-			// Revoked: the secrets are of no use any more.
-			acc.Password, acc.PrivateKey, acc.JupyterToken = "", "", ""
-		}
-		d.Access = &acc
-	case domain.ErrorCode(err) != domain.ECodeNotFound:
-		return orderDetail{}, err
+	d := orderDetail{Order: viewOrder(rec.Order), Timeline: customerTimeline(rec.Timeline),
+		PaymentIntents: s.viewIntents(rec.Intents, rec.Payments), Access: rec.Access}
+	if d.Access != nil && d.Access.RevokedAt != nil {
+		// Revoked: the secrets are of no use any more.
+		d.Access.Password, d.Access.PrivateKey, d.Access.JupyterToken = "", "", ""
 	}
 	return d, nil
 }
@@ -103,7 +96,7 @@ func (s *Server) createOrder(c *gin.Context) {
 		return
 	}
 	s.startRental(c, o)
-	d, err := s.orderDetail(c.Request.Context(), o)
+	d, err := s.orderDetail(c.Request.Context(), o.Ref, o.AccountID)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -140,11 +133,7 @@ func (s *Server) listOrders(c *gin.Context) {
 }
 
 func (s *Server) getOrder(c *gin.Context) {
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	d, err := s.orderDetail(c.Request.Context(), o)
+	d, err := s.orderDetail(c.Request.Context(), c.Param("ref"), account(c).ID)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -154,12 +143,7 @@ func (s *Server) getOrder(c *gin.Context) {
 
 // respondOrder answers with the order's fresh detail after a workflow call.
 func (s *Server) respondOrder(c *gin.Context, ref string) {
-	o, err := s.store.GetOrder(c.Request.Context(), ref)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	d, err := s.orderDetail(c.Request.Context(), o)
+	d, err := s.orderDetail(c.Request.Context(), ref, account(c).ID)
 	if err != nil {
 		s.fail(c, err)
 		return

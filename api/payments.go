@@ -130,6 +130,12 @@ func (s *Server) intentViews(ctx context.Context, ref string) ([]intentView, err
 	if err != nil {
 		return nil, err
 	}
+	return s.viewIntents(intents, paid), nil
+}
+
+// viewIntents are payment requests with their payments seen (by request
+// ID), as their customer sees them.
+func (s *Server) viewIntents(intents []domain.Intent, paid map[string][]domain.IntentPayment) []intentView {
 	now := time.Now()
 	out := make([]intentView, len(intents))
 	for i, in := range intents {
@@ -139,7 +145,7 @@ func (s *Server) intentViews(ctx context.Context, ref string) ([]intentView, err
 			out[i].Payments = append(out[i].Payments, p)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (s *Server) listOrderIntents(c *gin.Context) {

@@ -288,3 +288,15 @@ type BalanceMovement struct {
 	AmountUSD   string    `json:"amount_usd" db:"-"`
 	At          time.Time `json:"at" db:"at"`
 }
+
+// OrderRecord is an order with everything its owner reads of it: its
+// timeline, its payment requests (newest first, with their claims), the
+// payments seen on chain for each request (by request ID, not reverted,
+// oldest first), and its access once the machine is ready (nil before).
+type OrderRecord struct {
+	Order    Order
+	Timeline []TimelineEvent
+	Intents  []Intent
+	Payments map[string][]IntentPayment
+	Access   *Access
+}

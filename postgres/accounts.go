@@ -105,7 +105,7 @@ func (db *DB) SessionAccount(ctx context.Context, tokenHash []byte) (domain.Acco
 		domain.Account
 		CSRFToken string `db:"csrf_token"`
 	}
-	err := db.GetContext(ctx, &row, `
+	err := db.getPrepared(ctx, &row, `
 		SELECT a.id, a.first_name, a.last_name, a.email, a.created_at, s.csrf_token
 		FROM sessions s JOIN accounts a ON a.id = s.account_id
 		WHERE s.token_hash = $1 AND s.expires_at > now()`, tokenHash)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/lib/pq"
+
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -45,18 +47,25 @@ func (db *DB) Catalog(ctx context.Context) ([]domain.CatalogItem, error) {
 // CatalogItem returns one GPU model with its prices, enabled or not (check
 // Enabled), or ErrNotFound.
 func (db *DB) CatalogItem(ctx context.Context, model string) (domain.CatalogItem, error) {
-	var item domain.CatalogItem
-	if err := db.GetContext(ctx, &item, `
-		SELECT model, display_name, vendor, memory_gb, gpus_per_lot, enabled
-		FROM gpu_models WHERE model = $1`, model); err != nil {
+	// One prepared statement: every order creation prices its configuration.
+	var row struct {
+		domain.CatalogItem
+		Days  pq.Int64Array `db:"days"`
+		Cents pq.Int64Array `db:"cents"`
+	}
+	if err := db.getPrepared(ctx, &row, `
+		SELECT m.model, m.display_name, m.vendor, m.memory_gb, m.gpus_per_lot, m.enabled,
+			COALESCE(array_agg(p.duration_days ORDER BY p.duration_days) FILTER (WHERE p.model IS NOT NULL), '{}') AS days,
+			COALESCE(array_agg(p.lot_cents ORDER BY p.duration_days) FILTER (WHERE p.model IS NOT NULL), '{}') AS cents
+		FROM gpu_models m LEFT JOIN gpu_prices p ON p.model = m.model
+		WHERE m.model = $1 GROUP BY m.model`, model); err != nil {
 		return domain.CatalogItem{}, fmt.Errorf("catalog item %q: %w", model, notFound(err))
 	}
-	var prices []catalogPriceRow
-	if err := db.SelectContext(ctx, &prices, `
-		SELECT model, duration_days, lot_cents FROM gpu_prices
-		WHERE model = $1 ORDER BY duration_days`, model); err != nil {
-		return domain.CatalogItem{}, fmt.Errorf("catalog item %q prices: %w", model, err)
+	prices := make([]catalogPriceRow, len(row.Days))
+	for i := range row.Days {
+		prices[i] = catalogPriceRow{Model: model, DurationDays: int(row.Days[i]), LotCents: row.Cents[i]}
 	}
+	item := row.CatalogItem
 	setPrices(&item, prices)
 	return item, nil
 }

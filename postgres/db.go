@@ -20,7 +20,8 @@ import (
 // DB wraps the connection pool. All stores hang off it.
 type DB struct {
 	*sqlx.DB
-	URL string
+	URL   string
+	stmts stmtCache
 }
 
 // Open connects to PostgreSQL and checks the connection.

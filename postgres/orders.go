@@ -28,8 +28,28 @@ const unstartedLimit = 500
 // (a collision among 2^50 references is already unlikely).
 const refAttempts = 3
 
+// createOrderSQL inserts an order ($1 reference ... $13 SSH key), its
+// "created" timeline event ($14 message, $15 data) and its mail ($16
+// template, $17 data, whose "At" becomes the order's creation time) in one
+// statement: one round trip, atomic like a transaction.
+const createOrderSQL = `
+	WITH o AS (
+		INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
+			duration_days, preset, lot_cents, total_cents, status, workflow_id, ssh_public_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''))
+		RETURNING ` + orderColumnList + `
+	), e AS (
+		INSERT INTO timeline_events (ref, idem_key, kind, message, data)
+		SELECT o.ref, 'created', '` + domain.EventCreated + `', $14, $15 FROM o
+	), m AS (
+		INSERT INTO mail_outbox (outbox_key, account_id, template, ref, data)
+		SELECT 'mail:' || o.ref || ':created', o.account_id, $16, o.ref, jsonb_set($17::jsonb, '{At}', to_jsonb(o.created_at)) FROM o
+		ON CONFLICT (outbox_key) DO NOTHING
+	)
+	SELECT * FROM o`
+
 // CreateOrder inserts an order for a priced configuration, awaiting payment,
-// with its "created" timeline event, in one transaction. The reference is
+// with its "created" timeline event and mail, atomically. The reference is
 // new and the workflow ID derived from it.
 func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) (domain.Order, error) {
 	data, err := json.Marshal(map[string]any{
@@ -39,30 +59,21 @@ func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) 
 	if err != nil {
 		return domain.Order{}, fmt.Errorf("create order: %w", err)
 	}
+	msg := fmt.Sprintf("Commande enregistrée : %d lot(s), %d GPU, %d jours, total %s USD. En attente du règlement.",
+		q.Lots, q.TotalGPUs, q.DurationDays, domain.FormatUSD(q.TotalCents))
+	row := orderMailRow{AccountID: accountID, GPUModel: q.Model, Lots: q.Lots, TotalGPUs: q.TotalGPUs,
+		DurationDays: q.DurationDays, TotalCents: q.TotalCents}
+	mail, err := json.Marshal(row.data(domain.EventCreated, msg, nil, time.Time{}))
+	if err != nil {
+		return domain.Order{}, fmt.Errorf("create order: %w", err)
+	}
 	for attempt := 1; ; attempt++ {
 		ref := domain.NewRef(domain.OrderRefPrefix)
 		var o domain.Order
-		err := db.inTx(ctx, func(tx *sqlx.Tx) error {
-			if err := tx.GetContext(ctx, &o, `
-				INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
-					duration_days, preset, lot_cents, total_cents, status, workflow_id, ssh_public_key)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, NULLIF($13, ''))
-				RETURNING `+orderColumnList,
-				ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
-				q.Preset, q.LotCents, q.TotalCents, domain.StatusAwaitingPayment,
-				domain.RentalWorkflowID(ref), q.SSHPublicKey); err != nil {
-				return err
-			}
-			msg := fmt.Sprintf("Commande enregistrée : %d lot(s), %d GPU, %d jours, total %s USD. En attente du règlement.",
-				q.Lots, q.TotalGPUs, q.DurationDays, domain.FormatUSD(q.TotalCents))
-			if err := insertCreatedEvent(ctx, tx, ref, msg, data); err != nil {
-				return err
-			}
-			row := orderMailRow{AccountID: accountID, GPUModel: q.Model, Lots: q.Lots, TotalGPUs: q.TotalGPUs,
-				DurationDays: q.DurationDays, TotalCents: q.TotalCents}
-			return queueMail(ctx, tx, accountID, ref, "created", domain.EventCreated,
-				row.data(domain.EventCreated, msg, nil, o.CreatedAt))
-		})
+		err := db.getPrepared(ctx, &o, createOrderSQL,
+			ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
+			q.Preset, q.LotCents, q.TotalCents, domain.StatusAwaitingPayment,
+			domain.RentalWorkflowID(ref), q.SSHPublicKey, msg, data, MailTemplates[domain.EventCreated], string(mail))
 		if isUniqueViolation(err) && attempt < refAttempts {
 			continue
 		}
@@ -116,16 +127,31 @@ func (db *DB) OrderForAccount(ctx context.Context, ref string, accountID int64) 
 // MarkOrderWorkflowStarted records that the order's workflow was started.
 // The first time is kept.
 func (db *DB) MarkOrderWorkflowStarted(ctx context.Context, ref string) error {
-	res, err := db.ExecContext(ctx, `UPDATE orders
-		SET workflow_started_at = COALESCE(workflow_started_at, now())
-		WHERE ref = $1`, ref)
+	return db.markStarted(ctx, `UPDATE orders SET workflow_started_at = COALESCE(workflow_started_at, now()) WHERE ref = $1`, "order", ref)
+}
+
+// markStarted runs a "workflow started" mark (update, with the reference as
+// $1) without waiting for its commit to reach the disk: the mark only spares
+// the reconciler a start, so losing it in a database crash costs one
+// idempotent start again, where waiting costs every creation a WAL flush.
+func (db *DB) markStarted(ctx context.Context, update, what, ref string) error {
+	st, err := db.prepared(ctx, update)
 	if err != nil {
-		return fmt.Errorf("mark order %s started: %w", ref, err)
+		return fmt.Errorf("mark %s %s started: %w", what, ref, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("mark order %s started: %w", ref, domainNotFound)
-	}
-	return nil
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return fmt.Errorf("mark %s %s started: %w", what, ref, err)
+		}
+		res, err := tx.StmtxContext(ctx, st).ExecContext(ctx, ref)
+		if err != nil {
+			return fmt.Errorf("mark %s %s started: %w", what, ref, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("mark %s %s started: %w", what, ref, domainNotFound)
+		}
+		return nil
+	})
 }
 
 // UnstartedOrders returns orders created more than olderThan ago whose
@@ -169,7 +195,7 @@ func (db *DB) Timeline(ctx context.Context, ref string, afterID int64) ([]domain
 }
 
 // accessColumns are the access columns safe to read anywhere: the sealed
-// secrets (private key, Jupyter token) are read only by Store.OwnerAccess.
+// secrets (private key, Jupyter token) are read only by Store.OwnerOrder.
 const accessColumns = `host, port, username, COALESCE(password, '') AS password, private_key_shown_at,
 	key_fingerprint, jupyter_url, gpu_model_seen, gpu_count_seen, driver_version, cuda_version, notes,
 	created_at, revoked_at`

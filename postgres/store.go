@@ -24,7 +24,7 @@ const (
 const DefaultKeyShowWindow = 10 * time.Minute
 
 // Store is the database with the keyring that opens access secrets, as the
-// API uses it. Its Access opens the sealed password; OwnerAccess also opens
+// API uses it. Its Access opens the sealed password; OwnerOrder also opens
 // the Jupyter token and hands out a generated private key once.
 type Store struct {
 	*DB
@@ -64,34 +64,20 @@ func (s *Store) Access(ctx context.Context, ref string) (domain.Access, error) {
 	return a, s.openPassword(ref, &a)
 }
 
-// OwnerAccess is the access as its owner sees it: password and Jupyter
-// token opened; of a generated private key only whether it can still be
-// revealed (RevealPrivateKey). It reads and changes nothing: a GET, which
-// a cross-site navigation can trigger, must not start the key's window.
-func (s *Store) OwnerAccess(ctx context.Context, ref string) (domain.Access, error) {
-	var row struct {
-		HasKey       bool           `db:"has_key"`
-		JupyterToken sql.NullString `db:"jupyter_token"`
-		Now          time.Time      `db:"now"`
-	}
-	if err := s.GetContext(ctx, &row, `SELECT private_key IS NOT NULL AS has_key, jupyter_token, now() AS now
-		FROM order_access WHERE order_ref = $1`, ref); err != nil {
-		return domain.Access{}, fmt.Errorf("access %s: %w", ref, notFound(err))
-	}
-	a, err := s.Access(ctx, ref)
-	if err != nil {
-		return domain.Access{}, err
-	}
-	a.PrivateKeyAvailable = row.HasKey && a.RevokedAt == nil &&
-		(a.PrivateKeyShownAt == nil || row.Now.Sub(*a.PrivateKeyShownAt) < s.KeyShowWindow)
-	if row.JupyterToken.Valid {
-		tok, err := s.Keyring.Open(row.JupyterToken.String, "order_access.jupyter_token:"+ref)
+// ownerView completes an access (password opened) as its owner sees it:
+// the Jupyter token opened, and whether a generated key (hasKey) can still
+// be revealed at the database's time now.
+func (s *Store) ownerView(ref string, a *domain.Access, hasKey bool, jupyterToken sql.NullString, now time.Time) error {
+	a.PrivateKeyAvailable = hasKey && a.RevokedAt == nil &&
+		(a.PrivateKeyShownAt == nil || now.Sub(*a.PrivateKeyShownAt) < s.KeyShowWindow)
+	if jupyterToken.Valid {
+		tok, err := s.Keyring.Open(jupyterToken.String, "order_access.jupyter_token:"+ref)
 		if err != nil {
-			return domain.Access{}, fmt.Errorf("access %s: %w", ref, err)
+			return fmt.Errorf("access %s: %w", ref, err)
 		}
 		a.JupyterToken = tok
 	}
-	return a, nil
+	return nil
 }
 
 // errKeyGone answers a reveal when no generated key can be handed out.

@@ -1,0 +1,266 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/secrets"
+)
+
+// stmtCache holds the prepared statements of the hottest queries. A
+// prepared statement runs in one round trip (Bind/Execute) where lib/pq
+// sends an unprepared query with arguments in two (Parse/Describe, then
+// Bind/Execute), and PostgreSQL reuses its plan.
+type stmtCache struct {
+	mu    sync.Mutex
+	stmts map[string]*sqlx.Stmt
+}
+
+// prepared returns query prepared on the pool (database/sql prepares it
+// again on each connection the first time it runs there).
+func (db *DB) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	db.stmts.mu.Lock()
+	defer db.stmts.mu.Unlock()
+	if st, ok := db.stmts.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := db.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	if db.stmts.stmts == nil {
+		db.stmts.stmts = map[string]*sqlx.Stmt{}
+	}
+	db.stmts.stmts[query] = st
+	return st, nil
+}
+
+// getPrepared is GetContext through the prepared statement of query.
+func (db *DB) getPrepared(ctx context.Context, dest any, query string, args ...any) error {
+	st, err := db.prepared(ctx, query)
+	if err != nil {
+		return err
+	}
+	return st.GetContext(ctx, dest, args...)
+}
+
+// ownerOrderSQL reads an order ($1) of an account ($2) with everything its
+// owner sees, in one statement: the timeline, the payment requests with
+// their claims, the payments seen for them (not reverted) with their
+// confirmations, and the access row. The parts come as JSON documents
+// whose keys are the column names (orderRecordRow decodes them).
+const ownerOrderSQL = `
+	SELECT o.*,
+		COALESCE((SELECT json_agg(json_build_object('id', t.id, 'kind', t.kind, 'message', t.message,
+				'data', t.data, 'at', t.at) ORDER BY t.id)
+			FROM timeline_events t WHERE t.ref = o.ref), '[]') AS timeline_json,
+		COALESCE((SELECT json_agg(json_build_object('id', i.id, 'target_kind', i.target_kind, 'target_ref', i.target_ref,
+				'account_id', i.account_id, 'asset', i.asset, 'network', i.network, 'decimals', i.decimals,
+				'amount_base', i.amount_base::text, 'usd_cents', i.usd_cents, 'rate', i.rate::text,
+				'rate_source', i.rate_source, 'rate_at', i.rate_at, 'address', i.address,
+				'derivation_index', i.derivation_index, 'reference_key', i.reference_key,
+				'token_contract', i.token_contract, 'payment_uri', i.payment_uri, 'deadline', i.deadline,
+				'watch_until', i.watch_until, 'status', i.status, 'created_at', i.created_at,
+				'claims', (SELECT json_agg(c.created_at ORDER BY c.id) FROM payment_claims c WHERE c.intent_id = i.id))
+				ORDER BY i.seq DESC)
+			FROM payment_intents i WHERE i.target_ref = o.ref), '[]') AS intents_json,
+		COALESCE((SELECT json_agg(json_build_object('intent_id', p.intent_id, 'decimals', i.decimals, 'txid', p.txid,
+				'asset', p.asset, 'amount_base', p.amount_base::text, 'amount_cents', p.amount_cents,
+				'state', p.state, 'late', p.late, 'confirmations', ` + confirmationsSQL + `)
+				ORDER BY p.seen_at, p.txid, p.output_index)
+			FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
+			WHERE i.target_ref = o.ref AND p.state <> 'reverted'), '[]') AS payments_json,
+		(SELECT json_build_object('host', a.host, 'port', a.port, 'username', a.username,
+				'password', COALESCE(a.password, ''), 'private_key_shown_at', a.private_key_shown_at,
+				'key_fingerprint', a.key_fingerprint, 'jupyter_url', a.jupyter_url,
+				'gpu_model_seen', a.gpu_model_seen, 'gpu_count_seen', a.gpu_count_seen,
+				'driver_version', a.driver_version, 'cuda_version', a.cuda_version, 'notes', a.notes,
+				'created_at', a.created_at, 'revoked_at', a.revoked_at,
+				'has_key', a.private_key IS NOT NULL, 'jupyter_token', a.jupyter_token, 'now', now())
+			FROM order_access a WHERE a.order_ref = o.ref) AS access_json
+	FROM (SELECT ` + orderColumnList + ` FROM orders WHERE ref = $1 AND account_id = $2) o`
+
+// orderRecordRow is one row of ownerOrderSQL.
+type orderRecordRow struct {
+	domain.Order
+	Timeline json.RawMessage `db:"timeline_json"`
+	Intents  json.RawMessage `db:"intents_json"`
+	Payments json.RawMessage `db:"payments_json"`
+	Access   []byte          `db:"access_json"`
+}
+
+type timelineJSON struct {
+	ID      int64           `json:"id"`
+	Kind    string          `json:"kind"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+	At      time.Time       `json:"at"`
+}
+
+type intentJSON struct {
+	ID              string        `json:"id"`
+	TargetKind      string        `json:"target_kind"`
+	TargetRef       string        `json:"target_ref"`
+	AccountID       int64         `json:"account_id"`
+	Asset           string        `json:"asset"`
+	Network         string        `json:"network"`
+	Decimals        int32         `json:"decimals"`
+	AmountBase      domain.BigInt `json:"amount_base"`
+	USDCents        int64         `json:"usd_cents"`
+	Rate            string        `json:"rate"`
+	RateSource      string        `json:"rate_source"`
+	RateAt          time.Time     `json:"rate_at"`
+	Address         string        `json:"address"`
+	DerivationIndex *int64        `json:"derivation_index"`
+	ReferenceKey    *string       `json:"reference_key"`
+	TokenContract   *string       `json:"token_contract"`
+	PaymentURI      string        `json:"payment_uri"`
+	Deadline        time.Time     `json:"deadline"`
+	WatchUntil      time.Time     `json:"watch_until"`
+	Status          string        `json:"status"`
+	CreatedAt       time.Time     `json:"created_at"`
+	Claims          []time.Time   `json:"claims"`
+}
+
+type paymentJSON struct {
+	IntentID      string        `json:"intent_id"`
+	Decimals      int32         `json:"decimals"`
+	TxID          string        `json:"txid"`
+	Asset         string        `json:"asset"`
+	AmountBase    domain.BigInt `json:"amount_base"`
+	AmountCents   int64         `json:"amount_cents"`
+	State         string        `json:"state"`
+	Late          bool          `json:"late"`
+	Confirmations int64         `json:"confirmations"`
+}
+
+// accessJSON is the access row with what only its owner's view needs:
+// whether a generated key exists, the sealed Jupyter token, the database's
+// time (the key's display window).
+type accessJSON struct {
+	Host              string     `json:"host"`
+	Port              int        `json:"port"`
+	Username          string     `json:"username"`
+	Password          string     `json:"password"`
+	PrivateKeyShownAt *time.Time `json:"private_key_shown_at"`
+	KeyFingerprint    *string    `json:"key_fingerprint"`
+	JupyterURL        *string    `json:"jupyter_url"`
+	GPUModel          string     `json:"gpu_model_seen"`
+	GPUCount          int        `json:"gpu_count_seen"`
+	Driver            string     `json:"driver_version"`
+	CUDA              string     `json:"cuda_version"`
+	Notes             string     `json:"notes"`
+	CreatedAt         time.Time  `json:"created_at"`
+	RevokedAt         *time.Time `json:"revoked_at"`
+	HasKey            bool       `json:"has_key"`
+	JupyterToken      *string    `json:"jupyter_token"`
+	Now               time.Time  `json:"now"`
+}
+
+func (a accessJSON) access() domain.Access {
+	return domain.Access{Host: a.Host, Port: a.Port, Username: a.Username, Password: a.Password,
+		PrivateKeyShownAt: a.PrivateKeyShownAt, KeyFingerprint: a.KeyFingerprint, JupyterURL: a.JupyterURL,
+		GPUModel: a.GPUModel, GPUCount: a.GPUCount, Driver: a.Driver, CUDA: a.CUDA, Notes: a.Notes,
+		CreatedAt: a.CreatedAt, RevokedAt: a.RevokedAt}
+}
+
+// ownerOrder runs ownerOrderSQL and decodes its parts; the access row is
+// returned apart (nil while there is none), its secrets still sealed.
+func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, *accessJSON, error) {
+	var row orderRecordRow
+	if err := db.getPrepared(ctx, &row, ownerOrderSQL, ref, accountID); err != nil {
+		return domain.OrderRecord{}, nil, fmt.Errorf("order %s: %w", ref, notFound(err))
+	}
+	rec := domain.OrderRecord{Order: row.Order, Payments: map[string][]domain.IntentPayment{}}
+	var (
+		events   []timelineJSON
+		intents  []intentJSON
+		payments []paymentJSON
+	)
+	for _, part := range []struct {
+		raw  []byte
+		into any
+	}{{row.Timeline, &events}, {row.Intents, &intents}, {row.Payments, &payments}} {
+		if err := json.Unmarshal(part.raw, part.into); err != nil {
+			return domain.OrderRecord{}, nil, fmt.Errorf("order %s: decode: %w", ref, err)
+		}
+	}
+	rec.Timeline = make([]domain.TimelineEvent, len(events))
+	for i, e := range events {
+		rec.Timeline[i] = domain.TimelineEvent{ID: e.ID, Ref: ref, Kind: e.Kind, Message: e.Message, At: e.At}
+		if len(e.Data) > 0 && string(e.Data) != "null" {
+			rec.Timeline[i].Data = e.Data
+		}
+	}
+	rec.Intents = make([]domain.Intent, len(intents))
+	for i, in := range intents {
+		rec.Intents[i] = domain.Intent{ID: in.ID, TargetKind: in.TargetKind, TargetRef: in.TargetRef, AccountID: in.AccountID,
+			Asset: in.Asset, Network: in.Network, Decimals: in.Decimals, AmountBase: in.AmountBase,
+			Amount: domain.FormatUnits(&in.AmountBase.Int, in.Decimals), USDCents: in.USDCents, Rate: in.Rate,
+			RateSource: in.RateSource, RateAt: in.RateAt, Address: in.Address, DerivationIndex: in.DerivationIndex,
+			ReferenceKey: in.ReferenceKey, TokenContract: in.TokenContract, PaymentURI: in.PaymentURI,
+			Deadline: in.Deadline, WatchUntil: in.WatchUntil, Status: in.Status, CreatedAt: in.CreatedAt, Claims: in.Claims}
+	}
+	for _, p := range payments {
+		rec.Payments[p.IntentID] = append(rec.Payments[p.IntentID], domain.IntentPayment{TxID: p.TxID, Asset: p.Asset,
+			AmountBase: p.AmountBase, Amount: domain.FormatUnits(&p.AmountBase.Int, p.Decimals), AmountCents: p.AmountCents,
+			State: p.State, Late: p.Late, Confirmations: p.Confirmations})
+	}
+	if len(row.Access) == 0 {
+		return rec, nil, nil
+	}
+	var a accessJSON
+	if err := json.Unmarshal(row.Access, &a); err != nil {
+		return domain.OrderRecord{}, nil, fmt.Errorf("order %s: decode access: %w", ref, err)
+	}
+	return rec, &a, nil
+}
+
+// OwnerOrder returns the order if accountID owns it (ErrNotFound otherwise,
+// as OrderForAccount), with its timeline, payment requests, payments seen
+// and access as Access gives it (no keyring: a sealed password is left
+// out), in one round trip.
+func (db *DB) OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error) {
+	rec, a, err := db.ownerOrder(ctx, ref, accountID)
+	if err != nil || a == nil {
+		return rec, err
+	}
+	acc := a.access()
+	if secrets.IsSealed(acc.Password) {
+		acc.Password = ""
+	}
+	rec.Access = &acc
+	return rec, nil
+}
+
+// OwnerOrder is DB.OwnerOrder with the access as its owner sees it:
+// password and Jupyter token opened; of a generated private key only
+// whether it can still be revealed (RevealPrivateKey). It reads and changes
+// nothing: a GET, which a cross-site navigation can trigger, must not
+// start the key's window.
+func (s *Store) OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error) {
+	rec, a, err := s.ownerOrder(ctx, ref, accountID)
+	if err != nil || a == nil {
+		return rec, err
+	}
+	acc := a.access()
+	if err := s.openPassword(ref, &acc); err != nil {
+		return domain.OrderRecord{}, err
+	}
+	var jupyter sql.NullString
+	if a.JupyterToken != nil {
+		jupyter = sql.NullString{String: *a.JupyterToken, Valid: true}
+	}
+	if err := s.ownerView(ref, &acc, a.HasKey, jupyter, a.Now); err != nil {
+		return domain.OrderRecord{}, err
+	}
+	rec.Access = &acc
+	return rec, nil
+}
