@@ -71,39 +71,59 @@ func unsafeMethod(m string) bool {
 // carry the session's CSRF token in X-CSRF-Token; bearer requests cannot be
 // forged cross-site and are exempt.
 func (s *Server) customerAuth(c *gin.Context) {
-	token, viaHeader := bearerToken(c.Request)
-	viaCookie := false
+	token, viaCookie := sessionToken(c.Request)
+	if !s.authenticate(c, token, viaCookie) {
+		return
+	}
+	c.Next()
+}
+
+// sessionToken is the request's session token: the bearer token if an
+// Authorization header is present, else the cookie's.
+func sessionToken(r *http.Request) (token string, viaCookie bool) {
+	token, viaHeader := bearerToken(r)
 	if !viaHeader {
-		if ck, err := c.Request.Cookie(SessionCookie); err == nil {
-			token, viaCookie = ck.Value, true
+		if ck, err := r.Cookie(SessionCookie); err == nil {
+			return ck.Value, true
 		}
 	}
+	return token, false
+}
+
+// authenticate checks the session token (customerAuth's rules) and records
+// the account in c; otherwise it answers and returns false.
+func (s *Server) authenticate(c *gin.Context, token string, viaCookie bool) bool {
 	if token == "" {
 		s.fail(c, errSessionRequired)
-		return
+		return false
 	}
 	h := tokenHash(token)
 	acc, csrf, err := s.store.SessionAccount(c.Request.Context(), h)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
-		if viaCookie {
-			s.clearSessionCookie(c)
-		}
-		s.fail(c, domain.Errorf(domain.ECodeUnauthorized, "Votre session a expiré ou n'est plus valide. Connectez-vous."))
-		return
+		s.refuseSession(c, viaCookie)
+		return false
 	}
 	if err != nil {
 		s.fail(c, err)
-		return
+		return false
 	}
 	if viaCookie && unsafeMethod(c.Request.Method) &&
 		subtle.ConstantTimeCompare([]byte(c.GetHeader(CSRFHeader)), []byte(csrf)) != 1 {
 		s.fail(c, errCSRF)
-		return
+		return false
 	}
 	c.Set(ctxAccount, acc)
 	c.Set(ctxCSRF, csrf)
 	c.Set(ctxTokenHash, h)
-	c.Next()
+	return true
+}
+
+// refuseSession answers a session that is unknown, expired or logged out.
+func (s *Server) refuseSession(c *gin.Context, viaCookie bool) {
+	if viaCookie {
+		s.clearSessionCookie(c)
+	}
+	s.fail(c, domain.Errorf(domain.ECodeUnauthorized, "Votre session a expiré ou n'est plus valide. Connectez-vous."))
 }
 
 func account(c *gin.Context) domain.Account {

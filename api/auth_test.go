@@ -355,3 +355,41 @@ func TestCSRFOnCookieRequests(t *testing.T) {
 	// Reads by cookie need no CSRF header.
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/orders", nil, auth{cookie: c.web.cookie}).Code)
 }
+
+// The order read checks its session in the statement that reads the order
+// (no session cache): a logged-out or expired session stops reading at
+// once, and an unknown session is told apart from another customer's order.
+func TestOrderReadSessionRules(t *testing.T) {
+	h := newHarness(t)
+	c := h.register("order-reader@example.com")
+	other := h.register("other-reader@example.com")
+	ref := h.order(c)
+	path := "/v1/orders/" + ref
+	require.Equal(t, http.StatusOK, h.do("GET", path, nil, c.web).Code)
+	require.Equal(t, http.StatusOK, h.do("GET", path, nil, c.auth).Code)
+
+	r := h.do("GET", path, nil, auth{})
+	require.Equal(t, http.StatusUnauthorized, r.Code, "no session")
+	r = h.do("GET", path, nil, auth{bearer: "not-a-session"})
+	require.Equal(t, http.StatusUnauthorized, r.Code, "unknown session")
+	require.Equal(t, "unauthorized", r.errCode())
+	r = h.do("GET", path, nil, other.auth)
+	require.Equal(t, http.StatusNotFound, r.Code, "another customer's order")
+	require.Equal(t, "not_found", r.errCode())
+
+	// Logout of the cookie session: its very next read is refused and the
+	// cookie cleared; the bearer session still reads.
+	require.Equal(t, http.StatusNoContent, h.do("POST", "/v1/auth/logout", nil, c.web).Code)
+	r = h.do("GET", path, nil, auth{cookie: c.web.cookie})
+	require.Equal(t, http.StatusUnauthorized, r.Code, "logged out")
+	require.Equal(t, "unauthorized", r.errCode())
+	ck := sessionCookie(r.ResponseRecorder)
+	require.NotNil(t, ck)
+	require.True(t, ck.MaxAge < 0, "cookie cleared")
+	require.Equal(t, http.StatusOK, h.do("GET", path, nil, c.auth).Code)
+
+	// An expired session reads nothing either.
+	_, err := h.db.Exec(`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE account_id = $1`, c.id)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, h.do("GET", path, nil, c.auth).Code, "expired")
+}

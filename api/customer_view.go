@@ -32,7 +32,9 @@ func customerEvent(ev domain.TimelineEvent) domain.TimelineEvent {
 	if len(ev.Data) == 0 {
 		return ev
 	}
-	var data map[string]any
+	// Values stay raw: only top-level keys are filtered (decoding them
+	// would cost most of an order read).
+	var data map[string]json.RawMessage
 	if err := json.Unmarshal(ev.Data, &data); err != nil {
 		ev.Data = nil // not an object: nothing a customer needs
 		return ev

@@ -300,3 +300,11 @@ type OrderRecord struct {
 	Payments map[string][]IntentPayment
 	Access   *Access
 }
+
+// SessionOrder is a valid session's account and CSRF token with one of
+// that account's orders, read together.
+type SessionOrder struct {
+	Account   Account
+	CSRFToken string
+	Order     OrderRecord
+}

@@ -51,12 +51,14 @@ func (db *DB) getPrepared(ctx context.Context, dest any, query string, args ...a
 	return st.GetContext(ctx, dest, args...)
 }
 
-// ownerOrderSQL reads an order ($1) of an account ($2) with everything its
-// owner sees, in one statement: the timeline, the payment requests with
-// their claims, the payments seen for them (not reverted) with their
-// confirmations, and the access row. The parts come as JSON documents
-// whose keys are the column names (orderRecordRow decodes them).
-const ownerOrderSQL = `
+// ownerOrderSelect reads the order selected by the condition on orders
+// where with everything its owner sees, in one statement: the timeline,
+// the payment requests with their claims, the payments seen for them (not
+// reverted) with their confirmations, and the access row. The parts come
+// as JSON documents whose keys are the column names (orderRecordRow
+// decodes them).
+func ownerOrderSelect(where string) string {
+	return `
 	SELECT o.*,
 		COALESCE((SELECT json_agg(json_build_object('id', t.id, 'kind', t.kind, 'message', t.message,
 				'data', t.data, 'at', t.at) ORDER BY t.id)
@@ -85,7 +87,21 @@ const ownerOrderSQL = `
 				'created_at', a.created_at, 'revoked_at', a.revoked_at,
 				'has_key', a.private_key IS NOT NULL, 'jupyter_token', a.jupyter_token, 'now', now())
 			FROM order_access a WHERE a.order_ref = o.ref) AS access_json
-	FROM (SELECT ` + orderColumnList + ` FROM orders WHERE ref = $1 AND account_id = $2) o`
+	FROM (SELECT ` + orderColumnList + ` FROM orders WHERE ` + where + `) o`
+}
+
+// ownerOrderSQL reads the order $1 of the account $2.
+var ownerOrderSQL = ownerOrderSelect(`ref = $1 AND account_id = $2`)
+
+// sessionOrderSQL reads the account and CSRF token of the unexpired
+// session $1 (as SessionAccount) and that account's order $2, in one
+// statement: no row when either is missing.
+var sessionOrderSQL = `
+	SELECT a.id AS session_account_id, a.first_name, a.last_name, a.email, a.created_at AS account_created_at,
+		s.csrf_token, v.*
+	FROM sessions s JOIN accounts a ON a.id = s.account_id
+	CROSS JOIN LATERAL (` + ownerOrderSelect(`ref = $2 AND account_id = a.id`) + `) v
+	WHERE s.token_hash = $1 AND s.expires_at > now()`
 
 // orderRecordRow is one row of ownerOrderSQL.
 type orderRecordRow struct {
@@ -178,6 +194,11 @@ func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (doma
 	if err := db.getPrepared(ctx, &row, ownerOrderSQL, ref, accountID); err != nil {
 		return domain.OrderRecord{}, nil, fmt.Errorf("order %s: %w", ref, notFound(err))
 	}
+	return row.decode(ref)
+}
+
+// decode turns the row's JSON parts into the record.
+func (row orderRecordRow) decode(ref string) (domain.OrderRecord, *accessJSON, error) {
 	rec := domain.OrderRecord{Order: row.Order, Payments: map[string][]domain.IntentPayment{}}
 	var (
 		events   []timelineJSON
@@ -216,11 +237,11 @@ func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (doma
 	if len(row.Access) == 0 {
 		return rec, nil, nil
 	}
-	var a accessJSON
-	if err := json.Unmarshal(row.Access, &a); err != nil {
+	a := new(accessJSON)
+	if err := json.Unmarshal(row.Access, a); err != nil {
 		return domain.OrderRecord{}, nil, fmt.Errorf("order %s: decode access: %w", ref, err)
 	}
-	return rec, &a, nil
+	return rec, a, nil
 }
 
 // OwnerOrder returns the order if accountID owns it (ErrNotFound otherwise,
@@ -229,8 +250,15 @@ func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (doma
 // out), in one round trip.
 func (db *DB) OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error) {
 	rec, a, err := db.ownerOrder(ctx, ref, accountID)
-	if err != nil || a == nil {
+	if err != nil {
 		return rec, err
+	}
+	return db.withAccess(rec, a)
+}
+
+func (db *DB) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderRecord, error) {
+	if a == nil {
+		return rec, nil
 	}
 	acc := a.access()
 	if secrets.IsSealed(acc.Password) {
@@ -247,20 +275,66 @@ func (db *DB) OwnerOrder(ctx context.Context, ref string, accountID int64) (doma
 // start the key's window.
 func (s *Store) OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error) {
 	rec, a, err := s.ownerOrder(ctx, ref, accountID)
-	if err != nil || a == nil {
+	if err != nil {
 		return rec, err
 	}
+	return s.withAccess(rec, a)
+}
+
+func (s *Store) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderRecord, error) {
+	if a == nil {
+		return rec, nil
+	}
 	acc := a.access()
-	if err := s.openPassword(ref, &acc); err != nil {
+	if err := s.openPassword(rec.Order.Ref, &acc); err != nil {
 		return domain.OrderRecord{}, err
 	}
 	var jupyter sql.NullString
 	if a.JupyterToken != nil {
 		jupyter = sql.NullString{String: *a.JupyterToken, Valid: true}
 	}
-	if err := s.ownerView(ref, &acc, a.HasKey, jupyter, a.Now); err != nil {
+	if err := s.ownerView(rec.Order.Ref, &acc, a.HasKey, jupyter, a.Now); err != nil {
 		return domain.OrderRecord{}, err
 	}
 	rec.Access = &acc
 	return rec, nil
+}
+
+// SessionOrder is SessionAccount and OwnerOrder (of the session's account)
+// in one round trip, as DB.OwnerOrder gives the access. ErrNotFound when
+// the session is not valid or the order not the account's (SessionAccount
+// tells which).
+func (db *DB) SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
+	return sessionOrder(ctx, db, tokenHash, ref, db.withAccess)
+}
+
+// SessionOrder is DB.SessionOrder with the access as Store.OwnerOrder
+// gives it.
+func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
+	return sessionOrder(ctx, s.DB, tokenHash, ref, s.withAccess)
+}
+
+func sessionOrder(ctx context.Context, db *DB, tokenHash []byte, ref string,
+	withAccess func(domain.OrderRecord, *accessJSON) (domain.OrderRecord, error)) (domain.SessionOrder, error) {
+	var row struct {
+		AccountID        int64     `db:"session_account_id"`
+		FirstName        string    `db:"first_name"`
+		LastName         string    `db:"last_name"`
+		Email            string    `db:"email"`
+		AccountCreatedAt time.Time `db:"account_created_at"`
+		CSRFToken        string    `db:"csrf_token"`
+		orderRecordRow
+	}
+	if err := db.getPrepared(ctx, &row, sessionOrderSQL, tokenHash, ref); err != nil {
+		return domain.SessionOrder{}, fmt.Errorf("session order %s: %w", ref, notFound(err))
+	}
+	rec, a, err := row.decode(ref)
+	if err != nil {
+		return domain.SessionOrder{}, err
+	}
+	if rec, err = withAccess(rec, a); err != nil {
+		return domain.SessionOrder{}, err
+	}
+	return domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,
+		FirstName: row.FirstName, LastName: row.LastName, Email: row.Email, CreatedAt: row.AccountCreatedAt}}, nil
 }
