@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/kernodeck/kernodeck/domain"
@@ -13,6 +14,30 @@ const provisioningFailedForCustomer = "La préparation de la machine a échoué.
 
 // internalDataKeys never reach a customer: raw errors and remote output.
 var internalDataKeys = []string{"error", "stderr", "stdout", "detail", "host", "hostname", "ip"}
+
+// quotedFilterKeys are internalDataKeys and "agent" as JSON strings.
+var quotedFilterKeys = func() [][]byte {
+	var out [][]byte
+	for _, k := range append([]string{"agent"}, internalDataKeys...) {
+		out = append(out, []byte(`"`+k+`"`))
+	}
+	return out
+}()
+
+// cleanForCustomer reports whether data, a JSON object, holds no key the
+// customer view removes (no such string appears at all): most events, kept
+// as they are without being decoded and encoded again.
+func cleanForCustomer(data []byte) bool {
+	if data[0] != '{' {
+		return false
+	}
+	for _, k := range quotedFilterKeys {
+		if bytes.Contains(data, k) {
+			return false
+		}
+	}
+	return true
+}
 
 // customerTimeline is a timeline as its customer sees it: provisioning
 // failures as a fixed French message, no raw error, and for what support
@@ -29,7 +54,7 @@ func customerEvent(ev domain.TimelineEvent) domain.TimelineEvent {
 	if ev.Kind == domain.EventProvisioningFailed {
 		ev.Message = provisioningFailedForCustomer
 	}
-	if len(ev.Data) == 0 {
+	if len(ev.Data) == 0 || cleanForCustomer(ev.Data) {
 		return ev
 	}
 	// Values stay raw: only top-level keys are filtered (decoding them
