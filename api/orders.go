@@ -100,9 +100,18 @@ func (s *Server) createOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	// The answer does not wait for the workflow's start: read meanwhile.
+	var (
+		d    orderDetail
+		read = make(chan error, 1)
+	)
+	go func() {
+		var err error
+		d, err = s.orderDetail(c.Request.Context(), o.Ref, o.AccountID)
+		read <- err
+	}()
 	s.startRental(c, o)
-	d, err := s.orderDetail(c.Request.Context(), o.Ref, o.AccountID)
-	if err != nil {
+	if err := <-read; err != nil {
 		s.fail(c, err)
 		return
 	}

@@ -127,31 +127,29 @@ func (db *DB) OrderForAccount(ctx context.Context, ref string, accountID int64) 
 // MarkOrderWorkflowStarted records that the order's workflow was started.
 // The first time is kept.
 func (db *DB) MarkOrderWorkflowStarted(ctx context.Context, ref string) error {
-	return db.markStarted(ctx, `UPDATE orders SET workflow_started_at = COALESCE(workflow_started_at, now()) WHERE ref = $1`, "order", ref)
+	return db.markStarted(ctx, "orders", "order", ref)
 }
 
-// markStarted runs a "workflow started" mark (update, with the reference as
-// $1) without waiting for its commit to reach the disk: the mark only spares
-// the reconciler a start, so losing it in a database crash costs one
-// idempotent start again, where waiting costs every creation a WAL flush.
-func (db *DB) markStarted(ctx context.Context, update, what, ref string) error {
-	st, err := db.prepared(ctx, update)
+// markStarted records the first start of the workflow of ref (a row of
+// table) in one prepared statement that does not wait for its commit to
+// reach the disk (synchronous_commit off for its own transaction): the mark
+// only spares the reconciler a start, so losing it in a database crash
+// costs one idempotent start again, where waiting costs every creation a
+// WAL flush.
+func (db *DB) markStarted(ctx context.Context, table, what, ref string) error {
+	st, err := db.prepared(ctx, `WITH async AS (SELECT set_config('synchronous_commit', 'off', true))
+		UPDATE `+table+` SET workflow_started_at = COALESCE(workflow_started_at, now()) FROM async WHERE ref = $1`)
 	if err != nil {
 		return fmt.Errorf("mark %s %s started: %w", what, ref, err)
 	}
-	return db.inTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return fmt.Errorf("mark %s %s started: %w", what, ref, err)
-		}
-		res, err := tx.StmtxContext(ctx, st).ExecContext(ctx, ref)
-		if err != nil {
-			return fmt.Errorf("mark %s %s started: %w", what, ref, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("mark %s %s started: %w", what, ref, domainNotFound)
-		}
-		return nil
-	})
+	res, err := st.ExecContext(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("mark %s %s started: %w", what, ref, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("mark %s %s started: %w", what, ref, domainNotFound)
+	}
+	return nil
 }
 
 // UnstartedOrders returns orders created more than olderThan ago whose

@@ -80,7 +80,7 @@ func (db *DB) ListTopUps(ctx context.Context, accountID int64) ([]domain.TopUp, 
 
 // MarkTopUpWorkflowStarted records that the top-up's workflow was started.
 func (db *DB) MarkTopUpWorkflowStarted(ctx context.Context, ref string) error {
-	return db.markStarted(ctx, `UPDATE topups SET workflow_started_at = COALESCE(workflow_started_at, now()) WHERE ref = $1`, "top-up", ref)
+	return db.markStarted(ctx, "topups", "top-up", ref)
 }
 
 // UnstartedTopUps returns top-ups created more than olderThan ago whose
