@@ -66,8 +66,8 @@ func (m *Metrics) scrapeErrors() *prometheus.CounterVec {
 func (m *Metrics) CollectOrders(s OrderStats) {
 	orders := prometheus.NewDesc(FamOrders, "Orders by status.", []string{"status"}, nil)
 	mail := prometheus.NewDesc(FamMailOutbox, "Mail outbox rows by state (pending, sending, sent, failed, unknown).", []string{"state"}, nil)
-	exceptions := prometheus.NewDesc(FamExceptionsOpen, "Received amounts in support's exception queue, not yet counted or refunded.", nil, nil)
-	exceptionsOldest := prometheus.NewDesc(FamExceptionsOldest, "Age of the oldest unsettled amount in support's exception queue (0 when empty).", nil, nil)
+	exceptions := prometheus.NewDesc(FamExceptionsOpen, "Rows in support's exception queue: received amounts not yet counted or refunded, reorg flags not yet resolved.", nil, nil)
+	exceptionsOldest := prometheus.NewDesc(FamExceptionsOldest, "Age of the oldest row in support's exception queue (0 when empty).", nil, nil)
 	m.scrapeErrors().WithLabelValues("orders") // exported at 0 from the start
 	m.Registry.MustRegister(&dbCollector{
 		descs: []*prometheus.Desc{orders, mail, exceptions, exceptionsOldest}, source: "orders", errors: m.scrapeErrors(),

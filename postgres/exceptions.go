@@ -231,6 +231,11 @@ func (db *DB) Exception(ctx context.Context, id int64) (domain.Exception, error)
 	return e, nil
 }
 
+// openExceptionWhere selects the rows (x) of support's queue: amounts not
+// yet settled, reorg flags not yet resolved, amounts still to be valued.
+const openExceptionWhere = `((x.reason <> 'reverted' AND x.counted_cents + x.refunded_cents + x.voided_cents < x.amount_cents)
+	OR (x.reason = 'reverted' AND x.resolved_at IS NULL) OR x.needs_value)`
+
 // OpenExceptions lists every received amount not settled and every
 // reverted payment's flag not resolved, oldest first: support's exception
 // queue.
@@ -238,8 +243,7 @@ func (db *DB) OpenExceptions(ctx context.Context) ([]domain.Exception, error) {
 	out := []domain.Exception{}
 	if err := db.SelectContext(ctx, &out, `SELECT `+exceptionColumns+` FROM payment_exceptions x
 		JOIN accounts a ON a.id = x.account_id
-		WHERE (x.reason <> 'reverted' AND x.counted_cents + x.refunded_cents + x.voided_cents < x.amount_cents)
-			OR (x.reason = 'reverted' AND x.resolved_at IS NULL) OR x.needs_value
+		WHERE `+openExceptionWhere+`
 		ORDER BY x.created_at, x.id`); err != nil {
 		return nil, fmt.Errorf("open exceptions: %w", err)
 	}

@@ -63,20 +63,20 @@ func (db *DB) UndeliveredPayments(ctx context.Context) ([]Undelivered, error) {
 	return out, nil
 }
 
-// ExceptionQueue is support's exception queue at a glance: the received
-// amounts not yet settled and how long the oldest has waited.
+// ExceptionQueue is support's exception queue at a glance: its rows
+// (received amounts not yet settled, reorg flags not yet resolved) and how
+// long the oldest has waited.
 type ExceptionQueue struct {
 	Open          int64   `db:"n"`
 	OldestSeconds float64 `db:"oldest_seconds"`
 }
 
-// OpenExceptionQueue counts the unsettled rows of payment_exceptions (the
-// rows OpenExceptions lists; served by payment_exceptions_open_idx).
+// OpenExceptionQueue counts the rows OpenExceptions lists.
 func (db *DB) OpenExceptionQueue(ctx context.Context) (ExceptionQueue, error) {
 	var q ExceptionQueue
 	if err := db.GetContext(ctx, &q, `
-		SELECT count(*) AS n, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) AS oldest_seconds
-		FROM payment_exceptions WHERE counted_cents + refunded_cents < amount_cents`); err != nil {
+		SELECT count(*) AS n, COALESCE(EXTRACT(EPOCH FROM now() - min(x.created_at))::float8, 0) AS oldest_seconds
+		FROM payment_exceptions x WHERE `+openExceptionWhere); err != nil {
 		return ExceptionQueue{}, fmt.Errorf("exception queue: %w", err)
 	}
 	return q, nil
