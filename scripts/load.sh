@@ -18,8 +18,12 @@ mkdir -p "$OUT"
 GOBIN_DIR="$(go env GOBIN)"; [ -n "$GOBIN_DIR" ] || GOBIN_DIR="$(go env GOPATH)/bin"
 export PATH="$GOBIN_DIR:$PATH"
 
-go build -o "$OUT/kernodeck" ./cmd/kernodeck
-go build -o "$OUT/kdload" ./cmd/kdload
+# KDLOAD_NOBUILD=1 runs the binaries already in $OUT (two builds compared
+# in the same conditions: build each into its own directory first).
+if [ "${KDLOAD_NOBUILD:-0}" != 1 ]; then
+	go build -o "$OUT/kernodeck" ./cmd/kernodeck
+	go build -o "$OUT/kdload" ./cmd/kdload
+fi
 
 read -r TPORT APORT AMPORT WMPORT <<<"${KDLOAD_PORTS:-37233 38080 39091 39092}"
 DB="${KDLOAD_DB:-kd_load}"
