@@ -55,6 +55,8 @@ type Pending struct {
 	State             string `db:"state"`
 	AfterConfirmation bool   `db:"after_confirmation"`
 	Mempool           bool   `db:"mempool"`
+	// Reversals: see workflows.PaymentEvent.
+	Reversals int `db:"reversals"`
 }
 
 // DustPending is a request's dust summary not yet acknowledged.

@@ -13,9 +13,13 @@ import (
 )
 
 // reverted sends a deep reorganisation's revert of a confirmed payment.
-func (e *env) reverted(workflowID string, p workflows.PaymentEvent) {
-	p.AfterConfirmation = true
-	e.payment(workflowID, workflows.SignalPaymentReverted, p)
+// reverted sends p's reversal after confirmation as the watcher does: the
+// payment's generation goes up, and its later states carry it.
+func (e *env) reverted(workflowID string, p *workflows.PaymentEvent) {
+	p.Reversals++
+	rp := *p
+	rp.AfterConfirmation = true
+	e.payment(workflowID, workflows.SignalPaymentReverted, rp)
 }
 
 // lastEvent is the newest timeline event of kind on ref ("" if none).
@@ -70,7 +74,7 @@ func TestRevertAfterConfirmationBeforeProvisioning(t *testing.T) {
 	e.paid(wid, p)
 	e.waitFor("partial counted", func() bool { return e.order(o.Ref).PaidCents == 1000 })
 
-	e.reverted(wid, p)
+	e.reverted(wid, &p)
 	e.waitFor("payment uncounted", func() bool {
 		got := e.order(o.Ref)
 		return got.PaidCents == 0 && got.Status == domain.StatusAwaitingPayment
@@ -119,7 +123,7 @@ func TestRevertAfterConfirmationFlaggedForSupport(t *testing.T) {
 	}
 	e.moneyOf(o.Ref, 3000, o.TotalCents)
 
-	e.reverted(wid, p)
+	e.reverted(wid, &p)
 	e.waitFor("payment uncounted", func() bool { return e.order(o.Ref).PaidCents == 0 })
 	if msg := e.lastEvent(o.Ref, domain.EventPaymentReverted); !strings.Contains(msg, "Le support est prévenu") {
 		t.Fatalf("timeline: %q", msg)
@@ -169,7 +173,7 @@ func TestTopUpRevertedAfterCredit(t *testing.T) {
 	e.paid(wid, p)
 	e.waitTopUp(tu.Ref, domain.TopUpCredited)
 
-	e.reverted(wid, p)
+	e.reverted(wid, &p)
 	q := e.waitQueued(tu.Ref, 1)
 	if str(q[0]["reason"]) != domain.ExceptionReverted || str(q[0]["shortfall_cents"]) != "10000" {
 		t.Fatalf("flag %v", q[0])

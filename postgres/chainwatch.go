@@ -302,7 +302,8 @@ func (db *DB) Rewind(ctx context.Context, network, holder string, height int64) 
 		err := tx.GetContext(ctx, &n, `
 			WITH changed AS (
 				UPDATE chain_payments SET state = 'reverted', reverted_at = now(),
-					after_confirmation = (state = 'confirmed')
+					after_confirmation = (state = 'confirmed'),
+					reversals = reversals + CASE WHEN state = 'confirmed' THEN 1 ELSE 0 END
 				WHERE network = $1 AND block_height > $2 AND state <> 'reverted'
 				RETURNING intent_id, dust AND after_confirmation AS dust, amount_base),
 			summaries AS (`+fmt.Sprintf(dustDelta, "-")+`)
@@ -351,7 +352,7 @@ func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, lim
 	out := []chainwatch.Pending{}
 	err := db.SelectContext(ctx, &out, `
 		SELECT p.network, p.txid, p.output_index AS index, p.asset, p.intent_id, i.target_kind, i.target_ref,
-			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state, p.after_confirmation, p.mempool
+			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state, p.after_confirmation, p.mempool, p.reversals
 		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
 		WHERE p.network = $1 AND p.signaled_state IS DISTINCT FROM p.state AND NOT p.dust AND p.to_support IS NULL
 			AND i.target_ref <> ALL($3)

@@ -377,6 +377,38 @@ func (l *paymentLedger) confirm(key string) (ok bool) {
 	return true
 }
 
+// ordered puts p in its payment's order of generations (vReversalOrder).
+// stale: p belongs to a generation already reverted, or is a reversal
+// already applied; it changes nothing. A state from a later generation
+// first applies the reversal the workflow has not handled yet (its signal
+// waits later in the batch, or was never delivered): revert, the target's
+// revertConfirmed, uncounts the payment if it is counted. The caller holds
+// mu.
+func (l *paymentLedger) ordered(ctx workflow.Context, v workflow.Version, p PaymentEvent,
+	revert func(workflow.Context, PaymentEvent) error) (stale bool, err error) {
+	// A reversal without its generation comes from a watcher older than
+	// the field: applied as before (deploy chainwatch before the workers).
+	if v < vReversalOrder || (p.AfterConfirmation && p.Reversals == 0) {
+		return false, nil
+	}
+	key := p.Key()
+	switch g := l.Gen[key]; {
+	case p.Reversals < g, p.Reversals == g && p.AfterConfirmation:
+		return true, nil
+	case p.Reversals == g:
+		return false, nil
+	}
+	if l.Counted[key] {
+		rp := p
+		rp.AfterConfirmation = true
+		if err := revert(ctx, rp); err != nil {
+			return false, err
+		}
+	}
+	l.Gen[key] = p.Reversals
+	return false, nil
+}
+
 // without returns list without s (order kept).
 func without(list []string, s string) []string {
 	out := list[:0:0]
@@ -514,7 +546,12 @@ const (
 	// (or the server's suggestion) continues as new at its next waiting
 	// point, carrying its whole state.
 	vContinueAsNew workflow.Version = 3
-	vMaxHistory                     = vContinueAsNew
+	// vReversalOrder: a payment state is ordered by its generation
+	// (PaymentEvent.Reversals) against the reversals already applied, so a
+	// batch holding a reversal after confirmation and the same payment's
+	// confirmation mined again counts it once, whichever is read first.
+	vReversalOrder workflow.Version = 4
+	vMaxHistory                     = vReversalOrder
 )
 
 // DefaultMaxHistory is the history length past which a rental or a

@@ -85,6 +85,13 @@ type PaymentEvent struct {
 	// AfterConfirmation is set on payment-reverted when the payment had been
 	// signalled confirmed (a reorganisation deeper than the policy).
 	AfterConfirmation bool `json:",omitempty"`
+	// Reversals is how many times the watcher has seen this payment removed
+	// by a reorganisation after its confirmation, when it sent this state:
+	// the payment's generation. A workflow reads its signals by kind, so a
+	// reversal and the confirmation of the same transaction mined again can
+	// come in either order within one batch; the generation puts them back
+	// in the chain's order.
+	Reversals int `json:",omitempty"`
 }
 
 // DustSummary is the running total of the confirmed outputs below the

@@ -336,6 +336,9 @@ func (r *rental) listenPayments(ctx workflow.Context) {
 }
 
 func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
+	if stale, err := r.payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
+		return err
+	}
 	key := p.Key()
 	eventKey, ok := r.payments.seen(key, p.Late)
 	if !ok {
@@ -358,7 +361,15 @@ func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
 
 func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
-	if r.payments.Counted[key] && r.v >= vReorgDust {
+	if p.AfterConfirmation && r.v >= vReversalOrder && p.Reversals > 0 {
+		counted := r.payments.Counted[key]
+		stale, err := r.payments.ordered(ctx, r.v, p, r.revertConfirmed)
+		if stale || err != nil || counted {
+			return err
+		}
+		// Never counted here (its confirmation was not delivered): the
+		// pending payment is dropped below.
+	} else if r.payments.Counted[key] && r.v >= vReorgDust {
 		return r.revertConfirmed(ctx, p)
 	}
 	if r.payments.Counted[key] {
@@ -385,6 +396,9 @@ func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
 }
 
 func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
+	if stale, err := r.payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
+		return err
+	}
 	key := p.Key()
 	if !r.payments.confirm(key) {
 		return nil // already counted: a watcher re-sent it

@@ -577,6 +577,73 @@ func (s *RentalWorkflowSuite) TestRevertedBeforeConfirmation() {
 	s.Equal(domain.StatusExpired, st.Status)
 }
 
+// signalsTogether sends the signals in one callback: the workflow reads
+// them in one batch, by kind (seen, confirmed, reverted, dust), not in the
+// order they were sent.
+func (s *RentalWorkflowSuite) signalsTogether(d time.Duration, sigs ...func()) {
+	s.env.RegisterDelayedCallback(func() {
+		for _, send := range sigs {
+			send()
+		}
+	}, d)
+}
+
+func (s *RentalWorkflowSuite) send(name string, p PaymentEvent) func() {
+	return func() { s.env.SignalWorkflow(name, p) }
+}
+
+// A deep reorganisation removes a confirmed payment and the same
+// transaction is mined and confirmed again before the workflow reads
+// either signal: even with the confirmation read first, the payment stays
+// counted once (generation 1), and the rental keeps its money.
+func (s *RentalWorkflowSuite) TestReversalAndRemineInOneBatchCountOnce() {
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	reverted := payment("tx1", totalCents)
+	reverted.AfterConfirmation, reverted.Reversals = true, 1
+	again := payment("tx1", totalCents)
+	again.Reversals = 1
+	// Read in the order the watcher did not send them (it sent the
+	// reversal first).
+	s.signalsTogether(time.Hour, s.send(SignalPaymentConfirmed, again), s.send(SignalPaymentReverted, reverted))
+	after := s.queryAt(2 * time.Hour)
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusActive, after.Status)
+	s.Equal(totalCents, after.PaidCents)
+	s.Equal(domain.StatusEnded, st.Status)
+	rv := s.eventsOf(domain.EventPaymentReverted)
+	s.Require().Len(rv, 1)
+	s.Equal(domain.KeyRevertedConfirmed(payment("tx1", 0).Key()), rv[0].Key)
+	var remined int
+	for _, ev := range s.eventsOf(domain.EventPaymentConfirmed) {
+		if ev.Reversal != nil && ev.Reversal.Remined {
+			remined++
+			s.Equal(domain.KeyConfirmed(payment("tx1", 0).Key()+"~1"), ev.Key)
+		}
+	}
+	s.Equal(1, remined)
+}
+
+// The other order: a confirmation re-sent by the watcher (generation 0) and
+// the payment's reversal after confirmation, read in one batch: the
+// payment is uncounted, and a stale confirmation read later counts nothing.
+func (s *RentalWorkflowSuite) TestStaleConfirmationAfterReversalCountsNothing() {
+	s.mockAllMachine()
+	in := rentalInput(3)
+	in.Config.UnpaidTimeout = 2 * time.Hour
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	reverted := payment("tx1", totalCents)
+	reverted.AfterConfirmation, reverted.Reversals = true, 1
+	s.signalsTogether(30*time.Second+time.Minute, s.send(SignalPaymentConfirmed, payment("tx1", totalCents)), s.send(SignalPaymentReverted, reverted))
+	s.signalAt(3*time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents)) // stale: generation 0
+	after := s.queryAt(4 * time.Minute)
+	s.run(in)
+
+	s.Zero(after.PaidCents)
+	s.Require().Len(s.eventsOf(domain.EventPaymentReverted), 1)
+}
+
 func (s *RentalWorkflowSuite) TestLatePaymentWaitsForSupportAttribution() {
 	s.mockAllMachine()
 	late := payment("tx1", totalCents)

@@ -290,6 +290,9 @@ func (t *topUp) listenPayments(ctx workflow.Context) {
 }
 
 func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
+	if stale, err := t.payments.ordered(ctx, t.v, p, t.revertConfirmed); stale || err != nil {
+		return err
+	}
 	eventKey, ok := t.payments.seen(p.Key(), p.Late)
 	if !ok {
 		return nil
@@ -310,7 +313,15 @@ func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
 
 func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
-	if t.payments.Counted[key] && t.v >= vReorgDust {
+	if p.AfterConfirmation && t.v >= vReversalOrder && p.Reversals > 0 {
+		counted := t.payments.Counted[key]
+		stale, err := t.payments.ordered(ctx, t.v, p, t.revertConfirmed)
+		if stale || err != nil || counted {
+			return err
+		}
+		// Never counted here (its confirmation was not delivered): the
+		// pending payment is dropped below.
+	} else if t.payments.Counted[key] && t.v >= vReorgDust {
 		return t.revertConfirmed(ctx, p)
 	}
 	if t.payments.Counted[key] {
@@ -334,6 +345,9 @@ func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
 }
 
 func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
+	if stale, err := t.payments.ordered(ctx, t.v, p, t.revertConfirmed); stale || err != nil {
+		return err
+	}
 	key := p.Key()
 	if !t.payments.confirm(key) {
 		return nil // already counted: a watcher re-sent it

@@ -131,8 +131,8 @@ func TestReorgAfterConfirmationOnBtcd(t *testing.T) {
 	// The best chain is now policy+2 blocks shorter; the transaction is
 	// back in btcd's mempool.
 	ps := f.waitPayments("payment reverted", in.ID, onePayment(chainwatch.StateReverted))
-	if !ps[0].AfterConfirmation {
-		t.Fatalf("payment %+v not marked reverted after confirmation", ps[0])
+	if !ps[0].AfterConfirmation || ps[0].Reversals != 1 {
+		t.Fatalf("payment %+v not marked reverted after confirmation (generation 1)", ps[0])
 	}
 	f.e.WaitFor("reverted after confirmation on the timeline", func() bool {
 		for _, ev := range f.e.EventsOfKind(o.Ref, domain.EventPaymentReverted) {
@@ -153,8 +153,8 @@ func TestReorgAfterConfirmationOnBtcd(t *testing.T) {
 	// again once, and the flag closes by itself (nothing was paid out).
 	n.mine(depth + 1)
 	ps = f.waitPayments("payment confirmed again", in.ID, onePayment(chainwatch.StateConfirmed))
-	if ps[0].AfterConfirmation {
-		t.Fatalf("payment %+v still marked reverted", ps[0])
+	if ps[0].AfterConfirmation || ps[0].Reversals != 1 {
+		t.Fatalf("payment %+v still marked reverted, or not in generation 1", ps[0])
 	}
 	f.e.WaitFor("counted again once, flag resolved", func() bool {
 		xs, err := f.e.DB.ExceptionsOf(f.e.Ctx, o.Ref)

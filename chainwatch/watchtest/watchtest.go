@@ -243,6 +243,7 @@ type ChainPayment struct {
 	Dust              bool    `db:"dust"`
 	AfterConfirmation bool    `db:"after_confirmation"`
 	Mempool           bool    `db:"mempool"`
+	Reversals         int     `db:"reversals"`
 }
 
 // ChainPayments lists the payments recorded for an intent.
@@ -251,7 +252,7 @@ func (e *Env) ChainPayments(intentID string) []ChainPayment {
 	var out []ChainPayment
 	if err := e.DB.SelectContext(e.Ctx, &out, `SELECT network, txid, output_index, asset, intent_id,
 		amount_base::text AS amount_base, amount_cents, late, state, signaled_state, to_support, dust,
-		after_confirmation, mempool
+		after_confirmation, mempool, reversals
 		FROM chain_payments WHERE intent_id = $1 ORDER BY seen_at, txid, output_index`, intentID); err != nil {
 		e.T.Fatal(err)
 	}
