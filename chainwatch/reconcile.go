@@ -54,8 +54,11 @@ func Reconcile(ctx context.Context, network string, store Store, signaler Signal
 			continue
 		}
 		err := signaler.SignalDust(ctx, d)
-		if err == nil || errors.Is(err, ErrWorkflowClosed) {
-			// A closed workflow's dust stays in chain_payments for support.
+		switch {
+		case errors.Is(err, ErrWorkflowClosed):
+			// No workflow will queue it: the store does, for support.
+			err = store.MarkDustUndeliverable(ctx, d)
+		case err == nil:
 			err = store.MarkDustSignaled(ctx, d)
 		}
 		if err != nil {

@@ -121,6 +121,9 @@ type Store interface {
 	UnsignaledDust(ctx context.Context, network string) ([]DustPending, error)
 	// MarkDustSignaled records the delivery of a summary's version.
 	MarkDustSignaled(ctx context.Context, d DustPending) error
+	// MarkDustUndeliverable records a summary whose workflow closed: its
+	// total goes to support's queue, and it is not signalled again.
+	MarkDustUndeliverable(ctx context.Context, d DustPending) error
 	// AcquireLease takes or renews the network's lease for holder.
 	AcquireLease(ctx context.Context, network, holder string, ttl time.Duration) (bool, error)
 	// ReleaseLease gives the lease up.

@@ -391,6 +391,29 @@ func (db *DB) MarkDustSignaled(ctx context.Context, d chainwatch.DustPending) er
 	return nil
 }
 
+// MarkDustUndeliverable records a dust summary whose target's workflow
+// closed: its running total goes to support's queue as the request's one
+// dust row (as the workflow keeps it), once per version.
+func (db *DB) MarkDustUndeliverable(ctx context.Context, d chainwatch.DustPending) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE chain_dust_summaries SET signaled_version = $2
+			WHERE intent_id = $1 AND (signaled_version IS NULL OR signaled_version < $2)`, d.IntentID, d.Version)
+		if err != nil {
+			return fmt.Errorf("mark dust undeliverable %s: %w", d.IntentID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil // a newer summary was queued or delivered already
+		}
+		var accountID int64
+		if err := tx.GetContext(ctx, &accountID, `SELECT account_id FROM payment_intents WHERE id = $1`, d.IntentID); err != nil {
+			return fmt.Errorf("intent %s: %w", d.IntentID, err)
+		}
+		return applyMoney(ctx, tx, moneyChange{kind: d.TargetKind, ref: d.TargetRef, accountID: accountID,
+			exceptions: []domain.NewException{{Reason: domain.ExceptionDust, PaymentKey: domain.DustKey(d.IntentID),
+				Network: d.Network, Asset: d.Asset, AmountBase: d.AmountBase, AmountCents: d.AmountCents}}})
+	})
+}
+
 // MarkSignaled records the delivery of p.State, unless the state moved since.
 func (db *DB) MarkSignaled(ctx context.Context, p chainwatch.Pending) error {
 	_, err := db.ExecContext(ctx, `

@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"math/big"
 	"testing"
 	"time"
 
@@ -107,6 +109,54 @@ func TestAfterCloseRedeliveryOfACountedPaymentNotQueued(t *testing.T) {
 	}
 	es, err := db.ExceptionsOf(ctx, ref)
 	if err != nil || len(es) != 1 || es[0].TxID != "unseen1" || es[0].Reason != domain.ExceptionAfterClose || es[0].AmountCents != 2357 {
+		t.Fatalf("queued: %+v %v", es, err)
+	}
+}
+
+// closedSignaler answers as Temporal does for a closed workflow.
+type closedSignaler struct{}
+
+func (closedSignaler) Signal(context.Context, chainwatch.Pending) error { return chainwatch.ErrWorkflowClosed }
+func (closedSignaler) SignalDust(context.Context, chainwatch.DustPending) error {
+	return chainwatch.ErrWorkflowClosed
+}
+
+// Dust confirmed after the target's workflow closed goes to support's queue
+// (it used to stay in chain_payments, queued by nobody), once, at its
+// running total.
+func TestDustAfterCloseQueued(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, "dust@example.com")
+	ref := seedOrder(t, db, acc, 1)
+	if _, err := db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
+		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
+		VALUES ('PI-DUST', 'order', $1, $2, 'BTC', 'bitcoin', 8, 36262, 2357, 65000, 'test', now(), 'bc1qdust', 902,
+			'bitcoin:x', now() + interval '1 hour', now() + interval '25 hours', 'intent:1')`, ref, acc); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
+		t.Fatalf("lease %v %v", ok, err)
+	}
+	for i, amount := range []int64{400, 500} {
+		h := int64(10 + i)
+		seen := chainwatch.Seen{TxID: "dust1", Index: int64(i), Asset: "BTC", Address: "bc1qdust", Amount: big.NewInt(amount),
+			Dust: true, BlockHeight: h, BlockHash: fmt.Sprint("h", h), BlockTime: time.Now()}
+		if err := db.RecordBlock(ctx, "bitcoin", "w", h, seen.BlockHash, []chainwatch.Seen{seen}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Confirm(ctx, "bitcoin", "w", h); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := chainwatch.Reconcile(ctx, "bitcoin", db, closedSignaler{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	es, err := db.ExceptionsOf(ctx, ref)
+	// 900 satoshi at 2357 cents per 36262: 58 cents.
+	if err != nil || len(es) != 1 || es[0].Reason != domain.ExceptionDust || es[0].AmountCents != 58 || es[0].AmountBase != "900" {
 		t.Fatalf("queued: %+v %v", es, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -152,6 +153,7 @@ type invTx struct {
 	address string
 	amount  *big.Int
 	mempool bool // recorded from the mempool before a block
+	dust    bool // below the network's dust threshold
 }
 
 // invChain is one network as the watcher sees it: blocks of two
@@ -321,6 +323,8 @@ var invActions = []invAction{
 	{"pay-old-request", 2, true, (*invSeq).payOld},
 	{"mine", 8, true, (*invSeq).mine},
 	{"reorg", 2, true, (*invSeq).reorg},
+	{"deep-reorg", 1, true, (*invSeq).deepReorg},
+	{"dust", 2, true, (*invSeq).dust},
 	{"replace-mempool", 1, true, (*invSeq).replaceMempool},
 	{"resend", 2, true, (*invSeq).resend},
 	{"attribute", 2, true, (*invSeq).attribute},
@@ -334,16 +338,24 @@ var invActions = []invAction{
 	{"retry-provisioning", 1, false, (*invSeq).retryProvisioning},
 }
 
+// invOff lists the steps KERNODECK_INVARIANT_OFF turns off (comma
+// separated names), to tell which kind of step a failure needs.
+var invOff = strings.Split(os.Getenv("KERNODECK_INVARIANT_OFF"), ",")
+
+func (s *invSeq) usable(a invAction) bool {
+	return (a.topup || !s.topup) && !slices.Contains(invOff, a.name)
+}
+
 func (s *invSeq) pick() invAction {
 	total := 0
 	for _, a := range invActions {
-		if a.topup || !s.topup {
+		if s.usable(a) {
 			total += a.weight
 		}
 	}
 	n := s.rng.Intn(total)
 	for _, a := range invActions {
-		if !a.topup && s.topup {
+		if !s.usable(a) {
 			continue
 		}
 		if n < a.weight {
@@ -480,10 +492,27 @@ func (s *invSeq) payOld() {
 
 // payTo broadcasts a payment to a request's address: the exact amount, a
 // part, more, or a few units; seen in the mempool or only once mined.
-func (s *invSeq) payTo(it domain.Intent) {
+func (s *invSeq) payTo(it domain.Intent) { s.payKind(it, s.rng.Intn(6)) }
+
+// dust sends a few outputs below the dust threshold to the latest request
+// (one Bitcoin transaction paying it several times).
+func (s *invSeq) dust() {
+	its := s.intents()
+	if len(its) == 0 {
+		return
+	}
+	for i := 1 + s.rng.Intn(3); i > 0; i-- {
+		s.payKind(its[len(its)-1], -1)
+	}
+}
+
+func (s *invSeq) payKind(it domain.Intent, choice int) {
 	amount := new(big.Int).Set(&it.AmountBase.Int)
 	kind := "exact"
-	switch s.rng.Intn(6) {
+	switch choice {
+	case -1:
+		kind = "dust"
+		amount.SetInt64(int64(1 + s.rng.Intn(500)))
 	case 0, 1:
 		kind = "partial"
 		amount.Mul(amount, big.NewInt(int64(20+s.rng.Intn(60))))
@@ -501,7 +530,7 @@ func (s *invSeq) payTo(it domain.Intent) {
 	}
 	s.txs++
 	tx := invTx{txid: fmt.Sprintf("inv%d-%d", s.seed, s.txs), index: int64(s.rng.Intn(3)), asset: it.Asset,
-		address: it.Address, amount: amount}
+		address: it.Address, amount: amount, dust: kind == "dust"}
 	c := s.chains[it.Network]
 	s.logf("pay %s %s %s to %s (%s, deadline %s)", kind, amount, it.Asset, it.ID, tx.txid, it.Deadline.UTC().Format("15:04:05"))
 	if s.rng.Intn(2) == 0 {
@@ -514,7 +543,7 @@ func (s *invSeq) payTo(it domain.Intent) {
 
 func (s *invSeq) seen(tx invTx, height int64, hash string) chainwatch.Seen {
 	p := chainwatch.Seen{TxID: tx.txid, Index: tx.index, Asset: tx.asset, Address: tx.address, Amount: tx.amount,
-		BlockHeight: height, BlockHash: hash}
+		BlockHeight: height, BlockHash: hash, Dust: tx.dust}
 	if height > 0 {
 		p.BlockTime = s.env.Now()
 	}
@@ -568,6 +597,37 @@ func (s *invSeq) reorg() {
 		}
 	}
 	s.logf("reorg %s to %d", c.network, c.tip)
+	s.reconcile(c.network)
+	s.mineOn(c)
+}
+
+// deepReorg replaces the two or three top blocks, below the confirmation
+// depth: payments already confirmed (and signalled) are reverted after
+// confirmation; each goes back to the mempool (mined again later) or is
+// double-spent away.
+func (s *invSeq) deepReorg() {
+	c := s.chains[invNetworks[s.rng.Intn(len(invNetworks))]]
+	depth := int64(2 + s.rng.Intn(2))
+	if c.tip-depth < c.base {
+		return
+	}
+	var txs []invTx
+	for h := c.tip - depth + 1; h <= c.tip; h++ {
+		txs = append(txs, c.blocks[h]...)
+		delete(c.blocks, h)
+	}
+	c.tip -= depth
+	c.reorgs++
+	_, err := s.w.db.Rewind(s.ctx, c.network, invHolder, c.tip)
+	s.must(err, "rewind")
+	for _, tx := range txs {
+		if s.rng.Intn(3) > 0 {
+			c.mempool = append(c.mempool, tx)
+		} else {
+			s.logf("  %s double-spent away", tx.txid)
+		}
+	}
+	s.logf("deep reorg %s to %d", c.network, c.tip)
 	s.reconcile(c.network)
 	s.mineOn(c)
 }
@@ -822,7 +882,8 @@ func (s *invSeq) afterClose() {
 // --- invariants ---
 
 type invMoney struct {
-	received     int64 // confirmed on chain, valued at the request's rate
+	received     int64 // confirmed on chain, valued at the request's rate (dust: its running total per request)
+	shortfall    int64 // paid out on the strength of payments a deep reorganisation removed
 	balancePaid  int64
 	paid         int64 // orders: counted (crypto, attributions, balance)
 	unbacked     int64 // attributions naming no received payment
@@ -849,14 +910,21 @@ func (m invMoney) kept() int64 {
 }
 
 func (m invMoney) balanced() bool {
-	return m.received+m.balancePaid == m.kept()+m.refunded+m.excRefunded+m.excRemaining
+	return m.received+m.balancePaid+m.shortfall == m.kept()+m.refunded+m.excRefunded+m.excRemaining
 }
 
 func moneyOf(ctx context.Context, db *postgres.DB, ref string) (invMoney, error) {
 	var m invMoney
-	err := db.GetContext(ctx, &m.received, `SELECT COALESCE(SUM(p.amount_cents), 0) FROM chain_payments p
-		JOIN payment_intents i ON i.id = p.intent_id WHERE i.target_ref = $1 AND p.state = 'confirmed'`, ref)
+	err := db.GetContext(ctx, &m.received, `SELECT
+		(SELECT COALESCE(SUM(p.amount_cents), 0) FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
+			WHERE i.target_ref = $1 AND p.state = 'confirmed' AND NOT p.dust)
+		+ (SELECT COALESCE(SUM(floor(s.amount_base * i.usd_cents / i.amount_base)::bigint), 0) FROM chain_dust_summaries s
+			JOIN payment_intents i ON i.id = s.intent_id WHERE i.target_ref = $1)`, ref)
 	if err != nil {
+		return m, err
+	}
+	if err := db.GetContext(ctx, &m.shortfall, `SELECT COALESCE(SUM(shortfall_cents), 0) FROM payment_exceptions
+		WHERE target_ref = $1 AND reason = 'reverted'`, ref); err != nil {
 		return m, err
 	}
 	var x struct {
@@ -923,8 +991,8 @@ func (s *invSeq) checkMoney() {
 	s.must(err, "money")
 	s.logf("money %+v kept %d", m, m.kept())
 	if !m.balanced() {
-		s.fatalf("received %d + paid from balance %d != kept %d + refunded %d + refunded from the queue %d + queued %d (%+v)",
-			m.received, m.balancePaid, m.kept(), m.refunded, m.excRefunded, m.excRemaining, m)
+		s.fatalf("received %d + paid from balance %d + shortfall %d != kept %d + refunded %d + refunded from the queue %d + queued %d (%+v)",
+			m.received, m.balancePaid, m.shortfall, m.kept(), m.refunded, m.excRefunded, m.excRemaining, m)
 	}
 	if k := m.kept(); k < 0 || k > s.total {
 		s.fatalf("kept %d outside 0..%d (%+v)", k, s.total, m)
@@ -1018,6 +1086,7 @@ func (w *invWorld) checkTotals(t *testing.T) {
 			t.Errorf("%s: %+v", ref, m)
 		}
 		sum.received += m.received
+		sum.shortfall += m.shortfall
 		sum.balancePaid += m.balancePaid
 		sum.refunded += m.refunded
 		sum.excRefunded += m.excRefunded
@@ -1025,7 +1094,10 @@ func (w *invWorld) checkTotals(t *testing.T) {
 		kept += m.kept()
 	}
 	var received, queued int64
-	if err := w.db.GetContext(ctx, &received, `SELECT COALESCE(SUM(amount_cents), 0) FROM chain_payments WHERE state = 'confirmed'`); err != nil {
+	if err := w.db.GetContext(ctx, &received, `SELECT
+		(SELECT COALESCE(SUM(amount_cents), 0) FROM chain_payments WHERE state = 'confirmed' AND NOT dust)
+		+ (SELECT COALESCE(SUM(floor(s.amount_base * i.usd_cents / i.amount_base)::bigint), 0) FROM chain_dust_summaries s
+			JOIN payment_intents i ON i.id = s.intent_id)`); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.db.GetContext(ctx, &queued, `SELECT COALESCE(SUM(remaining_cents), 0) FROM (
@@ -1034,9 +1106,9 @@ func (w *invWorld) checkTotals(t *testing.T) {
 		t.Fatal(err)
 	}
 	if received != sum.received || queued != sum.excRemaining ||
-		received+sum.balancePaid != kept+sum.refunded+sum.excRefunded+sum.excRemaining {
-		t.Fatalf("in total: received %d (targets %d) + paid from balance %d != kept %d + refunded %d + %d + queued %d (targets %d)",
-			received, sum.received, sum.balancePaid, kept, sum.refunded, sum.excRefunded, queued, sum.excRemaining)
+		received+sum.balancePaid+sum.shortfall != kept+sum.refunded+sum.excRefunded+sum.excRemaining {
+		t.Fatalf("in total: received %d (targets %d) + paid from balance %d + shortfall %d != kept %d + refunded %d + %d + queued %d (targets %d)",
+			received, sum.received, sum.balancePaid, sum.shortfall, kept, sum.refunded, sum.excRefunded, queued, sum.excRemaining)
 	}
 	if err := checkLedgerSums(ctx, w.db); err != nil {
 		t.Fatal(err)
