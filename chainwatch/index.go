@@ -2,33 +2,8 @@ package chainwatch
 
 import (
 	"hash/maphash"
-	"math/big"
 	"sync"
-	"time"
 )
-
-// Intent is what the watcher needs of a payment request it follows by
-// reference (Solana, where every request shares the shop's address).
-type Intent struct {
-	Seq        int64
-	ID         string
-	TargetKind string // "order" or "topup"
-	TargetRef  string
-	Network    string
-	Asset      string
-	Address    string
-	Reference  string // Solana Pay reference key
-	AmountBase *big.Int
-	USDCents   int64
-	Deadline   time.Time
-	WatchUntil time.Time
-}
-
-// KnownAddress is an address the shop handed out in a payment request.
-type KnownAddress struct {
-	Seq     int64
-	Address string
-}
 
 // Index is the set of every address the shop ever handed out on one network
 // (any asset, any age): a block's output is worth a look in PostgreSQL only

@@ -2,75 +2,29 @@ package chainwatch
 
 import (
 	"context"
-	"errors"
-	"math/big"
 	"time"
+
+	"github.com/kernodeck/kernodeck/domain"
 )
 
-// Payment states, as stored and as signalled.
+// The payments and requests the store and the watchers exchange are
+// domain types (package postgres speaks them without importing chainwatch).
 const (
-	StateSeen      = "seen"
-	StateConfirmed = "confirmed"
-	StateReverted  = "reverted"
+	StateSeen      = domain.PaymentStateSeen
+	StateConfirmed = domain.PaymentStateConfirmed
+	StateReverted  = domain.PaymentStateReverted
 )
 
-// ErrLeaseLost is returned by the store's writes when the writer no longer
-// holds its network's lease: another watcher may be writing.
-var ErrLeaseLost = errors.New("watcher lease lost")
+// ErrLeaseLost: see domain.ErrLeaseLost.
+var ErrLeaseLost = domain.ErrLeaseLost
 
-// Seen is a payment found on chain to an address the shop handed out.
-type Seen struct {
-	TxID    string
-	Index   int64
-	Asset   string
-	Address string
-	Amount  *big.Int
-	// IntentID names the request when the watcher matched it itself
-	// (Solana: by reference or by amount); otherwise the store finds the
-	// request by address.
-	IntentID string
-	// Dust is set for an amount below the network's dust threshold: stored,
-	// summarised per request rather than signalled.
-	Dust        bool
-	BlockHeight int64
-	BlockHash   string
-	// BlockTime is the block's time: the store judges by it whether the
-	// payment was late and whether its request was still watched.
-	BlockTime time.Time
-}
-
-// Pending is a stored payment whose current state the workflow has not
-// acknowledged yet.
-type Pending struct {
-	Network           string `db:"network"`
-	TxID              string `db:"txid"`
-	Index             int64  `db:"index"`
-	Asset             string `db:"asset"`
-	IntentID          string `db:"intent_id"`
-	TargetKind        string `db:"target_kind"`
-	TargetRef         string `db:"target_ref"`
-	AmountBase        string `db:"amount_base"`
-	AmountCents       int64  `db:"amount_cents"`
-	Late              bool   `db:"late"`
-	State             string `db:"state"`
-	AfterConfirmation bool   `db:"after_confirmation"`
-	Mempool           bool   `db:"mempool"`
-	// Reversals: see workflows.PaymentEvent.
-	Reversals int `db:"reversals"`
-}
-
-// DustPending is a request's dust summary not yet acknowledged.
-type DustPending struct {
-	Network     string `db:"network"`
-	Asset       string `db:"asset"`
-	IntentID    string `db:"intent_id"`
-	TargetKind  string `db:"target_kind"`
-	TargetRef   string `db:"target_ref"`
-	Version     int64  `db:"version"`
-	Outputs     int64  `db:"outputs"`
-	AmountBase  string `db:"amount_base"`
-	AmountCents int64  `db:"amount_cents"`
-}
+type (
+	Seen         = domain.ChainSeen
+	Pending      = domain.PendingPayment
+	DustPending  = domain.PendingDust
+	Intent       = domain.WatchedIntent
+	KnownAddress = domain.KnownAddress
+)
 
 // Store is the persistence a Watcher needs (implemented by package postgres).
 // The writes that follow the chain take the writer's holder name and fail

@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -19,11 +18,9 @@ import (
 // detection; deeper reorganisations than this are not expected.
 const keepBlocks = 2000
 
-var _ chainwatch.Store = (*DB)(nil)
-
 // WatchedIntents returns the intents of network still watched at now, with
 // a sequence above afterSeq.
-func (db *DB) WatchedIntents(ctx context.Context, network string, afterSeq int64, now time.Time) ([]chainwatch.Intent, error) {
+func (db *DB) WatchedIntents(ctx context.Context, network string, afterSeq int64, now time.Time) ([]domain.WatchedIntent, error) {
 	rows, err := db.QueryxContext(ctx, `
 		SELECT seq, id, target_kind, target_ref, network, asset, address, COALESCE(reference_key, ''),
 			amount_base, usd_cents, deadline, watch_until
@@ -34,9 +31,9 @@ func (db *DB) WatchedIntents(ctx context.Context, network string, afterSeq int64
 		return nil, fmt.Errorf("watched intents %s: %w", network, err)
 	}
 	defer rows.Close()
-	var out []chainwatch.Intent
+	var out []domain.WatchedIntent
 	for rows.Next() {
-		var in chainwatch.Intent
+		var in domain.WatchedIntent
 		var amount domain.BigInt
 		if err := rows.Scan(&in.Seq, &in.ID, &in.TargetKind, &in.TargetRef, &in.Network, &in.Asset, &in.Address,
 			&in.Reference, &amount, &in.USDCents, &in.Deadline, &in.WatchUntil); err != nil {
@@ -50,8 +47,8 @@ func (db *DB) WatchedIntents(ctx context.Context, network string, afterSeq int64
 
 // KnownAddresses returns every address handed out on network by requests
 // with a sequence above afterSeq, whatever their age.
-func (db *DB) KnownAddresses(ctx context.Context, network string, afterSeq int64) ([]chainwatch.KnownAddress, error) {
-	var out []chainwatch.KnownAddress
+func (db *DB) KnownAddresses(ctx context.Context, network string, afterSeq int64) ([]domain.KnownAddress, error) {
+	var out []domain.KnownAddress
 	err := db.SelectContext(ctx, &out, `SELECT seq AS "seq", address AS "address" FROM payment_intents
 		WHERE network = $1 AND seq > $2 ORDER BY seq`, network, afterSeq)
 	if err != nil {
@@ -60,7 +57,7 @@ func (db *DB) KnownAddresses(ctx context.Context, network string, afterSeq int64
 	return out, nil
 }
 
-// checkLease fails with chainwatch.ErrLeaseLost unless holder holds the
+// checkLease fails with domain.ErrLeaseLost unless holder holds the
 // network's lease; the row stays locked (shared) until the transaction
 // ends, so the lease cannot change hands while holder writes. An empty
 // holder skips the check.
@@ -72,7 +69,7 @@ func checkLease(ctx context.Context, tx *sqlx.Tx, network, holder string) error 
 	err := tx.GetContext(ctx, &n, `SELECT 1 FROM watcher_leases
 		WHERE network = $1 AND holder = $2 AND expires_at > now() FOR SHARE`, network, holder)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s by %s: %w", network, holder, chainwatch.ErrLeaseLost)
+		return fmt.Errorf("%s by %s: %w", network, holder, domain.ErrLeaseLost)
 	}
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", network, err)
@@ -110,7 +107,7 @@ func (db *DB) BlockHash(ctx context.Context, network string, height int64) (stri
 }
 
 // RecordBlock stores a block's hash and its payments in one transaction.
-func (db *DB) RecordBlock(ctx context.Context, network, holder string, height int64, hash string, payments []chainwatch.Seen) error {
+func (db *DB) RecordBlock(ctx context.Context, network, holder string, height int64, hash string, payments []domain.ChainSeen) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := checkLease(ctx, tx, network, holder); err != nil {
 			return err
@@ -145,7 +142,7 @@ type paidIntent struct {
 // findIntent returns the request p pays: the one the watcher named, or the
 // one its address was handed out for (EVM addresses compare without case,
 // the others exactly). ok is false when none does (an index collision).
-func findIntent(ctx context.Context, tx *sqlx.Tx, network string, p chainwatch.Seen) (paidIntent, bool, error) {
+func findIntent(ctx context.Context, tx *sqlx.Tx, network string, p domain.ChainSeen) (paidIntent, bool, error) {
 	var in paidIntent
 	const cols = `id, asset, amount_base, usd_cents, deadline, watch_until, target_ref`
 	var err error
@@ -172,7 +169,7 @@ func findIntent(ctx context.Context, tx *sqlx.Tx, network string, p chainwatch.S
 // amount are worth exactly the request's cents. Dust is valued on its own
 // and summed per request when confirmed. What cannot be counted is kept for
 // support with a timeline entry, and never signalled.
-func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p chainwatch.Seen) error {
+func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p domain.ChainSeen) error {
 	var existing string
 	err := tx.GetContext(ctx, &existing, `SELECT state FROM chain_payments
 		WHERE network = $1 AND txid = $2 AND output_index = $3 FOR UPDATE`, network, p.TxID, p.Index)
@@ -280,14 +277,23 @@ func valueCents(amount *big.Int, in *paidIntent) int64 {
 	return v.Int64()
 }
 
-// dustDelta adds the dust payments of the CTE "changed" to their requests'
-// summaries, counted with the sign given (+ confirmed, - reverted after
-// confirmation), bumping each summary's version.
-const dustDelta = `
+// dustAdd adds the dust payments of the CTE "changed" (confirmed) to their
+// requests' summaries, bumping each summary's version.
+const dustAdd = `
 	INSERT INTO chain_dust_summaries AS s (intent_id, network, outputs, amount_base, version)
-	SELECT intent_id, $1, %[1]scount(*), %[1]sSUM(amount_base), 1 FROM changed WHERE dust GROUP BY intent_id
+	SELECT intent_id, $1, count(*), SUM(amount_base), 1 FROM changed WHERE dust GROUP BY intent_id
 	ON CONFLICT (intent_id) DO UPDATE SET outputs = s.outputs + EXCLUDED.outputs,
 		amount_base = s.amount_base + EXCLUDED.amount_base, version = s.version + 1`
+
+// dustSubtract takes the dust payments of "changed" (reverted after their
+// confirmation) from their summaries. An UPDATE, not an upsert: the row an
+// INSERT proposes is checked (amount_base >= 0) before its conflict is
+// found, so negative deltas made every such rewind fail.
+const dustSubtract = `
+	UPDATE chain_dust_summaries s SET outputs = s.outputs - c.n, amount_base = s.amount_base - c.total,
+		version = s.version + 1
+	FROM (SELECT intent_id, count(*) AS n, SUM(amount_base) AS total FROM changed WHERE dust GROUP BY intent_id) c
+	WHERE s.intent_id = c.intent_id`
 
 // Rewind forgets the blocks above height; their payments revert, and those
 // that were confirmed are marked reverted after confirmation.
@@ -306,7 +312,7 @@ func (db *DB) Rewind(ctx context.Context, network, holder string, height int64) 
 					reversals = reversals + CASE WHEN state = 'confirmed' THEN 1 ELSE 0 END
 				WHERE network = $1 AND block_height > $2 AND state <> 'reverted'
 				RETURNING intent_id, dust AND after_confirmation AS dust, amount_base),
-			summaries AS (`+fmt.Sprintf(dustDelta, "-")+`)
+			summaries AS (`+dustSubtract+`)
 			SELECT count(*) FROM changed`, network, height)
 		if err != nil {
 			return fmt.Errorf("revert payments %s above %d: %w", network, height, err)
@@ -333,7 +339,7 @@ func (db *DB) Confirm(ctx context.Context, network, holder string, maxHeight int
 				UPDATE chain_payments SET state = 'confirmed', confirmed_at = now()
 				WHERE network = $1 AND state = 'seen' AND block_height <= $2
 				RETURNING intent_id, dust, amount_base),
-			summaries AS (`+fmt.Sprintf(dustDelta, "")+`)
+			summaries AS (`+dustAdd+`)
 			SELECT count(*) FROM changed`, network, maxHeight)
 	})
 	if err != nil {
@@ -345,11 +351,11 @@ func (db *DB) Confirm(ctx context.Context, network, holder string, maxHeight int
 // Unsignaled lists, oldest first, the payments whose state the workflow has
 // not acknowledged (dust and payments for support excepted), except those
 // of the skipped targets.
-func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, limit int) ([]chainwatch.Pending, error) {
+func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, limit int) ([]domain.PendingPayment, error) {
 	if skip == nil {
 		skip = []string{} // NULL would make "<> ALL" unknown: nothing listed
 	}
-	out := []chainwatch.Pending{}
+	out := []domain.PendingPayment{}
 	err := db.SelectContext(ctx, &out, `
 		SELECT p.network, p.txid, p.output_index AS index, p.asset, p.intent_id, i.target_kind, i.target_ref,
 			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state, p.after_confirmation, p.mempool, p.reversals
@@ -365,8 +371,8 @@ func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, lim
 }
 
 // UnsignaledDust lists the dust summaries of network not yet acknowledged.
-func (db *DB) UnsignaledDust(ctx context.Context, network string) ([]chainwatch.DustPending, error) {
-	var out []chainwatch.DustPending
+func (db *DB) UnsignaledDust(ctx context.Context, network string) ([]domain.PendingDust, error) {
+	var out []domain.PendingDust
 	err := db.SelectContext(ctx, &out, `
 		SELECT s.network, i.asset, s.intent_id, i.target_kind, i.target_ref, s.version, s.outputs,
 			s.amount_base::text AS amount_base,
@@ -382,7 +388,7 @@ func (db *DB) UnsignaledDust(ctx context.Context, network string) ([]chainwatch.
 
 // MarkDustSignaled records the delivery of a summary's version (unless a
 // newer one was delivered already).
-func (db *DB) MarkDustSignaled(ctx context.Context, d chainwatch.DustPending) error {
+func (db *DB) MarkDustSignaled(ctx context.Context, d domain.PendingDust) error {
 	_, err := db.ExecContext(ctx, `UPDATE chain_dust_summaries SET signaled_version = $2
 		WHERE intent_id = $1 AND (signaled_version IS NULL OR signaled_version < $2)`, d.IntentID, d.Version)
 	if err != nil {
@@ -394,7 +400,7 @@ func (db *DB) MarkDustSignaled(ctx context.Context, d chainwatch.DustPending) er
 // MarkDustUndeliverable records a dust summary whose target's workflow
 // closed: its running total goes to support's queue as the request's one
 // dust row (as the workflow keeps it), once per version.
-func (db *DB) MarkDustUndeliverable(ctx context.Context, d chainwatch.DustPending) error {
+func (db *DB) MarkDustUndeliverable(ctx context.Context, d domain.PendingDust) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE chain_dust_summaries SET signaled_version = $2
 			WHERE intent_id = $1 AND (signaled_version IS NULL OR signaled_version < $2)`, d.IntentID, d.Version)
@@ -415,7 +421,7 @@ func (db *DB) MarkDustUndeliverable(ctx context.Context, d chainwatch.DustPendin
 }
 
 // MarkSignaled records the delivery of p.State, unless the state moved since.
-func (db *DB) MarkSignaled(ctx context.Context, p chainwatch.Pending) error {
+func (db *DB) MarkSignaled(ctx context.Context, p domain.PendingPayment) error {
 	_, err := db.ExecContext(ctx, `
 		UPDATE chain_payments SET signaled_state = $4, signaled_at = now()
 		WHERE network = $1 AND txid = $2 AND output_index = $3 AND state = $4`,
@@ -428,7 +434,7 @@ func (db *DB) MarkSignaled(ctx context.Context, p chainwatch.Pending) error {
 
 // MarkUndeliverable records a payment whose target workflow is closed: it is
 // shown on the target's timeline for support, and not signalled again.
-func (db *DB) MarkUndeliverable(ctx context.Context, p chainwatch.Pending) error {
+func (db *DB) MarkUndeliverable(ctx context.Context, p domain.PendingPayment) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
 			UPDATE chain_payments SET signaled_state = $4, signaled_at = now()
@@ -436,7 +442,7 @@ func (db *DB) MarkUndeliverable(ctx context.Context, p chainwatch.Pending) error
 			p.Network, p.TxID, p.Index, p.State); err != nil {
 			return err
 		}
-		if p.State == chainwatch.StateReverted && !p.AfterConfirmation {
+		if p.State == domain.PaymentStateReverted && !p.AfterConfirmation {
 			return nil
 		}
 		return recordAfterClose(ctx, tx, afterClose{TargetKind: p.TargetKind, TargetRef: p.TargetRef, IntentID: p.IntentID,
@@ -471,7 +477,7 @@ func (db *DB) ReleaseLease(ctx context.Context, network, holder string) error {
 
 // RecordMempool stores payments seen in the node's mempool (seen, no
 // block); payments already stored are left as they are.
-func (db *DB) RecordMempool(ctx context.Context, network, holder string, payments []chainwatch.Seen) error {
+func (db *DB) RecordMempool(ctx context.Context, network, holder string, payments []domain.ChainSeen) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := checkLease(ctx, tx, network, holder); err != nil {
 			return err

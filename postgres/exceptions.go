@@ -310,11 +310,16 @@ func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
 	if p.State != "reverted" {
 		// A state the workflow received before it closed, re-sent because
 		// its acknowledgement was lost (a watcher restart): already counted
-		// or queued by the workflow, never queued a second time.
+		// or queued by the workflow, never queued a second time. The
+		// workflow confirmed it more often than a deep reorganisation took
+		// it back (each time mined again gets key~n).
 		var handled bool
-		if err := tx.GetContext(ctx, &handled, `SELECT EXISTS (SELECT 1 FROM timeline_events WHERE ref = $1 AND idem_key = $2)
-			AND NOT EXISTS (SELECT 1 FROM timeline_events WHERE ref = $1 AND idem_key = $3)`,
-			p.TargetRef, domain.KeyConfirmed(pk), domain.KeyRevertedConfirmed(pk)); err != nil {
+		if err := tx.GetContext(ctx, &handled, `SELECT
+			count(*) FILTER (WHERE idem_key = $2 OR idem_key LIKE $3) >
+			count(*) FILTER (WHERE idem_key = $4 OR idem_key LIKE $5)
+			FROM timeline_events WHERE ref = $1`, p.TargetRef,
+			domain.KeyConfirmed(pk), likePrefix(domain.KeyConfirmed(pk))+"~%",
+			domain.KeyRevertedConfirmed(pk), likePrefix(domain.KeyRevertedConfirmed(pk))+"~%"); err != nil {
 			return fmt.Errorf("payment %s of %s: %w", pk, p.TargetRef, err)
 		}
 		if handled {
@@ -416,4 +421,9 @@ func (db *DB) ValueException(ctx context.Context, v domain.ExceptionValue) error
 				"exception_id": e.ID, "payment_key": e.PaymentKey, "amount_cents": v.AmountCents}, time.Now())
 		return err
 	})
+}
+
+// likePrefix escapes s for use as the start of a LIKE pattern.
+func likePrefix(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 )
 
@@ -86,12 +87,7 @@ func TestAfterCloseRedeliveryOfACountedPaymentNotQueued(t *testing.T) {
 	db := pgtest.NewDB(t)
 	acc := seedAccount(t, db, "redeliver@example.com")
 	ref := seedOrder(t, db, acc, 1)
-	if _, err := db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
-		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
-		VALUES ('PI-REDELIVER', 'order', $1, $2, 'BTC', 'bitcoin', 8, 36262, 2357, 65000, 'test', now(), 'bc1qredeliver', 901,
-			'bitcoin:x', now() + interval '1 hour', now() + interval '25 hours', 'intent:1')`, ref, acc); err != nil {
-		t.Fatal(err)
-	}
+	seedIntent(t, db, "PI-REDELIVER", ref, acc, "bc1qredeliver", 901)
 	counted := chainwatch.Pending{Network: "bitcoin", TxID: "counted1", Index: 0, Asset: "BTC", IntentID: "PI-REDELIVER",
 		TargetKind: "order", TargetRef: ref, AmountBase: "36262", AmountCents: 2357, State: chainwatch.StateConfirmed}
 	if err := db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: domain.KeyConfirmed(domain.PaymentKey("bitcoin", "counted1", 0)),
@@ -100,8 +96,19 @@ func TestAfterCloseRedeliveryOfACountedPaymentNotQueued(t *testing.T) {
 	}
 	unseen := counted
 	unseen.TxID = "unseen1"
+	// Counted, removed by a deep reorganisation, mined and counted again
+	// (the workflow keys its second life key~1).
+	again := counted
+	again.TxID = "again1"
+	apk := domain.PaymentKey("bitcoin", "again1", 0)
+	for _, key := range []string{domain.KeyConfirmed(apk), domain.KeyRevertedConfirmed(apk), domain.KeyConfirmed(apk + "~1")} {
+		if err := db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: key, Kind: domain.EventPaymentConfirmed,
+			Message: "ok", At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for range 2 {
-		for _, p := range []chainwatch.Pending{counted, unseen} {
+		for _, p := range []chainwatch.Pending{counted, unseen, again} {
 			if err := db.MarkUndeliverable(ctx, p); err != nil {
 				t.Fatal(err)
 			}
@@ -113,10 +120,27 @@ func TestAfterCloseRedeliveryOfACountedPaymentNotQueued(t *testing.T) {
 	}
 }
 
+// seedIntent stores a 23.57 USD bitcoin request of an order (36262 sat),
+// valid an hour, watched a day more.
+func seedIntent(t *testing.T, db *postgres.DB, id, ref string, acc int64, address string, index int) {
+	t.Helper()
+	if _, err := db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
+		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
+		VALUES ($1, 'order', $2, $3, 'BTC', 'bitcoin', 8, 36262, 2357, 65000, 'test', now(), $4, $5,
+			'bitcoin:x', now() + interval '1 hour', now() + interval '25 hours', 'intent:1')`, id, ref, acc, address, index); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The store the chain watchers need (postgres itself imports domain only).
+var _ chainwatch.Store = (*postgres.DB)(nil)
+
 // closedSignaler answers as Temporal does for a closed workflow.
 type closedSignaler struct{}
 
-func (closedSignaler) Signal(context.Context, chainwatch.Pending) error { return chainwatch.ErrWorkflowClosed }
+func (closedSignaler) Signal(context.Context, chainwatch.Pending) error {
+	return chainwatch.ErrWorkflowClosed
+}
 func (closedSignaler) SignalDust(context.Context, chainwatch.DustPending) error {
 	return chainwatch.ErrWorkflowClosed
 }
@@ -129,12 +153,7 @@ func TestDustAfterCloseQueued(t *testing.T) {
 	db := pgtest.NewDB(t)
 	acc := seedAccount(t, db, "dust@example.com")
 	ref := seedOrder(t, db, acc, 1)
-	if _, err := db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
-		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
-		VALUES ('PI-DUST', 'order', $1, $2, 'BTC', 'bitcoin', 8, 36262, 2357, 65000, 'test', now(), 'bc1qdust', 902,
-			'bitcoin:x', now() + interval '1 hour', now() + interval '25 hours', 'intent:1')`, ref, acc); err != nil {
-		t.Fatal(err)
-	}
+	seedIntent(t, db, "PI-DUST", ref, acc, "bc1qdust", 902)
 	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
 		t.Fatalf("lease %v %v", ok, err)
 	}

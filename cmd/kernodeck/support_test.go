@@ -11,33 +11,70 @@ import (
 	"testing"
 )
 
-// The CLI sends each action to the support API with the agent's token; the
-// API (tested in package api) audits it and runs the workflow update.
-func TestSupportCLIRequests(t *testing.T) {
-	type call struct {
-		method, path, auth string
-		body               map[string]any
-	}
-	var got []call
+// supportCall is one request the CLI made.
+type supportCall struct {
+	method, path, query, auth string
+	body                      map[string]any
+}
+
+// supportCLI runs the CLI against a recording support API that answers
+// answer(path) (status and body; 200 and an action when status is 0) and
+// returns the runner and the calls made.
+func supportCLI(t *testing.T, answer func(path string) (int, string)) (run func(args ...string) (int, string), got *[]supportCall) {
+	t.Helper()
+	got = &[]supportCall{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := call{method: r.Method, path: r.URL.Path, auth: r.Header.Get("Authorization")}
+		c := supportCall{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, auth: r.Header.Get("Authorization")}
 		if b, _ := io.ReadAll(r.Body); len(b) > 0 {
 			_ = json.Unmarshal(b, &c.body)
 		}
-		got = append(got, c)
-		if strings.HasSuffix(r.URL.Path, "/refund") {
-			w.WriteHeader(http.StatusConflict)
-			_, _ = w.Write([]byte(`{"error":{"code":"conflict","message":"Le remboursement dépasserait le montant payé."}}`))
-			return
+		*got = append(*got, c)
+		status, body := answer(r.URL.Path)
+		if status == 0 {
+			status, body = http.StatusOK, `{"action":{"id":1}}`
 		}
-		_, _ = w.Write([]byte(`{"action":{"id":1}}`))
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
 	}))
-	defer srv.Close()
-	run := func(args ...string) (int, string) {
+	t.Cleanup(srv.Close)
+	run = func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
 		code := runSupport(context.Background(), append([]string{"--url", srv.URL, "--token", "tok-0123456789abcdef"}, args...), &out, &errb)
 		return code, out.String() + errb.String()
 	}
+	return run, got
+}
+
+// checkCalls compares the calls made with want (bodies field by field).
+func checkCalls(t *testing.T, got, want []supportCall) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("calls: %+v", got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.method != w.method || g.path != w.path || g.query != w.query || g.auth != w.auth || len(g.body) != len(w.body) {
+			t.Errorf("call %d: %+v, want %+v", i, g, w)
+		}
+		for k, v := range w.body {
+			if g.body[k] != v {
+				t.Errorf("call %d: %s = %v, want %v", i, k, g.body[k], v)
+			}
+		}
+	}
+}
+
+const bearer = "Bearer tok-0123456789abcdef"
+
+// The CLI sends each action to the support API with the agent's token; the
+// API (tested in package api) audits it and runs the workflow update.
+func TestSupportCLIRequests(t *testing.T) {
+	run, got := supportCLI(t, func(path string) (int, string) {
+		if strings.HasSuffix(path, "/refund") {
+			return http.StatusConflict, `{"error":{"code":"conflict","message":"Le remboursement dépasserait le montant payé."}}`
+		}
+		return 0, ""
+	})
 	if code, out := run("extend", "KD-A", "--days", "2", "--reason", "geste commercial"); code != 0 {
 		t.Fatalf("extend: %d %s", code, out)
 	}
@@ -53,24 +90,58 @@ func TestSupportCLIRequests(t *testing.T) {
 	if code, _ := run("bogus", "KD-A"); code != 2 {
 		t.Fatal("unknown action accepted")
 	}
-	want := []call{
-		{"POST", "/v1/support/orders/KD-A/extend", "Bearer tok-0123456789abcdef", map[string]any{"days": 2.0, "reason": "geste commercial"}},
-		{"POST", "/v1/support/orders/KD-A/refund", "Bearer tok-0123456789abcdef", map[string]any{"amount_cents": 999999.0, "reason": "trop"}},
-		{"GET", "/v1/support/support-requests", "Bearer tok-0123456789abcdef", nil},
-		{"POST", "/v1/support/support-requests/7/answer", "Bearer tok-0123456789abcdef", map[string]any{"message": "Réessayez avec pip install notebook."}},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("calls: %+v", got)
-	}
-	for i := range want {
-		g, w := got[i], want[i]
-		if g.method != w.method || g.path != w.path || g.auth != w.auth || len(g.body) != len(w.body) {
-			t.Errorf("call %d: %+v, want %+v", i, g, w)
+	checkCalls(t, *got, []supportCall{
+		{"POST", "/v1/support/orders/KD-A/extend", "", bearer, map[string]any{"days": 2.0, "reason": "geste commercial"}},
+		{"POST", "/v1/support/orders/KD-A/refund", "", bearer, map[string]any{"amount_cents": 999999.0, "reason": "trop"}},
+		{"GET", "/v1/support/support-requests", "", bearer, nil},
+		{"POST", "/v1/support/support-requests/7/answer", "", bearer, map[string]any{"message": "Réessayez avec pip install notebook."}},
+	})
+}
+
+// The exception queue's subcommands: list, refund (all or part), count,
+// value (or returned on chain), resolve, and find by any identifier; a
+// refusal comes back as exit code 1 with the API's French message.
+func TestSupportCLIExceptions(t *testing.T) {
+	run, got := supportCLI(t, func(path string) (int, string) {
+		switch {
+		case path == "/v1/support/exceptions":
+			return http.StatusOK, `{"exceptions":[{"id":17,"reason":"late","remaining_cents":2357}]}`
+		case path == "/v1/support/find":
+			return http.StatusOK, `{"results":[{"kind":"order","reference":"KD-A"}]}`
+		case strings.HasSuffix(path, "/18/refund"):
+			return http.StatusConflict, `{"error":{"code":"conflict","message":"Ce montant en attente n'a plus que 0.00 USD à rembourser."}}`
 		}
-		for k, v := range w.body {
-			if g.body[k] != v {
-				t.Errorf("call %d: %s = %v, want %v", i, k, g.body[k], v)
-			}
+		return 0, ""
+	})
+	steps := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"exceptions"}, 0, `"remaining_cents": 2357`},
+		{[]string{"refund-exception", "17", "--reason", "remboursement au solde"}, 0, ""},
+		{[]string{"refund-exception", "18", "--amount-cents", "500", "--reason", "une partie"}, 1, "n'a plus que 0.00 USD"},
+		{[]string{"count-exception", "19", "--amount-cents", "1000", "--reason", "compté"}, 0, ""},
+		{[]string{"value-exception", "20", "--amount-cents", "500", "--reason", "cours du jour"}, 0, ""},
+		{[]string{"value-exception", "21", "--returned-on-chain", "--reason", "renvoyé"}, 0, ""},
+		{[]string{"resolve-exception", "22", "--reason", "vu"}, 0, ""},
+		{[]string{"find", "alice@example.com"}, 0, `"reference": "KD-A"`},
+		{[]string{"find", "bc1q addr/with?odd&chars"}, 0, ""},
+	}
+	for _, s := range steps {
+		if code, out := run(s.args...); code != s.code || !strings.Contains(out, s.out) {
+			t.Fatalf("%v: exit %d, want %d: %s", s.args, code, s.code, out)
 		}
 	}
+	checkCalls(t, *got, []supportCall{
+		{"GET", "/v1/support/exceptions", "", bearer, nil},
+		{"POST", "/v1/support/exceptions/17/refund", "", bearer, map[string]any{"amount_cents": 0.0, "reason": "remboursement au solde"}},
+		{"POST", "/v1/support/exceptions/18/refund", "", bearer, map[string]any{"amount_cents": 500.0, "reason": "une partie"}},
+		{"POST", "/v1/support/exceptions/19/count", "", bearer, map[string]any{"amount_cents": 1000.0, "reason": "compté"}},
+		{"POST", "/v1/support/exceptions/20/value", "", bearer, map[string]any{"amount_cents": 500.0, "reason": "cours du jour"}},
+		{"POST", "/v1/support/exceptions/21/value", "", bearer, map[string]any{"amount_cents": 0.0, "returned_on_chain": true, "reason": "renvoyé"}},
+		{"POST", "/v1/support/exceptions/22/resolve", "", bearer, map[string]any{"reason": "vu"}},
+		{"GET", "/v1/support/find", "q=alice%40example.com", bearer, nil},
+		{"GET", "/v1/support/find", "q=bc1q+addr%2Fwith%3Fodd%26chars", bearer, nil},
+	})
 }
