@@ -179,3 +179,31 @@ func TestDustAfterCloseQueued(t *testing.T) {
 		t.Fatalf("queued: %+v %v", es, err)
 	}
 }
+
+// A reorganisation below confirmed dust takes it out of its request's
+// summary (the rewind used to fail on the summary's check, stopping the
+// watcher at every such reorganisation).
+func TestRewindOfConfirmedDust(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, "rewind@example.com")
+	seedIntent(t, db, "PI-REWIND", seedOrder(t, db, acc, 1), acc, "bc1qrewind", 903)
+	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
+		t.Fatalf("lease %v %v", ok, err)
+	}
+	seen := chainwatch.Seen{TxID: "dust2", Asset: "BTC", Address: "bc1qrewind", Amount: big.NewInt(700),
+		Dust: true, BlockHeight: 20, BlockHash: "h20", BlockTime: time.Now()}
+	if err := db.RecordBlock(ctx, "bitcoin", "w", 20, "h20", []chainwatch.Seen{seen}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Confirm(ctx, "bitcoin", "w", 20); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Rewind(ctx, "bitcoin", "w", 19); err != nil || n != 1 {
+		t.Fatalf("rewind: %d %v", n, err)
+	}
+	var outputs, base int64
+	if err := db.QueryRow(`SELECT outputs, amount_base FROM chain_dust_summaries WHERE intent_id = 'PI-REWIND'`).Scan(&outputs, &base); err != nil || outputs != 0 || base != 0 {
+		t.Fatalf("summary after the rewind: %d outputs, %d base (%v)", outputs, base, err)
+	}
+}
