@@ -158,22 +158,40 @@ func flagReverted(ctx context.Context, tx *sqlx.Tx, m moneyChange, e domain.NewE
 	return nil
 }
 
-// upsertDust keeps one row per payment request's dust total, at the
-// latest total (never below what support already used of it).
+// upsertDust keeps one row per payment request's dust total at the latest
+// total T. A lower total (dust removed by a reorganisation) voids the
+// remainder above T; what support already counted or refunded above T is
+// the row's shortfall, paid out on dust the chain no longer holds. The
+// amount never decreases, so used + voided always fits in it.
 func upsertDust(ctx context.Context, tx *sqlx.Tx, m moneyChange, e domain.NewException) error {
-	if e.AmountCents <= 0 {
-		return nil // worth less than a cent: nothing to count or refund
-	}
-	_, err := tx.ExecContext(ctx, `
+	total := max(e.AmountCents, 0)
+	const used = `(payment_exceptions.counted_cents + payment_exceptions.refunded_cents)`
+	const amount = `GREATEST(payment_exceptions.amount_cents, $8)`
+	var err error
+	if total == 0 {
+		// Worth less than a cent (or nothing left): no row to create, but
+		// an existing one loses its remainder.
+		_, err = tx.ExecContext(ctx, `UPDATE payment_exceptions SET
+				amount_base = $3,
+				voided_cents = payment_exceptions.amount_cents - `+used+`,
+				shortfall_cents = `+used+`,
+				settled_at = COALESCE(payment_exceptions.settled_at, now())
+			WHERE target_ref = $1 AND reason = 'dust' AND payment_key = $2`,
+			m.ref, e.PaymentKey, e.AmountBase)
+	} else {
+		_, err = tx.ExecContext(ctx, `
 		INSERT INTO payment_exceptions (target_kind, target_ref, account_id, reason, payment_key, network, txid,
 			asset, amount_base, amount_cents)
 		VALUES ($1, $2, $3, 'dust', $4, $5, '', $6, $7, $8)
 		ON CONFLICT (target_ref, reason, payment_key) DO UPDATE SET
-			amount_cents = GREATEST(EXCLUDED.amount_cents, payment_exceptions.counted_cents + payment_exceptions.refunded_cents + payment_exceptions.voided_cents),
+			amount_cents = `+amount+`,
 			amount_base = EXCLUDED.amount_base,
-			settled_at = CASE WHEN EXCLUDED.amount_cents > payment_exceptions.counted_cents + payment_exceptions.refunded_cents + payment_exceptions.voided_cents
-				THEN NULL ELSE payment_exceptions.settled_at END`,
-		m.kind, m.ref, m.accountID, e.PaymentKey, e.Network, e.Asset, e.AmountBase, e.AmountCents)
+			voided_cents = `+amount+` - GREATEST($8, `+used+`),
+			shortfall_cents = GREATEST(`+used+` - $8, 0),
+			settled_at = CASE WHEN $8 > `+used+` THEN NULL
+				ELSE COALESCE(payment_exceptions.settled_at, now()) END`,
+			m.kind, m.ref, m.accountID, e.PaymentKey, e.Network, e.Asset, e.AmountBase, total)
+	}
 	if err != nil {
 		return fmt.Errorf("dust of %s: %w", m.ref, err)
 	}

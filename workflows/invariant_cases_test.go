@@ -146,3 +146,29 @@ func TestProvisioningFailedWithNothingRefundableCancelledBySupport(t *testing.T)
 		t.Fatalf("%d reservations still held", held)
 	}
 }
+
+// Dust removed by a reorganisation: its request's summary falls to 0, and
+// the queued row has nothing left to refund (it kept its old total, so
+// support could refund dust the chain no longer held; seed 5167).
+func TestDustGoneAfterReorgLeavesNothingRefundable(t *testing.T) {
+	w := newInvWorld(t)
+	s, start := w.newSeq(t, 3, 0, rtxQuote(1))
+	dust := func(version, cents int64) func(s *invSeq) {
+		return func(s *invSeq) {
+			s.env.SignalWorkflow(workflows.SignalPaymentDust, workflows.DustSummary{Network: domain.NetworkBitcoin, Asset: "BTC",
+				IntentID: "PI-TEST", Version: version, Outputs: version % 2, AmountBase: "69", AmountCents: cents})
+		}
+	}
+	s.at(time.Minute, "dust worth 4 cents", dust(1, 4))
+	s.at(2*time.Minute, "queued", func(s *invSeq) {
+		if es := s.exceptions(); len(es) != 1 || es[0].Reason != domain.ExceptionDust || es[0].RemainingCents() != 4 {
+			s.fatalf("queue: %+v", es)
+		}
+	})
+	s.at(3*time.Minute, "reorganised away", dust(2, 0))
+	start()
+	es := s.exceptions()
+	if len(es) != 1 || es[0].RemainingCents() != 0 || es[0].VoidedCents != 4 || es[0].ShortfallCents != 0 {
+		t.Fatalf("queue after the reorganisation: %+v", es)
+	}
+}

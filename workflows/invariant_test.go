@@ -910,7 +910,7 @@ func moneyOf(ctx context.Context, db *postgres.DB, ref string) (invMoney, error)
 		return m, err
 	}
 	if err := db.GetContext(ctx, &m.shortfall, `SELECT COALESCE(SUM(shortfall_cents), 0) FROM payment_exceptions
-		WHERE target_ref = $1 AND reason = 'reverted' AND resolution IS DISTINCT FROM 'remined'`, ref); err != nil {
+		WHERE target_ref = $1 AND ((reason = 'reverted' AND resolution IS DISTINCT FROM 'remined') OR reason = 'dust')`, ref); err != nil {
 		return m, err
 	}
 	var x struct {
