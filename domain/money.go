@@ -218,10 +218,15 @@ type NewException struct {
 // was refunded from them plus its own. With Remined the same payment is
 // back on chain: the flag is resolved ("remined") once its shortfall, less
 // RecoveredCents, is nothing.
+//
+// With Restore (a credited top-up's payment mined again: nothing of it is
+// counted anew), the remainders its reversal voided are queued again as
+// they were, and what was refunded from them no longer counts as shortfall.
 type Reversal struct {
 	PaymentKey     string
 	Remined        bool
 	RecoveredCents int64
+	Restore        bool `json:",omitempty"`
 }
 
 // Resolutions of a reverted payment's flag.

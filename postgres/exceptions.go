@@ -115,6 +115,20 @@ func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
 // what was already refunded from it.
 func applyReversal(ctx context.Context, tx *sqlx.Tx, m moneyChange, r domain.Reversal) (int64, error) {
 	if r.Remined {
+		if r.Restore {
+			var refunded int64
+			err := tx.GetContext(ctx, &refunded, `
+				WITH v AS (
+					UPDATE payment_exceptions SET voided_cents = 0,
+						settled_at = CASE WHEN counted_cents + refunded_cents < amount_cents THEN NULL ELSE settled_at END
+					WHERE target_ref = $1 AND payment_key = $2 AND reason <> 'reverted'
+					RETURNING refunded_cents)
+				SELECT COALESCE(sum(refunded_cents), 0) FROM v`, m.ref, r.PaymentKey)
+			if err != nil {
+				return 0, fmt.Errorf("restore %s of %s: %w", r.PaymentKey, m.ref, err)
+			}
+			r.RecoveredCents += refunded
+		}
 		_, err := tx.ExecContext(ctx, `
 			UPDATE payment_exceptions SET shortfall_cents = GREATEST(shortfall_cents - $3, 0),
 				resolved_at = CASE WHEN shortfall_cents <= $3 THEN now() END,

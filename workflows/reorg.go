@@ -204,6 +204,7 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 func (t *topUp) reminedCredited(ctx workflow.Context, p PaymentEvent, ekey string, ev activities.TopUpEvent) error {
 	prev := ev.Reversal.PaymentKey
 	ev.Reversal.RecoveredCents = t.remined[prev]
+	ev.Reversal.Restore = true
 	delete(t.remined, prev)
 	t.st.PaymentsConfirmed = append(t.st.PaymentsConfirmed, p.Key())
 	t.counted = append(t.counted, countedPayment{P: p, Cents: ev.Reversal.RecoveredCents, QKey: qkeyIfGen(ekey, p)})
