@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -25,9 +26,15 @@ func TestPagesWorkWithoutJavaScript(t *testing.T) {
 		click("#m-b200"),
 		click("#d-7"),
 		chromedp.SetValue(chromedp.CSS("#lots"), "2"),
-		click(`#configurateur button.nojs-only`),
-		visible("#resume"),
 	)
+	// The submission navigates: until the new page has loaded, #resume is
+	// the old page's ("1 GPU"), so wait for the navigation's load.
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.RunResponse(sctx, click(`#configurateur button.nojs-only`)); err != nil {
+		failPage(t, ctx, "plain submission", err)
+	}
+	run(t, ctx, "summary after the submission", visible("#resume"))
 	if got := text(t, ctx, "#resume .total-gpus"); got != "4 GPU" {
 		t.Fatalf("summary after the plain submission: %q", got)
 	}
