@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -59,17 +60,8 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		// with a full payment window from now.
 		r.paid = false
 		r.st.PaymentMethod = ""
-		if until := workflow.Now(ctx).Add(r.cfg.UnpaidTimeout); until.After(r.payUntil) {
-			r.payUntil = until
-		}
-		want := domain.StatusAwaitingPayment
-		if len(r.payments.Pending) > 0 {
-			want = domain.StatusPaymentDetected
-		}
-		if want != r.st.Status {
-			r.setStatus(ctx, want)
-		}
-		ev.Status = want
+		ev.Status = awaitAgain(ctx, r.payments, &r.payUntil, r.cfg.UnpaidTimeout, r.st.Status, r.setStatus,
+			domain.StatusAwaitingPayment, domain.StatusPaymentDetected)
 		missing := r.in.TotalCents - r.netPaid()
 		data["missing_cents"], data["pay_until"] = missing, r.payUntil
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté. La commande attend de nouveau son paiement : il manque %s, à régler avant le %s.",
@@ -82,6 +74,25 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		flag()
 	}
 	return r.record(ctx, ev)
+}
+
+// awaitAgain puts a rental or a top-up whose payment a reversal uncounted
+// back to awaiting payment: a full payment window from now (never shorter
+// than the one it had), "payment detected" while another payment is
+// pending. It returns the status, set through set if it changed.
+func awaitAgain(ctx workflow.Context, l *paymentLedger, payUntil *time.Time, window time.Duration,
+	status string, set func(workflow.Context, string), awaiting, detected string) string {
+	if until := workflow.Now(ctx).Add(window); until.After(*payUntil) {
+		*payUntil = until
+	}
+	want := awaiting
+	if len(l.Pending) > 0 {
+		want = detected
+	}
+	if want != status {
+		set(ctx, want)
+	}
+	return want
 }
 
 // owedAfterReversal: provisioning started and a reversal left the order
@@ -175,17 +186,8 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		t.st.ReceivedCents -= received
 		if !t.done {
 			t.due = false
-			if until := workflow.Now(ctx).Add(t.timeout); until.After(t.payUntil) {
-				t.payUntil = until
-			}
-			want := domain.TopUpAwaitingPayment
-			if len(t.payments.Pending) > 0 {
-				want = domain.TopUpPaymentDetected
-			}
-			if want != t.st.Status {
-				t.setStatus(ctx, want)
-			}
-			ev.Status = want
+			ev.Status = awaitAgain(ctx, t.payments, &t.payUntil, t.timeout, t.st.Status, t.setStatus,
+				domain.TopUpAwaitingPayment, domain.TopUpPaymentDetected)
 		}
 		data["uncounted_cents"] = received
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté pour la recharge.",
