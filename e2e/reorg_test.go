@@ -236,7 +236,11 @@ func TestDustAndBurstsKeepHistorySmall(t *testing.T) {
 	e.waitQueued(o.Ref, 1+burst)
 	grew := len(historyOf(t, e.tc, wid).Events) - before
 	t.Logf("%d extra payments: history +%d events (%d signals)", burst, grew, burst)
-	if grew > burst+burst/2 {
+	// Each signal is one event; how many batches they make depends on
+	// timing. At worst each is its own batch: a workflow task (3 events)
+	// and one local-activity marker, 5 per signal, against 14-22 before
+	// batching.
+	if grew > 5*burst {
 		t.Fatalf("history grew by %d events for %d signals", grew, burst)
 	}
 	e.support("orders/"+o.Ref+"/end-early", map[string]any{"reason": "fin du test"})
