@@ -136,6 +136,9 @@ type Order struct {
 	// UnbackedCents were attributed by support without a received payment:
 	// counted, never refundable.
 	UnbackedCents int64 `json:"-" db:"unbacked_cents"`
+	// ShortfallCents were refunded on payments a deep reorganisation
+	// removed since: support's to recover (see ExceptionReverted).
+	ShortfallCents int64 `json:"-" db:"shortfall_cents"`
 	// LateCents are confirmed payments not counted (after the request's
 	// deadline) still in support's queue (derived from it).
 	LateCents         int64      `json:"late_cents" db:"late_cents"`

@@ -294,11 +294,14 @@ type OrderEvent struct {
 	PaidCents     *int64 // cumulative
 	RefundedCents *int64 // cumulative order refunds
 	UnbackedCents *int64 // cumulative attributions naming no received payment
-	PaymentMethod string
-	PaidAt        *time.Time
-	PeriodStart   *time.Time
-	PeriodEnd     *time.Time
-	EndedAt       *time.Time
+	// ShortfallCents: cumulative order refunds paid out on payments a deep
+	// reorganisation removed since (in their flags' shortfall).
+	ShortfallCents *int64
+	PaymentMethod  string
+	PaidAt         *time.Time
+	PeriodStart    *time.Time
+	PeriodEnd      *time.Time
+	EndedAt        *time.Time
 
 	Posting    *Posting
 	Exceptions []NewException

@@ -115,6 +115,17 @@ func KeyAfterClose(state, paymentKey string) string {
 	return fmt.Sprintf("closed:%s:%s", state, paymentKey)
 }
 
+// KeyToSupport is a payment the watcher could not count (another asset,
+// after the request's watch window), put aside for support; n > 1: its
+// n-th generation, mined again after a reversal.
+func KeyToSupport(paymentKey string, n int) string { return nth("to-support:"+paymentKey, n) }
+
+// KeyToSupportReverted is the n-th reversal after its confirmation of a
+// payment put aside for support.
+func KeyToSupportReverted(paymentKey string, n int) string {
+	return fmt.Sprintf("to-support-reverted:%s:%d", paymentKey, n)
+}
+
 // PaymentKey identifies an on-chain payment: (network, txid, output or log
 // index). Seen twice, counted once.
 func PaymentKey(network, txid string, index int64) string {

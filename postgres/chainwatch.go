@@ -239,7 +239,7 @@ func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p domain.Ch
 	if toSupport == "not_watched" {
 		msg = "Paiement reçu à l'adresse d'une demande de paiement qui n'est plus surveillée : il est transmis au support."
 	}
-	_, err = insertEvent(ctx, tx, in.TargetRef, fmt.Sprintf("to-support:%s:%s:%d", network, p.TxID, p.Index),
+	_, err = insertEvent(ctx, tx, in.TargetRef, domain.KeyToSupport(domain.PaymentKey(network, p.TxID, p.Index), 1),
 		"payment_to_support", msg, map[string]any{"network": network, "txid": p.TxID, "index": p.Index,
 			"asset": p.Asset, "amount_base_units": p.Amount.String(), "intent_id": in.ID, "reason": toSupport}, at)
 	return err
@@ -301,6 +301,9 @@ func (db *DB) Rewind(ctx context.Context, network, holder string, height int64) 
 	var n int
 	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := checkLease(ctx, tx, network, holder); err != nil {
+			return err
+		}
+		if err := revertToSupport(ctx, tx, network, height); err != nil {
 			return err
 		}
 		// SET reads the old state: after_confirmation is whether it was

@@ -84,11 +84,12 @@ func (db *DB) RecordOrderEvent(ctx context.Context, ev domain.OrderEvent) error 
 				ended_at = COALESCE($8, ended_at),
 				refunded_cents = COALESCE($9, refunded_cents),
 				unbacked_cents = COALESCE($10, unbacked_cents),
+				shortfall_cents = COALESCE($11, shortfall_cents),
 				updated_at = now()
 			WHERE ref = $1
 			RETURNING `+orderMailColumns,
 			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt,
-			ev.RefundedCents, ev.UnbackedCents)
+			ev.RefundedCents, ev.UnbackedCents, ev.ShortfallCents)
 		if err != nil {
 			return fmt.Errorf("update order %s: %w", ev.OrderRef, notFound(err))
 		}

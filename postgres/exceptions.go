@@ -129,12 +129,14 @@ func applyReversal(ctx context.Context, tx *sqlx.Tx, m moneyChange, r domain.Rev
 			}
 			r.RecoveredCents += refunded
 		}
+		// A flag support already acknowledged keeps its resolution; what
+		// is backed again still leaves its shortfall.
 		_, err := tx.ExecContext(ctx, `
 			UPDATE payment_exceptions SET shortfall_cents = GREATEST(shortfall_cents - $3, 0),
-				resolved_at = CASE WHEN shortfall_cents <= $3 THEN now() END,
-				resolution = CASE WHEN shortfall_cents <= $3 THEN 'remined' END,
-				resolved_by = CASE WHEN shortfall_cents <= $3 THEN 'chain' END
-			WHERE target_ref = $1 AND payment_key = $2 AND reason = 'reverted' AND resolved_at IS NULL`,
+				resolved_at = CASE WHEN resolved_at IS NOT NULL THEN resolved_at WHEN shortfall_cents <= $3 THEN now() END,
+				resolution = CASE WHEN resolved_at IS NOT NULL THEN resolution WHEN shortfall_cents <= $3 THEN 'remined' END,
+				resolved_by = CASE WHEN resolved_at IS NOT NULL THEN resolved_by WHEN shortfall_cents <= $3 THEN 'chain' END
+			WHERE target_ref = $1 AND payment_key = $2 AND reason = 'reverted'`,
 			m.ref, r.PaymentKey, r.RecoveredCents)
 		if err != nil {
 			return 0, fmt.Errorf("remined %s of %s: %w", r.PaymentKey, m.ref, err)
@@ -390,29 +392,26 @@ func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
 // or counts them like any queued amount, once another asset is valued
 // (ValueException).
 func queueToSupport(ctx context.Context, tx *sqlx.Tx, network string, maxHeight int64) error {
-	var rows []struct {
-		TxID        string `db:"txid"`
-		Index       int64  `db:"output_index"`
-		Asset       string `db:"asset"`
-		AmountBase  string `db:"amount_base"`
-		AmountCents int64  `db:"amount_cents"`
-		Reason      string `db:"to_support"`
-		TargetKind  string `db:"target_kind"`
-		TargetRef   string `db:"target_ref"`
-		AccountID   int64  `db:"account_id"`
-	}
-	if err := tx.SelectContext(ctx, &rows, `
-		SELECT p.txid, p.output_index, p.asset, p.amount_base::text AS amount_base, p.amount_cents, p.to_support,
-			i.target_kind, i.target_ref, i.account_id
-		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
-		WHERE p.network = $1 AND p.state = 'seen' AND p.block_height <= $2 AND p.to_support IS NOT NULL
-		ORDER BY p.txid, p.output_index`, network, maxHeight); err != nil {
-		return fmt.Errorf("payments to support %s: %w", network, err)
+	rows, err := asidePayments(ctx, tx, `p.network = $1 AND p.state = 'seen' AND p.block_height <= $2`, network, maxHeight)
+	if err != nil {
+		return err
 	}
 	for _, r := range rows {
-		if err := applyMoney(ctx, tx, moneyChange{kind: r.TargetKind, ref: r.TargetRef, accountID: r.AccountID,
-			exceptions: []domain.NewException{{Reason: r.Reason, PaymentKey: domain.PaymentKey(network, r.TxID, r.Index),
-				Network: network, TxID: r.TxID, Asset: r.Asset, AmountBase: r.AmountBase, AmountCents: r.AmountCents}}}); err != nil {
+		pk := domain.PaymentKey(network, r.TxID, r.Index)
+		m := moneyChange{kind: r.TargetKind, ref: r.TargetRef, accountID: r.AccountID,
+			exceptions: []domain.NewException{{Reason: r.Reason, PaymentKey: pk,
+				Network: network, TxID: r.TxID, Asset: r.Asset, AmountBase: r.AmountBase, AmountCents: r.AmountCents}}}
+		if r.Reversals > 0 {
+			// Mined again after a reversal voided its row: the row is
+			// queued again as it was, and what was counted or refunded
+			// from it is no longer its flag's shortfall.
+			counted, err := countedFrom(ctx, tx, r.TargetRef, pk)
+			if err != nil {
+				return err
+			}
+			m.reversal = &domain.Reversal{PaymentKey: pk, Remined: true, Restore: true, RecoveredCents: counted}
+		}
+		if err := applyMoney(ctx, tx, m); err != nil {
 			return err
 		}
 	}
@@ -458,4 +457,83 @@ func (db *DB) ValueException(ctx context.Context, v domain.ExceptionValue) error
 // likePrefix escapes s for use as the start of a LIKE pattern.
 func likePrefix(s string) string {
 	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
+}
+
+// revertToSupport voids the queued rows of the payments put aside for
+// support (to_support) that a reorganisation above height removes after
+// their confirmation, in the rewind's transaction: what was refunded from
+// them is flagged as shortfall. No workflow ever saw them, so the store
+// does what a workflow's reversal does, with a timeline entry.
+func revertToSupport(ctx context.Context, tx *sqlx.Tx, network string, height int64) error {
+	rows, err := asidePayments(ctx, tx, `p.network = $1 AND p.state = 'confirmed' AND p.block_height > $2`, network, height)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		pk := domain.PaymentKey(network, r.TxID, r.Index)
+		if _, err := insertEvent(ctx, tx, r.TargetRef, domain.KeyToSupportReverted(pk, r.Reversals+1), domain.EventPaymentReverted,
+			fmt.Sprintf("Un paiement transmis au support (%s %s) a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
+				r.AmountBase, r.Asset, network),
+			map[string]any{"network": network, "txid": r.TxID, "index": r.Index, "asset": r.Asset,
+				"amount_base_units": r.AmountBase, "after_confirmation": true}, time.Now()); err != nil {
+			return err
+		}
+		// What support counted from it toward the target stays counted
+		// (no workflow takes it back): with what was refunded from it,
+		// it is the flag's shortfall.
+		counted, err := countedFrom(ctx, tx, r.TargetRef, pk)
+		if err != nil {
+			return err
+		}
+		m := moneyChange{kind: r.TargetKind, ref: r.TargetRef, accountID: r.AccountID, reversal: &domain.Reversal{PaymentKey: pk}}
+		if counted > 0 {
+			m.exceptions = []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: pk, Network: network,
+				TxID: r.TxID, Asset: r.Asset, AmountBase: r.AmountBase, ShortfallCents: counted}}
+		}
+		if err := applyMoney(ctx, tx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// countedFrom is what support counted toward ref from the queued rows of
+// one payment.
+func countedFrom(ctx context.Context, tx *sqlx.Tx, ref, paymentKey string) (int64, error) {
+	var counted int64
+	if err := tx.GetContext(ctx, &counted, `SELECT COALESCE(sum(counted_cents), 0) FROM payment_exceptions
+		WHERE target_ref = $1 AND payment_key = $2 AND reason <> 'reverted'`, ref, paymentKey); err != nil {
+		return 0, fmt.Errorf("counted from %s of %s: %w", paymentKey, ref, err)
+	}
+	return counted, nil
+}
+
+// asidePayment is a payment put aside for support (to_support) with its
+// target.
+type asidePayment struct {
+	TxID        string `db:"txid"`
+	Index       int64  `db:"output_index"`
+	Asset       string `db:"asset"`
+	AmountBase  string `db:"amount_base"`
+	AmountCents int64  `db:"amount_cents"`
+	Reason      string `db:"to_support"`
+	TargetKind  string `db:"target_kind"`
+	TargetRef   string `db:"target_ref"`
+	AccountID   int64  `db:"account_id"`
+	Reversals   int    `db:"reversals"`
+}
+
+// asidePayments lists the payments put aside for support matching where
+// (on chain_payments p), in the caller's transaction.
+func asidePayments(ctx context.Context, tx *sqlx.Tx, where string, args ...any) ([]asidePayment, error) {
+	var rows []asidePayment
+	if err := tx.SelectContext(ctx, &rows, `
+		SELECT p.txid, p.output_index, p.asset, p.amount_base::text AS amount_base, p.amount_cents, p.to_support,
+			i.target_kind, i.target_ref, i.account_id, p.reversals
+		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
+		WHERE p.to_support IS NOT NULL AND `+where+`
+		ORDER BY p.txid, p.output_index`, args...); err != nil {
+		return nil, fmt.Errorf("payments put aside for support: %w", err)
+	}
+	return rows, nil
 }

@@ -207,3 +207,74 @@ func TestRewindOfConfirmedDust(t *testing.T) {
 		t.Fatalf("summary after the rewind: %d outputs, %d base (%v)", outputs, base, err)
 	}
 }
+
+// A payment put aside for support (paid after its request's watch window)
+// and partly refunded, then removed by a reorganisation: its row has
+// nothing left to refund and the refund is flagged as shortfall (the row
+// stayed refundable for money the chain no longer held; invariant seed
+// 173). Mined again, the row is queued as it was and the flag closes.
+func TestPaymentToSupportReversedThenMinedAgain(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, "aside@example.com")
+	ref := seedOrder(t, db, acc, 1)
+	seedIntent(t, db, "PI-ASIDE", ref, acc, "bc1qaside", 904)
+	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
+		t.Fatalf("lease %v %v", ok, err)
+	}
+	mine := func() {
+		t.Helper()
+		seen := chainwatch.Seen{TxID: "aside1", Asset: "BTC", Address: "bc1qaside", Amount: big.NewInt(36262),
+			BlockHeight: 30, BlockHash: "h30", BlockTime: time.Now().Add(26 * time.Hour)}
+		if err := db.RecordBlock(ctx, "bitcoin", "w", 30, "h30", []chainwatch.Seen{seen}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Confirm(ctx, "bitcoin", "w", 30); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queue := func() (row, flag domain.Exception) {
+		t.Helper()
+		es, err := db.ExceptionsOf(ctx, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			switch e.Reason {
+			case domain.ExceptionNotWatched:
+				row = e
+			case domain.ExceptionReverted:
+				flag = e
+			default:
+				t.Fatalf("unexpected row %+v", e)
+			}
+		}
+		return row, flag
+	}
+	mine()
+	row, _ := queue()
+	if row.RemainingCents() != 2357 {
+		t.Fatalf("queued %+v, want 2357 cents", row)
+	}
+	if err := db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: domain.KeyExceptionRefund(1), Kind: domain.EventRefunded,
+		Message: "r", At: time.Now(), Use: &domain.ExceptionUse{ExceptionID: row.ID, Cents: 1000, Refund: true},
+		Posting: &domain.Posting{Kind: domain.PostingRefund, AccountID: acc, Cents: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Rewind(ctx, "bitcoin", "w", 29); err != nil {
+		t.Fatal(err)
+	}
+	row, flag := queue()
+	if row.RemainingCents() != 0 || flag.ShortfallCents != 1000 || flag.ResolvedAt != nil {
+		t.Fatalf("after the reorganisation: row %+v, flag %+v; want nothing refundable and 1000 shortfall", row, flag)
+	}
+	var events int
+	if err := db.QueryRow(`SELECT count(*) FROM timeline_events WHERE ref = $1 AND kind = $2`, ref, domain.EventPaymentReverted).Scan(&events); err != nil || events != 1 {
+		t.Fatalf("%d reversal events (%v), want 1", events, err)
+	}
+	mine()
+	row, flag = queue()
+	if row.RemainingCents() != 1357 || flag.ShortfallCents != 0 || flag.Resolution != domain.ResolutionRemined {
+		t.Fatalf("mined again: row %+v, flag %+v; want 1357 refundable, flag closed", row, flag)
+	}
+}

@@ -36,6 +36,7 @@ type RentalCarry struct {
 	Counted                        []countedPayment
 	Over                           int64
 	OverRefundable                 bool
+	Shortfalls                     map[string]int64 `json:",omitempty"`
 	Asset, Network                 string
 	Runs                           int
 }
@@ -49,14 +50,18 @@ func (r *rental) carry(phase string) *RentalCarry {
 		Paid: r.paid, SupportPaid: r.supportPaid, ProvStarted: r.provStarted, Done: r.done, Retry: r.retry,
 		EndNow: r.endNow, Attempt: r.attempt, ExtraDays: r.extraDays, Intents: r.intents, End: r.end,
 		PayUntil: r.payUntil, Counted: r.counted, Over: r.over, OverRefundable: r.overRefundable,
-		Asset: r.sa.Asset, Network: r.sa.Network, Runs: runs}
+		Shortfalls: r.shortfalls,
+		Asset:      r.sa.Asset, Network: r.sa.Network, Runs: runs}
 }
 
 func (r *rental) restore(c *RentalCarry) {
 	r.st, r.payments, r.actions, r.reminded = c.Status, c.Payments, c.Actions, c.Reminded
 	r.paid, r.supportPaid, r.provStarted, r.done, r.retry, r.endNow = c.Paid, c.SupportPaid, c.ProvStarted, c.Done, c.Retry, c.EndNow
 	r.attempt, r.extraDays, r.intents, r.end, r.payUntil, r.counted = c.Attempt, c.ExtraDays, c.Intents, c.End, c.PayUntil, c.Counted
-	r.over, r.overRefundable = c.Over, c.OverRefundable
+	r.over, r.overRefundable, r.shortfalls = c.Over, c.OverRefundable, c.Shortfalls
+	if r.shortfalls == nil {
+		r.shortfalls = map[string]int64{}
+	}
 	r.sa.Asset, r.sa.Network = c.Asset, c.Network
 }
 

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -228,6 +229,28 @@ type countedPayment struct {
 	QKey string `json:",omitempty"`
 }
 
+// addCounted adds c to list, merged into the entry of the same payment
+// generation if there is one (a payment mined again partly backing earlier
+// refunds, partly counted anew): one entry, one queued row per generation.
+func addCounted(list []countedPayment, c countedPayment) []countedPayment {
+	for i := range list {
+		if list[i].qkey() == c.qkey() {
+			list[i].P.AmountCents += c.P.AmountCents
+			list[i].Cents += c.Cents
+			return list
+		}
+	}
+	return append(list, c)
+}
+
+// appendOnce appends s to list unless it is there.
+func appendOnce(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
 func (c countedPayment) qkey() string {
 	if c.QKey != "" {
 		return c.QKey
@@ -278,22 +301,28 @@ func loadException(ctx workflow.Context, id int64, ref string) (domain.Exception
 // countException loads the queued amount an attribution names (it must
 // belong to ref) and returns the payment it counts: the attribution's
 // amount, or all that remains up to due, never more than remains. The use
-// goes on the attribution's event, and data says what was counted.
-func countException(ctx workflow.Context, at Attribution, ref string, due int64, data map[string]any) (PaymentEvent, *domain.ExceptionUse, error) {
+// goes on the attribution's event, and data says what was counted. From
+// vRefundShortfall the counted payment is keyed by the queued row's payment
+// key, so the payment's reversal finds and uncounts it.
+func countException(ctx workflow.Context, v workflow.Version, at Attribution, ref string, due int64, data map[string]any) (countedPayment, *domain.ExceptionUse, error) {
 	e, err := loadException(ctx, at.ExceptionID, ref)
 	if err != nil {
-		return PaymentEvent{}, nil, err
+		return countedPayment{}, nil, err
 	}
 	amount := at.AmountCents
 	if amount == 0 {
 		amount = min(due, e.RemainingCents())
 	}
 	if amount <= 0 || amount > e.RemainingCents() {
-		return PaymentEvent{}, nil, reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à régler.", usd(e.RemainingCents())))
+		return countedPayment{}, nil, reject(domain.ECodeConflict, fmt.Sprintf("Ce montant en attente n'a plus que %s à régler.", usd(e.RemainingCents())))
 	}
 	data["amount_cents"], data["exception_id"], data["payment_key"] = amount, e.ID, e.PaymentKey
-	return PaymentEvent{Network: e.Network, TxID: e.TxID, Asset: e.Asset, AmountBase: e.AmountBase, AmountCents: amount},
-		&domain.ExceptionUse{ExceptionID: e.ID, Cents: amount}, nil
+	c := countedPayment{P: PaymentEvent{Network: e.Network, TxID: e.TxID, Asset: e.Asset, AmountBase: e.AmountBase, AmountCents: amount},
+		Cents: amount}
+	if v >= vRefundShortfall {
+		c.QKey = e.PaymentKey
+	}
+	return c, &domain.ExceptionUse{ExceptionID: e.ID, Cents: amount}, nil
 }
 
 // paymentLedger tracks the on-chain payments of one order or top-up by key:
@@ -551,7 +580,12 @@ const (
 	// batch holding a reversal after confirmation and the same payment's
 	// confirmation mined again counts it once, whichever is read first.
 	vReversalOrder workflow.Version = 4
-	vMaxHistory                     = vReversalOrder
+	// vRefundShortfall: order refunds paid out on a payment a reversal
+	// removes are its shortfall, not owed again by the order (what is due
+	// stays the total less what remains counted); the payment mined again
+	// backs them first, the rest counting as any payment.
+	vRefundShortfall workflow.Version = 5
+	vMaxHistory                       = vRefundShortfall
 )
 
 // DefaultMaxHistory is the history length past which a rental or a

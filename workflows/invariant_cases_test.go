@@ -172,3 +172,95 @@ func TestDustGoneAfterReorgLeavesNothingRefundable(t *testing.T) {
 		t.Fatalf("queue after the reorganisation: %+v", es)
 	}
 }
+
+// signalGen signals a payment state of a generation (Reversals) as a
+// watcher would after deep reorganisations.
+func (s *invSeq) signalGen(name, txid string, cents int64, reversals int, afterConfirmation bool) {
+	s.env.SignalWorkflow(name, workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: txid,
+		AmountBase: "1000", AmountCents: cents, IntentID: "PI-TEST", Reversals: reversals, AfterConfirmation: afterConfirmation})
+}
+
+// orderShortfall is orders.shortfall_cents.
+func (s *invSeq) orderShortfall() int64 {
+	var gap int64
+	s.must(s.w.db.GetContext(s.ctx, &gap, `SELECT shortfall_cents FROM orders WHERE ref = $1`, s.ref), "shortfall")
+	return gap
+}
+
+// A partial payment refunded to the balance, then removed by a deep
+// reorganisation: the refund is the reversal's shortfall, not owed again by
+// the order (support could attribute 3357 USD cents to a 2357 order, total
+// plus the refund; seed 165). Mined again, the payment backs the refund:
+// the flag closes and nothing of it is queued as extra.
+func TestRefundedPaymentReversedIsShortfallNotOwedAgain(t *testing.T) {
+	w := newInvWorld(t)
+	s, start := w.newSeq(t, 4, 0, rtxQuote(1))
+	var refund, tooMuch, attributed error = errPending, errPending, errPending
+	s.at(time.Minute, "pay 10 USD", func(s *invSeq) { s.confirmDirect("gap1", 1000) })
+	s.at(2*time.Minute, "refund it", func(s *invSeq) {
+		s.updateExpect(&refund, workflows.UpdateRefund, workflows.Refund{ActionID: 1, Agent: "a", AmountCents: 1000, Reason: "r"})
+	})
+	s.at(3*time.Minute, "deep reorganisation", func(s *invSeq) { s.signalGen(workflows.SignalPaymentReverted, "gap1", 1000, 1, true) })
+	s.at(4*time.Minute, "owed", func(s *invSeq) {
+		if q := s.query(); q.status != domain.StatusAwaitingPayment || q.paid != 0 || q.refunded != 1000 || q.refundable != 0 {
+			s.fatalf("after the reversal: %+v, want awaiting payment, 0 paid, 1000 refunded, nothing refundable", q)
+		}
+		if gap := s.orderShortfall(); gap != 1000 {
+			s.fatalf("orders.shortfall_cents %d, want 1000", gap)
+		}
+		es := s.exceptions()
+		if len(es) != 1 || es[0].Reason != domain.ExceptionReverted || es[0].ShortfallCents != 1000 {
+			s.fatalf("queue: %+v, want one reverted flag with 1000 shortfall", es)
+		}
+		s.updateExpect(&tooMuch, workflows.UpdateAttributePayment, workflows.Attribution{ActionID: 2, Agent: "a", AmountCents: 2358, Reason: "vu"})
+		s.updateExpect(&attributed, workflows.UpdateAttributePayment, workflows.Attribution{ActionID: 3, Agent: "a", AmountCents: 2357, Reason: "vu"})
+	})
+	s.at(5*time.Minute, "mined again", func(s *invSeq) { s.signalGen(workflows.SignalPaymentConfirmed, "gap1", 1000, 1, false) })
+	start()
+	if refund != nil || codeOf(tooMuch) != domain.ECodeConflict || attributed != nil {
+		t.Fatalf("refund %v; attribution of total + refund %v (want refused); of the total %v", refund, tooMuch, attributed)
+	}
+	es := s.exceptions()
+	if len(es) != 1 || es[0].ShortfallCents != 0 || es[0].Resolution != domain.ResolutionRemined {
+		t.Fatalf("queue after the payment came back: %+v, want the flag closed as remined, nothing queued", es)
+	}
+	if _, paid, refunded := s.orderRow(); paid != 3357 || refunded != 1000 || s.orderShortfall() != 0 {
+		t.Fatalf("paid %d refunded %d shortfall %d, want 3357 (2357 attributed + 1000 back), 1000, 0", paid, refunded, s.orderShortfall())
+	}
+}
+
+// A late payment support counted toward the order, then removed by a deep
+// reorganisation: the order no longer counts it (its attribution's counted
+// payment had no output index, so the reversal never found it; seed 170).
+func TestAttributedLatePaymentReversedIsUncounted(t *testing.T) {
+	w := newInvWorld(t)
+	s, start := w.newSeq(t, 5, 0, rtxQuote(1))
+	late := workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: "late1", Index: 1,
+		AmountBase: "1000", AmountCents: 1500, IntentID: "PI-TEST", Late: true}
+	var counted error = errPending
+	s.at(time.Minute, "late payment", func(s *invSeq) { s.env.SignalWorkflow(workflows.SignalPaymentConfirmed, late) })
+	s.at(2*time.Minute, "support counts it", func(s *invSeq) {
+		es := s.exceptions()
+		if len(es) != 1 || es[0].Reason != domain.ExceptionLate {
+			s.fatalf("queue: %+v, want the late payment", es)
+		}
+		s.updateExpect(&counted, workflows.UpdateAttributePayment, workflows.Attribution{ActionID: 1, Agent: "a", Reason: "compté", ExceptionID: es[0].ID})
+	})
+	s.at(3*time.Minute, "deep reorganisation", func(s *invSeq) {
+		r := late
+		r.AfterConfirmation, r.Reversals = true, 1
+		s.env.SignalWorkflow(workflows.SignalPaymentReverted, r)
+	})
+	s.at(4*time.Minute, "uncounted", func(s *invSeq) {
+		if q := s.query(); q.paid != 0 || q.status != domain.StatusAwaitingPayment {
+			s.fatalf("after the reversal: %+v, want nothing counted, awaiting payment", q)
+		}
+		if _, paid, _ := s.orderRow(); paid != 0 {
+			s.fatalf("paid_cents %d in PostgreSQL, want 0", paid)
+		}
+	})
+	start()
+	if counted != nil {
+		t.Fatal(counted)
+	}
+}

@@ -80,6 +80,10 @@ type rental struct {
 	// payUntil is the end of the payment window: no payment request
 	// outlives it.
 	payUntil time.Time
+	// shortfalls are, per reverted payment generation (vRefundShortfall),
+	// the order refunds paid out on the strength of it: st.ShortfallCents
+	// in all. Its confirmation mined again backs them again.
+	shortfalls map[string]int64
 }
 
 func newRental(ctx workflow.Context, in RentalInput) *rental {
@@ -100,15 +104,16 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 		cfg.MaxHistory = DefaultMaxHistory
 	}
 	return &rental{
-		payUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
-		in:       in,
-		cfg:      cfg,
-		st:       RentalStatus{OrderRef: in.OrderRef, Status: domain.StatusAwaitingPayment},
-		mu:       workflow.NewMutex(ctx),
-		wake:     workflow.NewBufferedChannel(ctx, 1),
-		payments: newPaymentLedger(),
-		actions:  map[int64]bool{},
-		reminded: map[string]bool{},
+		payUntil:   workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
+		in:         in,
+		cfg:        cfg,
+		st:         RentalStatus{OrderRef: in.OrderRef, Status: domain.StatusAwaitingPayment},
+		mu:         workflow.NewMutex(ctx),
+		wake:       workflow.NewBufferedChannel(ctx, 1),
+		payments:   newPaymentLedger(),
+		actions:    map[int64]bool{},
+		reminded:   map[string]bool{},
+		shortfalls: map[string]int64{},
 	}
 }
 
@@ -237,7 +242,12 @@ func (r *rental) unpaid() bool {
 		(r.st.Status == domain.StatusAwaitingPayment || r.st.Status == domain.StatusPaymentDetected)
 }
 
-func (r *rental) netPaid() int64 { return r.st.PaidCents - r.st.RefundedCents }
+func (r *rental) netPaid() int64 { return r.st.PaidCents - r.refundedBacked() }
+
+// refundedBacked is what the order's refunds took from the payments still
+// counted: refunds paid out on payments a reorganisation removed since
+// (the shortfall, support's to recover) are not owed again by the order.
+func (r *rental) refundedBacked() int64 { return r.st.RefundedCents - r.st.ShortfallCents }
 
 // refreshPaymentStatus moves between awaiting_payment and payment_detected
 // after a payment came or went; it returns the new status, "" if unchanged.
@@ -412,6 +422,9 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		// Mined again after its reversal: this generation counts once.
 		data["generation"] = gen
 		ev.Reversal = &domain.Reversal{PaymentKey: genKey(key, gen-1), Remined: true}
+		if p = r.backAgain(p, ekey, &ev); p.AmountCents <= 0 {
+			return r.record(ctx, ev)
+		}
 		if r.owedAfterReversal() {
 			return r.recount(ctx, p, ekey, ev)
 		}
@@ -434,7 +447,7 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		return r.record(ctx, ev)
 	}
 	r.st.PaidCents += p.AmountCents
-	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
+	r.st.PaymentsConfirmed = appendOnce(r.st.PaymentsConfirmed, key)
 	return r.afterPaymentCounted(ctx, ekey, &p, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
 }
 
@@ -448,7 +461,7 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *Paymen
 	ev.Message = message
 	missing := r.in.TotalCents - r.netPaid()
 	if p != nil {
-		r.counted = append(r.counted, countedPayment{P: *p, Cents: p.AmountCents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
+		r.counted = addCounted(r.counted, countedPayment{P: *p, Cents: p.AmountCents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
 	}
 	if missing <= 0 {
 		r.paid = true
@@ -527,7 +540,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 	r.done = true
 	r.setStatus(ctx, domain.StatusExpired)
 	msg := "Commande expirée : le paiement n'a pas été reçu dans le délai."
-	queued := partialExceptions(r.counted, r.st.RefundedCents)
+	queued := partialExceptions(r.counted, r.refundedBacked())
 	if len(queued) > 0 {
 		var cents int64
 		for _, q := range queued {
@@ -938,14 +951,14 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 		Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed,
 		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
 	}
-	var counted *PaymentEvent
+	var counted *countedPayment
 	if at.ExceptionID > 0 {
-		p, use, err := countException(ctx, at, r.in.OrderRef, due, ev.Data)
+		c, use, err := countException(ctx, r.v, at, r.in.OrderRef, due, ev.Data)
 		if err != nil {
 			return err
 		}
 		ev.Use = use
-		amount, counted = p.AmountCents, &p
+		amount, counted = c.Cents, &c
 	} else {
 		r.st.UnbackedCents += amount
 		ev.UnbackedCents = ptrTo(r.st.UnbackedCents)
@@ -963,7 +976,7 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	if counted != nil {
 		// Counted like a received payment (refundable, back to the queue
 		// if the order expires), never above what is due: no excess.
-		r.counted = append(r.counted, countedPayment{P: *counted, Cents: amount})
+		r.counted = addCounted(r.counted, *counted)
 	}
 	if err := r.afterPaymentCounted(ctx, key, nil, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
 		return asRefusal(err, "L'attribution n'a pas abouti. Réessayez plus tard.")
@@ -1166,9 +1179,9 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 // refunded yet.
 func (r *rental) refundable() int64 {
 	if r.overRefundable {
-		return r.st.PaidCents - r.st.UnbackedCents - r.st.RefundedCents
+		return r.st.PaidCents - r.st.UnbackedCents - r.refundedBacked()
 	}
-	return r.st.PaidCents - r.st.UnbackedCents - r.over - r.st.RefundedCents
+	return r.st.PaidCents - r.st.UnbackedCents - r.over - r.refundedBacked()
 }
 
 func (r *rental) validateRefund(rf Refund) error {

@@ -64,6 +64,10 @@ type RentalStatus struct {
 	PaidCents     int64
 	RefundedCents int64
 	UnbackedCents int64 // attributed by support without a received payment
+	// ShortfallCents are order refunds paid out on payments a deep
+	// reorganisation removed since (flagged for support): not owed again
+	// by the order, backed again if the payment is mined again.
+	ShortfallCents int64 `json:",omitempty"`
 	// RefundableCents is what the order's refund may still credit: counted
 	// money received, less the excess queued for support and the refunds.
 	RefundableCents   int64 `json:",omitempty"`

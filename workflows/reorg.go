@@ -42,6 +42,15 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		Key: domain.KeyRevertedConfirmed(ekey), Kind: domain.EventPaymentReverted, Data: data,
 		PaidCents: ptrTo(r.st.PaidCents), Reversal: &domain.Reversal{PaymentKey: ekey},
 	}
+	if shortfall > 0 && r.v >= vRefundShortfall {
+		// Refunds paid out on it are support's to recover, not owed
+		// again by the order: what is due stays the total less what
+		// remains counted.
+		r.shortfalls[ekey] += shortfall
+		r.st.ShortfallCents += shortfall
+		ev.ShortfallCents = ptrTo(r.st.ShortfallCents)
+		data["shortfall_cents"] = shortfall
+	}
 	flag := func() {
 		ev.Exceptions = []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: ekey, Network: p.Network,
 			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents, ShortfallCents: shortfall}}
@@ -108,8 +117,8 @@ func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev a
 	missing := r.in.TotalCents - r.netPaid()
 	cents := min(p.AmountCents, missing)
 	r.st.PaidCents += p.AmountCents // received, as a first confirmation counts it
-	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, p.Key())
-	r.counted = append(r.counted, countedPayment{P: p, Cents: cents, QKey: qkeyIfGen(ekey, p)})
+	r.st.PaymentsConfirmed = appendOnce(r.st.PaymentsConfirmed, p.Key())
+	r.counted = addCounted(r.counted, countedPayment{P: p, Cents: cents, QKey: qkeyIfGen(ekey, p)})
 	ev.PaidCents = ptrTo(r.st.PaidCents)
 	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : il est compté pour la commande.", usd(p.AmountCents))
 	if over := p.AmountCents - cents; over > 0 {
@@ -118,6 +127,32 @@ func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev a
 		ev.Message += fmt.Sprintf(" L'excédent (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(over))
 	}
 	return r.record(ctx, ev)
+}
+
+// backAgain applies a payment mined again whose reversal left order
+// refunds without backing (vRefundShortfall): that much of it counts again,
+// already refunded, and the flag's shortfall drops by as much. It returns
+// the rest of p, to count as any payment (AmountCents 0: nothing left).
+// The caller holds mu.
+func (r *rental) backAgain(p PaymentEvent, ekey string, ev *activities.OrderEvent) PaymentEvent {
+	s := min(r.shortfalls[ev.Reversal.PaymentKey], p.AmountCents)
+	if s <= 0 {
+		return p
+	}
+	delete(r.shortfalls, ev.Reversal.PaymentKey)
+	r.st.ShortfallCents -= s
+	r.st.PaidCents += s
+	r.st.PaymentsConfirmed = appendOnce(r.st.PaymentsConfirmed, p.Key())
+	back := p
+	back.AmountCents = s
+	r.counted = addCounted(r.counted, countedPayment{P: back, Cents: s, QKey: qkeyIfGen(ekey, p)})
+	ev.Reversal.RecoveredCents = s
+	ev.ShortfallCents, ev.PaidCents = ptrTo(r.st.ShortfallCents), ptrTo(r.st.PaidCents)
+	ev.Data["recovered_cents"] = s
+	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : le remboursement déjà versé sur votre solde est de nouveau couvert.",
+		usd(p.AmountCents))
+	p.AmountCents -= s
+	return p
 }
 
 // dustEvent is the transition of a fresher dust summary: its total, kept

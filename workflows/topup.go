@@ -455,13 +455,13 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
 	}
 	if at.ExceptionID > 0 {
-		p, use, err := countException(ctx, at, t.in.TopUpRef, due, ev.Data)
+		c, use, err := countException(ctx, t.v, at, t.in.TopUpRef, due, ev.Data)
 		if err != nil {
 			return err
 		}
 		ev.Use = use
-		amount = p.AmountCents
-		t.counted = append(t.counted, countedPayment{P: p, Cents: amount})
+		amount = c.Cents
+		t.counted = addCounted(t.counted, c)
 	}
 	t.actions[at.ActionID] = true
 	t.payments.confirm(key)
