@@ -35,8 +35,14 @@ type Store interface {
 	// by requests with a sequence above afterSeq.
 	KnownAddresses(ctx context.Context, network string, afterSeq int64) ([]KnownAddress, error)
 	// WatchedIntents returns the intents of network still watched at now
-	// with a sequence above afterSeq (followers by reference: Solana).
+	// (the chain's time, see Checkpoint) with a sequence above afterSeq
+	// (followers by reference: Solana).
 	WatchedIntents(ctx context.Context, network string, afterSeq int64, now time.Time) ([]Intent, error)
+	// Checkpoint is how far a follower by reference (Solana) has read
+	// every watched request: a finalized slot and its block time.
+	Checkpoint(ctx context.Context, network string) (height int64, at time.Time, ok bool, err error)
+	// SaveCheckpoint moves the checkpoint forward (never back).
+	SaveCheckpoint(ctx context.Context, network, holder string, height int64, at time.Time) error
 	// LastBlock is the cursor: the newest recorded block.
 	LastBlock(ctx context.Context, network string) (height int64, hash string, ok bool, err error)
 	// BlockHash is the recorded hash at height.

@@ -77,6 +77,40 @@ func checkLease(ctx context.Context, tx *sqlx.Tx, network, holder string) error 
 	return nil
 }
 
+// Checkpoint returns how far the follower of network has read every
+// watched request.
+func (db *DB) Checkpoint(ctx context.Context, network string) (int64, time.Time, bool, error) {
+	var c struct {
+		Height int64     `db:"height"`
+		At     time.Time `db:"block_time"`
+	}
+	err := db.GetContext(ctx, &c, `SELECT height, block_time FROM chain_checkpoints WHERE network = $1`, network)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, time.Time{}, false, nil
+	}
+	if err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("checkpoint %s: %w", network, err)
+	}
+	return c.Height, c.At, true, nil
+}
+
+// SaveCheckpoint moves network's checkpoint forward, under the lease.
+func (db *DB) SaveCheckpoint(ctx context.Context, network, holder string, height int64, at time.Time) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := checkLease(ctx, tx, network, holder); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `
+			INSERT INTO chain_checkpoints AS c (network, height, block_time) VALUES ($1, $2, $3)
+			ON CONFLICT (network) DO UPDATE SET height = EXCLUDED.height, block_time = EXCLUDED.block_time, updated_at = now()
+			WHERE c.height < EXCLUDED.height`, network, height, at)
+		if err != nil {
+			return fmt.Errorf("save checkpoint %s/%d: %w", network, height, err)
+		}
+		return nil
+	})
+}
+
 // LastBlock returns the watcher's cursor for network.
 func (db *DB) LastBlock(ctx context.Context, network string) (int64, string, bool, error) {
 	var b struct {

@@ -9,9 +9,10 @@ import (
 	"math/big"
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
-// rpcClient is a minimal Solana JSON-RPC 2.0 client over net/http: the three
+// rpcClient is a minimal Solana JSON-RPC 2.0 client over net/http: the four
 // methods the watcher needs, nothing else.
 type rpcClient struct {
 	url    string
@@ -173,4 +174,17 @@ func (c *rpcClient) finalizedSlot(ctx context.Context) (int64, error) {
 	var slot int64
 	err := c.call(ctx, "getSlot", []any{map[string]any{"commitment": "finalized"}}, &slot)
 	return slot, err
+}
+
+// blockTime is the estimated production time of slot's block; ok is false
+// when the node has none for it (a skipped or purged slot: null).
+func (c *rpcClient) blockTime(ctx context.Context, slot int64) (at time.Time, ok bool, err error) {
+	var unix *int64
+	if err := c.call(ctx, "getBlockTime", []any{slot}, &unix); err != nil {
+		return time.Time{}, false, err
+	}
+	if unix == nil {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(*unix, 0).UTC(), true, nil
 }

@@ -16,6 +16,14 @@
 // newest signature handled) lives in memory; after a restart every
 // reference is read again from its first transaction, which records
 // nothing twice.
+//
+// Requests are loaded and dropped by the chain's time, never the wall
+// clock: once every watched reference (and the shop's address) has been
+// read through a finalized slot, that slot and its block time are the
+// checkpoint (Store.SaveCheckpoint), and only requests whose watch window
+// closed before it are dropped. A watcher down for longer than a watch
+// window loads, at its restart, every request still open at its last
+// checkpoint, and records the payments they received in time.
 package solana
 
 import (
@@ -63,6 +71,10 @@ type Watcher struct {
 	// and every Solana request shares the shop's address.
 	intents map[string]chainwatch.Intent
 	maxSeq  int64
+	// through is the checkpoint's block time (zero: none yet, every
+	// request is loaded); loaded: read from the store.
+	through time.Time
+	loaded  bool
 	// until is, per reference, the newest signature fully handled; and
 	// per shop address for the transactions matched by amount.
 	until map[string]string
@@ -158,6 +170,10 @@ func (w *Watcher) Step(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	beforeTime, timed, err := w.rpc.blockTime(ctx, before)
+	if err != nil {
+		return err
+	}
 	refs := make([]string, 0, len(w.intents))
 	for ref := range w.intents {
 		refs = append(refs, ref)
@@ -172,6 +188,12 @@ func (w *Watcher) Step(ctx context.Context) error {
 	}
 	if err := w.scanShop(ctx, before); err != nil {
 		errs = append(errs, fmt.Errorf("shop address: %w", err))
+	}
+	if len(errs) == 0 && timed {
+		// Every payment up to the slot read before the scans is recorded.
+		if err := w.checkpoint(ctx, before, beforeTime); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// Everything recorded is finalized: confirm it up to the finalized slot
 	// (read after the transactions, so it is at or above theirs).
@@ -188,9 +210,20 @@ func (w *Watcher) Step(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// refresh loads the requests created since the last refresh that were
+// still watched at the checkpoint's chain time.
 func (w *Watcher) refresh(ctx context.Context) error {
-	now := w.now()
-	fresh, err := w.Store.WatchedIntents(ctx, Network, w.maxSeq, now)
+	if !w.loaded {
+		_, at, ok, err := w.Store.Checkpoint(ctx, Network)
+		if err != nil {
+			return err
+		}
+		if ok {
+			w.through = at
+		}
+		w.loaded = true
+	}
+	fresh, err := w.Store.WatchedIntents(ctx, Network, w.maxSeq, w.through)
 	if err != nil {
 		return fmt.Errorf("load intents: %w", err)
 	}
@@ -202,8 +235,22 @@ func (w *Watcher) refresh(ctx context.Context) error {
 		}
 		w.intents[in.Reference] = in
 	}
+	return nil
+}
+
+// checkpoint records that every watched request was read through slot
+// (block time at), and drops the requests whose watch window closed
+// before it: nothing they could count is left to read.
+func (w *Watcher) checkpoint(ctx context.Context, slot int64, at time.Time) error {
+	if !at.After(w.through) {
+		return nil
+	}
+	if err := w.Store.SaveCheckpoint(ctx, Network, w.Holder, slot, at); err != nil {
+		return err
+	}
+	w.through = at
 	for ref, in := range w.intents {
-		if now.After(in.WatchUntil) {
+		if at.After(in.WatchUntil) {
 			delete(w.intents, ref)
 			delete(w.until, ref)
 		}

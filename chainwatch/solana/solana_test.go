@@ -377,3 +377,43 @@ func TestSOLRunHoldsLease(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Empty(t, holder(), "released when Run ended")
 }
+
+// A watcher down for longer than a request's watch window (deadline + 24 h)
+// still records the payment the request received in time: requests are
+// loaded and dropped by the chain's time at the last checkpoint, not by
+// the wall clock. Once the watcher has read past the window, the request
+// is dropped.
+func TestSOLWatcherDownLongerThanTheWatchWindow(t *testing.T) {
+	f := newFixture(t)
+	in := f.intent(tenUSD, 1000, f.node.start.Add(time.Hour))
+	f.step()
+	_, at, ok, err := f.db.Checkpoint(f.ctx, Network)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, f.node.start.Unix(), at.Unix(), "checkpoint at the chain's time")
+
+	// The watcher stops; the customer pays on time; two days pass.
+	paid := f.node.pay(*in.ReferenceKey, shop, tenUSD)
+	f.node.advance(48 * time.Hour)
+	later := func() time.Time { return time.Now().Add(48 * time.Hour) }
+
+	f.w = f.watcher()
+	f.w.Now = later
+	f.step()
+	require.Equal(t, []row{{TxID: paid.Sig, Asset: "SOL", IntentID: in.ID, Address: shop, Amount: "66666667",
+		Cents: 1000, Height: paid.Slot, State: "confirmed"}}, rows(t, f.db), "recorded, on time")
+	got := f.sig.take()
+	require.Len(t, got, 1)
+	require.False(t, got[0].Late)
+
+	// Read through a slot past its window: the request is dropped, and the
+	// checkpoint says how far.
+	require.NotContains(t, f.w.intents, *in.ReferenceKey)
+	_, at, _, err = f.db.Checkpoint(f.ctx, Network)
+	require.NoError(t, err)
+	require.True(t, at.After(in.WatchUntil), "checkpoint %s after the window's end %s", at, in.WatchUntil)
+	restarted := f.watcher()
+	restarted.Now = later
+	require.NoError(t, restarted.Step(f.ctx))
+	require.NotContains(t, restarted.intents, *in.ReferenceKey, "a restart loads only what was open at the checkpoint")
+}

@@ -20,6 +20,8 @@ var (
 	recordedTransaction string
 	//go:embed testdata/getSlot.json
 	recordedSlot string
+	//go:embed testdata/getBlockTime.json
+	recordedBlockTime string
 )
 
 // Values of the recorded responses that the stand-in replaces.
@@ -43,6 +45,8 @@ const (
 
 	recSlotResult = `"result": 1234`
 	recSlotID     = `"id": 1 }`
+
+	recBlockTimeResult = `"result": 1574721591`
 
 	// failure is the error the stand-in gives a failed transaction (the
 	// shape of a program's custom error in Solana's JSON).
@@ -81,11 +85,14 @@ type solTx struct {
 // key to the transfer's accounts; the stand-in finds transactions by
 // reference without writing it into the recorded accounts.
 type solanaStandIn struct {
-	t        testing.TB
-	srv      *httptest.Server
-	mu       sync.Mutex
-	slot     int64 // newest slot; finalized up to it unless a tx is not
-	start    time.Time
+	t     testing.TB
+	srv   *httptest.Server
+	mu    sync.Mutex
+	slot  int64 // newest slot; finalized up to it unless a tx is not
+	start time.Time
+	// clock is the chain's time: the block time of each slot that has a
+	// transaction or was reached by advance, in slot order.
+	clock    []slotTime
 	txs      []*solTx
 	balances map[string]int64
 	n        int
@@ -111,7 +118,14 @@ func (s *solanaStandIn) add(tx *solTx) *solTx {
 	s.n++
 	s.slot += 3
 	tx.Slot = s.slot
-	tx.BlockTime = s.start.Add(time.Duration(s.n) * 2 * time.Second).Unix()
+	// Two seconds after the previous transaction, and never before the
+	// chain's time (advance).
+	at := s.start.Add(time.Duration(s.n) * 2 * time.Second)
+	if chain := s.timeAt(tx.Slot); chain.After(at) {
+		at = chain
+	}
+	tx.BlockTime = at.Unix()
+	s.clock = append(s.clock, slotTime{tx.Slot, at})
 	// A base58 signature of the usual length, unique per transaction.
 	tx.Sig = fmt.Sprintf("%s%08d", strings.Repeat("5", 80), s.n)
 	tx.pre = s.balances[tx.To]
@@ -120,6 +134,33 @@ func (s *solanaStandIn) add(tx *solTx) *solTx {
 	}
 	s.txs = append(s.txs, tx)
 	return tx
+}
+
+// slotTime is a slot's block time.
+type slotTime struct {
+	slot int64
+	at   time.Time
+}
+
+// advance moves the chain on by d (a slot every 400 ms), with no
+// transaction of ours: a watcher down meanwhile finds it there.
+func (s *solanaStandIn) advance(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.slot += int64(d / (400 * time.Millisecond))
+	s.clock = append(s.clock, slotTime{s.slot, s.timeAt(s.slot).Add(d)})
+}
+
+// timeAt is the block time of slot: that of the newest timed slot at or
+// below it (the start before any).
+func (s *solanaStandIn) timeAt(slot int64) time.Time {
+	at := s.start
+	for _, c := range s.clock {
+		if c.slot <= slot {
+			at = c.at
+		}
+	}
+	return at
 }
 
 func (s *solanaStandIn) finalize(tx *solTx) {
@@ -173,13 +214,21 @@ func (s *solanaStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	if req.Method == "getSlot" && len(req.Params) > 0 {
 		_ = json.Unmarshal(req.Params[0], &cfg)
 	}
-	// The watcher must only ever read finalized data.
-	if cfg.Commitment != "finalized" {
+	// The watcher must only ever read finalized data (getBlockTime takes
+	// a slot alone: the finalized one, checked below).
+	if cfg.Commitment != "finalized" && req.Method != "getBlockTime" {
 		s.t.Errorf("solana stand-in: %s with commitment %q", req.Method, cfg.Commitment)
 	}
 	switch req.Method {
 	case "getSlot":
 		out := s.replace(recordedSlot, recSlotResult, fmt.Sprintf(`"result": %d`, s.finalizedSlot()), 1)
+		_, _ = fmt.Fprint(w, s.replace(out, recSlotID, `"id": `+id+` }`, 1))
+	case "getBlockTime":
+		var slot int64
+		if len(req.Params) != 1 || json.Unmarshal(req.Params[0], &slot) != nil || slot > s.finalizedSlot() {
+			s.t.Errorf("solana stand-in: getBlockTime %s: want one finalized slot", req.Params)
+		}
+		out := s.replace(recordedBlockTime, recBlockTimeResult, fmt.Sprintf(`"result": %d`, s.timeAt(slot).Unix()), 1)
 		_, _ = fmt.Fprint(w, s.replace(out, recSlotID, `"id": `+id+` }`, 1))
 	case "getSignaturesForAddress":
 		_, _ = fmt.Fprint(w, s.signatures(id, first, cfg.Limit, cfg.Before, cfg.Until))
