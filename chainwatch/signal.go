@@ -78,5 +78,6 @@ func PaymentEvent(p Pending) workflows.PaymentEvent {
 		Mempool:           p.Mempool,
 		AfterConfirmation: p.AfterConfirmation && p.State == StateReverted,
 		Reversals:         p.Reversals,
+		StateVersion:      p.StateVersion,
 	}
 }

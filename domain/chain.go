@@ -59,8 +59,9 @@ type PendingPayment struct {
 	State             string `db:"state"`
 	AfterConfirmation bool   `db:"after_confirmation"`
 	Mempool           bool   `db:"mempool"`
-	// Reversals: see workflows.PaymentEvent.
-	Reversals int `db:"reversals"`
+	// Reversals and StateVersion: see workflows.PaymentEvent.
+	Reversals    int   `db:"reversals"`
+	StateVersion int64 `db:"state_version"`
 }
 
 // PendingDust is a request's dust summary not yet acknowledged.

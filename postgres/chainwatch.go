@@ -215,6 +215,7 @@ func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p domain.Ch
 		_, err = tx.ExecContext(ctx, `
 			UPDATE chain_payments SET block_height = $4, block_hash = $5, block_time = $6, mempool = false,
 				state = CASE WHEN state = 'reverted' THEN 'seen' ELSE state END,
+				state_version = state_version + CASE WHEN state = 'reverted' THEN 1 ELSE 0 END,
 				after_confirmation = CASE WHEN state = 'reverted' THEN false ELSE after_confirmation END,
 				reverted_at = CASE WHEN state = 'reverted' THEN NULL ELSE reverted_at END
 			WHERE network = $1 AND txid = $2 AND output_index = $3 AND state <> 'confirmed'`,
@@ -344,7 +345,7 @@ func (db *DB) Rewind(ctx context.Context, network, holder string, height int64) 
 		// confirmed.
 		err := tx.GetContext(ctx, &n, `
 			WITH changed AS (
-				UPDATE chain_payments SET state = 'reverted', reverted_at = now(),
+				UPDATE chain_payments SET state = 'reverted', reverted_at = now(), state_version = state_version + 1,
 					after_confirmation = (state = 'confirmed'),
 					reversals = reversals + CASE WHEN state = 'confirmed' THEN 1 ELSE 0 END
 				WHERE network = $1 AND block_height > $2 AND state <> 'reverted'
@@ -373,7 +374,7 @@ func (db *DB) Confirm(ctx context.Context, network, holder string, maxHeight int
 		}
 		return tx.GetContext(ctx, &n, `
 			WITH changed AS (
-				UPDATE chain_payments SET state = 'confirmed', confirmed_at = now()
+				UPDATE chain_payments SET state = 'confirmed', confirmed_at = now(), state_version = state_version + 1
 				WHERE network = $1 AND state = 'seen' AND block_height <= $2
 				RETURNING intent_id, dust, amount_base),
 			summaries AS (`+dustAdd+`)
@@ -395,9 +396,10 @@ func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, lim
 	out := []domain.PendingPayment{}
 	err := db.SelectContext(ctx, &out, `
 		SELECT p.network, p.txid, p.output_index AS index, p.asset, p.intent_id, i.target_kind, i.target_ref,
-			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state, p.after_confirmation, p.mempool, p.reversals
+			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state, p.after_confirmation, p.mempool, p.reversals,
+			p.state_version
 		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
-		WHERE p.network = $1 AND p.signaled_state IS DISTINCT FROM p.state AND NOT p.dust AND p.to_support IS NULL
+		WHERE p.network = $1 AND p.signaled_version IS DISTINCT FROM p.state_version AND NOT p.dust AND p.to_support IS NULL
 			AND i.target_ref <> ALL($3)
 		ORDER BY p.seen_at, p.txid, p.output_index
 		LIMIT $2`, network, limit, pq.Array(skip))
@@ -457,12 +459,13 @@ func (db *DB) MarkDustUndeliverable(ctx context.Context, d domain.PendingDust) e
 	})
 }
 
-// MarkSignaled records the delivery of p.State, unless the state moved since.
+// MarkSignaled records the delivery of p's state version, unless the state
+// moved since (then the newer one is sent too).
 func (db *DB) MarkSignaled(ctx context.Context, p domain.PendingPayment) error {
 	_, err := db.ExecContext(ctx, `
-		UPDATE chain_payments SET signaled_state = $4, signaled_at = now()
-		WHERE network = $1 AND txid = $2 AND output_index = $3 AND state = $4`,
-		p.Network, p.TxID, p.Index, p.State)
+		UPDATE chain_payments SET signaled_state = $4, signaled_version = $5, signaled_at = now()
+		WHERE network = $1 AND txid = $2 AND output_index = $3 AND state_version = $5`,
+		p.Network, p.TxID, p.Index, p.State, p.StateVersion)
 	if err != nil {
 		return fmt.Errorf("mark signaled %s:%d: %w", p.TxID, p.Index, err)
 	}
@@ -474,9 +477,9 @@ func (db *DB) MarkSignaled(ctx context.Context, p domain.PendingPayment) error {
 func (db *DB) MarkUndeliverable(ctx context.Context, p domain.PendingPayment) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
-			UPDATE chain_payments SET signaled_state = $4, signaled_at = now()
-			WHERE network = $1 AND txid = $2 AND output_index = $3 AND state = $4`,
-			p.Network, p.TxID, p.Index, p.State); err != nil {
+			UPDATE chain_payments SET signaled_state = $4, signaled_version = $5, signaled_at = now()
+			WHERE network = $1 AND txid = $2 AND output_index = $3 AND state_version = $5`,
+			p.Network, p.TxID, p.Index, p.State, p.StateVersion); err != nil {
 			return err
 		}
 		if p.State == domain.PaymentStateReverted && !p.AfterConfirmation {
@@ -556,7 +559,7 @@ func (db *DB) RevertMempool(ctx context.Context, network, holder, txid string) e
 		if err := checkLease(ctx, tx, network, holder); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE chain_payments SET state = 'reverted', reverted_at = now()
+		_, err := tx.ExecContext(ctx, `UPDATE chain_payments SET state = 'reverted', reverted_at = now(), state_version = state_version + 1
 			WHERE network = $1 AND txid = $2 AND mempool AND state = 'seen'`, network, txid)
 		if err != nil {
 			return fmt.Errorf("revert mempool payment %s/%s: %w", network, txid, err)

@@ -56,7 +56,7 @@ func (db *DB) UndeliveredPayments(ctx context.Context) ([]Undelivered, error) {
 	if err := db.SelectContext(ctx, &out, `
 		SELECT network, count(*) AS n,
 		       EXTRACT(EPOCH FROM now() - min(GREATEST(seen_at, confirmed_at, reverted_at)))::float8 AS oldest_seconds
-		FROM chain_payments WHERE signaled_state IS DISTINCT FROM state
+		FROM chain_payments WHERE signaled_version IS DISTINCT FROM state_version AND NOT dust AND to_support IS NULL
 		GROUP BY network`); err != nil {
 		return nil, fmt.Errorf("undelivered payments: %w", err)
 	}

@@ -337,6 +337,8 @@ type paymentLedger struct {
 	Gen map[string]int
 	// Dust is the latest dust summary version applied per payment request.
 	Dust map[string]int64
+	// Ver is the newest state version applied per payment (vStateOrder).
+	Ver map[string]int64 `json:",omitempty"`
 }
 
 func newPaymentLedger() *paymentLedger {
@@ -347,7 +349,26 @@ func newPaymentLedger() *paymentLedger {
 		RevertN: map[string]int{},
 		Gen:     map[string]int{},
 		Dust:    map[string]int64{},
+		Ver:     map[string]int64{},
 	}
+}
+
+// stale reports whether p is older than a state of its payment already
+// applied (vStateOrder); otherwise p's version becomes the newest. A
+// signal without a version (an older watcher) is never stale.
+func (l *paymentLedger) stale(p PaymentEvent) bool {
+	if p.StateVersion == 0 {
+		return false
+	}
+	if l.Ver == nil {
+		l.Ver = map[string]int64{} // a ledger carried from a run before the field
+	}
+	key := p.Key()
+	if p.StateVersion <= l.Ver[key] {
+		return true
+	}
+	l.Ver[key] = p.StateVersion
+	return false
 }
 
 // qkey is the key of a payment's current generation in events and in
@@ -463,6 +484,7 @@ func awaitOrTimeout(ctx workflow.Context, d time.Duration, cond func() bool) (ok
 
 // paymentTarget is what the payment signal loop drives: a rental or a top-up.
 type paymentTarget interface {
+	ledger() *paymentLedger
 	onSeen(ctx workflow.Context, p PaymentEvent) error
 	onConfirmed(ctx workflow.Context, p PaymentEvent) error
 	onReverted(ctx workflow.Context, p PaymentEvent) error
@@ -487,6 +509,11 @@ const maxPaymentBatch = 100
 func listenPayments(ctx workflow.Context, v workflow.Version, mu workflow.Mutex, busy *int, t paymentTarget) {
 	batching := v >= vReorgDust
 	handle := func(sig paymentSignal) {
+		if v >= vStateOrder && sig.name != SignalPaymentDust && t.ledger().stale(sig.ev) {
+			// A state the watcher replaced before this one was read (a
+			// batch is read by kind): the newer one is, or was, applied.
+			return
+		}
 		var err error
 		switch sig.name {
 		case SignalPaymentSeen:
@@ -585,7 +612,12 @@ const (
 	// stays the total less what remains counted); the payment mined again
 	// backs them first, the rest counting as any payment.
 	vRefundShortfall workflow.Version = 5
-	vMaxHistory                       = vRefundShortfall
+	// vStateOrder: a payment state older than one already applied
+	// (PaymentEvent.StateVersion) is ignored, so a batch read by kind
+	// leaves each payment in its newest state (reverted then seen again,
+	// seen in the mempool then replaced, reverted before a confirmation).
+	vStateOrder workflow.Version = 6
+	vMaxHistory                  = vStateOrder
 )
 
 // DefaultMaxHistory is the history length past which a rental or a

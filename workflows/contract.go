@@ -92,6 +92,12 @@ type PaymentEvent struct {
 	// come in either order within one batch; the generation puts them back
 	// in the chain's order.
 	Reversals int `json:",omitempty"`
+	// StateVersion grows with every change of the payment's state in the
+	// watcher's store (seen, confirmed, reverted, seen again). Signals of
+	// one batch are read by kind, not in the order sent: a workflow ignores
+	// a state older than one it applied (vStateOrder). 0: unknown (a
+	// watcher older than the field).
+	StateVersion int64 `json:",omitempty"`
 }
 
 // DustSummary is the running total of the confirmed outputs below the

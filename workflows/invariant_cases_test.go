@@ -264,3 +264,50 @@ func TestAttributedLatePaymentReversedIsUncounted(t *testing.T) {
 		t.Fatal(counted)
 	}
 }
+
+// stateSignal signals one state of payment txid as a watcher would, with
+// its state version.
+func (s *invSeq) stateSignal(name, txid string, cents int64, version int64) {
+	s.env.SignalWorkflow(name, workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: txid,
+		AmountBase: "1000", AmountCents: cents, IntentID: "PI-TEST", StateVersion: version})
+}
+
+// A batch of signals is read by kind (seen, confirmed, reverted), not in
+// the order sent: with state versions each payment ends in its newest
+// state. A payment reverted then seen again in one batch stays detected
+// (it used to be dropped, the order showing no payment while one was on
+// its way); a stale reversal read after the confirmation writes nothing.
+func TestBatchedPaymentStatesAppliedNewestLast(t *testing.T) {
+	w := newInvWorld(t)
+	s, start := w.newSeq(t, 6, 0, rtxQuote(1))
+	s.at(time.Minute, "seen in the mempool", func(s *invSeq) { s.stateSignal(workflows.SignalPaymentSeen, "rbf1", 2357, 1) })
+	s.at(2*time.Minute, "dropped, then back, read in one batch", func(s *invSeq) {
+		// The first signal of a batch is read first, the others by kind.
+		s.stateSignal(workflows.SignalPaymentConfirmed, "other1", 100, 2)
+		s.stateSignal(workflows.SignalPaymentReverted, "rbf1", 2357, 2)
+		s.stateSignal(workflows.SignalPaymentSeen, "rbf1", 2357, 3)
+	})
+	s.at(3*time.Minute, "still detected", func(s *invSeq) {
+		if q := s.query(); q.status != domain.StatusPaymentDetected {
+			s.fatalf("after reverted+seen in one batch: %s, want payment_detected", q.status)
+		}
+	})
+	s.at(4*time.Minute, "confirmed, with the old reversal re-sent", func(s *invSeq) {
+		s.stateSignal(workflows.SignalPaymentConfirmed, "rbf1", 2357, 4)
+		s.stateSignal(workflows.SignalPaymentReverted, "rbf1", 2357, 2)
+	})
+	s.at(5*time.Minute, "paid", func(s *invSeq) {
+		if q := s.query(); q.paid != 2457 {
+			s.fatalf("paid %d, want 2457", q.paid)
+		}
+		var n int
+		s.must(s.w.db.GetContext(s.ctx, &n, `SELECT count(*) FROM timeline_events WHERE ref = $1 AND kind = $2`,
+			s.ref, domain.EventPaymentReverted), "reversals")
+		if n != 0 {
+			var keys []string
+			s.must(s.w.db.SelectContext(s.ctx, &keys, `SELECT idem_key FROM timeline_events WHERE ref = $1 ORDER BY id`, s.ref), "keys")
+			s.fatalf("%d reversal events, want none (every reversal here was replaced by a newer state): %v", n, keys)
+		}
+	})
+	start()
+}

@@ -341,6 +341,8 @@ func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, ag
 
 // --- payments (signals) ---
 
+func (r *rental) ledger() *paymentLedger { return r.payments }
+
 func (r *rental) listenPayments(ctx workflow.Context) {
 	listenPayments(ctx, r.v, r.mu, &r.signalsBusy, r)
 }

@@ -285,6 +285,8 @@ func (t *topUp) flushBatch(ctx workflow.Context) error {
 	return err
 }
 
+func (t *topUp) ledger() *paymentLedger { return t.payments }
+
 func (t *topUp) listenPayments(ctx workflow.Context) {
 	listenPayments(ctx, t.v, t.mu, &t.signalsBusy, t)
 }
