@@ -38,6 +38,9 @@ type Store interface {
 	// (the chain's time, see Checkpoint) with a sequence above afterSeq
 	// (followers by reference: Solana).
 	WatchedIntents(ctx context.Context, network string, afterSeq int64, now time.Time) ([]Intent, error)
+	// IntentsByReference returns the requests of network, of any age,
+	// whose reference key is one of keys (Solana).
+	IntentsByReference(ctx context.Context, network string, keys []string) ([]Intent, error)
 	// Checkpoint is how far a follower by reference (Solana) has read
 	// every watched request: a finalized slot and its block time.
 	Checkpoint(ctx context.Context, network string) (height int64, at time.Time, ok bool, err error)

@@ -21,15 +21,30 @@ const keepBlocks = 2000
 // WatchedIntents returns the intents of network still watched at now, with
 // a sequence above afterSeq.
 func (db *DB) WatchedIntents(ctx context.Context, network string, afterSeq int64, now time.Time) ([]domain.WatchedIntent, error) {
-	rows, err := db.QueryxContext(ctx, `
-		SELECT seq, id, target_kind, target_ref, network, asset, address, COALESCE(reference_key, ''),
-			amount_base, usd_cents, deadline, watch_until
-		FROM payment_intents
+	rows, err := db.QueryxContext(ctx, `SELECT `+watchedIntentColumns+` FROM payment_intents
 		WHERE network = $1 AND seq > $2 AND watch_until > $3
 		ORDER BY seq`, network, afterSeq, now)
 	if err != nil {
 		return nil, fmt.Errorf("watched intents %s: %w", network, err)
 	}
+	return scanWatchedIntents(rows)
+}
+
+// IntentsByReference returns the requests of network, of any age, whose
+// reference key is one of keys.
+func (db *DB) IntentsByReference(ctx context.Context, network string, keys []string) ([]domain.WatchedIntent, error) {
+	rows, err := db.QueryxContext(ctx, `SELECT `+watchedIntentColumns+` FROM payment_intents
+		WHERE network = $1 AND reference_key = ANY($2) ORDER BY seq`, network, pq.Array(keys))
+	if err != nil {
+		return nil, fmt.Errorf("intents by reference %s: %w", network, err)
+	}
+	return scanWatchedIntents(rows)
+}
+
+const watchedIntentColumns = `seq, id, target_kind, target_ref, network, asset, address, COALESCE(reference_key, ''),
+	amount_base, usd_cents, deadline, watch_until`
+
+func scanWatchedIntents(rows *sqlx.Rows) ([]domain.WatchedIntent, error) {
 	defer rows.Close()
 	var out []domain.WatchedIntent
 	for rows.Next() {

@@ -71,6 +71,11 @@ type Watcher struct {
 	// and every Solana request shares the shop's address.
 	intents map[string]chainwatch.Intent
 	maxSeq  int64
+	// shops are the receiving addresses of every request ever made (any
+	// age): read for payments without a watched reference; addrSeq is the
+	// newest request whose address is in shops.
+	shops   map[string]bool
+	addrSeq int64
 	// through is the checkpoint's block time (zero: none yet, every
 	// request is loaded); loaded: read from the store.
 	through time.Time
@@ -100,6 +105,7 @@ func (w *Watcher) defaults() {
 	if w.intents == nil {
 		w.intents = map[string]chainwatch.Intent{}
 		w.until = map[string]string{}
+		w.shops = map[string]bool{}
 	}
 }
 
@@ -227,6 +233,14 @@ func (w *Watcher) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load intents: %w", err)
 	}
+	known, err := w.Store.KnownAddresses(ctx, Network, w.addrSeq)
+	if err != nil {
+		return fmt.Errorf("load addresses: %w", err)
+	}
+	for _, a := range known {
+		w.shops[a.Address] = true
+		w.addrSeq = max(w.addrSeq, a.Seq)
+	}
 	for _, in := range fresh {
 		w.maxSeq = max(w.maxSeq, in.Seq)
 		if in.Reference == "" {
@@ -332,21 +346,20 @@ func (w *Watcher) store(ctx context.Context, s signatureInfo, tx *transaction, i
 // slot number identifies the block well enough (nothing rewinds Solana).
 func slotHash(slot int64) string { return "slot:" + strconv.FormatInt(slot, 10) }
 
-// scanShop matches, by amount, the payments to the shop's address that carry
-// no watched reference (an exchange withdrawal cannot add one): the amount
-// received must be exactly a watched request's, and the request must have
-// been watched at the transaction's block time. Amounts are unique among
-// the requests watched at any one time (see payments), so at most one
-// matches; a payment matching none is left for the reference scans (a
-// partial payment with its reference) or is not ours.
+// scanShop reads the payments to the shop's addresses (every one a request
+// ever named) that carry no watched reference. One carrying the reference
+// of a request no longer watched is recorded for it (for support). Others
+// are matched by amount (an exchange withdrawal cannot add a reference):
+// the amount received must be exactly a watched request's, and the request
+// must have been watched at the transaction's block time. Amounts are
+// unique among the requests watched at any one time (see payments), so at
+// most one matches; a payment matching none is not ours to count.
 func (w *Watcher) scanShop(ctx context.Context, maxSlot int64) error {
-	shops := map[string]bool{}
 	byAmount := map[string][]chainwatch.Intent{}
 	for _, in := range w.intents {
-		shops[in.Address] = true
 		byAmount[in.AmountBase.String()] = append(byAmount[in.AmountBase.String()], in)
 	}
-	for shop := range shops {
+	for shop := range w.shops {
 		cursor := "shop:" + shop
 		sigs, err := w.rpc.signaturesForAddress(ctx, shop, w.until[cursor])
 		if err != nil {
@@ -373,14 +386,28 @@ func (w *Watcher) matchAmount(ctx context.Context, shop string, s signatureInfo,
 	if tx == nil || err != nil {
 		return err
 	}
+	keys := make([]string, 0, len(tx.Transaction.Message.AccountKeys))
 	for _, k := range tx.Transaction.Message.AccountKeys {
 		if _, ok := w.intents[k.Pubkey]; ok {
 			return nil // carries a watched reference: recorded by it
+		}
+		if k.Pubkey != shop {
+			keys = append(keys, k.Pubkey)
 		}
 	}
 	amount, err := tx.received(shop)
 	if err != nil || amount == nil || amount.Sign() <= 0 {
 		return err
+	}
+	// The reference of a request no longer watched (any age): recorded for
+	// it, and so for support (after its watch window, never counted).
+	old, err := w.Store.IntentsByReference(ctx, Network, keys)
+	if err != nil {
+		return err
+	}
+	if len(old) > 0 {
+		w.Logger.Info("solana payment to a request no longer watched", "intent", old[0].ID, "signature", s.Signature)
+		return w.store(ctx, s, tx, old[0], amount)
 	}
 	at := w.now()
 	if tx.BlockTime != nil {

@@ -210,7 +210,8 @@ func TestSOLExactAmountConfirmed(t *testing.T) {
 	require.Equal(t, []row{{TxID: pay.Sig, Asset: "SOL", IntentID: in.ID, Address: shop, Amount: "66666667",
 		Cents: 1000, Height: pay.Slot, State: "confirmed"}}, rows(t, f.db))
 	require.Equal(t, []chainwatch.Pending{{Network: "solana", TxID: pay.Sig, Asset: "SOL", IntentID: in.ID,
-		TargetKind: "order", TargetRef: in.TargetRef, AmountBase: "66666667", AmountCents: 1000, State: "confirmed"}}, f.sig.take())
+		TargetKind: "order", TargetRef: in.TargetRef, AmountBase: "66666667", AmountCents: 1000, State: "confirmed",
+		StateVersion: 2}}, f.sig.take())
 
 	f.step()
 	require.Empty(t, f.sig.take(), "delivered once")
@@ -416,4 +417,51 @@ func TestSOLWatcherDownLongerThanTheWatchWindow(t *testing.T) {
 	restarted.Now = later
 	require.NoError(t, restarted.Step(f.ctx))
 	require.NotContains(t, restarted.intents, *in.ReferenceKey, "a restart loads only what was open at the checkpoint")
+}
+
+// A payment carrying the reference of a request no longer watched (its
+// window closed, the watcher dropped it) is recorded for that request and
+// put aside for support, never counted and never ignored.
+func TestSOLPaymentToARequestNoLongerWatchedGoesToSupport(t *testing.T) {
+	f := newFixture(t)
+	acc := f.account
+	o := seedOrderFor(t, f, acc)
+	in := f.intent(tenUSD, 1000, f.node.start.Add(-25*time.Hour)) // window closed an hour ago
+	_, err := f.db.Exec(`UPDATE payment_intents SET target_ref = $1 WHERE id = $2`, o, in.ID)
+	require.NoError(t, err)
+	f.step()
+	require.NotContains(t, f.w.intents, *in.ReferenceKey, "not watched")
+
+	paid := f.node.pay(*in.ReferenceKey, shop, tenUSD)
+	f.step()
+	var got []struct {
+		TxID      string  `db:"txid"`
+		IntentID  string  `db:"intent_id"`
+		ToSupport *string `db:"to_support"`
+		State     string  `db:"state"`
+	}
+	require.NoError(t, f.db.Select(&got, `SELECT txid, intent_id, to_support, state FROM chain_payments WHERE network = 'solana'`))
+	require.Len(t, got, 1)
+	require.Equal(t, paid.Sig, got[0].TxID)
+	require.Equal(t, in.ID, got[0].IntentID)
+	require.NotNil(t, got[0].ToSupport)
+	require.Equal(t, "not_watched", *got[0].ToSupport)
+	require.Empty(t, f.sig.take(), "never signalled")
+	es, err := f.db.ExceptionsOf(f.ctx, o)
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	require.Equal(t, domain.ExceptionNotWatched, es[0].Reason)
+	require.Equal(t, int64(1000), es[0].RemainingCents())
+}
+
+// seedOrderFor stores an unpaid order of the fixture's account (support's
+// queue rows name an order).
+func seedOrderFor(t *testing.T, f *fixture, account int64) string {
+	t.Helper()
+	ref := domain.NewRef(domain.OrderRefPrefix)
+	_, err := f.db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
+		duration_days, preset, lot_cents, total_cents, status, workflow_id)
+		VALUES ($1, $2, 'rtx-a5000', 1, 1, 1, 3, 'python', 1000, 1000, 'awaiting_payment', 'rental-' || $1)`, ref, account)
+	require.NoError(t, err)
+	return ref
 }

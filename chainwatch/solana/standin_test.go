@@ -42,6 +42,9 @@ const (
 	recTxDest     = `2b7iQq3PbWwWTotRSDFNXT9DauU418aCHK4jcAzETUem`
 	recTxLamports = `"lamports":1000000`
 	recTxSig      = `"5QMfuqThWSMMpLCRe3tk7qn7iSwWKfJV8EvD1ZPvyqAWa7Z2JftZ4rPq8YCxCwzSykX7dMkDB8RrovQMoL9ZZWKY"`
+	// recTxLastKey is the last of the recorded account keys (the memo
+	// program): a Solana Pay wallet adds the reference after it.
+	recTxLastKey = `{"pubkey":"MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr","signer":false,"source":"transaction","writable":false}]`
 
 	recSlotResult = `"result": 1234`
 	recSlotID     = `"id": 1 }`
@@ -81,9 +84,8 @@ type solTx struct {
 // the balances before and after (the recipient's running balance, the
 // sender's debit); and for a failed transaction meta.err and status. The
 // recorded transaction's other accounts, fee payer, memo, logs and second
-// signature stay as recorded. A Solana Pay wallet also adds the reference
-// key to the transfer's accounts; the stand-in finds transactions by
-// reference without writing it into the recorded accounts.
+// signature stay as recorded. As a Solana Pay wallet does, the reference
+// key is added after the recorded accounts (read-only, no lamports).
 type solanaStandIn struct {
 	t     testing.TB
 	srv   *httptest.Server
@@ -313,7 +315,15 @@ func (s *solanaStandIn) transaction(id, sig string) string {
 		out = s.replace(out, recTxErr, `"err":`+failure, 1)
 		out = s.replace(out, recTxStatus, `"status":{"Err":`+failure+`}`, 1)
 	}
-	out = s.replace(out, recTxPre, fmt.Sprintf(`"preBalances":[4421631439,%d,%d,1,521498880]`, senderPre, tx.pre), 1)
-	out = s.replace(out, recTxPost, fmt.Sprintf(`"postBalances":[4421621439,8257455,%d,1,521498880]`, post), 1)
+	// The reference, as a Solana Pay wallet adds it: a read-only account
+	// of the transfer, with no lamports.
+	refBalance := ""
+	if tx.Ref != "" {
+		out = s.replace(out, recTxLastKey, strings.TrimSuffix(recTxLastKey, "]")+
+			`,{"pubkey":"`+tx.Ref+`","signer":false,"source":"transaction","writable":false}]`, 1)
+		refBalance = ",0"
+	}
+	out = s.replace(out, recTxPre, fmt.Sprintf(`"preBalances":[4421631439,%d,%d,1,521498880%s]`, senderPre, tx.pre, refBalance), 1)
+	out = s.replace(out, recTxPost, fmt.Sprintf(`"postBalances":[4421621439,8257455,%d,1,521498880%s]`, post, refBalance), 1)
 	return s.replace(out, recID, `"id":`+id+`}`, 1)
 }
