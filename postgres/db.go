@@ -20,8 +20,9 @@ import (
 // DB wraps the connection pool. All stores hang off it.
 type DB struct {
 	*sqlx.DB
-	URL   string
-	stmts stmtCache
+	URL       string
+	stmts     stmtCache
+	timelines timelineCache
 }
 
 // Open connects to PostgreSQL and checks the connection.

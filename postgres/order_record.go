@@ -51,18 +51,73 @@ func (db *DB) getPrepared(ctx context.Context, dest any, query string, args ...a
 	return st.GetContext(ctx, dest, args...)
 }
 
+// timelineCache keeps, per order, the timeline last read with its size and
+// newest event id. Timelines only grow (events are never changed or
+// deleted, and ids are unique), so the same size and newest id mean the
+// same events: the statement then sends no timeline and nothing is decoded
+// again. An event committed late with a smaller id changes the size.
+type timelineCache struct {
+	mu sync.Mutex
+	m  map[string]cachedTimeline
+}
+
+type cachedTimeline struct {
+	n, maxID int64
+	events   []domain.TimelineEvent // shared: never changed in place
+}
+
+// timelineCacheSize bounds the cache (about 5 kB per active order).
+const timelineCacheSize = 20_000
+
+// key is what the statement compares: (-1, -1) when nothing is cached.
+func (c *timelineCache) key(ref string) (n, maxID int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.m[ref]; ok {
+		return t.n, t.maxID
+	}
+	return -1, -1
+}
+
+func (c *timelineCache) get(ref string, n, maxID int64) ([]domain.TimelineEvent, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.m[ref]
+	if !ok || t.n != n || t.maxID != maxID {
+		return nil, false
+	}
+	return t.events, true
+}
+
+func (c *timelineCache) put(ref string, t cachedTimeline) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]cachedTimeline{}
+	}
+	if _, ok := c.m[ref]; !ok && len(c.m) >= timelineCacheSize {
+		for k := range c.m { // full: one entry makes room
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[ref] = t
+}
+
 // ownerOrderSelect reads the order selected by the condition on orders
-// where with everything its owner sees, in one statement: the timeline,
-// the payment requests with their claims, the payments seen for them (not
-// reverted) with their confirmations, and the access row. The parts come
-// as JSON documents whose keys are the column names (orderRecordRow
-// decodes them).
-func ownerOrderSelect(where string) string {
+// where with everything its owner sees, in one statement: the timeline
+// (unless its size and newest event id are the cached ones, the last two
+// parameters), the payment requests with their claims, the payments seen
+// for them (not reverted) with their confirmations, and the access row.
+// The parts come as JSON documents whose keys are the column names
+// (orderRecordRow decodes them).
+func ownerOrderSelect(where, cachedN, cachedMax string) string {
 	return `
-	SELECT o.*,
-		COALESCE((SELECT json_agg(json_build_object('id', t.id, 'kind', t.kind, 'message', t.message,
+	SELECT o.*, tl.timeline_n, tl.timeline_max,
+		CASE WHEN tl.timeline_n = ` + cachedN + ` AND tl.timeline_max = ` + cachedMax + ` THEN NULL
+		ELSE COALESCE((SELECT json_agg(json_build_object('id', t.id, 'kind', t.kind, 'message', t.message,
 				'data', t.data, 'at', t.at) ORDER BY t.id)
-			FROM timeline_events t WHERE t.ref = o.ref), '[]') AS timeline_json,
+			FROM timeline_events t WHERE t.ref = o.ref), '[]') END AS timeline_json,
 		COALESCE((SELECT json_agg(json_build_object('id', i.id, 'target_kind', i.target_kind, 'target_ref', i.target_ref,
 				'account_id', i.account_id, 'asset', i.asset, 'network', i.network, 'decimals', i.decimals,
 				'amount_base', i.amount_base::text, 'usd_cents', i.usd_cents, 'rate', i.rate::text,
@@ -87,11 +142,14 @@ func ownerOrderSelect(where string) string {
 				'created_at', a.created_at, 'revoked_at', a.revoked_at,
 				'has_key', a.private_key IS NOT NULL, 'jupyter_token', a.jupyter_token, 'now', now())
 			FROM order_access a WHERE a.order_ref = o.ref) AS access_json
-	FROM (SELECT ` + orderColumnList + ` FROM orders WHERE ` + where + `) o`
+	FROM (SELECT ` + orderColumnList + ` FROM orders WHERE ` + where + `) o
+	CROSS JOIN LATERAL (SELECT count(*) AS timeline_n, COALESCE(max(t.id), 0) AS timeline_max
+		FROM timeline_events t WHERE t.ref = o.ref) tl`
 }
 
-// ownerOrderSQL reads the order $1 of the account $2.
-var ownerOrderSQL = ownerOrderSelect(`ref = $1 AND account_id = $2`)
+// ownerOrderSQL reads the order $1 of the account $2 (cached timeline: $3
+// events, newest $4).
+var ownerOrderSQL = ownerOrderSelect(`ref = $1 AND account_id = $2`, `$3`, `$4`)
 
 // sessionOrderSQL reads the account and CSRF token of the unexpired
 // session $1 (as SessionAccount) and that account's order $2, in one
@@ -100,16 +158,18 @@ var sessionOrderSQL = `
 	SELECT a.id AS session_account_id, a.first_name, a.last_name, a.email, a.created_at AS account_created_at,
 		s.csrf_token, v.*
 	FROM sessions s JOIN accounts a ON a.id = s.account_id
-	CROSS JOIN LATERAL (` + ownerOrderSelect(`ref = $2 AND account_id = a.id`) + `) v
+	CROSS JOIN LATERAL (` + ownerOrderSelect(`ref = $2 AND account_id = a.id`, `$3`, `$4`) + `) v
 	WHERE s.token_hash = $1 AND s.expires_at > now()`
 
 // orderRecordRow is one row of ownerOrderSQL.
 type orderRecordRow struct {
 	domain.Order
-	Timeline json.RawMessage `db:"timeline_json"`
-	Intents  json.RawMessage `db:"intents_json"`
-	Payments json.RawMessage `db:"payments_json"`
-	Access   []byte          `db:"access_json"`
+	TimelineN   int64           `db:"timeline_n"`
+	TimelineMax int64           `db:"timeline_max"`
+	Timeline    []byte          `db:"timeline_json"` // NULL: the cached one
+	Intents     json.RawMessage `db:"intents_json"`
+	Payments    json.RawMessage `db:"payments_json"`
+	Access      []byte          `db:"access_json"`
 }
 
 type timelineJSON struct {
@@ -190,34 +250,75 @@ func (a accessJSON) access() domain.Access {
 // ownerOrder runs ownerOrderSQL and decodes its parts; the access row is
 // returned apart (nil while there is none), its secrets still sealed.
 func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, *accessJSON, error) {
-	var row orderRecordRow
-	if err := db.getPrepared(ctx, &row, ownerOrderSQL, ref, accountID); err != nil {
-		return domain.OrderRecord{}, nil, fmt.Errorf("order %s: %w", ref, notFound(err))
-	}
-	return row.decode(ref)
+	return withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
+		var row orderRecordRow
+		err := db.getPrepared(ctx, &row, ownerOrderSQL, ref, accountID, n, maxID)
+		return &row, err
+	})
 }
 
-// decode turns the row's JSON parts into the record.
-func (row orderRecordRow) decode(ref string) (domain.OrderRecord, *accessJSON, error) {
-	rec := domain.OrderRecord{Order: row.Order, Payments: map[string][]domain.IntentPayment{}}
+// withCachedTimeline runs read (an owner statement) with the cached
+// timeline's key and decodes its row, the cached timeline standing in when
+// the statement sent none. An entry dropped meanwhile makes it read again
+// without.
+func withCachedTimeline[R interface{ record() *orderRecordRow }](db *DB, ref string,
+	read func(n, maxID int64) (R, error)) (domain.OrderRecord, *accessJSON, error) {
+	n, maxID := db.timelines.key(ref)
+	for {
+		row, err := read(n, maxID)
+		if err != nil {
+			return domain.OrderRecord{}, nil, fmt.Errorf("order %s: %w", ref, notFound(err))
+		}
+		r := row.record()
+		if r.Timeline == nil {
+			events, ok := db.timelines.get(ref, r.TimelineN, r.TimelineMax)
+			if !ok {
+				n, maxID = -1, -1
+				continue
+			}
+			return r.decode(ref, events)
+		}
+		rec, a, err := r.decode(ref, nil)
+		if err == nil {
+			db.timelines.put(ref, cachedTimeline{n: r.TimelineN, maxID: r.TimelineMax, events: rec.Timeline})
+		}
+		return rec, a, err
+	}
+}
+
+func (row *orderRecordRow) record() *orderRecordRow { return row }
+
+// decode turns the row's JSON parts into the record; cached is the
+// timeline when the row carries none.
+func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (domain.OrderRecord, *accessJSON, error) {
+	rec := domain.OrderRecord{Order: row.Order, Payments: map[string][]domain.IntentPayment{}, Timeline: cached}
 	var (
 		events   []timelineJSON
 		intents  []intentJSON
 		payments []paymentJSON
 	)
-	for _, part := range []struct {
+	parts := []struct {
 		raw  []byte
 		into any
-	}{{row.Timeline, &events}, {row.Intents, &intents}, {row.Payments, &payments}} {
+	}{{row.Intents, &intents}, {row.Payments, &payments}}
+	if cached == nil {
+		parts = append(parts, struct {
+			raw  []byte
+			into any
+		}{row.Timeline, &events})
+	}
+	for _, part := range parts {
 		if err := json.Unmarshal(part.raw, part.into); err != nil {
 			return domain.OrderRecord{}, nil, fmt.Errorf("order %s: decode: %w", ref, err)
 		}
 	}
-	rec.Timeline = make([]domain.TimelineEvent, len(events))
-	for i, e := range events {
-		rec.Timeline[i] = domain.TimelineEvent{ID: e.ID, Ref: ref, Kind: e.Kind, Message: e.Message, At: e.At}
-		if len(e.Data) > 0 && string(e.Data) != "null" {
-			rec.Timeline[i].Data = e.Data
+	if cached == nil {
+		rec.Timeline = make([]domain.TimelineEvent, len(events))
+		for i, e := range events {
+			rec.Timeline[i] = domain.TimelineEvent{ID: e.ID, Ref: ref, Kind: e.Kind, Message: e.Message, At: e.At}
+			if len(e.Data) > 0 && string(e.Data) != "null" {
+				rec.Timeline[i].Data = e.Data
+			}
 		}
 	}
 	rec.Intents = make([]domain.Intent, len(intents))
@@ -316,25 +417,29 @@ func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) 
 
 func sessionOrder(ctx context.Context, db *DB, tokenHash []byte, ref string,
 	withAccess func(domain.OrderRecord, *accessJSON) (domain.OrderRecord, error)) (domain.SessionOrder, error) {
-	var row struct {
-		AccountID        int64     `db:"session_account_id"`
-		FirstName        string    `db:"first_name"`
-		LastName         string    `db:"last_name"`
-		Email            string    `db:"email"`
-		AccountCreatedAt time.Time `db:"account_created_at"`
-		CSRFToken        string    `db:"csrf_token"`
-		orderRecordRow
-	}
-	if err := db.getPrepared(ctx, &row, sessionOrderSQL, tokenHash, ref); err != nil {
-		return domain.SessionOrder{}, fmt.Errorf("session order %s: %w", ref, notFound(err))
-	}
-	rec, a, err := row.decode(ref)
+	var row sessionOrderRow
+	rec, a, err := withCachedTimeline(db, ref, func(n, maxID int64) (*sessionOrderRow, error) {
+		row = sessionOrderRow{}
+		err := db.getPrepared(ctx, &row, sessionOrderSQL, tokenHash, ref, n, maxID)
+		return &row, err
+	})
 	if err != nil {
-		return domain.SessionOrder{}, err
+		return domain.SessionOrder{}, fmt.Errorf("session %w", err)
 	}
 	if rec, err = withAccess(rec, a); err != nil {
 		return domain.SessionOrder{}, err
 	}
 	return domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,
 		FirstName: row.FirstName, LastName: row.LastName, Email: row.Email, CreatedAt: row.AccountCreatedAt}}, nil
+}
+
+// sessionOrderRow is one row of sessionOrderSQL.
+type sessionOrderRow struct {
+	AccountID        int64     `db:"session_account_id"`
+	FirstName        string    `db:"first_name"`
+	LastName         string    `db:"last_name"`
+	Email            string    `db:"email"`
+	AccountCreatedAt time.Time `db:"account_created_at"`
+	CSRFToken        string    `db:"csrf_token"`
+	orderRecordRow
 }
