@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"strings"
 	"time"
 
@@ -473,7 +474,7 @@ func revertToSupport(ctx context.Context, tx *sqlx.Tx, network string, height in
 		pk := domain.PaymentKey(network, r.TxID, r.Index)
 		if _, err := insertEvent(ctx, tx, r.TargetRef, domain.KeyToSupportReverted(pk, r.Reversals+1), domain.EventPaymentReverted,
 			fmt.Sprintf("Un paiement transmis au support (%s %s) a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
-				r.AmountBase, r.Asset, network),
+				r.amount(), r.Asset, network),
 			map[string]any{"network": network, "txid": r.TxID, "index": r.Index, "asset": r.Asset,
 				"amount_base_units": r.AmountBase, "after_confirmation": true}, time.Now()); err != nil {
 			return err
@@ -521,6 +522,16 @@ type asidePayment struct {
 	TargetRef   string `db:"target_ref"`
 	AccountID   int64  `db:"account_id"`
 	Reversals   int    `db:"reversals"`
+	Decimals    int32  `db:"decimals"`
+}
+
+// amount is the payment in the asset's units (base units if unreadable).
+func (p asidePayment) amount() string {
+	base, ok := new(big.Int).SetString(p.AmountBase, 10)
+	if !ok {
+		return p.AmountBase
+	}
+	return domain.FormatUnits(base, p.Decimals)
 }
 
 // asidePayments lists the payments put aside for support matching where
@@ -529,7 +540,7 @@ func asidePayments(ctx context.Context, tx *sqlx.Tx, where string, args ...any) 
 	var rows []asidePayment
 	if err := tx.SelectContext(ctx, &rows, `
 		SELECT p.txid, p.output_index, p.asset, p.amount_base::text AS amount_base, p.amount_cents, p.to_support,
-			i.target_kind, i.target_ref, i.account_id, p.reversals
+			i.target_kind, i.target_ref, i.account_id, p.reversals, i.decimals
 		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
 		WHERE p.to_support IS NOT NULL AND `+where+`
 		ORDER BY p.txid, p.output_index`, args...); err != nil {
