@@ -361,12 +361,20 @@ func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
 			return nil
 		}
 	}
+	var in struct {
+		AccountID int64 `db:"account_id"`
+		Decimals  int32 `db:"decimals"`
+	}
+	if err := tx.GetContext(ctx, &in, `SELECT account_id, decimals FROM payment_intents WHERE id = $1`, p.IntentID); err != nil {
+		return fmt.Errorf("intent %s: %w", p.IntentID, err)
+	}
+	amount := inUnits(p.AmountBase, in.Decimals)
 	state := map[string]string{"seen": "détecté", "confirmed": "confirmé"}[p.State]
-	msg := fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.", state, p.AmountBase, p.Asset)
+	msg := fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.", state, amount, p.Asset)
 	switch p.State {
 	case "reverted":
 		msg = fmt.Sprintf("Un paiement confirmé (%s %s) a été annulé par une réorganisation du réseau alors que le dossier est clos : le support est prévenu.",
-			p.AmountBase, p.Asset)
+			amount, p.Asset)
 	case "confirmed":
 		msg = fmt.Sprintf("Paiement confirmé (%s USD) reçu alors que le dossier est clos : il est transmis au support, qui vous le remboursera sur votre solde.",
 			domain.FormatUSD(p.AmountCents))
@@ -377,11 +385,7 @@ func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
 	if err != nil || !fresh || p.State != "confirmed" || p.AmountCents <= 0 {
 		return err
 	}
-	var accountID int64
-	if err := tx.GetContext(ctx, &accountID, `SELECT account_id FROM payment_intents WHERE id = $1`, p.IntentID); err != nil {
-		return fmt.Errorf("intent %s: %w", p.IntentID, err)
-	}
-	return applyMoney(ctx, tx, moneyChange{kind: p.TargetKind, ref: p.TargetRef, accountID: accountID,
+	return applyMoney(ctx, tx, moneyChange{kind: p.TargetKind, ref: p.TargetRef, accountID: in.AccountID,
 		exceptions: []domain.NewException{{Reason: domain.ExceptionAfterClose, PaymentKey: pk, Network: p.Network,
 			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents}}})
 }
@@ -474,7 +478,7 @@ func revertToSupport(ctx context.Context, tx *sqlx.Tx, network string, height in
 		pk := domain.PaymentKey(network, r.TxID, r.Index)
 		if _, err := insertEvent(ctx, tx, r.TargetRef, domain.KeyToSupportReverted(pk, r.Reversals+1), domain.EventPaymentReverted,
 			fmt.Sprintf("Un paiement transmis au support (%s %s) a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
-				r.amount(), r.Asset, network),
+				inUnits(r.AmountBase, r.Decimals), r.Asset, network),
 			map[string]any{"network": network, "txid": r.TxID, "index": r.Index, "asset": r.Asset,
 				"amount_base_units": r.AmountBase, "after_confirmation": true}, time.Now()); err != nil {
 			return err
@@ -525,13 +529,14 @@ type asidePayment struct {
 	Decimals    int32  `db:"decimals"`
 }
 
-// amount is the payment in the asset's units (base units if unreadable).
-func (p asidePayment) amount() string {
-	base, ok := new(big.Int).SetString(p.AmountBase, 10)
+// inUnits is an amount of base units (decimal) in the asset's units, for
+// customers' eyes (as it is if unreadable).
+func inUnits(base string, decimals int32) string {
+	n, ok := new(big.Int).SetString(base, 10)
 	if !ok {
-		return p.AmountBase
+		return base
 	}
-	return domain.FormatUnits(base, p.Decimals)
+	return domain.FormatUnits(n, decimals)
 }
 
 // asidePayments lists the payments put aside for support matching where
