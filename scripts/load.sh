@@ -79,6 +79,6 @@ for total in ${STEPS//,/ }; do
 done
 if [ "${KDLOAD_API:-1}" = 1 ]; then
 	echo "## API at rising concurrency"
-	"$OUT/kdload" api "${FLAGS[@]}" -c "$API_LEVELS" -d "${KDLOAD_API_DURATION:-10s}"
+	"$OUT/kdload" api "${FLAGS[@]}" -c "$API_LEVELS" -d "${KDLOAD_API_DURATION:-10s}" -rate "${KDLOAD_API_RATE:-1000}"
 	echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi

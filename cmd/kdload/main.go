@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&a.levels, "c", "1,4,16,64", "concurrency levels")
 		fs.DurationVar(&a.each, "d", 10*time.Second, "duration of each measurement (at most 60s)")
 		fs.IntVar(&a.rate, "rate", 1000, "then GET an order at this fixed rate (0: skip)")
+		fs.DurationVar(&a.warmup, "warmup", 2*time.Second, "at the fixed rate first, reported apart (0: none)")
 		if err = fs.Parse(args[1:]); err != nil {
 			return 2
 		}
