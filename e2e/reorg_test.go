@@ -101,6 +101,54 @@ func TestRevertAfterConfirmationBeforeProvisioning(t *testing.T) {
 	replayHistory(t, e.tc, wid, "rental_reverted_before_provisioning.json")
 }
 
+// TestRefundedPartialReversedThenMinedAgain: a partial payment support
+// refunded to the balance, then removed by a deep reorganisation. The
+// refund is the order's shortfall, flagged for support and not owed again
+// (the order still owes its total, not the total plus the refund); the
+// payment mined again backs the refund (the flag closes by itself) and the
+// rest pays the order. Recorded for the replay test (kernodeck-history v6).
+func TestRefundedPartialReversedThenMinedAgain(t *testing.T) {
+	e := newEnv(t)
+	acc := e.account("reorg-refund@example.com")
+	o := e.startOrder(acc, workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1})
+	wid := workflows.RentalWorkflowID(o.Ref)
+	p := btc("rr01", 1000, false)
+	e.paid(wid, p)
+	e.waitFor("partial counted", func() bool { return e.order(o.Ref).PaidCents == 1000 })
+	e.support("orders/"+o.Ref+"/refund", map[string]any{"amount_cents": 1000, "reason": "remboursement demandé"})
+	e.waitFor("partial refunded", func() bool { return e.order(o.Ref).RefundedCents == 1000 })
+
+	e.reverted(wid, &p)
+	e.waitFor("refund become shortfall", func() bool {
+		got := e.order(o.Ref)
+		return got.PaidCents == 0 && got.ShortfallCents == 1000 && got.Status == domain.StatusAwaitingPayment
+	})
+	xs := e.exceptionsOf(o.Ref)
+	if len(xs) != 1 || xs[0].Reason != domain.ExceptionReverted || xs[0].ShortfallCents != 1000 {
+		t.Fatalf("queue %+v: want one reverted flag with 1000 shortfall", xs)
+	}
+	e.moneyOf(o.Ref, 0, 0)
+
+	// Mined again: it backs the refund, nothing is queued or owed twice.
+	e.paid(wid, p)
+	e.waitFor("refund backed again", func() bool {
+		got := e.order(o.Ref)
+		return got.PaidCents == 1000 && got.ShortfallCents == 0
+	})
+	if xs := e.exceptionsOf(o.Ref); len(xs) != 1 || xs[0].Resolution != domain.ResolutionRemined || xs[0].ShortfallCents != 0 {
+		t.Fatalf("queue %+v: want the flag closed as remined", xs)
+	}
+	e.paid(wid, btc("rr02", o.TotalCents, false))
+	got := e.waitOrder(o.Ref, domain.StatusActive)
+	if got.PaidCents != 1000+o.TotalCents {
+		t.Fatalf("paid %d, want %d", got.PaidCents, 1000+o.TotalCents)
+	}
+	e.moneyOf(o.Ref, 1000+o.TotalCents, o.TotalCents)
+	e.support("orders/"+o.Ref+"/end-early", map[string]any{"reason": "fin du test"})
+	e.waitOrder(o.Ref, domain.StatusEnded)
+	replayHistory(t, e.tc, wid, "rental_refund_reverted_remined.json")
+}
+
 // TestRevertAfterConfirmationFlaggedForSupport: an overpaid order is
 // active, support refunded part of the excess; a deep reorganisation then
 // removes the payment. It is uncounted, the rest of the excess leaves the
