@@ -422,6 +422,10 @@ func (w *Watcher) matchAmount(ctx context.Context, shop string, s signatureInfo,
 		}
 	}
 	if match == nil {
+		// No request to queue it under: said in the log for support (a
+		// customer's exchange withdrawal of the wrong amount looks so).
+		w.Logger.Warn("solana payment to the shop matching no request", "signature", s.Signature,
+			"lamports", amount.String(), "slot", s.Slot, "address", shop)
 		return nil
 	}
 	w.Logger.Info("solana payment without reference matched by amount", "intent", match.ID, "signature", s.Signature)
