@@ -465,3 +465,28 @@ func seedOrderFor(t *testing.T, f *fixture, account int64) string {
 	require.NoError(t, err)
 	return ref
 }
+
+// A node without the finalized slot's block time (getBlockTime's "block
+// not available") does not stop the watcher: payments are read and
+// delivered as usual, and the checkpoint stays where it was (so no request
+// is dropped on a time the watcher does not know).
+func TestSOLNoBlockTimeKeepsReadingWithoutCheckpoint(t *testing.T) {
+	f := newFixture(t)
+	f.step()
+	_, before, ok, err := f.db.Checkpoint(f.ctx, Network)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	f.node.mu.Lock()
+	f.node.noBlockTime = true
+	f.node.mu.Unlock()
+	in := f.intent(tenUSD, 1000, time.Now().Add(time.Hour))
+	f.node.pay(*in.ReferenceKey, shop, tenUSD)
+	f.node.advance(48 * time.Hour)
+	f.step()
+	require.Len(t, f.sig.take(), 1, "read and delivered")
+	_, at, _, err := f.db.Checkpoint(f.ctx, Network)
+	require.NoError(t, err)
+	require.True(t, at.Equal(before), "checkpoint moved to %s without a block time", at)
+	require.Contains(t, f.w.intents, *in.ReferenceKey, "still watched")
+}

@@ -94,10 +94,13 @@ type solanaStandIn struct {
 	start time.Time
 	// clock is the chain's time: the block time of each slot that has a
 	// transaction or was reached by advance, in slot order.
-	clock    []slotTime
-	txs      []*solTx
-	balances map[string]int64
-	n        int
+	clock []slotTime
+	// noBlockTime: getBlockTime answers the node's "block not available"
+	// error (a node without the slot's time yet).
+	noBlockTime bool
+	txs         []*solTx
+	balances    map[string]int64
+	n           int
 }
 
 func newSolanaStandIn(t testing.TB, start time.Time) *solanaStandIn {
@@ -229,6 +232,11 @@ func (s *solanaStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		var slot int64
 		if len(req.Params) != 1 || json.Unmarshal(req.Params[0], &slot) != nil || slot > s.finalizedSlot() {
 			s.t.Errorf("solana stand-in: getBlockTime %s: want one finalized slot", req.Params)
+		}
+		if s.noBlockTime {
+			// The error shape of Solana's documentation for this method.
+			_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","error":{"code":-32004,"message":"Block not available for slot %d"},"id":%s}`, slot, id)
+			return
 		}
 		out := s.replace(recordedBlockTime, recBlockTimeResult, fmt.Sprintf(`"result": %d`, s.timeAt(slot).Unix()), 1)
 		_, _ = fmt.Fprint(w, s.replace(out, recSlotID, `"id": `+id+` }`, 1))
