@@ -46,6 +46,10 @@ const Network = "solana"
 // Asset is SOL, counted in lamports (1 SOL = 10^9 lamports).
 const Asset = "SOL"
 
+// maxClockLead is how far ahead of this machine's clock a block time is
+// believed: beyond it the node is wrong, and the checkpoint stays.
+const maxClockLead = time.Hour
+
 // Watcher follows the open Solana Pay requests.
 type Watcher struct {
 	// RPCURL is the node's JSON-RPC endpoint.
@@ -179,8 +183,13 @@ func (w *Watcher) Step(ctx context.Context) error {
 	// Without the slot's time (a node that has no block time for it yet)
 	// the step reads as usual and leaves the checkpoint where it is.
 	beforeTime, timed, err := w.rpc.blockTime(ctx, before)
-	if err != nil {
+	switch {
+	case err != nil:
 		w.Logger.Warn("solana block time unavailable: checkpoint not moved", "slot", before, "err", err)
+		timed = false
+	case timed && beforeTime.After(w.now().Add(maxClockLead)):
+		// A node answering garbage must not drop every request at once.
+		w.Logger.Warn("solana block time ahead of the clock: checkpoint not moved", "slot", before, "block_time", beforeTime)
 		timed = false
 	}
 	refs := make([]string, 0, len(w.intents))

@@ -466,6 +466,22 @@ func seedOrderFor(t *testing.T, f *fixture, account int64) string {
 	return ref
 }
 
+// A block time far ahead of the clock (a node answering garbage) moves no
+// checkpoint: no request is dropped on it.
+func TestSOLBlockTimeAheadOfTheClockIgnored(t *testing.T) {
+	f := newFixture(t)
+	in := f.intent(tenUSD, 1000, time.Now().Add(time.Hour))
+	f.step()
+	_, before, _, err := f.db.Checkpoint(f.ctx, Network)
+	require.NoError(t, err)
+	f.node.advance(10 * 365 * 24 * time.Hour)
+	f.step()
+	_, at, _, err := f.db.Checkpoint(f.ctx, Network)
+	require.NoError(t, err)
+	require.True(t, at.Equal(before), "checkpoint moved to %s", at)
+	require.Contains(t, f.w.intents, *in.ReferenceKey, "still watched")
+}
+
 // A node without the finalized slot's block time (getBlockTime's "block
 // not available") does not stop the watcher: payments are read and
 // delivered as usual, and the checkpoint stays where it was (so no request
