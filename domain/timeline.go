@@ -116,9 +116,8 @@ func KeyAfterClose(state, paymentKey string) string {
 }
 
 // KeyToSupport is a payment the watcher could not count (another asset,
-// after the request's watch window), put aside for support; n > 1: its
-// n-th generation, mined again after a reversal.
-func KeyToSupport(paymentKey string, n int) string { return nth("to-support:"+paymentKey, n) }
+// after the request's watch window), put aside for support.
+func KeyToSupport(paymentKey string) string { return "to-support:" + paymentKey }
 
 // KeyToSupportReverted is the n-th reversal after its confirmation of a
 // payment put aside for support.

@@ -289,7 +289,7 @@ func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p domain.Ch
 	if toSupport == "not_watched" {
 		msg = "Paiement reçu à l'adresse d'une demande de paiement qui n'est plus surveillée : il est transmis au support."
 	}
-	_, err = insertEvent(ctx, tx, in.TargetRef, domain.KeyToSupport(domain.PaymentKey(network, p.TxID, p.Index), 1),
+	_, err = insertEvent(ctx, tx, in.TargetRef, domain.KeyToSupport(domain.PaymentKey(network, p.TxID, p.Index)),
 		"payment_to_support", msg, map[string]any{"network": network, "txid": p.TxID, "index": p.Index,
 			"asset": p.Asset, "amount_base_units": p.Amount.String(), "intent_id": in.ID, "reason": toSupport}, at)
 	return err

@@ -261,58 +261,54 @@ func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (doma
 // timeline's key and decodes its row, the cached timeline standing in when
 // the statement sent none. An entry dropped meanwhile makes it read again
 // without.
-func withCachedTimeline[R interface{ record() *orderRecordRow }](db *DB, ref string,
-	read func(n, maxID int64) (R, error)) (domain.OrderRecord, *accessJSON, error) {
+func withCachedTimeline(db *DB, ref string, read func(n, maxID int64) (*orderRecordRow, error)) (domain.OrderRecord, *accessJSON, error) {
 	n, maxID := db.timelines.key(ref)
 	for {
 		row, err := read(n, maxID)
 		if err != nil {
 			return domain.OrderRecord{}, nil, fmt.Errorf("order %s: %w", ref, notFound(err))
 		}
-		r := row.record()
-		if r.Timeline == nil {
-			events, ok := db.timelines.get(ref, r.TimelineN, r.TimelineMax)
+		if row.Timeline == nil {
+			events, ok := db.timelines.get(ref, row.TimelineN, row.TimelineMax)
 			if !ok {
 				n, maxID = -1, -1
 				continue
 			}
-			return r.decode(ref, events)
+			return row.decode(ref, events)
 		}
-		rec, a, err := r.decode(ref, nil)
+		rec, a, err := row.decode(ref, nil)
 		if err == nil {
-			db.timelines.put(ref, cachedTimeline{n: r.TimelineN, maxID: r.TimelineMax, events: rec.Timeline})
+			db.timelines.put(ref, cachedTimeline{n: row.TimelineN, maxID: row.TimelineMax, events: rec.Timeline})
 		}
 		return rec, a, err
 	}
 }
-
-func (row *orderRecordRow) record() *orderRecordRow { return row }
 
 // decode turns the row's JSON parts into the record; cached is the
 // timeline when the row carries none.
 func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (domain.OrderRecord, *accessJSON, error) {
 	rec := domain.OrderRecord{Order: row.Order, Payments: map[string][]domain.IntentPayment{}, Timeline: cached}
 	var (
-		events   []timelineJSON
 		intents  []intentJSON
 		payments []paymentJSON
 	)
-	parts := []struct {
-		raw  []byte
-		into any
-	}{{row.Intents, &intents}, {row.Payments, &payments}}
-	if cached == nil {
-		parts = append(parts, struct {
-			raw  []byte
-			into any
-		}{row.Timeline, &events})
-	}
-	for _, part := range parts {
-		if err := json.Unmarshal(part.raw, part.into); err != nil {
-			return domain.OrderRecord{}, nil, fmt.Errorf("order %s: decode: %w", ref, err)
+	decode := func(raw []byte, into any) error {
+		if err := json.Unmarshal(raw, into); err != nil {
+			return fmt.Errorf("order %s: decode: %w", ref, err)
 		}
+		return nil
+	}
+	if err := decode(row.Intents, &intents); err != nil {
+		return domain.OrderRecord{}, nil, err
+	}
+	if err := decode(row.Payments, &payments); err != nil {
+		return domain.OrderRecord{}, nil, err
 	}
 	if cached == nil {
+		var events []timelineJSON
+		if err := decode(row.Timeline, &events); err != nil {
+			return domain.OrderRecord{}, nil, err
+		}
 		rec.Timeline = make([]domain.TimelineEvent, len(events))
 		for i, e := range events {
 			rec.Timeline[i] = domain.TimelineEvent{ID: e.ID, Ref: ref, Kind: e.Kind, Message: e.Message, At: e.At}
@@ -418,10 +414,10 @@ func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) 
 func sessionOrder(ctx context.Context, db *DB, tokenHash []byte, ref string,
 	withAccess func(domain.OrderRecord, *accessJSON) (domain.OrderRecord, error)) (domain.SessionOrder, error) {
 	var row sessionOrderRow
-	rec, a, err := withCachedTimeline(db, ref, func(n, maxID int64) (*sessionOrderRow, error) {
+	rec, a, err := withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
 		row = sessionOrderRow{}
 		err := db.getPrepared(ctx, &row, sessionOrderSQL, tokenHash, ref, n, maxID)
-		return &row, err
+		return &row.orderRecordRow, err
 	})
 	if err != nil {
 		return domain.SessionOrder{}, fmt.Errorf("session %w", err)
