@@ -1,13 +1,11 @@
 package postgres_test
 
 import (
-	"context"
 	"math/big"
 	"testing"
 	"time"
 
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/postgres/pgtest"
 )
 
 // A payment dropped from the mempool and mined after all while the
@@ -16,13 +14,7 @@ import (
 // match on the state alone, and the payment stayed "seen" as first
 // delivered, the workflow having dropped it).
 func TestNewerStateSentAfterAnOlderOneIsAcknowledged(t *testing.T) {
-	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	acc := seedAccount(t, db, "states@example.com")
-	seedIntent(t, db, "PI-STATES", seedOrder(t, db, acc, 1), acc, "bc1qstates", 905)
-	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
-		t.Fatalf("lease %v %v", ok, err)
-	}
+	ctx, db, _, _ := leasedIntent(t, "states@example.com", "PI-STATES", "bc1qstates", 905)
 	seen := chainwatch.Seen{TxID: "rbf2", Asset: "BTC", Address: "bc1qstates", Amount: big.NewInt(36262)}
 	pending := func() []chainwatch.Pending {
 		t.Helper()

@@ -133,6 +133,22 @@ func seedIntent(t *testing.T, db *postgres.DB, id, ref string, acc int64, addres
 	}
 }
 
+// leasedIntent seeds an account, its order and the order's bitcoin request
+// (seedIntent), and takes bitcoin's lease as "w", as a watcher holds it
+// for the store's chain writes.
+func leasedIntent(t *testing.T, email, intentID, address string, index int) (context.Context, *postgres.DB, int64, string) {
+	t.Helper()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, email)
+	ref := seedOrder(t, db, acc, 1)
+	seedIntent(t, db, intentID, ref, acc, address, index)
+	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
+		t.Fatalf("lease %v %v", ok, err)
+	}
+	return ctx, db, acc, ref
+}
+
 // The store the chain watchers need (postgres itself imports domain only).
 var _ chainwatch.Store = (*postgres.DB)(nil)
 
@@ -150,14 +166,7 @@ func (closedSignaler) SignalDust(context.Context, chainwatch.DustPending) error 
 // (it used to stay in chain_payments, queued by nobody), once, at its
 // running total.
 func TestDustAfterCloseQueued(t *testing.T) {
-	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	acc := seedAccount(t, db, "dust@example.com")
-	ref := seedOrder(t, db, acc, 1)
-	seedIntent(t, db, "PI-DUST", ref, acc, "bc1qdust", 902)
-	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
-		t.Fatalf("lease %v %v", ok, err)
-	}
+	ctx, db, _, ref := leasedIntent(t, "dust@example.com", "PI-DUST", "bc1qdust", 902)
 	for i, amount := range []int64{400, 500} {
 		h := int64(10 + i)
 		seen := chainwatch.Seen{TxID: "dust1", Index: int64(i), Asset: "BTC", Address: "bc1qdust", Amount: big.NewInt(amount),
@@ -185,13 +194,7 @@ func TestDustAfterCloseQueued(t *testing.T) {
 // summary (the rewind used to fail on the summary's check, stopping the
 // watcher at every such reorganisation).
 func TestRewindOfConfirmedDust(t *testing.T) {
-	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	acc := seedAccount(t, db, "rewind@example.com")
-	seedIntent(t, db, "PI-REWIND", seedOrder(t, db, acc, 1), acc, "bc1qrewind", 903)
-	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
-		t.Fatalf("lease %v %v", ok, err)
-	}
+	ctx, db, _, _ := leasedIntent(t, "rewind@example.com", "PI-REWIND", "bc1qrewind", 903)
 	seen := chainwatch.Seen{TxID: "dust2", Asset: "BTC", Address: "bc1qrewind", Amount: big.NewInt(700),
 		Dust: true, BlockHeight: 20, BlockHash: "h20", BlockTime: time.Now()}
 	if err := db.RecordBlock(ctx, "bitcoin", "w", 20, "h20", []chainwatch.Seen{seen}); err != nil {
@@ -215,14 +218,7 @@ func TestRewindOfConfirmedDust(t *testing.T) {
 // stayed refundable for money the chain no longer held; invariant seed
 // 173). Mined again, the row is queued as it was and the flag closes.
 func TestPaymentToSupportReversedThenMinedAgain(t *testing.T) {
-	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	acc := seedAccount(t, db, "aside@example.com")
-	ref := seedOrder(t, db, acc, 1)
-	seedIntent(t, db, "PI-ASIDE", ref, acc, "bc1qaside", 904)
-	if ok, err := db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
-		t.Fatalf("lease %v %v", ok, err)
-	}
+	ctx, db, acc, ref := leasedIntent(t, "aside@example.com", "PI-ASIDE", "bc1qaside", 904)
 	mine := func() {
 		t.Helper()
 		seen := chainwatch.Seen{TxID: "aside1", Asset: "BTC", Address: "bc1qaside", Amount: big.NewInt(36262),
