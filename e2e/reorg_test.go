@@ -32,6 +32,18 @@ func (e *env) lastEvent(ref, kind string) string {
 	return msg[0]
 }
 
+// partlyPaidOrder starts a new customer's order and counts a confirmed
+// payment of 10 USD (txid) toward it.
+func (e *env) partlyPaidOrder(email, txid string) (domain.Order, string, workflows.PaymentEvent) {
+	e.t.Helper()
+	o := e.startOrder(e.account(email), workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1})
+	wid := workflows.RentalWorkflowID(o.Ref)
+	p := btc(txid, 1000, false)
+	e.paid(wid, p)
+	e.waitFor("partial counted", func() bool { return e.order(o.Ref).PaidCents == 1000 })
+	return o, wid, p
+}
+
 // exceptionsOf reads every queued row of ref (open or not) from the store.
 func (e *env) exceptionsOf(ref string) []domain.Exception {
 	e.t.Helper()
@@ -67,12 +79,7 @@ func (e *env) moneyOf(ref string, received, counted int64) {
 // transaction mined again counts once; the rest pays the order.
 func TestRevertAfterConfirmationBeforeProvisioning(t *testing.T) {
 	e := newEnv(t)
-	acc := e.account("reorg-before@example.com")
-	o := e.startOrder(acc, workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1})
-	wid := workflows.RentalWorkflowID(o.Ref)
-	p := btc("re01", 1000, false)
-	e.paid(wid, p)
-	e.waitFor("partial counted", func() bool { return e.order(o.Ref).PaidCents == 1000 })
+	o, wid, p := e.partlyPaidOrder("reorg-before@example.com", "re01")
 
 	e.reverted(wid, &p)
 	e.waitFor("payment uncounted", func() bool {
@@ -109,12 +116,7 @@ func TestRevertAfterConfirmationBeforeProvisioning(t *testing.T) {
 // rest pays the order. Recorded for the replay test (kernodeck-history v6).
 func TestRefundedPartialReversedThenMinedAgain(t *testing.T) {
 	e := newEnv(t)
-	acc := e.account("reorg-refund@example.com")
-	o := e.startOrder(acc, workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1})
-	wid := workflows.RentalWorkflowID(o.Ref)
-	p := btc("rr01", 1000, false)
-	e.paid(wid, p)
-	e.waitFor("partial counted", func() bool { return e.order(o.Ref).PaidCents == 1000 })
+	o, wid, p := e.partlyPaidOrder("reorg-refund@example.com", "rr01")
 	e.support("orders/"+o.Ref+"/refund", map[string]any{"amount_cents": 1000, "reason": "remboursement demandé"})
 	e.waitFor("partial refunded", func() bool { return e.order(o.Ref).RefundedCents == 1000 })
 
