@@ -68,7 +68,8 @@ type CreateIntentInput struct {
 // CapacityHolder holds capacity for an order before money is asked for it
 // (postgres.Capacity): refused with no_capacity when nothing is free.
 type CapacityHolder interface {
-	HoldCapacity(ctx context.Context, orderRef string, until time.Time) error
+	HoldCapacity(ctx context.Context, orderRef string, until time.Time) (taken bool, err error)
+	ReleaseHold(ctx context.Context, orderRef string) error
 }
 
 // capacityHoldFirst is how long a hold lasts before the payment request it
@@ -151,7 +152,8 @@ const (
 // error keeping its code and message; other errors stay retryable.
 func domainToApplication(err error) error {
 	var de *domain.Error
-	if errors.As(err, &de) && de.Code != domain.ECodeUnavailable && de.Code != domain.ECodeInternal {
+	if refused(err) {
+		errors.As(err, &de)
 		return temporal.NewNonRetryableApplicationError(de.Message, de.Code, nil)
 	}
 	return err
@@ -176,12 +178,42 @@ func (a *Activities) LoadException(ctx context.Context, id int64) (domain.Except
 
 // PayOrderFromBalance debits the balance and settles the order atomically.
 func (a *Activities) PayOrderFromBalance(ctx context.Context, in PayFromBalanceInput) error {
+	taken := false
 	if a.Capacity != nil {
-		if err := a.Capacity.HoldCapacity(ctx, in.OrderRef, time.Now().Add(capacityHoldFirst)); err != nil {
+		var err error
+		if taken, err = a.Capacity.HoldCapacity(ctx, in.OrderRef, time.Now().Add(capacityHoldFirst)); err != nil {
 			return domainToApplication(err)
 		}
 	}
-	return domainToApplication(a.Store.PayOrderFromBalance(ctx, in))
+	err := a.Store.PayOrderFromBalance(ctx, in)
+	a.releaseRefusedHold(ctx, in.OrderRef, taken, err)
+	return domainToApplication(err)
+}
+
+// releaseRefusedHold gives back a hold this activity took when its payment
+// was refused (a domain error: nothing was written), so the capacity is not
+// kept from others for a payment that will not come.
+func (a *Activities) releaseRefusedHold(ctx context.Context, orderRef string, taken bool, err error) {
+	if !taken || !refused(err) {
+		return
+	}
+	if rerr := a.Capacity.ReleaseHold(ctx, orderRef); rerr != nil {
+		// The hold lapses at its deadline anyway.
+		a.logger().Warn("release hold after a refused payment", "order", orderRef, "err", rerr)
+	}
+}
+
+func (a *Activities) logger() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// refused says err is a domain refusal, as domainToApplication judges it.
+func refused(err error) bool {
+	var de *domain.Error
+	return errors.As(err, &de) && de.Code != domain.ECodeUnavailable && de.Code != domain.ECodeInternal
 }
 
 // CreditTopUp credits a confirmed top-up, once.
@@ -241,15 +273,20 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 			"Le paiement en crypto n'est pas configuré sur ce serveur.", domain.ECodeMethodUnavailable, nil)
 	}
 	order := in.TargetKind == "order" && a.Capacity != nil
+	taken := false
 	if order {
-		if err := a.Capacity.HoldCapacity(ctx, in.TargetRef, time.Now().Add(capacityHoldFirst)); err != nil {
+		var err error
+		if taken, err = a.Capacity.HoldCapacity(ctx, in.TargetRef, time.Now().Add(capacityHoldFirst)); err != nil {
 			return domain.Intent{}, domainToApplication(err)
 		}
 	}
 	it, err := a.Payments.CreateIntent(ctx, in)
+	if order {
+		a.releaseRefusedHold(ctx, in.TargetRef, taken, err)
+	}
 	if err == nil && order {
 		// Held as long as the request can be paid.
-		err = a.Capacity.HoldCapacity(ctx, in.TargetRef, it.Deadline)
+		_, err = a.Capacity.HoldCapacity(ctx, in.TargetRef, it.Deadline)
 	}
 	return it, domainToApplication(err)
 }

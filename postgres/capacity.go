@@ -26,10 +26,17 @@ type Capacity struct {
 }
 
 // LockCapacity serialises every decision about model's capacity (holds and
-// reservations) until the end of tx.
+// reservations) until the end of tx. It first gives back, for good, the
+// model's holds that no longer count (payment window over, order unpaid): a
+// lapsed hold must not count again when its order is paid late, once its
+// host may have been held or taken by another order.
 func LockCapacity(ctx context.Context, tx sqlx.ExecerContext, model string) error {
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-capacity:' || $1))`, model); err != nil {
 		return fmt.Errorf("lock capacity of %s: %w", model, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET state = 'released', updated_at = now()
+		WHERE gpu_model = $1 AND state = 'held' AND id NOT IN (SELECT id FROM live_capacity_holds WHERE gpu_model = $1)`, model); err != nil {
+		return fmt.Errorf("release lapsed holds of %s: %w", model, err)
 	}
 	return nil
 }
@@ -125,9 +132,11 @@ func noFitMessage(model string, gpus, gpusPerLot int, sizes []int) string {
 // (extended, never shortened, when called again), or refuses with
 // no_capacity and a French message when none is free: then no payment must
 // be asked. An order already paid (or further) is left alone, so a retried
-// activity never takes a second host.
-func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.Time) error {
-	return c.DB.inTx(ctx, func(tx *sqlx.Tx) error {
+// activity never takes a second host. taken says the call took a new hold
+// (rather than extending the order's own): a caller whose payment is then
+// refused gives it back (ReleaseHold).
+func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.Time) (taken bool, err error) {
+	err = c.DB.inTx(ctx, func(tx *sqlx.Tx) error {
 		var o struct {
 			Model      string `db:"gpu_model"`
 			GPUs       int    `db:"total_gpus"`
@@ -156,11 +165,7 @@ func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.
 		if n, _ := res.RowsAffected(); n == 1 {
 			return nil
 		}
-		// A lapsed hold gives its place back before a new one is taken.
-		if _, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET state = 'released', updated_at = now()
-			WHERE order_ref = $1 AND state = 'held'`, orderRef); err != nil {
-			return fmt.Errorf("drop lapsed hold of %s: %w", orderRef, err)
-		}
+		// Its lapsed hold, if any, was given back by LockCapacity.
 		var hostID sql.NullInt64
 		if c.Provisioner == ProvisionerSSH {
 			var h struct {
@@ -196,8 +201,22 @@ func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.
 			VALUES ($1, $2, $3, $4, $5)`, orderRef, o.Model, o.GPUs, hostID, until); err != nil {
 			return fmt.Errorf("hold capacity for %s: %w", orderRef, err)
 		}
+		taken = true
 		return nil
 	})
+	return taken && err == nil, err
+}
+
+// ReleaseHold gives back the hold of an order still awaiting payment, when
+// the payment it was taken for is refused (no request made, balance short):
+// other customers need not wait for its window. A paid order keeps its hold.
+func (c Capacity) ReleaseHold(ctx context.Context, orderRef string) error {
+	if _, err := c.DB.ExecContext(ctx, `UPDATE capacity_holds SET state = 'released', updated_at = now()
+		WHERE order_ref = $1 AND state = 'held'
+		AND EXISTS (SELECT 1 FROM orders WHERE ref = $1 AND status = 'awaiting_payment')`, orderRef); err != nil {
+		return fmt.Errorf("release hold of %s: %w", orderRef, err)
+	}
+	return nil
 }
 
 func noCapacity(model string, gpus int) error {

@@ -23,6 +23,12 @@ func addGPUHost(t *testing.T, db *postgres.DB, name, model string, gpus int) {
 	require.NoError(t, err)
 }
 
+// hold is HoldCapacity where only its refusal matters.
+func hold(capa postgres.Capacity, ref string, until time.Time) error {
+	_, err := capa.HoldCapacity(context.Background(), ref, until)
+	return err
+}
+
 func setStatus(t *testing.T, db *postgres.DB, ref, status string) {
 	t.Helper()
 	_, err := db.Exec(`UPDATE orders SET status = $2 WHERE ref = $1`, ref, status)
@@ -42,7 +48,7 @@ func TestCapacityHeldFromPaymentRequestUntilProvisioning(t *testing.T) {
 	b := mkOrder(t, db, acc.ID, "rtx-a5000", 1)
 	until := time.Now().Add(time.Hour)
 
-	err := capa.HoldCapacity(ctx, a.Ref, until)
+	err := hold(capa, a.Ref, until)
 	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(err), "%v", err)
 	require.Contains(t, err.Error(), "paiement n'est demandé")
 	av, err := capa.Availability(ctx, "rtx-a5000", 1)
@@ -53,22 +59,26 @@ func TestCapacityHeldFromPaymentRequestUntilProvisioning(t *testing.T) {
 	av, err = capa.Availability(ctx, "rtx-a5000", 1)
 	require.NoError(t, err)
 	require.True(t, av.AvailableNow)
-	require.NoError(t, capa.HoldCapacity(ctx, a.Ref, until))
-	require.NoError(t, capa.HoldCapacity(ctx, a.Ref, until.Add(time.Minute)), "the order's own hold is extended")
+	taken, err := capa.HoldCapacity(ctx, a.Ref, until)
+	require.NoError(t, err)
+	require.True(t, taken)
+	taken, err = capa.HoldCapacity(ctx, a.Ref, until.Add(time.Minute))
+	require.NoError(t, err)
+	require.False(t, taken, "the order's own hold is extended, not taken again")
 
 	// The quote now says what the payment request would: nothing free.
 	av, err = capa.Availability(ctx, "rtx-a5000", 1)
 	require.NoError(t, err)
 	require.False(t, av.AvailableNow)
-	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(capa.HoldCapacity(ctx, b.Ref, until)))
+	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(hold(capa, b.Ref, until)))
 
 	// a is paid (its payment seen in time): its hold outlives the deadline.
 	_, err = db.Exec(`UPDATE capacity_holds SET held_until = now() - interval '1 minute' WHERE order_ref = $1`, a.Ref)
 	require.NoError(t, err)
 	setStatus(t, db, a.Ref, domain.StatusPaymentDetected)
-	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(capa.HoldCapacity(ctx, b.Ref, until)))
+	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(hold(capa, b.Ref, until)))
 	setStatus(t, db, a.Ref, domain.StatusPaid)
-	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(capa.HoldCapacity(ctx, b.Ref, until)))
+	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(hold(capa, b.Ref, until)))
 	host, ok, err := postgres.HeldHost(ctx, db, a.Ref)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -76,19 +86,52 @@ func TestCapacityHeldFromPaymentRequestUntilProvisioning(t *testing.T) {
 
 	// Unpaid at its deadline, the hold lapses and b may take the host.
 	setStatus(t, db, a.Ref, domain.StatusAwaitingPayment)
-	require.NoError(t, capa.HoldCapacity(ctx, b.Ref, until))
+	require.NoError(t, hold(capa, b.Ref, until))
 	// A paid order is never held again (a retried activity takes nothing).
 	setStatus(t, db, b.Ref, domain.StatusPaid)
-	require.NoError(t, capa.HoldCapacity(ctx, b.Ref, until))
+	require.NoError(t, hold(capa, b.Ref, until))
 	var holds int
 	require.NoError(t, db.Get(&holds, `SELECT count(*) FROM capacity_holds WHERE order_ref = $1`, b.Ref))
 	require.Equal(t, 1, holds)
 }
 
+// A hold that lapsed (window over, order unpaid) stays given back: when its
+// order is paid late (a payment support attributes, a payment made in time
+// but seen after the window), it does not count again against the order that
+// took the host meanwhile.
+func TestLapsedHoldDoesNotComeBackWhenPaidLate(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := mkAccount(t, db, "lapsed@example.com")
+	capa := postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerSSH}
+	addGPUHost(t, db, "gpu-1", "rtx-a5000", 1)
+	a := mkOrder(t, db, acc.ID, "rtx-a5000", 1)
+	b := mkOrder(t, db, acc.ID, "rtx-a5000", 1)
+	require.NoError(t, hold(capa, a.Ref, time.Now().Add(time.Hour)))
+	_, err := db.Exec(`UPDATE capacity_holds SET held_until = now() - interval '1 minute' WHERE order_ref = $1`, a.Ref)
+	require.NoError(t, err)
+	require.NoError(t, hold(capa, b.Ref, time.Now().Add(time.Hour)), "a's hold lapsed: b takes the host")
+	setStatus(t, db, b.Ref, domain.StatusPaid)
+	setStatus(t, db, a.Ref, domain.StatusPaid)
+
+	var live int
+	require.NoError(t, db.Get(&live, `SELECT count(*) FROM live_capacity_holds`))
+	require.Equal(t, 1, live, "one host, one hold that counts")
+	held, ok, err := postgres.HeldHost(ctx, db, b.Ref)
+	require.NoError(t, err)
+	require.True(t, ok, "b keeps the host it holds")
+	_, ok, err = postgres.HeldHost(ctx, db, a.Ref)
+	require.NoError(t, err)
+	require.False(t, ok, "a's lapsed hold counts again")
+	// b's reservation still finds its host free of any other live hold.
+	var free int64
+	require.NoError(t, db.Get(&free, `SELECT id FROM (`+postgres.FreeHostSQL+`) f ORDER BY id LIMIT 1`, "rtx-a5000", 1, b.Ref))
+	require.Equal(t, held, free)
+}
+
 // 20 rounds of two orders asking for the last host at once: exactly one
 // gets the hold.
 func TestTwoOrdersRaceForTheLastHold(t *testing.T) {
-	ctx := context.Background()
 	db := pgtest.NewDB(t)
 	acc := mkAccount(t, db, "race@example.com")
 	capa := postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerSSH}
@@ -101,7 +144,7 @@ func TestTwoOrdersRaceForTheLastHold(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = capa.HoldCapacity(ctx, ref, time.Now().Add(time.Hour))
+				errs[i] = hold(capa, ref, time.Now().Add(time.Hour))
 			}()
 		}
 		wg.Wait()
@@ -169,10 +212,20 @@ func TestBalancePaymentRefusedWithoutCapacity(t *testing.T) {
 	require.Equal(t, domain.StatusAwaitingPayment, status)
 
 	addGPUHost(t, db, "gpu-bal", "rtx-a5000", 1)
+	// Refused for a short balance: the hold taken for it is given back at
+	// once, not kept from other customers for its 15 minutes.
+	short := in
+	short.AmountCents = 10001
+	require.ErrorAs(t, acts.PayOrderFromBalance(ctx, short), &appErr)
+	require.Equal(t, domain.ECodeInsufficient, appErr.Type())
+	_, held, err := postgres.HeldHost(ctx, db, ref)
+	require.NoError(t, err)
+	require.False(t, held, "a refused balance payment keeps its hold")
+
 	require.NoError(t, acts.PayOrderFromBalance(ctx, in))
 	require.NoError(t, db.Get(&status, `SELECT status FROM orders WHERE ref = $1`, ref))
 	require.Equal(t, domain.StatusPaid, status)
-	_, held, err := postgres.HeldHost(ctx, db, ref)
+	_, held, err = postgres.HeldHost(ctx, db, ref)
 	require.NoError(t, err)
 	require.True(t, held, "the paid order holds its host until provisioning")
 }

@@ -512,7 +512,7 @@ func TestHeldOrderGetsItsHostWhileAnotherRaces(t *testing.T) {
 		if _, err := f.db.Exec(`UPDATE orders SET status = 'awaiting_payment' WHERE ref = $1`, held); err != nil {
 			t.Fatal(err)
 		}
-		if err := capa.HoldCapacity(ctx, held, time.Now().Add(time.Hour)); err != nil {
+		if _, err := capa.HoldCapacity(ctx, held, time.Now().Add(time.Hour)); err != nil {
 			t.Fatalf("round %d: hold: %v", round, err)
 		}
 		if _, err := f.db.Exec(`UPDATE orders SET status = 'paid' WHERE ref = $1`, held); err != nil {
