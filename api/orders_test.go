@@ -78,6 +78,7 @@ func TestCreateOrderStartsRentalWithStoredOrder(t *testing.T) {
 	require.Equal(t, "awaiting_payment", r.obj("order")["status"])
 	require.EqualValues(t, 4, r.obj("order")["total_gpus"])
 	require.EqualValues(t, 2*69900, r.obj("order")["total_cents"])
+	require.Equal(t, "cuda", r.obj("order")["compute_stack"])
 	require.Len(t, r.body["timeline"], 1)
 	require.Nil(t, r.body["access"])
 
@@ -89,6 +90,13 @@ func TestCreateOrderStartsRentalWithStoredOrder(t *testing.T) {
 	stored.WorkflowStartedAt = nil
 	require.Equal(t, workflows.NewRentalInput(stored, h.cfg.Rental), calls[0].Arg)
 	require.Equal(t, c.id, calls[0].Arg.(workflows.RentalInput).AccountID)
+	// An AMD order says ROCm from the start, on creation and on reading.
+	r = h.do("POST", "/v1/orders", map[string]any{"gpu_model": "mi210", "lots": 1, "duration_days": 3, "preset": "python"}, c.auth)
+	require.Equal(t, http.StatusCreated, r.Code, r.Body.String())
+	require.Equal(t, "rocm", r.obj("order")["compute_stack"])
+	r = h.do("GET", "/v1/orders/"+r.obj("order")["reference"].(string), nil, c.auth)
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
+	require.Equal(t, "rocm", r.obj("order")["compute_stack"])
 }
 
 func TestCreateOrderWhenWorkflowsDownStillCreates(t *testing.T) {

@@ -141,7 +141,10 @@ type Order struct {
 	ShortfallCents int64 `json:"-" db:"shortfall_cents"`
 	// LateCents are confirmed payments not counted (after the request's
 	// deadline) still in support's queue (derived from it).
-	LateCents         int64      `json:"late_cents" db:"late_cents"`
+	LateCents int64 `json:"late_cents" db:"late_cents"`
+	// ComputeStack is the model's compute stack, as the FAQ says it: "cuda"
+	// (NVIDIA) or "rocm" (AMD); the customer's application must support it.
+	ComputeStack      string     `json:"compute_stack" db:"compute_stack"`
 	PaidAt            *time.Time `json:"paid_at" db:"paid_at"`
 	PeriodStart       *time.Time `json:"period_start" db:"period_start"`
 	PeriodEnd         *time.Time `json:"period_end" db:"period_end"`
@@ -176,17 +179,28 @@ type Access struct {
 	PrivateKeyShownAt *time.Time `json:"private_key_shown_at,omitempty" db:"private_key_shown_at"`
 	// PrivateKeyAvailable: a generated key can be revealed now (POST
 	// /v1/orders/{ref}/private-key); reading the order never reveals it.
-	PrivateKeyAvailable bool       `json:"private_key_available" db:"-"`
-	KeyFingerprint      *string    `json:"key_fingerprint,omitempty" db:"key_fingerprint"`
-	JupyterURL          *string    `json:"jupyter_url,omitempty" db:"jupyter_url"`
-	JupyterToken        string     `json:"jupyter_token,omitempty" db:"-"`
-	GPUModel            string     `json:"gpu_model_seen" db:"gpu_model_seen"`
-	GPUCount            int        `json:"gpu_count_seen" db:"gpu_count_seen"`
-	Driver              string     `json:"driver_version" db:"driver_version"`
-	CUDA                string     `json:"cuda_version" db:"cuda_version"`
-	Notes               string     `json:"notes" db:"notes"`
-	CreatedAt           time.Time  `json:"created_at" db:"created_at"`
-	RevokedAt           *time.Time `json:"revoked_at" db:"revoked_at"`
+	PrivateKeyAvailable bool    `json:"private_key_available" db:"-"`
+	KeyFingerprint      *string `json:"key_fingerprint,omitempty" db:"key_fingerprint"`
+	JupyterURL          *string `json:"jupyter_url,omitempty" db:"jupyter_url"`
+	JupyterToken        string  `json:"jupyter_token,omitempty" db:"-"`
+	GPUModel            string  `json:"gpu_model_seen" db:"gpu_model_seen"`
+	GPUCount            int     `json:"gpu_count_seen" db:"gpu_count_seen"`
+	Driver              string  `json:"driver_version" db:"driver_version"`
+	// CUDA is the compute stack's version read on the machine: the CUDA
+	// version on NVIDIA, "ROCm x.y" on AMD (see StackVersion).
+	CUDA      string     `json:"cuda_version" db:"cuda_version"`
+	Notes     string     `json:"notes" db:"notes"`
+	CreatedAt time.Time  `json:"created_at" db:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at" db:"revoked_at"`
+}
+
+// StackVersion names the compute stack with its version, as the order
+// shows it: "CUDA 12.4" on NVIDIA, "ROCm 6.2.0-66" on AMD.
+func (a Access) StackVersion() string {
+	if a.CUDA == "" || strings.HasPrefix(a.CUDA, "ROCm") {
+		return a.CUDA
+	}
+	return "CUDA " + a.CUDA
 }
 
 // TopUp is a balance top-up request.

@@ -75,6 +75,13 @@ func methodLabel(asset, network string) string {
 
 var vendorStacks = map[string]string{"nvidia": "NVIDIA · CUDA", "amd": "AMD · ROCm"}
 
+// computeStacks names an order's compute stack with what it means for the
+// customer's application (the FAQ: CUDA for NVIDIA, ROCm for AMD).
+var computeStacks = map[string]string{
+	"cuda": "CUDA (GPU NVIDIA) : votre application doit prendre en charge CUDA",
+	"rocm": "ROCm (GPU AMD) : votre application doit prendre en charge ROCm, pas CUDA",
+}
+
 var presetLabels = map[string]string{
 	"python": "Python", "pytorch": "PyTorch", "notebook": "Notebook (Jupyter)", "inference": "Inférence",
 }
@@ -137,6 +144,7 @@ func (s *Site) funcs() template.FuncMap {
 		// The vendor and its compute stack, as the FAQ names them.
 		"vendor":    func(v string) string { return label(vendorStacks, strings.ToLower(v)) },
 		"preset":    func(p string) string { return label(presetLabels, p) },
+		"stack":     func(s string) string { return label(computeStacks, s) },
 		"plural":    plural,
 		"network":   func(n string) string { return label(networkNames, n) },
 		"movement":  func(k string) string { return label(movementLabels, k) },

@@ -239,3 +239,27 @@ func TestActiveOrderShowsAccessPeriodAndReminders(t *testing.T) {
 		t.Error("a paid order shows the payment instructions")
 	}
 }
+
+// An AMD order says ROCm, not CUDA, before and after provisioning (the FAQ:
+// the customer's application must support the stack).
+func TestAMDOrderSaysROCm(t *testing.T) {
+	s := newTestSite(t)
+	d := sampleOrder(domain.StatusAwaitingPayment, 2357, 0)
+	d.Order.Model, d.Order.ComputeStack = "mi210", "rocm"
+	html := renderOrder(t, s, d)
+	if !strings.Contains(html, "ROCm (GPU AMD)") || strings.Contains(html, "CUDA (GPU NVIDIA)") {
+		t.Errorf("awaiting payment: the order does not say ROCm:\n%s", html)
+	}
+	d = sampleOrder(domain.StatusActive, 2357, 0)
+	d.Order.Model, d.Order.ComputeStack = "mi210", "rocm"
+	d.Access = &domain.Access{Host: "gpu-amd.example", Port: 22, Username: "kd-test", GPUModel: "AMD Instinct MI210",
+		GPUCount: 1, Driver: "6.8.5", CUDA: "ROCm 6.2.0-66"}
+	html = renderOrder(t, s, d)
+	if !strings.Contains(html, "1 × AMD Instinct MI210 · pilote 6.8.5 · ROCm 6.2.0-66") || strings.Contains(html, "CUDA ROCm") {
+		t.Errorf("active AMD order: the ROCm version is not shown as such:\n%s", html)
+	}
+	d.Access.CUDA = "12.4"
+	if html = renderOrder(t, s, d); !strings.Contains(html, "· CUDA 12.4") {
+		t.Error("an NVIDIA machine's CUDA version is not named CUDA")
+	}
+}
