@@ -52,7 +52,7 @@ func (s *Server) revealPrivateKey(c *gin.Context) {
 // configuration could be served now, and whether any host could ever serve
 // it (postgres.Store).
 type availabilityStore interface {
-	Availability(ctx context.Context, model string, gpus int) (domain.Availability, error)
+	Availability(ctx context.Context, model string, gpus, gpusPerLot int) (domain.Availability, error)
 	CheckFits(ctx context.Context, model string, gpus, gpusPerLot int) error
 }
 
@@ -70,7 +70,7 @@ func (s *Server) withAvailability(ctx context.Context, q quoteResponse) quoteWit
 	if !ok {
 		return out
 	}
-	a, err := st.Availability(ctx, q.Model, q.TotalGPUs)
+	a, err := st.Availability(ctx, q.Model, q.TotalGPUs, q.GPUsPerLot)
 	if err != nil {
 		s.log.Warn("availability unknown", "model", q.Model, "err", err)
 		return out

@@ -117,7 +117,16 @@ func TestQuoteSaysWhetherAHostIsFreeNow(t *testing.T) {
 	require.NoError(t, err)
 	r = h.do("POST", "/v1/quote", q, auth{})
 	require.Equal(t, true, r.obj("availability")["available_now"])
+	require.Equal(t, true, r.obj("availability")["fits"])
+	require.Nil(t, r.obj("availability")["message"])
 	q["lots"] = 2 // no host with two A5000
 	r = h.do("POST", "/v1/quote", q, auth{})
 	require.Equal(t, false, r.obj("availability")["available_now"])
+	require.Equal(t, false, r.obj("availability")["fits"])
+	require.Contains(t, r.obj("availability")["message"], "choisissez 1 lot(s) (1 GPU)")
+	// The order itself is refused with the same words.
+	c := h.register("fits@example.com")
+	r = h.do("POST", "/v1/orders", q, c.auth)
+	require.Equal(t, http.StatusBadRequest, r.Code, r.Body.String())
+	require.Contains(t, r.Body.String(), "choisissez 1 lot(s) (1 GPU)")
 }

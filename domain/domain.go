@@ -106,6 +106,12 @@ type Availability struct {
 	// HostSizes lists the GPU counts of the model's hosts (SSH driver): an
 	// order takes one whole host, so only these sizes can be ordered.
 	HostSizes []int `json:"host_sizes,omitempty"`
+	// Fits is false when no host in service has exactly this many GPUs:
+	// such an order is refused (the configurator does not offer it).
+	Fits bool `json:"fits"`
+	// Message says in French why the configuration cannot be served now and
+	// what to do; empty when it is available.
+	Message string `json:"message,omitempty"`
 }
 
 // Account is a customer account.

@@ -63,12 +63,17 @@ func FreeGPUs(ctx context.Context, q sqlx.QueryerContext, model, orderRef string
 	return free, nil
 }
 
-// Availability says whether gpus GPUs of model could be sold now (other
-// orders' holds count as taken).
-func (c Capacity) Availability(ctx context.Context, model string, gpus int) (domain.Availability, error) {
+// Availability says whether gpus GPUs of model (gpusPerLot per lot) could
+// be sold now (other orders' holds count as taken), with the same French
+// message as the refusal a payment request or an order would get.
+func (c Capacity) Availability(ctx context.Context, model string, gpus, gpusPerLot int) (domain.Availability, error) {
 	if c.Provisioner != ProvisionerSSH {
 		free, err := FreeGPUs(ctx, c.DB, model, "")
-		return domain.Availability{AvailableNow: free >= gpus, FreeNow: max(free, 0)}, err
+		a := domain.Availability{AvailableNow: free >= gpus, FreeNow: max(free, 0), Fits: true}
+		if !a.AvailableNow {
+			a.Message = domain.ErrorMessage(noCapacity(model, gpus))
+		}
+		return a, err
 	}
 	var free int
 	if err := c.DB.GetContext(ctx, &free, `SELECT count(*) FROM (`+FreeHostSQL+`) f`, model, gpus, ""); err != nil {
@@ -78,7 +83,14 @@ func (c Capacity) Availability(ctx context.Context, model string, gpus int) (dom
 	if err != nil {
 		return domain.Availability{}, err
 	}
-	return domain.Availability{AvailableNow: free > 0, FreeNow: free, HostSizes: sizes}, nil
+	a := domain.Availability{AvailableNow: free > 0, FreeNow: free, HostSizes: sizes, Fits: slices.Contains(sizes, gpus)}
+	switch {
+	case !a.Fits:
+		a.Message = noFitMessage(model, gpus, gpusPerLot, sizes)
+	case !a.AvailableNow:
+		a.Message = domain.ErrorMessage(noCapacity(model, gpus))
+	}
+	return a, nil
 }
 
 // hostSizes lists the GPU counts of model's hosts in service: an order must

@@ -51,12 +51,12 @@ func TestCapacityHeldFromPaymentRequestUntilProvisioning(t *testing.T) {
 	err := hold(capa, a.Ref, until)
 	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(err), "%v", err)
 	require.Contains(t, err.Error(), "paiement n'est demandé")
-	av, err := capa.Availability(ctx, "rtx-a5000", 1)
+	av, err := capa.Availability(ctx, "rtx-a5000", 1, 1)
 	require.NoError(t, err)
 	require.False(t, av.AvailableNow)
 
 	addGPUHost(t, db, "gpu-1", "rtx-a5000", 1)
-	av, err = capa.Availability(ctx, "rtx-a5000", 1)
+	av, err = capa.Availability(ctx, "rtx-a5000", 1, 1)
 	require.NoError(t, err)
 	require.True(t, av.AvailableNow)
 	taken, err := capa.HoldCapacity(ctx, a.Ref, until)
@@ -67,7 +67,7 @@ func TestCapacityHeldFromPaymentRequestUntilProvisioning(t *testing.T) {
 	require.False(t, taken, "the order's own hold is extended, not taken again")
 
 	// The quote now says what the payment request would: nothing free.
-	av, err = capa.Availability(ctx, "rtx-a5000", 1)
+	av, err = capa.Availability(ctx, "rtx-a5000", 1, 1)
 	require.NoError(t, err)
 	require.False(t, av.AvailableNow)
 	require.Equal(t, domain.ECodeNoCapacity, domain.ErrorCode(hold(capa, b.Ref, until)))
@@ -177,10 +177,16 @@ func TestOrderMustFitOneHost(t *testing.T) {
 	require.True(t, strings.Contains(err.Error(), "4 lot(s) (8 GPU)"), err.Error())
 	t.Logf("10 B200: %v", err)
 	require.NoError(t, capa.CheckFits(ctx, "b200", 8, 2))
-	av, err := capa.Availability(ctx, "b200", 10)
+	av, err := capa.Availability(ctx, "b200", 10, 2)
 	require.NoError(t, err)
 	require.False(t, av.AvailableNow)
+	require.False(t, av.Fits)
 	require.Equal(t, []int{8}, av.HostSizes)
+	require.Equal(t, domain.ErrorMessage(err), av.Message, "the quote says what the order would be told")
+	av, err = capa.Availability(ctx, "b200", 8, 2)
+	require.NoError(t, err)
+	require.True(t, av.Fits && av.AvailableNow)
+	require.Empty(t, av.Message)
 	// The local driver counts GPUs: any size fits.
 	require.NoError(t, postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerLocal}.CheckFits(ctx, "b200", 10, 2))
 }

@@ -138,8 +138,8 @@ func (s *Store) RevealPrivateKey(ctx context.Context, ref string) (key string, s
 
 // Availability says whether gpus GPUs of model could be sold now
 // (Capacity: the same calculation as the check before payment).
-func (s *Store) Availability(ctx context.Context, model string, gpus int) (domain.Availability, error) {
-	return Capacity{DB: s.DB, Provisioner: s.Provisioner}.Availability(ctx, model, gpus)
+func (s *Store) Availability(ctx context.Context, model string, gpus, gpusPerLot int) (domain.Availability, error) {
+	return Capacity{DB: s.DB, Provisioner: s.Provisioner}.Availability(ctx, model, gpus, gpusPerLot)
 }
 
 // CheckFits refuses a configuration no host could ever serve (Capacity).

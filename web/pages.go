@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -58,10 +59,17 @@ func pageFor(me *session, title string) page {
 type configuratorData struct {
 	Catalog api.CatalogResponse
 	Config  domain.Configuration
-	Lots    []int
+	Lots    []lotChoice
 	Quote   *api.QuoteResponse
 	// Item is the chosen model (for the lot's GPU count next to the field).
 	Item *domain.CatalogItem
+}
+
+// lotChoice is one option of the lots field: with one host per order, a
+// count whose GPUs no host of the chosen model has is not offered.
+type lotChoice struct {
+	N    int
+	Fits bool
 }
 
 // configuration reads a configuration from the query (or a form), with the
@@ -91,20 +99,32 @@ func (s *Site) configure(c *gin.Context) (configuratorData, error) {
 		return d, err
 	}
 	d.Config = configuration(c, d.Catalog)
-	for n := d.Catalog.MinLots; n <= d.Catalog.MaxLots; n++ {
-		d.Lots = append(d.Lots, n)
-	}
 	for i := range d.Catalog.Models {
 		if d.Catalog.Models[i].Model == d.Config.Model {
 			d.Item = &d.Catalog.Models[i]
 		}
 	}
 	var q api.QuoteResponse
-	if err := s.api.call(c, http.MethodPost, "/v1/quote", "", d.Config, &q); err != nil {
-		return d, err
+	err := s.api.call(c, http.MethodPost, "/v1/quote", "", d.Config, &q)
+	if err == nil {
+		d.Quote = &q
 	}
-	d.Quote = &q
-	return d, nil
+	d.Lots = lotChoices(d.Catalog, d.Quote)
+	return d, err
+}
+
+// lotChoices lists the lots field's options; with the quote's host sizes
+// (one host per order), a count no host of the model matches is marked.
+func lotChoices(cat api.CatalogResponse, q *api.QuoteResponse) []lotChoice {
+	var out []lotChoice
+	for n := cat.MinLots; n <= cat.MaxLots; n++ {
+		fits := true
+		if q != nil && q.Availability != nil && len(q.Availability.HostSizes) > 0 {
+			fits = slices.Contains(q.Availability.HostSizes, n*q.GPUsPerLot)
+		}
+		out = append(out, lotChoice{N: n, Fits: fits})
+	}
+	return out
 }
 
 func (s *Site) configurator(c *gin.Context) {

@@ -263,3 +263,44 @@ func TestAMDOrderSaysROCm(t *testing.T) {
 		t.Error("an NVIDIA machine's CUDA version is not named CUDA")
 	}
 }
+
+// One host per order: with B200 hosts of 8 GPUs, the configurator marks
+// every lot count but 4 as not offered, and a 5-lot quote shows the quote's
+// message and no "Commander" button; a configuration that fits keeps it.
+func TestConfiguratorOffersOnlyWhatFitsOneHost(t *testing.T) {
+	s := newTestSite(t)
+	cat := api.CatalogResponse{MinLots: 1, MaxLots: 10, Models: []domain.CatalogItem{{Model: "b200", DisplayName: "NVIDIA B200",
+		Vendor: "nvidia", GPUsPerLot: 2}}, Durations: []int{3, 7, 30}, Presets: []string{"python"}}
+	msg := "Une commande occupe une seule machine et aucune machine b200 ne compte 10 GPU : choisissez 4 lot(s) (8 GPU)."
+	q := &api.QuoteResponse{}
+	q.Model, q.Lots, q.DurationDays, q.Preset, q.GPUsPerLot, q.TotalGPUs, q.TotalCents = "b200", 5, 3, "python", 2, 10, 349500
+	q.Availability = &domain.Availability{HostSizes: []int{8}, Message: msg}
+	render := func(q *api.QuoteResponse) string {
+		d := configuratorData{Catalog: cat, Config: q.Configuration, Quote: q, Lots: lotChoices(cat, q)}
+		var buf bytes.Buffer
+		if err := s.pages["configurator"].ExecuteTemplate(&buf, "layout.html", page{Title: "Louer un GPU", Data: d}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	html := render(q)
+	for _, want := range []string{msg, `<option value="4">4</option>`, `<option value="5" selected disabled>5 (aucune machine de cette taille)</option>`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("10 B200 on 8-GPU hosts: missing %q", want)
+		}
+	}
+	if strings.Contains(html, `formaction="/order"`) {
+		t.Error("a configuration no host fits can be ordered")
+	}
+	q.Lots, q.TotalGPUs = 4, 8
+	q.Availability = &domain.Availability{HostSizes: []int{8}, Fits: true, AvailableNow: true, FreeNow: 1}
+	if html = render(q); !strings.Contains(html, `formaction="/order"`) || !strings.Contains(html, "Disponible maintenant") {
+		t.Error("a configuration that fits cannot be ordered")
+	}
+	// Without host sizes (local driver), every count is offered.
+	for _, c := range lotChoices(cat, &api.QuoteResponse{}) {
+		if !c.Fits {
+			t.Errorf("lot %d not offered without host sizes", c.N)
+		}
+	}
+}
