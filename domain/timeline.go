@@ -31,7 +31,8 @@ const (
 	EventRefunded           = "refunded"
 	EventSupportAction      = "support_action"
 	EventTopUpCredited      = "topup_credited"
-	EventSupportAnswer      = "support_answer" // an agent answered a support request
+	EventSupportAnswer      = "support_answer"     // an agent answered a support request
+	EventAccessKeyChanged   = "access_key_changed" // a customer's key change applied on the host, or failed
 )
 
 // Timeline keys. A key is unique per order or top-up: an event written
@@ -109,6 +110,9 @@ func KeyProvisioning(attempt int, step string) string {
 // KeyIntent and KeyClaim: a payment request and a "J'ai payé".
 func KeyIntent(intentID string) string { return "intent:" + intentID }
 func KeyClaim(claimID int64) string    { return fmt.Sprintf("claim:%d", claimID) }
+
+// KeyAccessKey is the outcome of a customer's key change request.
+func KeyAccessKey(requestID int64) string { return fmt.Sprintf("access-key:%d", requestID) }
 
 // KeyAfterClose is a payment state received after the workflow closed.
 func KeyAfterClose(state, paymentKey string) string {

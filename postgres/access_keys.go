@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/kernodeck/kernodeck/domain"
@@ -77,18 +78,39 @@ func (db *DB) ClaimKeyRequest(ctx context.Context, lease time.Duration) (p Pendi
 }
 
 // FinishKeyRequest marks a claimed request done, or failed with a French
-// reason for the customer.
+// reason for the customer, and tells it on the order's timeline (which
+// also updates the customer's open order page).
 func (db *DB) FinishKeyRequest(ctx context.Context, id int64, failure string) error {
-	var err error
-	if failure == "" {
-		_, err = db.ExecContext(ctx, `UPDATE access_key_requests SET state = 'done', done_at = now(), claimed_until = NULL
-			WHERE id = $1 AND state = 'pending'`, id)
-	} else {
-		_, err = db.ExecContext(ctx, `UPDATE access_key_requests SET state = 'failed', failure = $2, done_at = now(), claimed_until = NULL
-			WHERE id = $1 AND state = 'pending'`, id, failure)
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		state := domain.KeyRequestDone
+		if failure != "" {
+			state = domain.KeyRequestFailed
+		}
+		var kr domain.KeyRequest
+		err := tx.GetContext(ctx, &kr, `UPDATE access_key_requests SET state = $2, failure = NULLIF($3, ''),
+				done_at = now(), claimed_until = NULL
+			WHERE id = $1 AND state = 'pending' RETURNING `+keyRequestColumns, id, state, failure)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // finished already
+		}
+		if err != nil {
+			return fmt.Errorf("finish key request %d: %w", id, err)
+		}
+		_, err = insertEvent(ctx, tx, kr.OrderRef, domain.KeyAccessKey(id), domain.EventAccessKeyChanged,
+			keyChangeMessage(kr), map[string]any{"kind": kr.Kind, "state": kr.State}, time.Now())
+		return err
+	})
+}
+
+// keyChangeMessage tells the customer how their key change ended.
+func keyChangeMessage(kr domain.KeyRequest) string {
+	switch {
+	case kr.State == domain.KeyRequestFailed:
+		return "Le changement de clé SSH n'a pas abouti. " + *kr.Failure +
+			" Réessayez ou contactez le support avec la référence de la commande."
+	case kr.Kind == domain.KeyRequestReissue:
+		return "Nouvelle paire de clés générée : téléchargez la clé privée sur la page de la commande (remise pendant 10 minutes). L'ancienne clé est désormais refusée."
+	default:
+		return "Votre nouvelle clé publique SSH est installée sur la machine. L'ancienne clé est désormais refusée."
 	}
-	if err != nil {
-		return fmt.Errorf("finish key request %d: %w", id, err)
-	}
-	return nil
 }

@@ -27,6 +27,8 @@ type orderPageData struct {
 	Support   []supportThread
 	// KeyDownload: a generated private key can be downloaded now.
 	KeyDownload bool
+	// KeyRequest is the order's last key change (lost key), if any.
+	KeyRequest *domain.KeyRequest
 }
 
 // loadOrder reads the caller's order and what its page shows.
@@ -59,8 +61,17 @@ func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData
 	for _, r := range sr.Requests {
 		d.Support = append(d.Support, supportThread{SupportRequest: r, Answers: answers[r.ID]})
 	}
-	if a := d.Access; a != nil && a.RevokedAt == nil && a.PrivateKeyAvailable {
-		d.KeyDownload = true
+	if a := d.Access; a != nil && a.RevokedAt == nil {
+		d.KeyDownload = a.PrivateKeyAvailable
+		var kr struct {
+			KeyRequest domain.KeyRequest `json:"key_request"`
+		}
+		// None yet (404), or a server without key changes: no status shown.
+		if err := s.api.call(c, http.MethodGet, path+"/ssh-key/request", "", nil, &kr); err == nil {
+			d.KeyRequest = &kr.KeyRequest
+		} else if code := domain.ErrorCode(err); code != domain.ECodeNotFound && code != domain.ECodeConflict {
+			return d, err
+		}
 	}
 	o := d.Order
 	ck, err := s.checkout(c, target{Kind: "order", Ref: o.Ref, Status: o.Status, TotalCents: o.TotalCents,
@@ -216,6 +227,41 @@ var notices = map[string]string{
 	"balance": "Votre solde a réglé la commande. La préparation de la machine est suivie ci-dessous.",
 	"support": "Votre demande de support est envoyée. La réponse apparaîtra sur cette page et vous sera envoyée par email.",
 	"topup":   "Recharge créée. Choisissez comment la régler.",
+	"key-replace": "Votre nouvelle clé publique va remplacer l'ancienne sur la machine. Cette page indique quand c'est fait ; " +
+		"l'ancienne clé sera alors refusée.",
+	"key-reissue": "Une nouvelle paire de clés est en cours de génération. La clé privée pourra être téléchargée ici dès qu'elle est prête ; " +
+		"l'ancienne clé sera alors refusée.",
+}
+
+// replaceKey asks for the customer's new public key to replace the current
+// one on the running machine (a lost key).
+func (s *Site) replaceKey(c *gin.Context) {
+	s.keyChange(c, "/ssh-key", map[string]string{"ssh_public_key": c.PostForm("ssh_public_key")}, "key-replace")
+}
+
+// reissueKey asks for a new generated key pair, the old key revoked.
+func (s *Site) reissueKey(c *gin.Context) {
+	s.keyChange(c, "/ssh-key/reissue", map[string]string{}, "key-reissue")
+}
+
+// keyChange posts a key change to the API; a refusal (key not valid, a
+// change already running, rental not running) shows on the order page.
+func (s *Site) keyChange(c *gin.Context, suffix string, body any, notice string) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return
+	}
+	ref := c.Param("ref")
+	err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+suffix, c.PostForm("csrf"), body, nil)
+	if code := domain.ErrorCode(err); code == domain.ECodeInvalid || code == domain.ECodeConflict {
+		s.showOrder(c, me, err)
+		return
+	}
+	if err != nil {
+		s.failOrder(c, me, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info="+notice+"#acces")
 }
 
 func (s *Site) createOrderIntent(c *gin.Context) {

@@ -116,6 +116,8 @@ func (s *Site) Mount(r *gin.Engine) {
 	g.POST("/orders/:ref/payment-requests", s.createOrderIntent)
 	g.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
 	g.POST("/orders/:ref/private-key", s.privateKey)
+	g.POST("/orders/:ref/ssh-key", s.replaceKey)
+	g.POST("/orders/:ref/ssh-key/reissue", s.reissueKey)
 	g.GET("/orders/:ref/support", s.supportForm)
 	g.POST("/orders/:ref/support", s.createSupportRequest)
 	g.POST("/payment-requests/:id/claim", s.claim)
@@ -264,12 +266,24 @@ func (s *Site) fail(c *gin.Context, err error) {
 		c.Abort()
 		return
 	}
-	status := statusOf(err)
-	s.render(c, status, "error", page{Title: "Une erreur est survenue", Error: domain.ErrorMessage(err)})
+	p := s.visitorPage(c, "Une erreur est survenue")
+	p.Error = domain.ErrorMessage(err)
+	s.render(c, statusOf(err), "error", p)
 }
 
-func (s *Site) notFound(c *gin.Context, me *domain.Account) {
-	s.render(c, http.StatusNotFound, "notfound", page{Title: "Page introuvable", Me: me})
+// notFound answers the site's 404 page. The caller's account is not
+// enough for the logout form, which needs the session's CSRF token: the
+// session is read again.
+func (s *Site) notFound(c *gin.Context, _ *domain.Account) {
+	s.render(c, http.StatusNotFound, "notfound", s.visitorPage(c, "Page introuvable"))
+}
+
+// visitorPage starts an error page for whoever is signed in, so that the
+// logout form stays on every page. Failing to read the session leaves the
+// page signed out: the error is what it shows.
+func (s *Site) visitorPage(c *gin.Context, title string) page {
+	me, _ := s.session(c) // nil on error
+	return pageFor(me, title)
 }
 
 // toLogin sends the visitor to the login page, to come back here after.
