@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -438,5 +439,127 @@ func TestCustomerReplacesThenReissuesKey(t *testing.T) {
 	other := register(e, "Ivo", "ivo@example.com")
 	if code, _ := e.call("POST", "/v1/orders/"+ref+"/ssh-key/reissue", other, map[string]any{}); code != 404 {
 		t.Fatalf("another customer's reissue: %d", code)
+	}
+}
+
+// A paid order whose capacity was held at its payment request never waits
+// for a host while another order, paid at the same moment by support
+// (nothing held), races it: 20 races. Ten lanes run at once, each its own
+// configuration (n RTX A5000, on stand-in hosts showing n of them, so no
+// lane's hosts fit another lane's orders), two rounds each. A round adds
+// the lane's one free host (a new stand-in host); A asks for a payment
+// (the host is held for A), then A and B are paid together. A gets that
+// host and its timeline never says provisioning_failed; B waits in provisioning_failed (no free
+// machine); one active reservation on the host, A's. Support then cancels
+// B (paid by an attribution alone, nothing to refund) so it takes no host
+// of the next round; A keeps its machine.
+func TestHeldOrderNeverWaitsWhileAnotherRaces(t *testing.T) {
+	sshtest.RequireRoot(t)
+	const lanes, rounds = 10, 2
+	adminPEM := sshtest.NewKeyPEM(t)
+	admin, err := ssh.ParsePrivateKey(adminPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *envConfig) {
+		c.provisionerName = postgres.ProvisionerSSH
+		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: admin, UserPrefix: "kdh-", ConnectTimeout: 5 * time.Second}
+		}
+		c.payments = btcPayments(t)
+	})
+	a, b := register(e, "Ada", "ada@example.com"), register(e, "Bea", "bea@example.com")
+	start := time.Now()
+	// Lanes are subtests run from goroutines, not t.Parallel: all ten run
+	// at once whatever -parallel is.
+	var wg sync.WaitGroup
+	for lane := 1; lane <= lanes; lane++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t.Run(fmt.Sprintf("gpus=%d", lane), func(t *testing.T) {
+				le := *e // the lane's failures are its own
+				le.t = t
+				heldOrderRaces(&le, a, b, lane, rounds, adminPEM)
+			})
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d races in %s", lanes*rounds, time.Since(start).Round(time.Millisecond))
+}
+
+// heldOrderRaces runs rounds races of customer a's held order against
+// customer b's, for gpus RTX A5000 (see
+// TestHeldOrderNeverWaitsWhileAnotherRaces).
+func heldOrderRaces(e *env, a, b string, gpus, rounds int, adminPEM []byte) {
+	t := e.t
+	gpu := sshtest.GPU{Query: strings.Repeat(sshtest.RTXA5000.Query, gpus), Header: sshtest.RTXA5000.Header}
+	cfg := map[string]any{"gpu_model": "rtx-a5000", "lots": gpus, "duration_days": 3, "preset": "python"}
+	for round := 1; round <= rounds; round++ {
+		host := sshtest.Start(t, gpu, sshtest.Options{AdminKeyPEM: adminPEM})
+		name := fmt.Sprintf("gpu-held-%d-%d", gpus, round)
+		h, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: name, Address: host.Addr,
+			Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: gpus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refA := str(e.must(201, "POST", "/v1/orders", a, cfg)["order"].(map[string]any)["reference"])
+		refB := str(e.must(201, "POST", "/v1/orders", b, cfg)["order"].(map[string]any)["reference"])
+		waitStatus(e, a, refA, "awaiting_payment")
+		waitStatus(e, b, refB, "awaiting_payment")
+		e.must(201, "POST", "/v1/orders/"+refA+"/payment-intents", a, map[string]any{"asset": "BTC", "network": "bitcoin"})
+		var held int64
+		_ = e.db.Get(&held, `SELECT host_id FROM live_capacity_holds WHERE order_ref = $1`, refA)
+		if held != h.ID {
+			t.Fatalf("round %d: %s holds host %d, want %s (%d)", round, refA, held, name, h.ID)
+		}
+
+		// A (held) and B (nothing held) are paid at the same moment.
+		codes := make([]int, 2)
+		bodies := make([]map[string]any, 2)
+		var wg sync.WaitGroup
+		ready := make(chan struct{})
+		for i, ref := range []string{refA, refB} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-ready
+				codes[i], bodies[i] = e.call("POST", "/v1/support/orders/"+ref+"/attribute-payment", agentToken,
+					map[string]any{"reason": fmt.Sprintf("course, tour %d", round)})
+			}()
+		}
+		close(ready)
+		wg.Wait()
+		if codes[0] != 200 || codes[1] != 200 {
+			t.Fatalf("round %d: attributions %d %v, %d %v", round, codes[0], bodies[0], codes[1], bodies[1])
+		}
+
+		status := func(tok, ref string) string {
+			o, _, _ := order(e, tok, ref)
+			return str(o["status"])
+		}
+		e.waitFor(fmt.Sprintf("round %d: %s active, %s waiting", round, refA, refB), func() bool {
+			sa, sb := status(a, refA), status(b, refB)
+			if sa == "provisioning_failed" {
+				t.Fatalf("round %d: the held order %s waits for a host (%s is %s)", round, refA, refB, sb)
+			}
+			return sa == "active" && sb == "provisioning_failed"
+		})
+		if _, tl, _ := order(e, a, refA); slices.Contains(kinds(tl), "provisioning_failed") {
+			t.Fatalf("round %d: the held order's timeline: %v", round, kinds(tl))
+		}
+		if _, _, acc := order(e, b, refB); acc != nil {
+			t.Fatalf("round %d: the waiting order has access: %v", round, acc)
+		}
+		if sup := e.must(200, "GET", "/v1/support/orders/"+refB, agentToken, nil); !strings.Contains(fmt.Sprint(sup), "Aucune machine libre") {
+			t.Fatalf("round %d: %s waits for another reason: %v", round, refB, sup)
+		}
+		var owners []string
+		_ = e.db.Select(&owners, `SELECT order_ref FROM host_reservations WHERE host_id = $1 AND state = 'active'`, h.ID)
+		if len(owners) != 1 || owners[0] != refA {
+			t.Fatalf("round %d: active reservations on %s: %v (held by %s)", round, name, owners, refA)
+		}
+		e.must(200, "POST", "/v1/support/orders/"+refB+"/cancel", agentToken, map[string]any{"reason": "aucune machine, fin du tour"})
+		waitStatus(e, b, refB, "cancelled")
 	}
 }
