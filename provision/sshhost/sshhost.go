@@ -464,12 +464,13 @@ func (d *Driver) Verify(ctx context.Context, in activities.VerifyInput) (activit
 	pattern := m.Pattern
 	if !pattern.Valid {
 		return activities.Verification{}, domain.Errorf(activities.ErrTypeVerifyMismatch,
-			"Le modèle %s ne peut pas être vérifié (aucun nom attendu de nvidia-smi ou amd-smi).", in.GPUModel)
+			"Le modèle %s ne peut pas être vérifié (aucun nom attendu de nvidia-smi, amd-smi ou rocm-smi).", in.GPUModel)
 	}
-	// NVIDIA GPUs are read with nvidia-smi, AMD ones with amd-smi (ROCm).
-	script, parse, tool := verifyScript, parseVerify, "nvidia-smi"
+	// NVIDIA GPUs are read with nvidia-smi, AMD ones with amd-smi, or
+	// rocm-smi where an older ROCm has no amd-smi.
+	script, parse := verifyScript, parseVerify
 	if m.Vendor == "amd" {
-		script, parse, tool = amdVerifyScript, parseAMDVerify, "amd-smi"
+		script, parse = amdVerifyScript, parseAMDVerify
 	}
 	re, err := regexp.Compile("(?i)" + pattern.String)
 	if err != nil {
@@ -505,7 +506,7 @@ func (d *Driver) Verify(ctx context.Context, in activities.VerifyInput) (activit
 		GPUCount:      len(seen.Names),
 		DriverVersion: seen.Driver,
 		CUDAVersion:   seen.CUDA,
-		Notes:         seen.notes(tool, r.Name),
+		Notes:         seen.notes(r.Name),
 	}, nil
 }
 

@@ -550,44 +550,79 @@ func TestHeldOrderGetsItsHostWhileAnotherRaces(t *testing.T) {
 // with one MI210 but showing two is set aside.
 func TestMI210OrderVerifiedWithAMDSMI(t *testing.T) {
 	sshtest.RequireRoot(t)
-	ctx := context.Background()
 	f := newFixture(t)
 	admin := sshtest.Options{AdminKeyPEM: sshtest.NewKeyPEM(t)}
-	h := sshtest.Start(t, sshtest.MI210x2, admin)
-	f.addHost("gpu-mi210-2", h, h.Fingerprint, "mi210", 2)
-	d := driver(f.db, h, t)
+	f.mi210Rental(admin, "gpu-mi210-2", sshtest.MI210x2, "amd-smi", "6.16.13", "ROCm 6.2.0-66")
+	f.requireSetAside(admin, "gpu-mi210-liar", sshtest.MI210x2, 1, "2 GPU au lieu de 1")
+}
+
+// A host with rocm-smi and no amd-smi (older ROCm releases) is verified
+// from rocm-smi's output recorded on a real two-MI210 host (see
+// sshtest.MI210x2ROCmSMI, whose "Instinct MI210" lacks amd-smi's "AMD"):
+// model, count and amdgpu driver go on the order, and the ROCm release,
+// which rocm-smi does not print, reads "ROCm (version inconnue)". Hosts
+// whose rocm-smi shows another model (four MI300X, recorded) or more GPUs
+// than declared are set aside.
+func TestMI210OrderVerifiedWithROCmSMI(t *testing.T) {
+	sshtest.RequireRoot(t)
+	f := newFixture(t)
+	admin := sshtest.Options{AdminKeyPEM: sshtest.NewKeyPEM(t)}
+	f.mi210Rental(admin, "gpu-mi210-rocmsmi", sshtest.MI210x2ROCmSMI, "rocm-smi", "6.10.5", "ROCm (version inconnue)")
+	f.requireSetAside(admin, "gpu-mi300x-as-mi210", sshtest.MI300Xx4ROCmSMI, 4, `modèle "AMD Instinct MI300X OAM"`)
+	f.requireSetAside(admin, "gpu-mi210-rocmsmi-liar", sshtest.MI210x2ROCmSMI, 1, "2 GPU au lieu de 1")
+}
+
+// mi210Rental provisions a pytorch order of two MI210 on a new stand-in
+// host showing gpu, then ends it. Verification must read the model and
+// count, the amdgpu driver and the ROCm stack with tool, and the order's
+// access must say that stack, ROCm rather than CUDA, and that the host has
+// no PyTorch.
+func (f *fixture) mi210Rental(admin sshtest.Options, name string, gpu sshtest.GPU, tool, driverVersion, stack string) {
+	f.t.Helper()
+	ctx := context.Background()
+	h := sshtest.Start(f.t, gpu, admin)
+	f.addHost(name, h, h.Fingerprint, "mi210", 2)
+	d := driver(f.db, h, f.t)
 	ref := f.order("mi210", 2, "pytorch", "")
 	v := f.provision(d, ref, "mi210", 2, "pytorch")
-	if v.GPUModel != "AMD Instinct MI210" || v.GPUCount != 2 || v.DriverVersion != "6.16.13" ||
-		v.CUDAVersion != "ROCm 6.2.0-66" || !strings.Contains(v.Notes, "ROCm, pas CUDA") {
-		t.Fatalf("verification %+v", v)
+	f.t.Logf("verification: %+v", v)
+	if v.GPUModel != "AMD Instinct MI210" || v.GPUCount != 2 || v.DriverVersion != driverVersion ||
+		v.CUDAVersion != stack || !strings.Contains(v.Notes, "Lu par "+tool) {
+		f.t.Fatalf("verification %+v, want %s, driver %s, %s", v, tool, driverVersion, stack)
 	}
-	t.Logf("verification: %+v", v)
-	var stack, notes string
-	if err := f.db.QueryRow(`SELECT cuda_version, notes FROM order_access WHERE order_ref = $1`, ref).Scan(&stack, &notes); err != nil ||
-		stack != "ROCm 6.2.0-66" || !strings.Contains(notes, "PyTorch n'est pas installé") {
-		t.Fatalf("order access: stack %q, notes %q, %v", stack, notes, err)
+	var gotStack, notes string
+	if err := f.db.QueryRow(`SELECT cuda_version, notes FROM order_access WHERE order_ref = $1`, ref).Scan(&gotStack, &notes); err != nil ||
+		gotStack != stack || !strings.Contains(notes, "ROCm, pas CUDA") || !strings.Contains(notes, "PyTorch n'est pas installé") {
+		f.t.Fatalf("order access: stack %q, notes %q, %v", gotStack, notes, err)
 	}
 	if err := d.RevokeAccess(ctx, ref); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	if err := d.Release(ctx, ref); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
+}
 
-	liar := sshtest.Start(t, sshtest.MI210x2, admin)
-	f.addHost("gpu-mi210-liar", liar, liar.Fingerprint, "mi210", 1)
-	ref = f.order("mi210", 1, "python", "")
-	d = driver(f.db, liar, t)
-	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "mi210", GPUs: 1}); err != nil {
-		t.Fatal(err)
+// requireSetAside declares a new stand-in host showing gpu as one of gpus
+// MI210 and requires verification of an order for them to set it aside,
+// saying cause.
+func (f *fixture) requireSetAside(admin sshtest.Options, name string, gpu sshtest.GPU, gpus int, cause string) {
+	f.t.Helper()
+	ctx := context.Background()
+	h := sshtest.Start(f.t, gpu, admin)
+	f.addHost(name, h, h.Fingerprint, "mi210", gpus)
+	d := driver(f.db, h, f.t)
+	ref := f.order("mi210", gpus, "python", "")
+	if err := d.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "mi210", GPUs: gpus}); err != nil {
+		f.t.Fatal(err)
 	}
 	if err := d.Prepare(ctx, activities.PrepareInput{OrderRef: ref, Preset: "python"}); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	_, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "mi210", GPUs: 1})
-	if domain.ErrorCode(err) != activities.ErrTypeVerifyMismatch || f.hostState("gpu-mi210-liar") != sshhost.StateBroken {
-		t.Fatalf("two MI210 on a host declared with one: %v, host %s", err, f.hostState("gpu-mi210-liar"))
+	_, err := d.Verify(ctx, activities.VerifyInput{OrderRef: ref, GPUModel: "mi210", GPUs: gpus})
+	if domain.ErrorCode(err) != activities.ErrTypeVerifyMismatch || !strings.Contains(err.Error(), cause) ||
+		f.hostState(name) != sshhost.StateBroken {
+		f.t.Fatalf("%s declared with %d MI210: %v, host %s", name, gpus, err, f.hostState(name))
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package sshtest starts a real OpenSSH server on loopback as a stand-in GPU
 // host for tests: its own host key, its own configuration, and an
-// nvidia-smi script on its PATH printing output recorded on real machines.
+// nvidia-smi, amd-smi or rocm-smi script on its PATH printing output
+// recorded on real machines (sources beside each GPU value below).
 // Tests must run as root (the server creates real accounts); Start skips
 // the test otherwise.
 package sshtest
@@ -26,22 +27,31 @@ import (
 // GPU outputs of `nvidia-smi --query-gpu=name,memory.total,driver_version
 // --format=csv,noheader` and of the plain `nvidia-smi` header (NVIDIA), or
 // of `amd-smi static --asic --driver` and the ROCm release in
-// /opt/rocm/.info/version (AMD).
+// /opt/rocm/.info/version (AMD), or, for an AMD host with rocm-smi and no
+// amd-smi, of `rocm-smi --showproductname` and `rocm-smi
+// --showdriverversion`.
 type GPU struct {
-	Query  string
-	Header string
-	AMDSMI string
-	ROCm   string
+	Query          string
+	Header         string
+	AMDSMI         string
+	ROCm           string
+	ROCmSMIProduct string
+	ROCmSMIDriver  string
 }
 
 // amdMI210Block is one GPU's block of `amd-smi static --asic --driver` on an
-// AMD Instinct MI210. The ASIC lines are those recorded on an MI210 in
-// github.com/ROCm/rocm-systems pull request #3654 (comment of 2026-03-02,
-// `sudo amd-smi static`, serial left out); the DRIVER section has the layout
-// amd-smi prints (same project, pull request #2987) with the amdgpu version
-// 6.16.13 recorded on an MI210 host in github.com/ROCm/omnistat pull
-// request #315 (its rocm_version_info metric, driver_ver="6.16.13", four
-// "AMD Instinct MI210" cards).
+// AMD Instinct MI210.
+//
+// ASIC: recorded on an MI210, https://github.com/ROCm/rocm-systems/pull/3654
+// (comment of 2026-03-02, `sudo amd-smi static`; the lines from ASIC_SERIAL
+// on left out).
+//
+// DRIVER: assembled, not recorded on an MI210. The layout (NAME: amdgpu,
+// VERSION) is amd-smi's as recorded on an MI350X in
+// https://github.com/ROCm/rocm-systems/pull/2987 (its OS_KERNEL_VERSION line
+// left out); the version 6.16.13 is the amdgpu driver recorded on a
+// four-MI210 host in https://github.com/ROCm/omnistat/pull/315 (metric
+// rocm_version_info, driver_ver="6.16.13", type="AMD Instinct MI210").
 func amdMI210Block(i int) string {
 	return fmt.Sprintf("GPU: %d\n"+
 		"    ASIC:\n"+
@@ -58,12 +68,89 @@ func amdMI210Block(i int) string {
 }
 
 // MI210x2 is a two-GPU AMD Instinct MI210 host (see amdMI210Block) with
-// ROCm 6.2.0-66, the release recorded on an MI210 in a public Qwen3.8-27B
-// MTP benchmark page ("Instinct (CDNA) — contributor sweeps and studies",
-// section "AMD Instinct MI210 64GB (CDNA2/gfx90a, ROCm 6.2)" by
-// @pestopoppa: "ROCm 6.2.0-66"); ROCm installs keep that string in
-// /opt/rocm/.info/version.
+// ROCm 6.2.0-66 in /opt/rocm/.info/version. That release string was
+// recorded on an MI210 in a public Markdown page, "Instinct (CDNA) —
+// contributor sweeps and studies", section "AMD Instinct MI210 64GB
+// (CDNA2/gfx90a, ROCm 6.2)" by github.com/pestopoppa ("One MI210 64 GB
+// HBM2e (gfx90a, CDNA2), ROCm 6.2.0-66"); the repository holding that page
+// could not be found, so its address is missing. That the string sits in
+// /opt/rocm/.info/version on that host is assumed, not recorded (ROCm
+// installs keep the release there in that form).
 var MI210x2 = GPU{AMDSMI: amdMI210Block(0) + amdMI210Block(1), ROCm: "6.2.0-66\n"}
+
+// rocmSMIEnd closes every rocm-smi report (as in both recordings below).
+const rocmSMIEnd = "==========================================================================================\n" +
+	"================================== End of ROCm SMI Log ===================================\n"
+
+// rocmSMIDriver is `rocm-smi --showdriverversion` printing version v; the
+// section's layout is the one recorded in MI300Xx4ROCmSMI's `rocm-smi -a`.
+func rocmSMIDriver(v string) string {
+	return "\n\n============================ ROCm System Management Interface ============================\n" +
+		"============================== Version of System Component ===============================\n" +
+		"Driver version: " + v + "\n" + rocmSMIEnd
+}
+
+// MI210x2ROCmSMI is a two-GPU AMD Instinct MI210 host with rocm-smi only
+// (no amd-smi, no /opt/rocm/.info/version).
+//
+// Product names: recorded verbatim, `rocm-smi --showproductname` on host
+// n016 (two MI210, ROCm 6.3.3 loaded as an environment module, amdgpu
+// 6.10.5) in https://github.com/ROCm/ROCm/issues/5480, comment by torehl of
+// 2025-11-17 (the search index also lists it under
+// ROCm/legacy-rocm-build#5480). Its "Card Series" is "Instinct MI210",
+// without "AMD".
+//
+// Driver version: assembled, not recorded. The same comment records
+// `dmesg | grep "amdgpu version:"` -> "[drm] amdgpu version: 6.10.5" on that
+// host; rocm-smi's "Driver version" is that amdgpu module version
+// (ROCm/rocm_smi_lib README, "Version"); the layout is rocmSMIDriver's.
+//
+// ROCm release: none. rocm-smi does not print it and the host loaded ROCm
+// from a module, not /opt/rocm, so the order says "ROCm (version inconnue)".
+var MI210x2ROCmSMI = GPU{
+	ROCmSMIProduct: "\n============================ ROCm System Management Interface ============================\n" +
+		"====================================== Product Info ======================================\n" +
+		"GPU[0]\t\t: Card Series: \t\tInstinct MI210\n" +
+		"GPU[0]\t\t: Card Model: \t\t0x740f\n" +
+		"GPU[0]\t\t: Card Vendor: \t\tAdvanced Micro Devices, Inc. [AMD/ATI]\n" +
+		"GPU[0]\t\t: Card SKU: \t\tD67301\n" +
+		"GPU[0]\t\t: Subsystem ID: \t0x0c34\n" +
+		"GPU[0]\t\t: Device Rev: \t\t0x02\n" +
+		"GPU[0]\t\t: Node ID: \t\t2\n" +
+		"GPU[0]\t\t: GUID: \t\t12261\n" +
+		"GPU[0]\t\t: GFX Version: \t\tgfx90a\n" +
+		"GPU[1]\t\t: Card Series: \t\tInstinct MI210\n" +
+		"GPU[1]\t\t: Card Model: \t\t0x740f\n" +
+		"GPU[1]\t\t: Card Vendor: \t\tAdvanced Micro Devices, Inc. [AMD/ATI]\n" +
+		"GPU[1]\t\t: Card SKU: \t\tD67301\n" +
+		"GPU[1]\t\t: Subsystem ID: \t0x0c34\n" +
+		"GPU[1]\t\t: Device Rev: \t\t0x02\n" +
+		"GPU[1]\t\t: Node ID: \t\t3\n" +
+		"GPU[1]\t\t: GUID: \t\t36740\n" +
+		"GPU[1]\t\t: GFX Version: \t\tgfx90a\n" + rocmSMIEnd,
+	ROCmSMIDriver: rocmSMIDriver("6.10.5"),
+}
+
+// MI300Xx4ROCmSMI is a four-GPU AMD Instinct MI300X host with rocm-smi only:
+// `rocm-smi -a` recorded on a four-MI300X cloud machine (virtual
+// functions: Card SKU MI3SRIOV) in
+// github.com/thamada/nvidia-smi, gls/MI300X_x4_smi.py (commit b09ef139,
+// variable out_a). Adapted: its "Product Info" and "Version of System
+// Component" sections are cut out of that report and each printed between
+// the report's own banner and closing lines, as one-flag runs print them.
+var MI300Xx4ROCmSMI = GPU{
+	ROCmSMIProduct: "\n\n============================ ROCm System Management Interface ============================\n" +
+		"====================================== Product Info ======================================\n" +
+		mi300xProduct(0) + mi300xProduct(1) + mi300xProduct(2) + mi300xProduct(3) + rocmSMIEnd,
+	ROCmSMIDriver: rocmSMIDriver("6.7.0"),
+}
+
+func mi300xProduct(i int) string {
+	return fmt.Sprintf("GPU[%[1]d]\t\t: Card series: \t\tAMD Instinct MI300X OAM\n"+
+		"GPU[%[1]d]\t\t: Card model: \t\t0x74a1\n"+
+		"GPU[%[1]d]\t\t: Card vendor: \t\tAdvanced Micro Devices, Inc. [AMD/ATI]\n"+
+		"GPU[%[1]d]\t\t: Card SKU: \t\tMI3SRIOV\n", i)
+}
 
 // RTXA5000 was recorded on an RTX A5000 node with driver 570.211.01:
 // github.com/akash-network/provider-configs issue #82 (query line; that
@@ -248,6 +335,13 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 			"case \"$*\" in\n'static --asic --driver')\ncat <<'KD_EOF'\n" + gpu.AMDSMI + "KD_EOF\n;;\n" +
 			"*) echo \"stand-in amd-smi: unsupported arguments: $*\" >&2; exit 2 ;;\nesac\n"
 		must(os.WriteFile(filepath.Join(bin, "amd-smi"), []byte(amd), 0o755))
+	}
+	if gpu.ROCmSMIProduct != "" {
+		rocm := "#!/bin/sh\n# Stand-in rocm-smi: output recorded on real machines (see package sshtest).\n" +
+			"case \"$*\" in\n--showproductname)\ncat <<'KD_EOF'\n" + gpu.ROCmSMIProduct + "KD_EOF\n;;\n" +
+			"--showdriverversion)\ncat <<'KD_EOF'\n" + gpu.ROCmSMIDriver + "KD_EOF\n;;\n" +
+			"*) echo \"stand-in rocm-smi: unsupported arguments: $*\" >&2; exit 2 ;;\nesac\n"
+		must(os.WriteFile(filepath.Join(bin, "rocm-smi"), []byte(rocm), 0o755))
 	}
 	must(os.WriteFile(filepath.Join(dir, "rocm-version"), []byte(gpu.ROCm), 0o644))
 	if len(opts) > 0 && opts[0].Jupyter {
