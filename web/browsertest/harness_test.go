@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/kernodeck/kernodeck/api"
@@ -45,7 +47,15 @@ type shop struct {
 }
 
 type shopOptions struct {
+	// litecoin: a Litecoin Core regtest node followed by a chain watcher.
 	litecoin bool
+	// ltcRequests: payment requests in LTC on Litecoin are offered (their
+	// addresses derived from the regtest key) without a node: nothing pays
+	// them, nothing watches them. Implied by litecoin.
+	ltcRequests bool
+	// deadline: how long a payment request is valid (watchtest's default
+	// when zero).
+	deadline time.Duration
 }
 
 func newShop(t *testing.T, o shopOptions) *shop {
@@ -66,13 +76,15 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		}
 		t.Cleanup(node.Stop)
 		ltcURL = devnodes.LitecoinURLOn(ltcPort)
+	}
+	if o.litecoin || o.ltcRequests {
 		acc, err := hdwallet.ParseAccountKey(hdwallet.Network("litecoin-regtest"), devnodes.LitecoinRegtestXpub)
 		if err != nil {
 			t.Fatal(err)
 		}
 		networks[domain.NetworkLitecoin] = payments.Network{Deriver: acc}
 	}
-	env := watchtest.New(t, watchtest.Options{Networks: networks})
+	env := watchtest.New(t, watchtest.Options{Networks: networks, Deadline: o.deadline})
 	if o.litecoin {
 		// The watcher stops before the harness closes its database.
 		wctx, stop := context.WithCancel(env.Ctx)
@@ -230,35 +242,71 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
-// screenshots saves the whole page at 1280 px and 375 px wide (PNG), then
-// puts the viewport back. On the way it checks what every page must do:
-// every visible control has a label, and nothing is wider than the
-// screen at 375 px (no sideways scrolling on a phone).
+// screenshots checks the page (checkPage) and saves it whole at 1280 px
+// and 375 px wide (PNG).
 func screenshots(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	dir := screenshotDir(t)
-	unlabelled := eval[[]string](t, ctx, `[...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
-		.filter(e => !e.labels || e.labels.length === 0).map(e => e.outerHTML)`)
-	if len(unlabelled) > 0 {
+	a11yPage(t, ctx, name, screenshotDir(t))
+}
+
+// checkPage checks what every page must do, on the page the browser
+// shows: every control has a label, nothing is wider than the screen at
+// 375 px (no sideways scrolling on a phone) nor at 1280 px, every visible
+// text passes WCAG AA contrast, and every focusable element is reached
+// with Tab and shows a focus indicator.
+func checkPage(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	a11yPage(t, ctx, name, "")
+}
+
+func a11yPage(t *testing.T, ctx context.Context, name, shotDir string) {
+	t.Helper()
+	if unlabelled := eval[[]string](t, ctx, unlabelledJS); len(unlabelled) > 0 {
 		t.Errorf("%s: controls without a label: %v", name, unlabelled)
 	}
+	if low := eval[[]string](t, ctx, lowContrastJS); len(low) > 0 {
+		t.Errorf("%s: text below WCAG AA contrast: %v", name, low)
+	}
+	focusRings(t, ctx, name)
 	for _, width := range []int64{1280, 375} {
-		run(t, ctx, "viewport", chromedp.EmulateViewport(width, 900),
-			chromedp.Sleep(200*time.Millisecond)) // one layout pass at the new width: a picture, not a condition
-		if w := eval[int64](t, ctx, `document.documentElement.scrollWidth`); w > width {
-			t.Errorf("%s at %d px: the page is %d px wide", name, width, w)
+		atWidth(t, ctx, width)
+		o := eval[overflow](t, ctx, overflowJS)
+		if o.Scroll > o.Client {
+			t.Errorf("%s at %d px: the page scrolls sideways (%d px of content for %d px); wide: %v", name, width, o.Scroll, o.Client, o.Wide)
+		}
+		if shotDir == "" {
+			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		shot, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
 		cancel()
 		if err != nil {
 			failPage(t, ctx, "screenshot "+name, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.png", name, width)), png, 0o644); err != nil {
+		if cfg, err := png.DecodeConfig(bytes.NewReader(shot)); err != nil || int64(cfg.Width) != width {
+			t.Errorf("%s: screenshot at %d px is %d px wide (%v)", name, width, cfg.Width, err)
+		}
+		if err := os.WriteFile(filepath.Join(shotDir, fmt.Sprintf("%s-%d.png", name, width)), shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	run(t, ctx, "reset viewport", chromedp.ResetViewport())
+	run(t, ctx, "reset viewport", chromedp.ResetViewport(), scrollbarsHidden(false))
+}
+
+// atWidth lays the page out at exactly width CSS pixels: the scrollbars are
+// hidden, so none of the width goes to them.
+func atWidth(t *testing.T, ctx context.Context, width int64) {
+	t.Helper()
+	run(t, ctx, "viewport", scrollbarsHidden(true), chromedp.EmulateViewport(width, 900))
+	waitJS(t, ctx, fmt.Sprintf("a layout %d px wide", width),
+		fmt.Sprintf(`window.innerWidth === %d && document.documentElement.clientWidth === %d`, width, width))
+}
+
+func scrollbarsHidden(hidden bool) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Call(ctx, emulation.SetScrollbarsHidden, emulation.SetScrollbarsHiddenParams{Hidden: hidden})
+		return err
+	})
 }
 
 // register creates a customer through the site's form and stays signed in.
