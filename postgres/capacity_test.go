@@ -172,7 +172,8 @@ func TestOrderMustFitOneHost(t *testing.T) {
 	capa := postgres.Capacity{DB: db, Provisioner: postgres.ProvisionerSSH}
 	addGPUHost(t, db, "gpu-b200-1", "b200", 8)
 	addGPUHost(t, db, "gpu-b200-2", "b200", 8)
-	err := capa.CheckFits(ctx, "b200", 10, 2)
+	fitErr := capa.CheckFits(ctx, "b200", 10, 2)
+	err := fitErr
 	require.Equal(t, domain.ECodeInvalid, domain.ErrorCode(err))
 	require.True(t, strings.Contains(err.Error(), "4 lot(s) (8 GPU)"), err.Error())
 	t.Logf("10 B200: %v", err)
@@ -182,7 +183,7 @@ func TestOrderMustFitOneHost(t *testing.T) {
 	require.False(t, av.AvailableNow)
 	require.False(t, av.Fits)
 	require.Equal(t, []int{8}, av.HostSizes)
-	require.Equal(t, domain.ErrorMessage(err), av.Message, "the quote says what the order would be told")
+	require.Equal(t, domain.ErrorMessage(fitErr), av.Message, "the quote says what the order would be told")
 	av, err = capa.Availability(ctx, "b200", 8, 2)
 	require.NoError(t, err)
 	require.True(t, av.Fits && av.AvailableNow)
