@@ -47,7 +47,10 @@ func (s *Server) topUpEvents(c *gin.Context) {
 //     SSE id (so a reconnecting EventSource resumes with Last-Event-ID;
 //     ?after=<id> does the same for other clients);
 //   - a kind event ("order", "topup") with the current state read by
-//     state, at the start and whenever it changes;
+//     state, at the start and whenever it changes, and again when the
+//     payments seen on chain for its payment requests change: a block
+//     adds a confirmation without a timeline entry nor a change of the
+//     order, yet the checkout shows "x sur N";
 //   - a comment every SSEHeartbeat to keep proxies from closing the stream.
 //
 // New entries are noticed through the timeline notifier (PostgreSQL
@@ -118,10 +121,11 @@ type streamState struct {
 	lastID    int64                              // highest entry ID sent
 	sent      map[int64]bool                     // entries sent on this stream
 	lastState []byte                             // last state payload sent
+	lastPaid  []byte                             // payments seen when it was sent
 }
 
-// push sends the timeline entries not sent yet, then the state if it
-// changed. Entries are read from the floor each time, so one committed late
+// push sends the timeline entries not sent yet, then the state if it or
+// the payments seen changed. Entries are read from the floor each time, so one committed late
 // with a lower ID is still delivered.
 func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	ctx := c.Request.Context()
@@ -157,11 +161,19 @@ func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	if err != nil {
 		return err
 	}
-	if string(data) != string(st.lastState) {
+	paid, err := s.store.IntentPayments(ctx, ref)
+	if err != nil {
+		return err
+	}
+	paidData, err := json.Marshal(paid)
+	if err != nil {
+		return err
+	}
+	if string(data) != string(st.lastState) || string(paidData) != string(st.lastPaid) {
 		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", st.kind, data); err != nil {
 			return err
 		}
-		st.lastState = data
+		st.lastState, st.lastPaid = data, paidData
 	}
 	w.Flush()
 	return nil

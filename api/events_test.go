@@ -175,14 +175,8 @@ func TestTopUpEventsStreamToItsOwner(t *testing.T) {
 	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.SSEPoll = 100 * time.Millisecond })
 	c := h.register("topup-live@example.com")
 	other := h.register("other-live@example.com")
-	r := h.do("POST", "/v1/topups", map[string]any{"amount_cents": 10000}, c.auth)
-	require.Equal(t, http.StatusCreated, r.Code, r.Body.String())
-	ref := r.obj("topup")["reference"].(string)
-	ts := httptest.NewServer(h.h)
-	defer ts.Close()
-	defer h.srv.CloseStreams()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ref := h.topUp(c)
+	ts, ctx := streamServer(t, h)
 
 	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/topups/"+ref+"/events", nil, other.auth).Code)
 
@@ -202,4 +196,70 @@ func TestTopUpEventsStreamToItsOwner(t *testing.T) {
 	upd := nextEvent(t, ch, 3*time.Second)
 	require.Equal(t, "topup", upd.event)
 	require.Contains(t, upd.data, `"status":"credited"`)
+}
+
+// topUp creates a 100 USD top-up for c.
+func (h *harness) topUp(c customer) string {
+	h.t.Helper()
+	r := h.do("POST", "/v1/topups", map[string]any{"amount_cents": 10000}, c.auth)
+	require.Equal(h.t, http.StatusCreated, r.Code, r.Body.String())
+	return r.obj("topup")["reference"].(string)
+}
+
+// streamServer serves h over HTTP for event streams until the test ends;
+// ctx ends first, then the streams, then the server.
+func streamServer(t *testing.T, h *harness) (*httptest.Server, context.Context) {
+	ts := httptest.NewServer(h.h)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); h.srv.CloseStreams(); ts.Close() })
+	return ts, ctx
+}
+
+// seenPayment gives target (an order or a top-up of the customer) a payment
+// request and a payment mined at block 100 of Litecoin, the chain's tip.
+func seenPayment(t *testing.T, h *harness, c customer, kind, target string) {
+	t.Helper()
+	id := "PI-" + target
+	_, err := h.db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
+			amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
+		VALUES ($1, $2, $3, $4, 'LTC', 'litecoin', 8, 10000000, 1000, 100, 'test', now(), 'rltc1q'||$3, (SELECT count(*) FROM payment_intents),
+			'litecoin:rltc1q'||$3, now() + interval '1 hour', now() + interval '2 hours', $1)`, id, kind, target, c.id)
+	require.NoError(t, err)
+	_, err = h.db.Exec(`INSERT INTO chain_blocks (network, height, hash) VALUES ('litecoin', 100, 'b100') ON CONFLICT DO NOTHING`)
+	require.NoError(t, err)
+	_, err = h.db.Exec(`INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base, amount_cents, late, block_height, state)
+		VALUES ('litecoin', 'tx-'||$1::text, 0, 'LTC', $1, 'rltc1q', 10000000, 1000, false, 100, 'seen')`, id)
+	require.NoError(t, err)
+}
+
+// A block adds a confirmation to a payment seen without a timeline entry
+// nor a change of the order or top-up: the stream still sends the state
+// again, so a page showing "1 confirmation sur 6" fetches "2 sur 6".
+func TestEventsStreamAConfirmationMore(t *testing.T) {
+	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.SSEPoll = 100 * time.Millisecond })
+	c := h.register("confirmations@example.com")
+	order, topUp := h.order(c), h.topUp(c)
+	ts, ctx := streamServer(t, h)
+
+	seenPayment(t, h, c, "order", order)
+	seenPayment(t, h, c, "topup", topUp)
+	streams := map[string]<-chan sseEvent{}
+	for kind, path := range map[string]string{"order": "/v1/orders/" + order, "topup": "/v1/topups/" + topUp} {
+		ch := openStream(t, ctx, ts.URL+path+"/events", c.auth.bearer, "")
+		ev := nextEvent(t, ch, 5*time.Second)
+		for ev.event == "timeline" {
+			ev = nextEvent(t, ch, 5*time.Second)
+		}
+		require.Equal(t, kind, ev.event)
+		streams[kind] = ch
+	}
+	_, err := h.db.Exec(`INSERT INTO chain_blocks (network, height, hash) VALUES ('litecoin', 101, 'b101')`)
+	require.NoError(t, err)
+	for kind, ch := range streams {
+		ev := nextEvent(t, ch, 3*time.Second)
+		require.Equal(t, kind, ev.event, "a confirmation more is not streamed on the %s's stream", kind)
+	}
+	r := h.do("GET", "/v1/orders/"+order, nil, c.auth)
+	pays := r.body["payment_intents"].([]any)[0].(map[string]any)["payments"].([]any)
+	require.EqualValues(t, 2, pays[0].(map[string]any)["confirmations"])
 }

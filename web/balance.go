@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -21,7 +22,21 @@ type balanceData struct {
 	Balance domain.Balance
 	Amounts []int64
 	TopUps  []api.TopUpView
-	History []domain.BalanceMovement
+	History []movement
+}
+
+// movement is a line of the balance's history with the page of its
+// reference: a top-up's (a credit, or a refund on it) or an order's.
+type movement struct {
+	domain.BalanceMovement
+	URL string
+}
+
+func refURL(ref string) string {
+	if strings.HasPrefix(ref, domain.TopUpRefPrefix+"-") {
+		return topUpURL(ref)
+	}
+	return orderURL(ref)
 }
 
 func topUpURL(ref string) string { return "/topups/" + url.PathEscape(ref) }
@@ -55,7 +70,9 @@ func (s *Site) showBalance(c *gin.Context, me *session, refusal error) {
 		s.fail(c, err)
 		return
 	}
-	d.History = h.Movements
+	for _, m := range h.Movements {
+		d.History = append(d.History, movement{BalanceMovement: m, URL: refURL(m.Ref)})
+	}
 	p := pageFor(me, "Mon solde")
 	status := http.StatusOK
 	if refusal != nil {
@@ -92,9 +109,11 @@ func (s *Site) loadTopUp(c *gin.Context, ref string) (topUpPageData, error) {
 	}
 	t := d.TopUp
 	unpaid := t.Status == domain.TopUpAwaitingPayment || t.Status == domain.TopUpPaymentDetected
-	var paid int64
+	// What was received counts before the credit too: a partly paid top-up
+	// shows it, what is missing and the partial payment's advice.
+	paid := d.ReceivedCents
 	if t.Status == domain.TopUpCredited {
-		paid = t.AmountCents
+		paid = max(paid, t.AmountCents)
 	}
 	ck, err := s.checkout(c, target{Kind: "topup", Ref: t.Ref, Status: t.Status, TotalCents: t.AmountCents,
 		PaidCents: paid, Unpaid: unpaid}, d.PaymentIntents, d.Timeline)

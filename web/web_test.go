@@ -304,3 +304,107 @@ func TestConfiguratorOffersOnlyWhatFitsOneHost(t *testing.T) {
 		}
 	}
 }
+
+// fakeAPISite mounts the site on an engine whose /v1 answers are canned
+// (the API's own response types), the visitor signed in as Ada with the
+// CSRF token "tok"; routes adds the answers a test needs.
+func fakeAPISite(t *testing.T, routes func(r *gin.Engine)) *gin.Engine {
+	t.Helper()
+	gin.SetMode(gin.ReleaseMode)
+	s := newTestSite(t)
+	r := gin.New()
+	s.Mount(r)
+	r.NoRoute(s.NotFound)
+	r.GET("/v1/me", func(c *gin.Context) {
+		c.JSON(http.StatusOK, api.SessionResponse{Account: domain.Account{FirstName: "Ada", LastName: "Lovelace"}, CSRFToken: "tok"})
+	})
+	routes(r)
+	return r
+}
+
+// getSignedIn fetches path with a session cookie and returns the page.
+func getSignedIn(t *testing.T, r http.Handler, path string, wantStatus int) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.AddCookie(&http.Cookie{Name: "kd_session", Value: "session"})
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, req)
+	if rec.Code != wantStatus {
+		t.Fatalf("GET %s: %d, want %d\n%s", path, rec.Code, wantStatus, rec.Body.String())
+	}
+	return rec.Body.String()
+}
+
+func apiError(c *gin.Context, code, message string) {
+	c.JSON(api.StatusFor(code), gin.H{"error": domain.Error{Code: code, Message: message}})
+}
+
+// Error pages (not found, the site's 404, an API failure) keep the signed-in
+// customer's logout form, with the session's CSRF token.
+func TestErrorPagesKeepLogout(t *testing.T) {
+	r := fakeAPISite(t, func(r *gin.Engine) {
+		r.GET("/v1/orders/:ref", func(c *gin.Context) {
+			if c.Param("ref") == "KD-DOWN" {
+				apiError(c, domain.ECodeUnavailable, "Service momentanément indisponible.")
+				return
+			}
+			apiError(c, domain.ECodeNotFound, "Commande introuvable.")
+		})
+	})
+	for path, status := range map[string]int{"/orders/KD-OTHER": http.StatusNotFound, "/nothing/here": http.StatusNotFound,
+		"/orders/KD-DOWN": http.StatusServiceUnavailable} {
+		html := getSignedIn(t, r, path, status)
+		for _, want := range []string{`action="/logout"`, `name="csrf" value="tok"`, "Connecté : Ada Lovelace"} {
+			if !strings.Contains(html, want) {
+				t.Errorf("%s: missing %q", path, want)
+			}
+		}
+	}
+}
+
+// A partly paid top-up shows what was received, what is missing and the
+// partial payment's advice, before it is credited.
+func TestPartlyPaidTopUpShowsWhatWasReceived(t *testing.T) {
+	r := fakeAPISite(t, func(r *gin.Engine) {
+		r.GET("/v1/topups/:ref", func(c *gin.Context) {
+			d := api.TopUpDetail{Timeline: []domain.TimelineEvent{}, PaymentIntents: []api.IntentView{}, ReceivedCents: 4000}
+			d.TopUp = api.TopUpView{TopUp: domain.TopUp{Ref: "TU-PART", AmountCents: 10000, Status: domain.TopUpAwaitingPayment}}
+			c.JSON(http.StatusOK, d)
+		})
+		r.GET("/v1/payment-methods", func(c *gin.Context) {
+			c.JSON(http.StatusOK, gin.H{"methods": []domain.Method{{Asset: "LTC", Network: domain.NetworkLitecoin}}})
+		})
+	})
+	html := getSignedIn(t, r, "/topups/TU-PART", http.StatusOK)
+	for _, want := range []string{`<dd class="received">40,00 USD</dd>`, `<dd class="remaining">60,00 USD</dd>`,
+		"Paiement partiel : il manque 60,00 USD", "contactez le support avec la référence TU-PART"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("partly paid top-up: missing %q", want)
+		}
+	}
+}
+
+// The balance's history links each reference to its page: a refund on a
+// top-up to the top-up, one on an order to the order.
+func TestBalanceHistoryLinksByReference(t *testing.T) {
+	r := fakeAPISite(t, func(r *gin.Engine) {
+		r.GET("/v1/balance", func(c *gin.Context) { c.JSON(http.StatusOK, domain.Balance{AvailableCents: 12000}) })
+		r.GET("/v1/topups", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"topups": []api.TopUpView{}}) })
+		r.GET("/v1/balance/history", func(c *gin.Context) {
+			c.JSON(http.StatusOK, gin.H{"movements": []domain.BalanceMovement{
+				{Kind: domain.MovementRefund, Ref: "TU-REFUND", AmountCents: 2000},
+				{Kind: domain.MovementRefund, Ref: "KD-REFUND", AmountCents: 1000},
+				{Kind: domain.MovementTopUp, Ref: "TU-CREDIT", AmountCents: 10000},
+				{Kind: domain.MovementOrderPayment, Ref: "KD-PAID", AmountCents: -2357}}})
+		})
+	})
+	html := getSignedIn(t, r, "/balance", http.StatusOK)
+	for _, want := range []string{`href="/topups/TU-REFUND"`, `href="/orders/KD-REFUND"`, `href="/topups/TU-CREDIT"`, `href="/orders/KD-PAID"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("balance history: missing %s", want)
+		}
+	}
+	if strings.Contains(html, `href="/orders/TU-`) {
+		t.Error("a top-up's reference links to an order page")
+	}
+}
