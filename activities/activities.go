@@ -76,6 +76,11 @@ type CapacityHolder interface {
 // precedes sets its own deadline (or the balance payment marks it paid).
 const capacityHoldFirst = 15 * time.Minute
 
+// capacityHoldGrace keeps a payment request's hold past its deadline, for a
+// payment made in time that the watchers report late; an order that
+// expires or is cancelled gives its hold back at once anyway.
+const capacityHoldGrace = 15 * time.Minute
+
 // Activities holds the activities' dependencies. Register a *Activities with
 // the worker; workflows call its methods by reference.
 type Activities struct {
@@ -285,8 +290,9 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 		a.releaseRefusedHold(ctx, in.TargetRef, taken, err)
 	}
 	if err == nil && order {
-		// Held as long as the request can be paid.
-		_, err = a.Capacity.HoldCapacity(ctx, in.TargetRef, it.Deadline)
+		// Held as long as the request can be paid, and a little longer: a
+		// payment made in time may be seen late (a watcher restarting).
+		_, err = a.Capacity.HoldCapacity(ctx, in.TargetRef, it.Deadline.Add(capacityHoldGrace))
 	}
 	return it, domainToApplication(err)
 }
