@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/postgres"
 )
 
 // AgentToken is the support agent token the harness's API accepts.
@@ -18,7 +19,10 @@ func (e *Env) ServeAPI(cfg api.Config, site api.Site) *httptest.Server {
 	tl := e.DB.NewTimelineListener(e.Logger)
 	go func() { _ = tl.Run(e.Ctx) }()
 	cfg.AgentTokens = map[string]string{AgentToken: "watchtest-agent"}
-	a := api.New(cfg, api.Deps{Store: e.DB, Workflows: e.Workflows, Timeline: tl, Methods: e.Payments, Site: site, Logger: e.Logger})
+	// The store as `kernodeck api` wires it: access secrets opened for their
+	// owner, availability on quotes (local driver: GPUs counted).
+	st := postgres.NewStore(e.DB, e.Keyring, postgres.ProvisionerLocal)
+	a := api.New(cfg, api.Deps{Store: st, Workflows: e.Workflows, Timeline: tl, Methods: e.Payments, Site: site, Logger: e.Logger})
 	hs := httptest.NewServer(a.Handler())
 	e.T.Cleanup(hs.Close)
 	return hs

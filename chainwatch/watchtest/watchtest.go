@@ -24,6 +24,7 @@ import (
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
 	"github.com/kernodeck/kernodeck/rates"
+	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
 	"github.com/kernodeck/kernodeck/workflows"
@@ -54,6 +55,9 @@ type Env struct {
 	Payments  *payments.Service
 	Logger    *slog.Logger
 	Ctx       context.Context
+	// Keyring seals the access secrets the worker writes; the API opens
+	// them for the owner with it.
+	Keyring *secrets.Keyring
 }
 
 // staticRates is the harness's rate source: fixed rates, always fresh.
@@ -96,9 +100,10 @@ func New(t testing.TB, o Options) *Env {
 		Store: db, Rates: fixed, Networks: o.Networks,
 		Deadline: o.Deadline, WatchAfter: o.WatchAfter,
 	}
+	kr := testKeyring(t)
 	w := workers.New(tc, &activities.Activities{
 		Store:       db,
-		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22, Keyring: testKeyring(t)},
+		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22, Keyring: kr},
 		Payments:    pay,
 		Logger:      logger,
 	})
@@ -106,7 +111,7 @@ func New(t testing.TB, o Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return &Env{T: t, DB: db, Temporal: tc, Workflows: &wfclient.Client{Temporal: tc}, Payments: pay, Logger: logger, Ctx: ctx}
+	return &Env{T: t, DB: db, Temporal: tc, Workflows: &wfclient.Client{Temporal: tc}, Payments: pay, Logger: logger, Ctx: ctx, Keyring: kr}
 }
 
 // NewAccount inserts a customer account.

@@ -34,6 +34,7 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 	// The summary follows the fields (htmx), before any order exists.
 	waitText(t, ctx, "#resume .total-gpus", "4 GPU")
 	waitText(t, ctx, "#resume .total", "3\u202f118,00 USD")
+	waitText(t, ctx, "#resume .availability", "Disponible maintenant")
 	if got := text(t, ctx, "#resume"); !strings.Contains(got, "2 lots × 2 GPU par lot") || !strings.Contains(got, "1\u202f559,00 USD") {
 		t.Fatalf("summary: %q", got)
 	}
