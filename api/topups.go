@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"slices"
 
@@ -25,40 +24,12 @@ type topUpDetail struct {
 	TopUp          topUpView              `json:"topup"`
 	Timeline       []domain.TimelineEvent `json:"timeline"`
 	PaymentIntents []intentView           `json:"payment_intents"`
-	// ReceivedCents is what confirmed payments and attributions counted
-	// toward the top-up (excess included), before it is credited too: a
-	// partly paid top-up shows what came in and what is missing.
+	// ReceivedCents is what its workflow counted toward the top-up
+	// (confirmed payments and attributions, excess included, less
+	// reversals), before it is credited too: a partly paid top-up shows
+	// what came in and what is missing.
 	ReceivedCents int64  `json:"received_cents"`
 	ReceivedUSD   string `json:"received_usd"`
-}
-
-// receivedCents adds up what a top-up's timeline counted, as its workflow
-// does: confirmed payments and attributions, less those a reorganisation
-// took back; not what went to support (late, or after the amount was
-// covered). From the credit on, the workflow keeps the credit as is and
-// later entries change nothing here.
-func receivedCents(tl []domain.TimelineEvent) int64 {
-	var total int64
-	for _, ev := range tl {
-		var data struct {
-			AmountCents    int64 `json:"amount_cents"`
-			UncountedCents int64 `json:"uncounted_cents"`
-			ToSupport      bool  `json:"to_support"`
-		}
-		switch ev.Kind {
-		case domain.EventTopUpCredited:
-			return total
-		case domain.EventPaymentConfirmed:
-			if json.Unmarshal(ev.Data, &data) == nil && !data.ToSupport {
-				total += data.AmountCents
-			}
-		case domain.EventPaymentReverted:
-			if json.Unmarshal(ev.Data, &data) == nil {
-				total -= data.UncountedCents
-			}
-		}
-	}
-	return total
 }
 
 func (s *Server) topUpDetail(ctx context.Context, t domain.TopUp) (topUpDetail, error) {
@@ -70,7 +41,7 @@ func (s *Server) topUpDetail(ctx context.Context, t domain.TopUp) (topUpDetail, 
 	if err != nil {
 		return topUpDetail{}, err
 	}
-	received := receivedCents(tl)
+	received := t.ReceivedCents
 	return topUpDetail{TopUp: viewTopUp(t), Timeline: customerTimeline(tl), PaymentIntents: intents,
 		ReceivedCents: received, ReceivedUSD: domain.FormatUSD(received)}, nil
 }

@@ -211,11 +211,14 @@ func (a Access) StackVersion() string {
 
 // TopUp is a balance top-up request.
 type TopUp struct {
-	Ref               string     `json:"reference" db:"ref"`
-	AccountID         int64      `json:"-" db:"account_id"`
-	AmountCents       int64      `json:"amount_cents" db:"amount_cents"`
-	Status            string     `json:"status" db:"status"`
-	CreditedAt        *time.Time `json:"credited_at" db:"credited_at"`
+	Ref         string     `json:"reference" db:"ref"`
+	AccountID   int64      `json:"-" db:"account_id"`
+	AmountCents int64      `json:"amount_cents" db:"amount_cents"`
+	Status      string     `json:"status" db:"status"`
+	CreditedAt  *time.Time `json:"credited_at" db:"credited_at"`
+	// ReceivedCents is what its workflow counted toward it so far (the
+	// API shows it beside the top-up).
+	ReceivedCents     int64      `json:"-" db:"received_cents"`
 	WorkflowID        string     `json:"workflow_id" db:"workflow_id"`
 	WorkflowStartedAt *time.Time `json:"-" db:"workflow_started_at"`
 	CreatedAt         time.Time  `json:"created_at" db:"created_at"`

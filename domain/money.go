@@ -319,6 +319,9 @@ type TopUpEvent struct {
 	At         time.Time
 	Status     string
 	CreditedAt *time.Time
+	// ReceivedCents is what the workflow has counted toward the top-up
+	// when it writes this transition (nil: unchanged).
+	ReceivedCents *int64
 
 	Posting    *Posting
 	Exceptions []NewException

@@ -115,8 +115,8 @@ func (db *DB) RecordTopUpEvent(ctx context.Context, ev domain.TopUpEvent) error 
 		}
 		err = tx.GetContext(ctx, &t, `
 			UPDATE topups SET status = COALESCE(NULLIF($2, ''), status), credited_at = COALESCE($3, credited_at),
-				updated_at = now()
-			WHERE ref = $1 RETURNING account_id, amount_cents`, ev.TopUpRef, ev.Status, ev.CreditedAt)
+				received_cents = COALESCE($4, received_cents), updated_at = now()
+			WHERE ref = $1 RETURNING account_id, amount_cents`, ev.TopUpRef, ev.Status, ev.CreditedAt, ev.ReceivedCents)
 		if err != nil {
 			return fmt.Errorf("update top-up %s: %w", ev.TopUpRef, notFound(err))
 		}

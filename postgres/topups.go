@@ -12,7 +12,7 @@ import (
 )
 
 const topUpColumnList = `ref, account_id, amount_cents, status, credited_at, workflow_id,
-	workflow_started_at, created_at, updated_at`
+	workflow_started_at, created_at, updated_at, COALESCE(received_cents, 0) AS received_cents`
 
 // CreateTopUp inserts a top-up awaiting payment, with its "created" timeline
 // event, in one transaction. The amount must be one of the offered amounts

@@ -439,6 +439,14 @@ func (s *invSeq) checkStatus(when string) {
 	if pg := s.pgStatus(); pg != q.status || q.status != s.kd {
 		s.fatalf("%s: status in PostgreSQL %q, workflow %q, KdStatus %q", when, pg, q.status, s.kd)
 	}
+	if s.topup {
+		// What the customer is shown as received is the workflow's count.
+		var pg int64
+		s.must(s.w.db.GetContext(s.ctx, &pg, `SELECT COALESCE(received_cents, 0) FROM topups WHERE ref = $1`, s.ref), "received")
+		if pg != q.received {
+			s.fatalf("%s: received in PostgreSQL %d, workflow %d", when, pg, q.received)
+		}
+	}
 }
 
 // updateWorkflow sends an update and logs its outcome (refusals are part of

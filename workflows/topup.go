@@ -261,6 +261,8 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 	var a *activities.Activities
 	ev.TopUpRef = t.in.TopUpRef
 	ev.At = workflow.Now(ctx).UTC()
+	received := t.st.ReceivedCents
+	ev.ReceivedCents = &received
 	t.sa.flush(ctx)
 	if t.batch {
 		t.later = append(t.later, ev)
