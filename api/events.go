@@ -125,8 +125,8 @@ type streamState struct {
 }
 
 // push sends the timeline entries not sent yet, then the state if it or
-// the payments seen changed. Entries are read from the floor each time, so one committed late
-// with a lower ID is still delivered.
+// the payments seen changed. Entries are read from the floor each time, so
+// one committed late with a lower ID is still delivered.
 func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	ctx := c.Request.Context()
 	events, err := s.store.Timeline(ctx, ref, st.floor)
