@@ -135,7 +135,7 @@ func (s *Site) topUpPage(c *gin.Context) {
 func (s *Site) showTopUp(c *gin.Context, me *session, refusal error) {
 	d, err := s.loadTopUp(c, c.Param("ref"))
 	if err != nil {
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	p := pageFor(me, "Recharge "+d.TopUp.Ref)
@@ -150,7 +150,7 @@ func (s *Site) topUpLive(c *gin.Context) {
 	}
 	d, err := s.loadTopUp(c, c.Param("ref"))
 	if err != nil {
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	p := pageFor(me, "")

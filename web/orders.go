@@ -175,7 +175,7 @@ func (s *Site) showOrder(c *gin.Context, me *session, refusal error) {
 	d, err := s.loadOrder(c, me, c.Param("ref"))
 	if err != nil {
 		// Another customer's order, or none: the same page, nothing of it.
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	p := pageFor(me, "Commande "+d.Order.Ref)
@@ -208,7 +208,7 @@ func (s *Site) orderLive(c *gin.Context) {
 	}
 	d, err := s.loadOrder(c, me, c.Param("ref"))
 	if err != nil {
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	p := pageFor(me, "")
@@ -258,7 +258,7 @@ func (s *Site) keyChange(c *gin.Context, suffix string, body any, notice string)
 		return
 	}
 	if err != nil {
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info="+notice+"#acces")
@@ -310,7 +310,7 @@ func (s *Site) privateKey(c *gin.Context) {
 		return
 	}
 	if err != nil {
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	c.Header("Content-Disposition", `attachment; filename="kernodeck-`+ref+`.key"`)
@@ -332,7 +332,7 @@ func (s *Site) supportForm(c *gin.Context) {
 	}
 	var d api.OrderDetail
 	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	p := pageFor(me, "Demande de support "+d.Order.Ref)
@@ -362,12 +362,12 @@ func (s *Site) createSupportRequest(c *gin.Context) {
 		return
 	}
 	if domain.ErrorCode(err) != domain.ECodeInvalid {
-		s.failOrder(c, me, err)
+		s.failOrder(c, err)
 		return
 	}
 	var d api.OrderDetail
 	if gerr := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(ref), "", nil, &d); gerr != nil {
-		s.failOrder(c, me, gerr)
+		s.failOrder(c, gerr)
 		return
 	}
 	p := pageFor(me, "Demande de support "+d.Order.Ref)
@@ -377,9 +377,9 @@ func (s *Site) createSupportRequest(c *gin.Context) {
 }
 
 // failOrder answers an error about an order: not found is the site's 404.
-func (s *Site) failOrder(c *gin.Context, me *session, err error) {
+func (s *Site) failOrder(c *gin.Context, err error) {
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
-		s.notFound(c, &me.Account)
+		s.notFound(c)
 		return
 	}
 	s.fail(c, err)

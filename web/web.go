@@ -132,7 +132,7 @@ func (s *Site) Mount(r *gin.Engine) {
 // NotFound answers the site's 404 page.
 func (s *Site) NotFound(c *gin.Context) {
 	pageHeaders(c)
-	s.notFound(c, nil)
+	s.notFound(c)
 }
 
 // pageHeaders: the CSP, a referrer policy, and no caching of any page (private pages must not
@@ -254,7 +254,7 @@ func (s *Site) render(c *gin.Context, status int, name string, p page) {
 func (s *Site) fail(c *gin.Context, err error) {
 	switch domain.ErrorCode(err) {
 	case domain.ECodeNotFound:
-		s.notFound(c, nil)
+		s.notFound(c)
 		return
 	case domain.ECodeUnauthorized:
 		s.toLogin(c)
@@ -271,10 +271,9 @@ func (s *Site) fail(c *gin.Context, err error) {
 	s.render(c, statusOf(err), "error", p)
 }
 
-// notFound answers the site's 404 page. The caller's account is not
-// enough for the logout form, which needs the session's CSRF token: the
-// session is read again.
-func (s *Site) notFound(c *gin.Context, _ *domain.Account) {
+// notFound answers the site's 404 page, signed in if the visitor is (the
+// logout form needs the session's CSRF token).
+func (s *Site) notFound(c *gin.Context) {
 	s.render(c, http.StatusNotFound, "notfound", s.visitorPage(c, "Page introuvable"))
 }
 
