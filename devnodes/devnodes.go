@@ -1,5 +1,5 @@
 // Package devnodes starts local development chains for `kernodeck dev`
-// (Litecoin Core in regtest, geth in dev mode) and pays payment requests on
+// (btcd and Litecoin Core in regtest, geth in dev mode) and pays payment requests on
 // them (`kernodeck dev pay`), so a newcomer sees an order paid and
 // provisioned on one machine. Nothing here is used in production.
 package devnodes
@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -255,6 +256,8 @@ func Pay(ctx context.Context, in domain.Intent, confirmations int) (string, erro
 	switch {
 	case in.Network == domain.NetworkLitecoin:
 		return PayLitecoin(ctx, LitecoinURL, in, confirmations)
+	case in.Network == domain.NetworkBitcoin:
+		return PayBitcoin(ctx, BitcoinURL, in, confirmations)
 	case in.Network == domain.NetworkEthereum && in.Asset == "ETH":
 		var accounts []string
 		if err := RPC(ctx, GethURL, "eth_accounts", nil, &accounts); err != nil || len(accounts) == 0 {
@@ -266,6 +269,17 @@ func Pay(ctx context.Context, in domain.Intent, confirmations int) (string, erro
 		}}, &hash)
 		return hash, err // geth --dev mines a block a second: confirmations follow
 	default:
-		return "", errors.New("dev pay supports LTC on the local Litecoin regtest and ETH on the local geth only")
+		return "", errors.New("dev pay supports BTC on the local btcd regtest, LTC on the local Litecoin regtest and ETH on the local geth only")
 	}
+}
+
+// FreePort returns a loopback port free at the time of the call, for nodes
+// started on other ports than the defaults (tests).
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // startDevNodes starts the local chains named in KERNODECK_DEV_NODES
-// ("litecoin,ethereum") and points the payments configuration at them with
+// ("bitcoin,litecoin,ethereum") and points the payments configuration at them with
 // development keys, unless the operator configured those already.
 func startDevNodes(ctx context.Context, dir string, logger *slog.Logger) (func(), error) {
 	var stops []func()
@@ -37,6 +37,18 @@ func startDevNodes(ctx context.Context, dir string, logger *slog.Logger) (func()
 	for _, name := range strings.Split(os.Getenv("KERNODECK_DEV_NODES"), ",") {
 		switch strings.TrimSpace(name) {
 		case "":
+		case "bitcoin":
+			n, err := devnodes.StartBitcoin(ctx, dir)
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			stops = append(stops, n.Stop)
+			setDefault("KERNODECK_BITCOIN_NODE_URL", devnodes.BitcoinURL)
+			setDefault("KERNODECK_XPUB_BITCOIN", devnodes.BitcoinRegtestXpub)
+			setDefault("KERNODECK_BITCOIN_KEY_NETWORK", "bitcoin-regtest")
+			setDefault("KERNODECK_BITCOIN_P2P", fmt.Sprintf("127.0.0.1:%d", devnodes.BitcoinP2PPort))
+			logger.Info("bitcoin regtest node (btcd)", "rpc", "127.0.0.1", "port", devnodes.BitcoinRPCPort)
 		case "litecoin":
 			n, err := devnodes.StartLitecoin(ctx, dir)
 			if err != nil {
@@ -63,7 +75,7 @@ func startDevNodes(ctx context.Context, dir string, logger *slog.Logger) (func()
 			logger.Info("geth dev node", "rpc", devnodes.GethURL)
 		default:
 			stop()
-			return nil, fmt.Errorf("KERNODECK_DEV_NODES: unknown node %q (litecoin, ethereum)", name)
+			return nil, fmt.Errorf("KERNODECK_DEV_NODES: unknown node %q (bitcoin, litecoin, ethereum)", name)
 		}
 	}
 	return stop, nil

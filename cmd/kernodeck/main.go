@@ -40,7 +40,7 @@ const usage = `kernodeck: GPU rentals paid in crypto or from a prepaid balance.
 Usage:
   kernodeck dev       run everything locally: migrations, API, worker, chain
                       watchers, and a Temporal dev server with its Web UI if
-                      none answers; KERNODECK_DEV_NODES=litecoin,ethereum also
+                      none answers; KERNODECK_DEV_NODES=bitcoin,litecoin,ethereum
                       starts local chains
   kernodeck dev pay PI-XXXXXXXXXX
                       pay a payment request on the local chain

@@ -1,0 +1,214 @@
+package devnodes
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+
+	"github.com/btcsuite/btcd/btcec/v2"
+	"github.com/btcsuite/btcd/btcutil"
+	"github.com/btcsuite/btcd/chaincfg"
+	"github.com/btcsuite/btcd/chaincfg/chainhash"
+	"github.com/btcsuite/btcd/txscript"
+	"github.com/btcsuite/btcd/wire"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Local endpoints of the development Bitcoin node (btcd in regtest).
+const (
+	BitcoinRPCPort = 29332
+	// BitcoinP2PPort is where the watcher connects as a peer for push
+	// detection.
+	BitcoinP2PPort = 29333
+	// BitcoinRegtestXpub is m/84'/1'/0' of the test mnemonic: test networks
+	// share coin type 1, so it is the Litecoin regtest key, with Bitcoin's
+	// regtest addresses (bcrt1...).
+	BitcoinRegtestXpub = LitecoinRegtestXpub
+	// segwitBlocks: btcd's regtest activates segwit through BIP9, three
+	// 144-block windows, before a witness spend is accepted.
+	segwitBlocks = 440
+	// devFee is the fee of a development payment, in satoshis.
+	devFee = 10_000
+)
+
+// BitcoinURL is the development Bitcoin node's RPC endpoint.
+var BitcoinURL = BitcoinURLOn(BitcoinRPCPort)
+
+// BitcoinURLOn is the RPC endpoint of a development Bitcoin node on port.
+func BitcoinURLOn(port int) string {
+	return fmt.Sprintf("http://%s:%s@127.0.0.1:%d", rpcUser, rpcPass, port)
+}
+
+// payer is the key btcd mines to and `dev pay` spends from: btcd has no
+// wallet. It is derived from a public string: regtest coins only.
+type payer struct {
+	key    *btcec.PrivateKey
+	script []byte // its P2WPKH output script
+	addr   string
+}
+
+func devPayer() (payer, error) {
+	seed := sha256.Sum256([]byte("kernodeck development bitcoin payer (regtest only)"))
+	key, _ := btcec.PrivKeyFromBytes(seed[:])
+	addr, err := btcutil.NewAddressWitnessPubKeyHash(btcutil.Hash160(key.PubKey().SerializeCompressed()), &chaincfg.RegressionNetParams)
+	if err != nil {
+		return payer{}, err
+	}
+	script, err := txscript.PayToAddrScript(addr)
+	if err != nil {
+		return payer{}, err
+	}
+	return payer{key: key, script: script, addr: addr.EncodeAddress()}, nil
+}
+
+// StartBitcoin starts btcd in regtest, its RPC on BitcoinRPCPort
+// (BitcoinURL) and its peer-to-peer port on BitcoinP2PPort, with mature
+// coins of the development payer.
+func StartBitcoin(ctx context.Context, dir string) (*Node, error) {
+	return startBitcoin(ctx, dir, BitcoinRPCPort, BitcoinP2PPort)
+}
+
+// StartBitcoinOn is StartBitcoin with the RPC on port and the peer-to-peer
+// listener on p2pPort (tests use free ones).
+func StartBitcoinOn(ctx context.Context, dir string, port, p2pPort int) (*Node, error) {
+	return startBitcoin(ctx, dir, port, p2pPort)
+}
+
+func startBitcoin(ctx context.Context, dir string, port, p2pPort int) (*Node, error) {
+	bin, err := exec.LookPath("btcd")
+	if err != nil {
+		home, _ := os.UserHomeDir()
+		bin = filepath.Join(home, "go", "bin", "btcd")
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("btcd not installed (scripts/ensure-tools.sh installs it)")
+		}
+	}
+	p, err := devPayer()
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "btcd")
+	n, err := start(bin, []string{"--regtest", "--configfile=", "--datadir=" + filepath.Join(data, "data"),
+		"--logdir=" + filepath.Join(data, "logs"), "--listen=127.0.0.1:" + strconv.Itoa(p2pPort), "--trickleinterval=50ms",
+		"--rpclisten=127.0.0.1:" + strconv.Itoa(port), "--notls", "--rpcuser=" + rpcUser, "--rpcpass=" + rpcPass,
+		"--miningaddr=" + p.addr, "--txindex"}, filepath.Join(dir, "btcd.log"))
+	if err != nil {
+		return nil, err
+	}
+	url := BitcoinURLOn(port)
+	if err := waitRPC(ctx, url, "getblockcount", n); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	var height int
+	if err := RPC(ctx, url, "getblockcount", nil, &height); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	if height < segwitBlocks {
+		if err := RPC(ctx, url, "generate", []any{segwitBlocks - height}, nil); err != nil {
+			n.Stop()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// PayBitcoin sends exactly the intent's amount to its address from a
+// mature, unspent coinbase of the development payer on the btcd at url
+// (the change back to the payer), then mines confirmations blocks.
+func PayBitcoin(ctx context.Context, url string, in domain.Intent, confirmations int) (string, error) {
+	p, err := devPayer()
+	if err != nil {
+		return "", err
+	}
+	to, err := btcutil.DecodeAddress(in.Address, &chaincfg.RegressionNetParams)
+	if err != nil {
+		return "", fmt.Errorf("address %s: %w", in.Address, err)
+	}
+	toScript, err := txscript.PayToAddrScript(to)
+	if err != nil {
+		return "", err
+	}
+	if !in.AmountBase.IsInt64() {
+		return "", fmt.Errorf("amount %s out of range", in.Amount)
+	}
+	amount := in.AmountBase.Int64()
+	op, value, err := spendableCoin(ctx, url, p, amount+devFee)
+	if err != nil {
+		return "", err
+	}
+	tx := wire.NewMsgTx(2)
+	tx.AddTxIn(wire.NewTxIn(&op, nil, nil))
+	tx.AddTxOut(wire.NewTxOut(amount, toScript))
+	tx.AddTxOut(wire.NewTxOut(value-amount-devFee, p.script))
+	fetcher := txscript.NewCannedPrevOutputFetcher(p.script, value)
+	wit, err := txscript.WitnessSignature(tx, txscript.NewTxSigHashes(tx, fetcher), 0, value, p.script, txscript.SigHashAll, p.key, true)
+	if err != nil {
+		return "", err
+	}
+	tx.TxIn[0].Witness = wit
+	var buf bytes.Buffer
+	if err := tx.Serialize(&buf); err != nil {
+		return "", err
+	}
+	var txid string
+	if err := RPC(ctx, url, "sendrawtransaction", []any{hex.EncodeToString(buf.Bytes())}, &txid); err != nil {
+		return "", err
+	}
+	return txid, RPC(ctx, url, "generate", []any{confirmations}, nil)
+}
+
+// spendableCoin finds a coinbase of the payer with 100 confirmations or
+// more, unspent (mempool included) and worth at least need satoshis.
+func spendableCoin(ctx context.Context, url string, p payer, need int64) (wire.OutPoint, int64, error) {
+	var tip int64
+	if err := RPC(ctx, url, "getblockcount", nil, &tip); err != nil {
+		return wire.OutPoint{}, 0, err
+	}
+	for h := int64(1); h <= tip-100; h++ {
+		var hash string
+		if err := RPC(ctx, url, "getblockhash", []any{h}, &hash); err != nil {
+			return wire.OutPoint{}, 0, err
+		}
+		var block struct {
+			Tx []string `json:"tx"`
+		}
+		if err := RPC(ctx, url, "getblock", []any{hash, 1}, &block); err != nil {
+			return wire.OutPoint{}, 0, err
+		}
+		if len(block.Tx) == 0 {
+			continue
+		}
+		var out *struct {
+			Value        float64 `json:"value"`
+			ScriptPubKey struct {
+				Hex string `json:"hex"`
+			} `json:"scriptPubKey"`
+		}
+		if err := RPC(ctx, url, "gettxout", []any{block.Tx[0], 0, true}, &out); err != nil {
+			return wire.OutPoint{}, 0, err
+		}
+		if out == nil || out.ScriptPubKey.Hex != hex.EncodeToString(p.script) {
+			continue // spent, or mined to another key
+		}
+		value, err := btcutil.NewAmount(out.Value)
+		if err != nil || int64(value) < need {
+			continue
+		}
+		txHash, err := chainhash.NewHashFromStr(block.Tx[0])
+		if err != nil {
+			return wire.OutPoint{}, 0, err
+		}
+		return wire.OutPoint{Hash: *txHash, Index: 0}, int64(value), nil
+	}
+	return wire.OutPoint{}, 0, errors.New("no mature coin of the development payer left: mine more blocks (generate 100)")
+}
