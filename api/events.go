@@ -53,7 +53,8 @@ func (s *Server) topUpEvents(c *gin.Context) {
 //     order, yet the checkout shows "x sur N";
 //   - a comment every SSEHeartbeat to keep proxies from closing the stream.
 //
-// New entries are noticed through the timeline notifier (PostgreSQL
+// New entries, and new blocks under a payment of ref not yet confirmed
+// (migration 00042), are noticed through the timeline notifier (PostgreSQL
 // LISTEN), with a poll every SSEPoll as a fallback. Clients should ignore a
 // timeline entry whose id they already have.
 func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(context.Context) (any, error)) {

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"strings"
 	"testing"
@@ -274,5 +275,37 @@ func TestPaymentToSupportReversedThenMinedAgain(t *testing.T) {
 	row, flag = queue()
 	if row.RemainingCents() != 1357 || flag.ShortfallCents != 0 || flag.Resolution != domain.ResolutionRemined {
 		t.Fatalf("mined again: row %+v, flag %+v; want 1357 refundable, flag closed", row, flag)
+	}
+}
+
+// A block that adds a confirmation to a mined, not yet confirmed payment
+// wakes the live page of the order it pays (no timeline entry comes with
+// it): "x sur N" moves on at once, not at the stream's next poll.
+func TestNewBlockWakesTheOrdersOfUnconfirmedPayments(t *testing.T) {
+	ctx, db, _, ref := leasedIntent(t, "blocks@example.com", "PI-BLOCKS", "bc1qblocks", 904)
+	seen := chainwatch.Seen{TxID: "conf1", Asset: "BTC", Address: "bc1qblocks", Amount: big.NewInt(36262),
+		BlockHeight: 30, BlockHash: "h30", BlockTime: time.Now()}
+	if err := db.RecordBlock(ctx, "bitcoin", "w", 30, "h30", []chainwatch.Seen{seen}); err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l := db.NewTimelineListener(slog.Default())
+	go func() { _ = l.Run(lctx) }()
+	ch, unsub := l.Subscribe(ref)
+	defer unsub()
+	// The listener connects asynchronously: add blocks until one wakes it.
+	deadline := time.After(10 * time.Second)
+	for h := int64(31); ; h++ {
+		if err := db.RecordBlock(ctx, "bitcoin", "w", h, fmt.Sprint("h", h), nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+			return
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no wake-up on a new block")
+		}
 	}
 }
