@@ -14,10 +14,12 @@ import (
 	"strings"
 
 	"github.com/jmoiron/sqlx"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/accesskey"
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
@@ -142,13 +144,33 @@ func (p *Provisioner) CreateAccess(ctx context.Context, in activities.CreateAcce
 	}
 	user := "kd" + strings.ToLower(strings.ReplaceAll(in.OrderRef, "-", ""))
 	password := p.Keyring.Seal(rand.Text(), "order_access.password:"+in.OrderRef)
+	// As the SSH driver does: the customer's own key, or a generated pair
+	// whose private key the owner downloads once.
+	var customerKey sql.NullString
+	if err := p.DB.GetContext(ctx, &customerKey, `SELECT ssh_public_key FROM orders WHERE ref = $1`, in.OrderRef); err != nil {
+		return activities.AccessSummary{}, fmt.Errorf("order %s: %w", in.OrderRef, err)
+	}
+	pubLine := customerKey.String
+	var privKey any
+	if pubLine == "" {
+		priv, pub, err := accesskey.New(accesskey.Comment(in.OrderRef))
+		if err != nil {
+			return activities.AccessSummary{}, err
+		}
+		pubLine, privKey = pub, p.Keyring.Seal(priv, "order_access.private_key:"+in.OrderRef)
+	}
+	var fingerprint any
+	if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(pubLine)); err == nil {
+		fingerprint = ssh.FingerprintSHA256(pk)
+	}
 	v := in.Verification
 	if _, err := p.DB.ExecContext(ctx, `
-		INSERT INTO order_access (order_ref, host, port, username, password, gpu_model_seen, gpu_count_seen,
-			driver_version, cuda_version, notes)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		INSERT INTO order_access (order_ref, host, port, username, password, private_key, key_fingerprint,
+			gpu_model_seen, gpu_count_seen, driver_version, cuda_version, notes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (order_ref) DO NOTHING`,
-		in.OrderRef, p.Host, p.Port, user, password, v.GPUModel, v.GPUCount, v.DriverVersion, v.CUDAVersion, v.Notes); err != nil {
+		in.OrderRef, p.Host, p.Port, user, password, privKey, fingerprint,
+		v.GPUModel, v.GPUCount, v.DriverVersion, v.CUDAVersion, v.Notes); err != nil {
 		return activities.AccessSummary{}, fmt.Errorf("create access %s: %w", in.OrderRef, err)
 	}
 	var s activities.AccessSummary

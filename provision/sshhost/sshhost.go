@@ -15,12 +15,10 @@ package sshhost
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"database/sql"
 	_ "embed"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +34,7 @@ import (
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/accesskey"
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
@@ -305,30 +304,12 @@ func (d *Driver) step(ctx context.Context, orderRef string) func(string) {
 
 func aad(field, orderRef string) string { return field + ":" + orderRef }
 
-// newKeyPair returns an ed25519 key pair: OpenSSH PEM private key and
-// authorized_keys line.
-func newKeyPair(comment string) (privPEM, authorized string, err error) {
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return "", "", err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, comment)
-	if err != nil {
-		return "", "", err
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		return "", "", err
-	}
-	return string(pem.EncodeToMemory(block)), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + comment, nil
-}
-
 // ensureSecrets generates the order's key pair (when the customer gave no
 // public key) and Jupyter token once, stores them sealed on the reservation
 // and returns the public key to install and the token. A retry finds them.
 func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, preset string) (pubKey, jupyterToken string, err error) {
 	if customerKey == "" && !r.PublicKey.Valid {
-		priv, pub, err := newKeyPair("kernodeck-" + strings.ToLower(r.OrderRef))
+		priv, pub, err := accesskey.New(accesskey.Comment(r.OrderRef))
 		if err != nil {
 			return "", "", fmt.Errorf("generate key pair: %w", err)
 		}
@@ -762,7 +743,7 @@ func (d *Driver) ReissueKey(ctx context.Context, orderRef string) error {
 	if err != nil {
 		return err
 	}
-	priv, pub, err := newKeyPair("kernodeck-" + strings.ToLower(orderRef))
+	priv, pub, err := accesskey.New(accesskey.Comment(orderRef))
 	if err != nil {
 		return fmt.Errorf("generate key pair: %w", err)
 	}

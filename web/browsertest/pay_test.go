@@ -3,11 +3,15 @@ package browsertest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/kernodeck/kernodeck/devnodes"
 	"github.com/kernodeck/kernodeck/domain"
@@ -80,10 +84,8 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 		t.Fatalf("page shows %s LTC to %s, request is %s to %s", amount, address, in.Amount, in.Address)
 	}
 	// The QR code is an image the browser loaded; the countdown runs.
-	qrWidth := eval[int](t, ctx, `document.querySelector("#paiement .qr img").naturalWidth`)
-	if qrWidth < 100 {
-		t.Fatalf("QR image not loaded (natural width %d)", qrWidth)
-	}
+	waitJS(t, ctx, "the QR code image loaded",
+		`(() => { const i = document.querySelector("#paiement .qr img"); return !!i && i.complete && i.naturalWidth >= 100; })()`)
 	waitText(t, ctx, "#paiement .countdown", "il reste")
 	if got := text(t, ctx, "#paiement"); !strings.Contains(got, "n'est pas équivalent") || !strings.Contains(got, "3\u202f118,00 USD au cours de 100 USD par LTC") {
 		t.Fatalf("checkout text: %q", got)
@@ -156,6 +158,38 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 		t.Fatalf("period %q → %q, order ends %v", start, end, o.PeriodEnd)
 	}
 	screenshots(t, ctx, "order-active")
+
+	// The generated private key, downloaded from the page: an OpenSSH key
+	// under the order's name whose public half is the fingerprint shown.
+	dir := t.TempDir()
+	if _, err := chromedp.CallBrowser(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir}); err != nil {
+		t.Fatalf("allow downloads: %v", err)
+	}
+	run(t, ctx, "download the private key", click(`form[action="/orders/`+ref+`/private-key"] button`))
+	file := filepath.Join(dir, "kernodeck-"+ref+".key")
+	var key []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// Chromium writes to a .crdownload file, renamed once complete.
+		if b, err := os.ReadFile(file); err == nil && len(b) > 0 {
+			key = b
+			break
+		}
+		if time.Now().After(deadline) {
+			entries, _ := os.ReadDir(dir)
+			t.Fatalf("no %s downloaded (folder: %v)", file, entries)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the file system for the download to land
+	}
+	signer, err := ssh.ParsePrivateKey(key)
+	if err != nil {
+		t.Fatalf("downloaded key: %v", err)
+	}
+	shown := eval[string](t, ctx, `[...document.querySelectorAll("#acces dt")].find(dt => dt.textContent === "Empreinte de la clé").nextElementSibling.textContent`)
+	if got := ssh.FingerprintSHA256(signer.PublicKey()); got != shown {
+		t.Fatalf("downloaded key %s, page shows %s", got, shown)
+	}
 }
 
 func contains(list []string, s string) bool {
