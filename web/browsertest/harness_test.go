@@ -261,6 +261,10 @@ func checkPage(t *testing.T, ctx context.Context, name string) {
 
 func a11yPage(t *testing.T, ctx context.Context, name, shotDir string) {
 	t.Helper()
+	// The viewport the test goes on with, restored at the end (and waited
+	// for) before any click: a click computed on the narrow layout would
+	// miss its target.
+	size := eval[[]int64](t, ctx, `[window.innerWidth, window.innerHeight]`)
 	if unlabelled := eval[[]string](t, ctx, unlabelledJS); len(unlabelled) > 0 {
 		t.Errorf("%s: controls without a label: %v", name, unlabelled)
 	}
@@ -290,7 +294,9 @@ func a11yPage(t *testing.T, ctx context.Context, name, shotDir string) {
 			t.Fatal(err)
 		}
 	}
-	run(t, ctx, "reset viewport", chromedp.ResetViewport(), scrollbarsHidden(false))
+	run(t, ctx, "restore the viewport", chromedp.EmulateViewport(size[0], size[1]), scrollbarsHidden(false))
+	waitJS(t, ctx, fmt.Sprintf("the layout back to %d px", size[0]), fmt.Sprintf(`window.innerWidth === %d`, size[0]))
+	eval[bool](t, ctx, `if (document.activeElement) document.activeElement.blur(); true`)
 }
 
 // atWidth lays the page out at exactly width CSS pixels: the scrollbars are
