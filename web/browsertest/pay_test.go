@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,25 +163,30 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 	// The generated private key, downloaded from the page: an OpenSSH key
 	// under the order's name whose public half is the fingerprint shown.
 	dir := t.TempDir()
+	done := make(chan struct{})
+	var once sync.Once
+	if err := chromedp.ListenBrowser(ctx, func(ev any) {
+		if p, ok := ev.(*cdpbrowser.EventDownloadProgress); ok && p.State == cdpbrowser.DownloadProgressStateCompleted {
+			once.Do(func() { close(done) })
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	events := true
 	if _, err := chromedp.CallBrowser(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir}); err != nil {
+		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir, EventsEnabled: &events}); err != nil {
 		t.Fatalf("allow downloads: %v", err)
 	}
 	run(t, ctx, "download the private key", click(`form[action="/orders/`+ref+`/private-key"] button`))
-	file := filepath.Join(dir, "kernodeck-"+ref+".key")
-	var key []byte
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// Chromium writes to a .crdownload file, renamed once complete.
-		if b, err := os.ReadFile(file); err == nil && len(b) > 0 {
-			key = b
-			break
-		}
-		if time.Now().After(deadline) {
-			entries, _ := os.ReadDir(dir)
-			t.Fatalf("no %s downloaded (folder: %v)", file, entries)
-		}
-		time.Sleep(100 * time.Millisecond) // polling the file system for the download to land
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		entries, _ := os.ReadDir(dir)
+		t.Fatalf("the private key's download did not complete (folder: %v)", entries)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "kernodeck-"+ref+".key"))
+	if err != nil {
+		t.Fatalf("downloaded key: %v", err)
 	}
 	signer, err := ssh.ParsePrivateKey(key)
 	if err != nil {
