@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 
@@ -83,13 +81,9 @@ func StartBitcoinOn(ctx context.Context, dir string, port, p2pPort int) (*Node, 
 }
 
 func startBitcoin(ctx context.Context, dir string, port, p2pPort int) (*Node, error) {
-	bin, err := exec.LookPath("btcd")
+	bin, err := goTool("btcd")
 	if err != nil {
-		home, _ := os.UserHomeDir()
-		bin = filepath.Join(home, "go", "bin", "btcd")
-		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("btcd not installed (scripts/ensure-tools.sh installs it)")
-		}
+		return nil, err
 	}
 	p, err := devPayer()
 	if err != nil {

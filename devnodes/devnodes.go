@@ -161,13 +161,9 @@ func MineLitecoin(ctx context.Context, url string, blocks int) error {
 // StartGeth starts geth in dev mode (in memory, one block a second, the
 // funded dev account unlocked).
 func StartGeth(ctx context.Context, dir string) (*Node, error) {
-	bin, err := exec.LookPath("geth")
+	bin, err := goTool("geth")
 	if err != nil {
-		home, _ := os.UserHomeDir()
-		bin = filepath.Join(home, "go", "bin", "geth")
-		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("geth not installed (scripts/ensure-tools.sh installs it)")
-		}
+		return nil, err
 	}
 	n, err := start(bin, []string{"--dev", "--dev.period", "1", "--ipcdisable", "--nodiscover", "--maxpeers=0",
 		"--port=0", "--authrpc.port=0", "--http", "--http.addr=127.0.0.1", "--http.port=" + strconv.Itoa(GethHTTPPort),
@@ -282,4 +278,18 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// goTool finds a node that scripts/ensure-tools.sh installs with go
+// install: on PATH, else in ~/go/bin.
+func goTool(name string) (string, error) {
+	if bin, err := exec.LookPath(name); err == nil {
+		return bin, nil
+	}
+	home, _ := os.UserHomeDir()
+	bin := filepath.Join(home, "go", "bin", name)
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("%s not installed (scripts/ensure-tools.sh installs it)", name)
+	}
+	return bin, nil
 }
