@@ -29,6 +29,7 @@ import (
 // Defaults for the zero fields of Config.
 const (
 	DefaultSessionTTL          = 30 * 24 * time.Hour
+	DefaultSessionIdle         = 7 * 24 * time.Hour
 	DefaultMaxBodyBytes        = 64 << 10
 	DefaultLoginWindow         = 15 * time.Minute
 	DefaultMaxFailuresPerEmail = 5
@@ -39,6 +40,8 @@ const (
 	DefaultRegistrationWindow  = time.Hour
 	DefaultSSEPoll             = 5 * time.Second
 	DefaultSSEHeartbeat        = 15 * time.Second
+	DefaultSSESessionCheck     = 10 * time.Second
+	DefaultSSEMaxAge           = 30 * time.Minute
 	DefaultWorkflowTimeout     = 30 * time.Second
 )
 
@@ -49,6 +52,9 @@ type Config struct {
 	CookieSecure bool
 	// SessionTTL is a session's lifetime (30 days).
 	SessionTTL time.Duration
+	// SessionIdle ends a session unused that long (7 days); its last use
+	// is recorded at most every postgres.SessionTouchEvery (5 minutes).
+	SessionIdle time.Duration
 	// AgentTokens maps each support agent's bearer token to the agent's
 	// name, recorded in the audit log. Tokens shorter than 16 characters
 	// are ignored (and logged).
@@ -94,6 +100,14 @@ type Config struct {
 	// SSEHeartbeat its keep-alive comment interval (15 s).
 	SSEPoll      time.Duration
 	SSEHeartbeat time.Duration
+	// SSESessionCheck is how often a live stream reads its session again
+	// (10 s): it ends once the session is gone (logout, expiry). SSEMaxAge
+	// ends every stream after at most that long (30 min, less up to a
+	// tenth so that streams opened together do not all reconnect at once);
+	// EventSource reconnects by itself with Last-Event-ID, through the
+	// session check of a new request.
+	SSESessionCheck time.Duration
+	SSEMaxAge       time.Duration
 	// WorkflowTimeout bounds each call to the Workflows (30 s).
 	WorkflowTimeout time.Duration
 }
@@ -101,6 +115,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = DefaultSessionIdle
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
@@ -135,6 +152,12 @@ func (c *Config) setDefaults() {
 	if c.SSEHeartbeat <= 0 {
 		c.SSEHeartbeat = DefaultSSEHeartbeat
 	}
+	if c.SSESessionCheck <= 0 {
+		c.SSESessionCheck = DefaultSSESessionCheck
+	}
+	if c.SSEMaxAge <= 0 {
+		c.SSEMaxAge = DefaultSSEMaxAge
+	}
 	if c.WorkflowTimeout <= 0 {
 		c.WorkflowTimeout = DefaultWorkflowTimeout
 	}
@@ -145,7 +168,7 @@ type AccountStore interface {
 	CreateAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error)
 	AccountByEmail(ctx context.Context, email string) (domain.Account, string, error)
 	Account(ctx context.Context, id int64) (domain.Account, error)
-	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time) error
+	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration) error
 	SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
 	DeleteSession(ctx context.Context, tokenHash []byte) error
 	Attempt(ctx context.Context, rules []domain.ThrottleRule) (retryAfter time.Duration, err error)

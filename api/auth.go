@@ -216,7 +216,7 @@ func (s *Server) startSession(c *gin.Context, acc domain.Account, bearer bool) (
 		return sessionResponse{}, err
 	}
 	expires := time.Now().Add(s.cfg.SessionTTL).UTC().Truncate(time.Second)
-	if err := s.store.CreateSession(c.Request.Context(), tokenHash(token), acc.ID, csrf, expires); err != nil {
+	if err := s.store.CreateSession(c.Request.Context(), tokenHash(token), acc.ID, csrf, expires, s.cfg.SessionIdle); err != nil {
 		return sessionResponse{}, err
 	}
 	resp := sessionResponse{Account: acc, CSRFToken: csrf, ExpiresAt: &expires}

@@ -18,7 +18,7 @@ import (
 // place where codes meet statuses.
 func statusFor(code string) int {
 	switch code {
-	case domain.ECodeInvalid, domain.ECodeInvalidJSON:
+	case domain.ECodeInvalid, domain.ECodeInvalidJSON, domain.ECodeVerificationInvalid, domain.ECodeVerificationExpired:
 		return http.StatusBadRequest
 	case domain.ECodeUnauthorized:
 		return http.StatusUnauthorized
@@ -27,7 +27,7 @@ func statusFor(code string) int {
 	case domain.ECodeNotFound:
 		return http.StatusNotFound
 	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity,
-		domain.ECodeMethodUnavailable, domain.ECodeIntentActive:
+		domain.ECodeMethodUnavailable, domain.ECodeIntentActive, domain.ECodeEmailUnverified, domain.ECodeEmailAlreadyVerified:
 		return http.StatusConflict
 	case domain.ECodeTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -92,12 +93,24 @@ func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(conte
 	defer poll.Stop()
 	beat := time.NewTicker(s.cfg.SSEHeartbeat)
 	defer beat.Stop()
+	session := time.NewTicker(s.cfg.SSESessionCheck)
+	defer session.Stop()
+	maxAge := time.NewTimer(streamMaxAge(s.cfg.SSEMaxAge))
+	defer maxAge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.closing:
 			return
+		case <-maxAge.C:
+			// Ending is enough: EventSource reconnects with Last-Event-ID,
+			// and the new request goes through the session check again.
+			return
+		case <-session.C:
+			if !s.sessionAlive(c) {
+				return
+			}
 		case <-beat.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return
@@ -113,6 +126,33 @@ func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(conte
 			}
 		}
 	}
+}
+
+// streamMaxAge is max less a random part of up to a tenth, so that the
+// streams opened together (after a deploy) do not all reconnect together.
+func streamMaxAge(max time.Duration) time.Duration {
+	if spread := int64(max / 10); spread > 0 {
+		return max - time.Duration(rand.Int64N(spread))
+	}
+	return max
+}
+
+// sessionAlive reads the stream's session again: false once it is gone
+// (logout, expiry) or cannot be read. A stream opened before a logout must
+// not go on showing the account's orders.
+func (s *Server) sessionAlive(c *gin.Context) bool {
+	h, ok := c.Get(ctxTokenHash)
+	if !ok {
+		return false
+	}
+	hash, _ := h.([]byte)
+	if _, _, err := s.store.SessionAccount(c.Request.Context(), hash); err != nil {
+		if domain.ErrorCode(err) != domain.ECodeNotFound && c.Request.Context().Err() == nil {
+			s.log.Warn("event stream: session check failed, ending the stream", "err", err)
+		}
+		return false
+	}
+	return true
 }
 
 type streamState struct {

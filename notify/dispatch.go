@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/wneessen/go-mail"
 
+	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/postgres"
 )
 
@@ -49,6 +50,10 @@ type Dispatcher struct {
 	MaxAttempts int
 	Batch       int
 	Logger      *slog.Logger
+	// Links seals the address confirmation links (the API checks them with
+	// the same keyring). Without it a confirmation mail cannot be built and
+	// fails.
+	Links *mailverify.Signer
 }
 
 func (d *Dispatcher) setDefaults() {
@@ -106,6 +111,7 @@ type outboxRow struct {
 	Ref       string `db:"ref"`
 	Data      []byte `db:"data"`
 	Attempts  int    `db:"attempts"`
+	AccountID int64  `db:"account_id"`
 	Email     string `db:"email"`
 	FirstName string `db:"first_name"`
 }
@@ -143,21 +149,24 @@ func (d *Dispatcher) Once(ctx context.Context) (int, error) {
 }
 
 // claim takes up to Batch due rows, skipping rows another dispatcher holds,
-// and commits them as sending with a lease.
+// and commits them as sending with a lease. An account whose address is not
+// confirmed gets its confirmation mails only: anything else queued for it
+// (the store queues nothing, this is the second lock) stays held.
 func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
 	var rows []outboxRow
 	err := d.DB.SelectContext(ctx, &rows, `
 		WITH due AS (
-			SELECT id FROM mail_outbox
-			WHERE state = 'pending' AND next_attempt_at <= now()
-			ORDER BY next_attempt_at, id LIMIT $1
-			FOR UPDATE SKIP LOCKED)
+			SELECT o.id FROM mail_outbox o JOIN accounts a ON a.id = o.account_id
+			WHERE o.state = 'pending' AND o.next_attempt_at <= now()
+				AND (a.email_verified_at IS NOT NULL OR o.template = $3)
+			ORDER BY o.next_attempt_at, o.id LIMIT $1
+			FOR UPDATE OF o SKIP LOCKED)
 		UPDATE mail_outbox m SET state = 'sending', attempts = m.attempts + 1,
 			lease_until = now() + make_interval(secs => $2)
 		FROM due, accounts a
 		WHERE m.id = due.id AND a.id = m.account_id
-		RETURNING m.id, m.outbox_key, m.template, m.ref, m.data, m.attempts, a.email, a.first_name`,
-		d.Batch, d.Lease.Seconds())
+		RETURNING m.id, m.outbox_key, m.template, m.ref, m.data, m.attempts, m.account_id, a.email, a.first_name`,
+		d.Batch, d.Lease.Seconds(), postgres.MailEmailVerification)
 	if err != nil {
 		return nil, fmt.Errorf("claim mails: %w", err)
 	}
@@ -165,13 +174,26 @@ func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
 }
 
 func (d *Dispatcher) message(r outboxRow) (*mail.Msg, error) {
-	var data postgres.MailData
-	if err := json.Unmarshal(r.Data, &data); err != nil {
-		return nil, fmt.Errorf("mail data: %w", err)
-	}
-	rendered, err := d.Renderer.Render(r.Template, r.FirstName, r.Ref, data)
-	if err != nil {
-		return nil, err
+	var rendered Mail
+	if r.Template == postgres.MailEmailVerification {
+		if d.Links == nil {
+			return nil, errors.New("confirmation mail without a link signer (Dispatcher.Links)")
+		}
+		// Sealed now: the link's lifetime starts when the mail leaves.
+		token, expires := d.Links.Token(r.AccountID, r.Email)
+		var err error
+		if rendered, err = d.Renderer.RenderVerification(r.FirstName, token, expires); err != nil {
+			return nil, err
+		}
+	} else {
+		var data postgres.MailData
+		if err := json.Unmarshal(r.Data, &data); err != nil {
+			return nil, fmt.Errorf("mail data: %w", err)
+		}
+		var err error
+		if rendered, err = d.Renderer.Render(r.Template, r.FirstName, r.Ref, data); err != nil {
+			return nil, err
+		}
 	}
 	m := mail.NewMsg()
 	if err := m.From(d.From); err != nil {

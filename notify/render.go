@@ -9,6 +9,7 @@ import (
 	"embed"
 	"fmt"
 	htmltemplate "html/template"
+	"net/url"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -38,6 +39,13 @@ const htmlLayout = `<!doctype html><html lang="fr"><head><meta charset="utf-8"><
 
 const textFooter = "\n-- \nKernodeck — ce message est envoyé automatiquement ; le suivi de votre compte fait foi.\n"
 
+// verificationSubject is the confirmation mail's subject (no reference).
+const verificationSubject = "Confirmez votre adresse email Kernodeck"
+
+// VerifyPath is the site's page a confirmation link opens (package web
+// serves it; the link's token is its "token" query parameter).
+const VerifyPath = "/verify-email"
+
 // Renderer renders the templates.
 type Renderer struct {
 	// BaseURL is the customer site; links go to {BaseURL}/orders/{ref} and
@@ -56,7 +64,11 @@ func NewRenderer(baseURL string) (*Renderer, error) {
 	if r.layout, err = htmltemplate.New("layout").Parse(htmlLayout); err != nil {
 		return nil, err
 	}
+	names := []string{postgres.MailEmailVerification}
 	for name := range subjects {
+		names = append(names, name)
+	}
+	for _, name := range names {
 		raw, err := templateFS.ReadFile("templates/" + name + ".txt")
 		if err != nil {
 			return nil, fmt.Errorf("template %s: %w", name, err)
@@ -130,6 +142,21 @@ func dateField(m map[string]any, keys ...string) string {
 	return s
 }
 
+// verificationView is what the confirmation mail shows.
+type verificationView struct {
+	FirstName string
+	URL       string
+	Expires   string
+}
+
+// RenderVerification renders the confirmation mail: the link to the site's
+// confirmation page with token, and when it stops working.
+func (r *Renderer) RenderVerification(firstName, token string, expires time.Time) (Mail, error) {
+	v := verificationView{FirstName: firstName, Expires: frDate(expires),
+		URL: r.BaseURL + VerifyPath + "?token=" + url.QueryEscape(token)}
+	return r.execute(postgres.MailEmailVerification, verificationSubject, v)
+}
+
 // Render renders template name for a customer.
 func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mail, error) {
 	subject, ok := subjects[name]
@@ -169,6 +196,11 @@ func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mai
 	if name == postgres.MailPaymentRequest && (v.Pay.Address == "" || v.Pay.Amount == "" || v.Pay.Asset == "") {
 		return Mail{}, fmt.Errorf("payment request for %s lacks asset, amount or address", ref)
 	}
+	return r.execute(name, fmt.Sprintf(subject, ref), v)
+}
+
+// execute renders the text and HTML parts of template name with v.
+func (r *Renderer) execute(name, subject string, v any) (Mail, error) {
 	var text, body bytes.Buffer
 	if err := r.text[name].Execute(&text, v); err != nil {
 		return Mail{}, fmt.Errorf("render %s: %w", name, err)
@@ -176,7 +208,7 @@ func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mai
 	if err := r.html[name].Execute(&body, v); err != nil {
 		return Mail{}, fmt.Errorf("render %s: %w", name, err)
 	}
-	m := Mail{Subject: fmt.Sprintf(subject, ref), Text: text.String() + textFooter}
+	m := Mail{Subject: subject, Text: text.String() + textFooter}
 	var page bytes.Buffer
 	if err := r.layout.Execute(&page, map[string]any{"Subject": m.Subject, "Body": htmltemplate.HTML(body.String())}); err != nil {
 		return Mail{}, fmt.Errorf("render %s: %w", name, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,11 +25,33 @@ var errEmailTaken = &domain.Error{
 	Field:   "email",
 }
 
-const accountColumnList = `id, first_name, last_name, email, created_at`
+const accountColumnList = `id, first_name, last_name, email, created_at, email_verified_at IS NOT NULL AS email_verified`
 
-// CreateAccount inserts a customer account. passwordHash is the encoded
-// argon2id hash (hashing is the caller's job). An email already registered,
-// compared case-insensitively, gives a domain error ECodeEmailTaken.
+// errUnverifiedOrder is what an unconfirmed account's second unpaid order
+// gets (trigger orders_unverified_limit, migration 00046).
+var errUnverifiedOrder = &domain.Error{
+	Code: domain.ECodeEmailUnverified,
+	Message: "Confirmez d'abord votre adresse email : tant qu'elle n'est pas confirmée, votre compte ne peut avoir " +
+		"qu'une commande en attente de règlement. Ouvrez le lien reçu par email à l'inscription, ou demandez-en un nouveau depuis votre compte.",
+}
+
+// errAlreadyVerified answers a resend for a confirmed address.
+var errAlreadyVerified = &domain.Error{
+	Code:    domain.ECodeEmailAlreadyVerified,
+	Message: "Votre adresse email est déjà confirmée : il n'y a pas de lien à renvoyer.",
+}
+
+// isUnverifiedOrderLimit reports whether err is the trigger's refusal.
+func isUnverifiedOrderLimit(err error) bool {
+	var pqErr *pq.Error
+	return errors.As(err, &pqErr) && pqErr.Constraint == "orders_unverified_one_unpaid"
+}
+
+// CreateAccount inserts an account whose address counts as confirmed (the
+// column's default): for operators, tools and fixtures. Customers register
+// with RegisterAccount. passwordHash is the encoded argon2id hash (hashing
+// is the caller's job). An email already registered, compared
+// case-insensitively, gives a domain error ECodeEmailTaken.
 func (db *DB) CreateAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error) {
 	var out domain.Account
 	err := db.GetContext(ctx, &out, `
@@ -43,6 +66,112 @@ func (db *DB) CreateAccount(ctx context.Context, a domain.Account, passwordHash 
 		return domain.Account{}, fmt.Errorf("create account: %w", err)
 	}
 	return out, nil
+}
+
+// RegisterAccount inserts a customer's account with its address not yet
+// confirmed, and queues the confirmation mail (the only mail it gets until
+// the address is confirmed) in the same transaction. A taken email gives
+// ECodeEmailTaken, as CreateAccount.
+func (db *DB) RegisterAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error) {
+	var out domain.Account
+	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
+		err := tx.GetContext(ctx, &out, `
+			INSERT INTO accounts (first_name, last_name, email, password_hash, email_verified_at)
+			VALUES ($1, $2, $3, $4, NULL)
+			RETURNING `+accountColumnList,
+			a.FirstName, a.LastName, strings.TrimSpace(a.Email), passwordHash)
+		if isUniqueViolation(err) {
+			return errEmailTaken
+		}
+		if err != nil {
+			return fmt.Errorf("register account: %w", err)
+		}
+		return queueVerificationMail(ctx, tx, out.ID, 1, time.Now())
+	})
+	if err != nil {
+		return domain.Account{}, err
+	}
+	return out, nil
+}
+
+// queueVerificationMail queues the n-th confirmation mail of an account.
+// The mail holds no link: the dispatcher seals one when it sends, so its
+// lifetime starts when it leaves and no link sits in the database.
+func queueVerificationMail(ctx context.Context, tx *sqlx.Tx, accountID int64, n int, at time.Time) error {
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO mail_outbox (outbox_key, account_id, template, ref, data, created_at)
+		VALUES ($1, $2, $3, '', $4, $5)`,
+		fmt.Sprintf("verify:%d:%d", accountID, n), accountID, MailEmailVerification,
+		fmt.Sprintf(`{"kind": %q}`, MailEmailVerification), at); err != nil {
+		return fmt.Errorf("queue confirmation mail: %w", err)
+	}
+	return nil
+}
+
+// VerifyEmail confirms the address of account accountID if it still is
+// email (a link names both). already says it was confirmed before.
+// ErrNotFound: no such account with that address.
+func (db *DB) VerifyEmail(ctx context.Context, accountID int64, email string) (already bool, err error) {
+	var was sql.NullBool
+	err = db.GetContext(ctx, &was, `
+		WITH a AS (SELECT id, email_verified_at IS NOT NULL AS verified FROM accounts
+			WHERE id = $1 AND lower(email) = lower($2)),
+		u AS (UPDATE accounts SET email_verified_at = now()
+			WHERE id = (SELECT id FROM a) AND email_verified_at IS NULL)
+		SELECT (SELECT verified FROM a)`, accountID, strings.TrimSpace(email))
+	if err != nil {
+		return false, fmt.Errorf("verify email of account %d: %w", accountID, err)
+	}
+	if !was.Valid {
+		return false, fmt.Errorf("verify email of account %d: %w", accountID, domain.ErrNotFound)
+	}
+	return was.Bool, nil
+}
+
+// ResendVerification queues one more confirmation mail for an unconfirmed
+// account, at most one per every and perDay per 24 hours (the mail sent at
+// registration counts), measured on the caller's clock now. Past a limit
+// nothing is queued and retryAfter says when the next one may go. A
+// confirmed address gives ECodeEmailAlreadyVerified.
+func (db *DB) ResendVerification(ctx context.Context, accountID int64, now time.Time, every time.Duration, perDay int) (retryAfter time.Duration, err error) {
+	err = db.inTx(ctx, func(tx *sqlx.Tx) error {
+		var verified bool
+		// The account's row lock decides parallel resends one after the other.
+		if err := tx.GetContext(ctx, &verified, `SELECT email_verified_at IS NOT NULL FROM accounts
+			WHERE id = $1 FOR UPDATE`, accountID); err != nil {
+			return fmt.Errorf("account %d: %w", accountID, notFound(err))
+		}
+		if verified {
+			return errAlreadyVerified
+		}
+		var st struct {
+			Total   int          `db:"total"`
+			Day     int          `db:"day"`
+			Last    sql.NullTime `db:"last"`
+			DayFrom sql.NullTime `db:"day_from"`
+		}
+		if err := tx.GetContext(ctx, &st, `
+			SELECT count(*) AS total, count(*) FILTER (WHERE created_at > $2) AS day,
+				max(created_at) AS last, min(created_at) FILTER (WHERE created_at > $2) AS day_from
+			FROM mail_outbox WHERE account_id = $1 AND template = $3`,
+			accountID, now.Add(-24*time.Hour), MailEmailVerification); err != nil {
+			return fmt.Errorf("confirmation mails of account %d: %w", accountID, err)
+		}
+		if st.Last.Valid && now.Sub(st.Last.Time) < every {
+			retryAfter = every - now.Sub(st.Last.Time)
+		}
+		if st.Day >= perDay && st.DayFrom.Valid {
+			retryAfter = max(retryAfter, st.DayFrom.Time.Add(24*time.Hour).Sub(now))
+		}
+		if retryAfter > 0 {
+			return nil
+		}
+		return queueVerificationMail(ctx, tx, accountID, st.Total+1, now)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("resend confirmation: %w", err)
+	}
+	return retryAfter, nil
 }
 
 // Account returns the account with that ID.
@@ -80,35 +209,59 @@ func (db *DB) CountAccounts(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// SessionTouchEvery is how stale a session's last use may get before a
+// request records it again: at most one write per session per interval,
+// instead of one per request.
+const SessionTouchEvery = 5 * time.Minute
+
+// liveSession is the condition of a session still valid: not expired,
+// and used within its idle timeout.
+const liveSession = `s.expires_at > now() AND s.last_used_at + s.idle_timeout > now()`
+
+// touchSession records the use of session $1 if its last use is older
+// than SessionTouchEvery (a CTE of the statements that read a session).
+var touchSession = fmt.Sprintf(`touch AS (
+		UPDATE sessions s SET last_used_at = now()
+		WHERE s.token_hash = $1 AND %s AND s.last_used_at < now() - interval '%d seconds')`,
+	liveSession, int(SessionTouchEvery.Seconds()))
+
 // CreateSession stores a session under the SHA-256 hash of its token (the
-// token itself is never stored), with its CSRF token and expiry. Expired
-// sessions of the same account are removed on the way.
-func (db *DB) CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time) error {
+// token itself is never stored), with its CSRF token, expiry and idle
+// timeout (unused that long, it ends; 0: never idles out before expiresAt).
+// Expired sessions of the same account are removed on the way.
+func (db *DB) CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration) error {
+	if idle <= 0 || idle > time.Until(expiresAt) {
+		idle = max(time.Until(expiresAt), time.Second)
+	}
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx,
-			`DELETE FROM sessions WHERE account_id = $1 AND expires_at <= now()`, accountID); err != nil {
+			`DELETE FROM sessions s WHERE account_id = $1 AND NOT (`+liveSession+`)`, accountID); err != nil {
 			return fmt.Errorf("delete expired sessions: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO sessions (token_hash, account_id, csrf_token, expires_at)
-			VALUES ($1, $2, $3, $4)`, tokenHash, accountID, csrfToken, expiresAt); err != nil {
+			INSERT INTO sessions (token_hash, account_id, csrf_token, expires_at, idle_timeout)
+			VALUES ($1, $2, $3, $4, make_interval(secs => $5))`,
+			tokenHash, accountID, csrfToken, expiresAt, idle.Seconds()); err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
 		return nil
 	})
 }
 
-// SessionAccount returns the account and CSRF token of an unexpired session,
-// or ErrNotFound.
+// SessionAccount returns the account and CSRF token of a valid session
+// (unexpired, not idle past its timeout), or ErrNotFound, and records its
+// use (at most every SessionTouchEvery).
 func (db *DB) SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error) {
 	var row struct {
 		domain.Account
 		CSRFToken string `db:"csrf_token"`
 	}
 	err := db.getPrepared(ctx, &row, `
-		SELECT a.id, a.first_name, a.last_name, a.email, a.created_at, s.csrf_token
+		WITH `+touchSession+`
+		SELECT a.id, a.first_name, a.last_name, a.email, a.created_at,
+			a.email_verified_at IS NOT NULL AS email_verified, s.csrf_token
 		FROM sessions s JOIN accounts a ON a.id = s.account_id
-		WHERE s.token_hash = $1 AND s.expires_at > now()`, tokenHash)
+		WHERE s.token_hash = $1 AND `+liveSession, tokenHash)
 	if err != nil {
 		return domain.Account{}, "", fmt.Errorf("session: %w", notFound(err))
 	}
@@ -124,9 +277,9 @@ func (db *DB) DeleteSession(ctx context.Context, tokenHash []byte) error {
 	return nil
 }
 
-// DeleteExpiredSessions removes every expired session (housekeeping).
+// DeleteExpiredSessions removes every expired or idle session (housekeeping).
 func (db *DB) DeleteExpiredSessions(ctx context.Context) (int64, error) {
-	res, err := db.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= now()`)
+	res, err := db.ExecContext(ctx, `DELETE FROM sessions s WHERE NOT (`+liveSession+`)`)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired sessions: %w", err)
 	}

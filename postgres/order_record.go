@@ -155,11 +155,12 @@ var ownerOrderSQL = ownerOrderSelect(`ref = $1 AND account_id = $2`, `$3`, `$4`)
 // session $1 (as SessionAccount) and that account's order $2, in one
 // statement: no row when either is missing.
 var sessionOrderSQL = `
+	WITH ` + touchSession + `
 	SELECT a.id AS session_account_id, a.first_name, a.last_name, a.email, a.created_at AS account_created_at,
-		s.csrf_token, v.*
+		a.email_verified_at IS NOT NULL AS email_verified, s.csrf_token, v.*
 	FROM sessions s JOIN accounts a ON a.id = s.account_id
 	CROSS JOIN LATERAL (` + ownerOrderSelect(`ref = $2 AND account_id = a.id`, `$3`, `$4`) + `) v
-	WHERE s.token_hash = $1 AND s.expires_at > now()`
+	WHERE s.token_hash = $1 AND ` + liveSession
 
 // orderRecordRow is one row of ownerOrderSQL.
 type orderRecordRow struct {
@@ -426,7 +427,8 @@ func sessionOrder(ctx context.Context, db *DB, tokenHash []byte, ref string,
 		return domain.SessionOrder{}, err
 	}
 	return domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,
-		FirstName: row.FirstName, LastName: row.LastName, Email: row.Email, CreatedAt: row.AccountCreatedAt}}, nil
+		FirstName: row.FirstName, LastName: row.LastName, Email: row.Email, CreatedAt: row.AccountCreatedAt,
+		EmailVerified: row.EmailVerified}}, nil
 }
 
 // sessionOrderRow is one row of sessionOrderSQL.
@@ -436,6 +438,7 @@ type sessionOrderRow struct {
 	LastName         string    `db:"last_name"`
 	Email            string    `db:"email"`
 	AccountCreatedAt time.Time `db:"account_created_at"`
+	EmailVerified    bool      `db:"email_verified"`
 	CSRFToken        string    `db:"csrf_token"`
 	orderRecordRow
 }

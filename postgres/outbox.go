@@ -33,6 +33,9 @@ const (
 	MailRentalEnded      = "rental_ended"
 	MailTopUpCredited    = "topup_credited"
 	MailSupportAnswer    = "support_answer"
+	// MailEmailVerification carries the link that confirms the address:
+	// the only mail an account gets until it is confirmed.
+	MailEmailVerification = "email_verification"
 )
 
 // MailTemplates maps the timeline event kinds that call for a mail to the
@@ -89,7 +92,10 @@ func (o orderMailRow) data(kind, message string, event map[string]any, at time.T
 }
 
 // queueMail inserts a mail into the outbox once per (ref, event key), in the
-// caller's transaction. Kinds without a template queue nothing.
+// caller's transaction. Kinds without a template queue nothing, and nothing
+// is queued for an account whose address is not confirmed: a stranger's
+// address registered by someone else is never mailed more than the
+// confirmation link.
 func queueMail(ctx context.Context, tx *sqlx.Tx, accountID int64, ref, eventKey, kind string, data MailData) error {
 	template, ok := MailTemplates[kind]
 	if !ok {
@@ -104,7 +110,8 @@ func queueMail(ctx context.Context, tx *sqlx.Tx, accountID int64, ref, eventKey,
 	}
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO mail_outbox (outbox_key, account_id, template, ref, data)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (outbox_key) DO NOTHING`,
+		SELECT $1, $2, $3, $4, $5 FROM accounts WHERE id = $2 AND email_verified_at IS NOT NULL
+		ON CONFLICT (outbox_key) DO NOTHING`,
 		"mail:"+ref+":"+eventKey, accountID, template, ref, string(raw)); err != nil {
 		return fmt.Errorf("queue mail %s for %s: %w", template, ref, err)
 	}
