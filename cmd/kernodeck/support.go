@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,8 +41,13 @@ Usage:
   kernodeck support [flags] answer REQUEST_ID --message M
 
 Flags (before the action):
-  --url    support API base URL (env KERNODECK_SUPPORT_URL, default http://127.0.0.1:8080)
-  --token  agent token (env KERNODECK_SUPPORT_TOKEN)
+  --url         support API base URL (env KERNODECK_SUPPORT_URL, default http://127.0.0.1:8080)
+  --token-file  file holding the agent token (env KERNODECK_SUPPORT_TOKEN_FILE)
+
+The agent token comes from the environment (KERNODECK_SUPPORT_TOKEN) or from
+a file (--token-file, KERNODECK_SUPPORT_TOKEN_FILE), never from the command
+line: arguments are visible to every user of the machine (ps, /proc) and
+kept in shell histories. --token is refused.
 `
 
 // runSupport is the support agent's CLI. It returns the process exit code.
@@ -50,7 +56,13 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, supportUsage) }
 	base := fs.String("url", envOr("KERNODECK_SUPPORT_URL", "http://127.0.0.1:8080"), "support API base URL")
-	token := fs.String("token", os.Getenv("KERNODECK_SUPPORT_TOKEN"), "agent token")
+	tokenFile := fs.String("token-file", os.Getenv("KERNODECK_SUPPORT_TOKEN_FILE"), "file holding the agent token")
+	if tokenOnCommandLine(args) {
+		fmt.Fprintln(stderr, "support: --token is refused: a token given as an argument is visible to every user of the machine (ps) "+
+			"and kept in shell histories. Set KERNODECK_SUPPORT_TOKEN, or put the token in a file readable by you only "+
+			"and pass --token-file FILE (or KERNODECK_SUPPORT_TOKEN_FILE).")
+		return 2
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -73,8 +85,9 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := af.Parse(args[2:]); err != nil {
 		return 2
 	}
-	if *token == "" {
-		fmt.Fprintln(stderr, "support: no agent token (--token or KERNODECK_SUPPORT_TOKEN)")
+	token, err := supportToken(*tokenFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "support:", err)
 		return 2
 	}
 
@@ -143,7 +156,7 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "support:", err)
 		return 1
 	}
-	req.Header.Set("Authorization", "Bearer "+*token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -164,6 +177,53 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintf(stdout, "%s\n", out)
 	return 0
+}
+
+// tokenOnCommandLine tells whether args pass a token as a flag (-token,
+// --token, with its value after = or as the next argument), before or
+// after the action. Values of other flags are skipped, so a message that
+// reads "--token" is not mistaken for one.
+func tokenOnCommandLine(args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return false
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if name == "token" {
+			return true
+		}
+		if !hasValue && takesValue[name] {
+			i++ // its value, whatever it reads
+		}
+	}
+	return false
+}
+
+// takesValue are the CLI's flags that take a value as the next argument.
+var takesValue = map[string]bool{"url": true, "token-file": true, "reason": true, "days": true, "amount-cents": true, "message": true}
+
+// supportToken reads the agent token from file when one is named, else
+// from KERNODECK_SUPPORT_TOKEN.
+func supportToken(file string) (string, error) {
+	if file == "" {
+		if t := os.Getenv("KERNODECK_SUPPORT_TOKEN"); t != "" {
+			return t, nil
+		}
+		return "", errors.New("no agent token: set KERNODECK_SUPPORT_TOKEN, or pass --token-file FILE (or KERNODECK_SUPPORT_TOKEN_FILE)")
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("agent token file: %w", err)
+	}
+	t := strings.TrimSpace(string(raw))
+	if t == "" || strings.ContainsAny(t, "\r\n") {
+		return "", fmt.Errorf("agent token file %s: one token expected, on one line", file)
+	}
+	return t, nil
 }
 
 func envOr(key, def string) string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 )
@@ -37,9 +38,11 @@ func supportCLI(t *testing.T, answer func(path string) (int, string)) (run func(
 		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
+	t.Setenv("KERNODECK_SUPPORT_TOKEN", "tok-0123456789abcdef")
+	t.Setenv("KERNODECK_SUPPORT_TOKEN_FILE", "")
 	run = func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code := runSupport(context.Background(), append([]string{"--url", srv.URL, "--token", "tok-0123456789abcdef"}, args...), &out, &errb)
+		code := runSupport(context.Background(), append([]string{"--url", srv.URL}, args...), &out, &errb)
 		return code, out.String() + errb.String()
 	}
 	return run, got
@@ -144,4 +147,84 @@ func TestSupportCLIExceptions(t *testing.T) {
 		{"GET", "/v1/support/find", "q=alice%40example.com", bearer, nil},
 		{"GET", "/v1/support/find", "q=bc1q+addr%2Fwith%3Fodd%26chars", bearer, nil},
 	})
+}
+
+// The token is read from the environment or a file only: --token, in any
+// spelling and place, is refused with a message saying what to use, before
+// any request and without echoing the token.
+func TestSupportCLITokenNeverAnArgument(t *testing.T) {
+	run, got := supportCLI(t, func(string) (int, string) { return 0, "" })
+	const secret = "tok-on-the-command-line-0123"
+	for _, args := range [][]string{
+		{"--token", secret, "show", "KD-A"},
+		{"--token=" + secret, "show", "KD-A"},
+		{"-token", secret, "show", "KD-A"},
+		{"show", "KD-A", "--token", secret},
+		{"extend", "KD-A", "--days", "2", "--reason", "x", "-token=" + secret},
+	} {
+		code, out := run(args...)
+		if code != 2 || !strings.Contains(out, "--token is refused") || !strings.Contains(out, "KERNODECK_SUPPORT_TOKEN") ||
+			!strings.Contains(out, "--token-file") || strings.Contains(out, secret) {
+			t.Fatalf("%v: exit %d: %s", args, code, out)
+		}
+	}
+	if len(*got) != 0 {
+		t.Fatalf("requests made: %+v", *got)
+	}
+	// A value that merely reads "--token" is not the flag.
+	if code, out := run("answer", "7", "--message", "--token"); code != 0 {
+		t.Fatalf("answer: %d %s", code, out)
+	}
+	if len(*got) != 1 || (*got)[0].body["message"] != "--token" {
+		t.Fatalf("calls: %+v", *got)
+	}
+}
+
+func TestSupportCLITokenFromEnvironmentOrFile(t *testing.T) {
+	run, got := supportCLI(t, func(string) (int, string) { return 0, "" })
+	dir := t.TempDir()
+	file := dir + "/token"
+	if err := os.WriteFile(file, []byte("tok-from-a-file-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run("show", "KD-A"); code != 0 { // KERNODECK_SUPPORT_TOKEN
+		t.Fatalf("env: %d %s", code, out)
+	}
+	if code, out := run("--token-file", file, "show", "KD-A"); code != 0 {
+		t.Fatalf("--token-file: %d %s", code, out)
+	}
+	t.Setenv("KERNODECK_SUPPORT_TOKEN_FILE", file)
+	if code, out := run("show", "KD-A"); code != 0 {
+		t.Fatalf("KERNODECK_SUPPORT_TOKEN_FILE: %d %s", code, out)
+	}
+	checkCalls(t, *got, []supportCall{
+		{"GET", "/v1/support/orders/KD-A", "", bearer, nil},
+		{"GET", "/v1/support/orders/KD-A", "", "Bearer tok-from-a-file-0123456789", nil},
+		{"GET", "/v1/support/orders/KD-A", "", "Bearer tok-from-a-file-0123456789", nil},
+	})
+
+	t.Setenv("KERNODECK_SUPPORT_TOKEN_FILE", "")
+	for _, tc := range []struct {
+		content, want string
+	}{
+		{"", "one token expected"},
+		{"a\nb\n", "one token expected"},
+	} {
+		if err := os.WriteFile(file, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := run("--token-file", file, "show", "KD-A"); code != 2 || !strings.Contains(out, tc.want) {
+			t.Fatalf("%q: %d %s", tc.content, code, out)
+		}
+	}
+	if code, out := run("--token-file", dir+"/missing", "show", "KD-A"); code != 2 || !strings.Contains(out, "agent token file") {
+		t.Fatalf("missing file: %d %s", code, out)
+	}
+	t.Setenv("KERNODECK_SUPPORT_TOKEN", "")
+	if code, out := run("show", "KD-A"); code != 2 || !strings.Contains(out, "no agent token") {
+		t.Fatalf("no token: %d %s", code, out)
+	}
+	if len(*got) != 3 {
+		t.Fatalf("refused runs made requests: %+v", *got)
+	}
 }
