@@ -32,11 +32,6 @@ const (
 )
 
 // Error is a domain error with a stable code and a French, customer-facing
-
-	ECodeEmailUnverified      = "email_unverified"          // the address is not confirmed yet: one unpaid order at most (409)
-	ECodeEmailAlreadyVerified = "email_already_verified"    // nothing to resend: the address is confirmed (409)
-	ECodeVerificationInvalid  = "verification_link_invalid" // a confirmation link forged, altered or not for this account (400)
-	ECodeVerificationExpired  = "verification_link_expired" // a confirmation link past its expiry (400)
 // message. Internal details never go into Message.
 type Error struct {
 	Code    string
