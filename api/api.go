@@ -29,6 +29,7 @@ import (
 // Defaults for the zero fields of Config.
 const (
 	DefaultSessionTTL          = 30 * 24 * time.Hour
+	DefaultSessionIdle         = 7 * 24 * time.Hour
 	DefaultMaxBodyBytes        = 64 << 10
 	DefaultLoginWindow         = 15 * time.Minute
 	DefaultMaxFailuresPerEmail = 5
@@ -51,6 +52,9 @@ type Config struct {
 	CookieSecure bool
 	// SessionTTL is a session's lifetime (30 days).
 	SessionTTL time.Duration
+	// SessionIdle ends a session unused that long (7 days); its last use
+	// is recorded at most every postgres.SessionTouchEvery (5 minutes).
+	SessionIdle time.Duration
 	// AgentTokens maps each support agent's bearer token to the agent's
 	// name, recorded in the audit log. Tokens shorter than 16 characters
 	// are ignored (and logged).
@@ -112,6 +116,9 @@ func (c *Config) setDefaults() {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = DefaultSessionTTL
 	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = DefaultSessionIdle
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -161,7 +168,7 @@ type AccountStore interface {
 	CreateAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error)
 	AccountByEmail(ctx context.Context, email string) (domain.Account, string, error)
 	Account(ctx context.Context, id int64) (domain.Account, error)
-	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time) error
+	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration) error
 	SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
 	DeleteSession(ctx context.Context, tokenHash []byte) error
 	Attempt(ctx context.Context, rules []domain.ThrottleRule) (retryAfter time.Duration, err error)

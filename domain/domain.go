@@ -121,6 +121,10 @@ type Account struct {
 	LastName  string    `json:"last_name" db:"last_name"`
 	Email     string    `json:"email" db:"email"`
 	CreatedAt time.Time `json:"created_at" db:"created_at"`
+	// EmailVerified: the customer opened the confirmation link sent to
+	// Email. Until then the account gets no other mail and holds at most
+	// one unpaid order.
+	EmailVerified bool `json:"email_verified" db:"email_verified"`
 }
 
 // Order is a rental order as stored.

@@ -29,6 +29,11 @@ const (
 	ECodeMethodUnavailable = "method_unavailable"     // payment method not offered now (409)
 	ECodeRateUnavailable   = "rate_unavailable"       // no fresh rate for the asset (503)
 	ECodeIntentActive      = "payment_request_active" // a payment request is still valid (409)
+
+	ECodeEmailUnverified      = "email_unverified"          // the address is not confirmed yet: one unpaid order at most (409)
+	ECodeEmailAlreadyVerified = "email_already_verified"    // nothing to resend: the address is confirmed (409)
+	ECodeVerificationInvalid  = "verification_link_invalid" // a confirmation link forged, altered or not for this account (400)
+	ECodeVerificationExpired  = "verification_link_expired" // a confirmation link past its expiry (400)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

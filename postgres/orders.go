@@ -44,7 +44,8 @@ const createOrderSQL = `
 		SELECT o.ref, 'created', '` + domain.EventCreated + `', $14, $15 FROM o
 	), m AS (
 		INSERT INTO mail_outbox (outbox_key, account_id, template, ref, data)
-		SELECT 'mail:' || o.ref || ':created', o.account_id, $16, o.ref, jsonb_set($17::jsonb, '{At}', to_jsonb(o.created_at)) FROM o
+		SELECT 'mail:' || o.ref || ':created', o.account_id, $16, o.ref, jsonb_set($17::jsonb, '{At}', to_jsonb(o.created_at))
+		FROM o JOIN accounts a ON a.id = o.account_id AND a.email_verified_at IS NOT NULL -- see queueMail
 		ON CONFLICT (outbox_key) DO NOTHING
 	)
 	SELECT * FROM o`
@@ -77,6 +78,9 @@ func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) 
 			domain.RentalWorkflowID(ref), q.SSHPublicKey, msg, data, MailTemplates[domain.EventCreated], string(mail))
 		if isUniqueViolation(err) && attempt < refAttempts {
 			continue
+		}
+		if isUnverifiedOrderLimit(err) {
+			return domain.Order{}, errUnverifiedOrder
 		}
 		if err != nil {
 			return domain.Order{}, fmt.Errorf("create order: %w", err)
