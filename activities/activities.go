@@ -33,6 +33,10 @@ type Store interface {
 	RefundToBalance(ctx context.Context, in RefundInput) error
 	// Exception returns one received amount of support's queue.
 	Exception(ctx context.Context, id int64) (domain.Exception, error)
+	// SupportAction returns one audited support action.
+	SupportAction(ctx context.Context, id int64) (domain.SupportAction, error)
+	// Intent returns one payment request.
+	Intent(ctx context.Context, id string) (domain.Intent, error)
 }
 
 // Provisioner is a machine driver: it reserves, prepares, verifies, opens and
@@ -179,6 +183,25 @@ func (a *Activities) RecordTopUpEvent(ctx context.Context, ev TopUpEvent) error 
 func (a *Activities) LoadException(ctx context.Context, id int64) (domain.Exception, error) {
 	e, err := a.Store.Exception(ctx, id)
 	return e, domainToApplication(err)
+}
+
+// CheckSupportAction refuses (non-retryable, domain code invalid) a support
+// update whose support_actions row is missing or is not the claimed action.
+func (a *Activities) CheckSupportAction(ctx context.Context, c domain.SupportActionClaim) error {
+	row, err := a.Store.SupportAction(ctx, c.ID)
+	if errors.Is(err, domain.ErrNotFound) {
+		err = domain.Errorf(domain.ECodeInvalid, "L'action de support %d n'existe pas.", c.ID)
+	} else if err == nil {
+		err = row.Check(c)
+	}
+	return domainToApplication(err)
+}
+
+// PaymentRequest reads one payment request, for a workflow checking that a
+// payment signal names one of its own (domain not_found when absent).
+func (a *Activities) PaymentRequest(ctx context.Context, id string) (domain.Intent, error) {
+	it, err := a.Store.Intent(ctx, id)
+	return it, domainToApplication(err)
 }
 
 // PayOrderFromBalance debits the balance and settles the order atomically.

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -44,7 +45,9 @@ func (s TemporalSignaler) send(ctx context.Context, wid, name string, payload an
 
 // SignalDust sends a request's dust summary.
 func (s TemporalSignaler) SignalDust(ctx context.Context, d DustPending) error {
-	return s.send(ctx, workflowID(d.TargetKind, d.TargetRef), workflows.SignalPaymentDust, workflows.DustSummary{
+	wid := workflowID(d.TargetKind, d.TargetRef)
+	return s.send(ctx, wid, workflows.SignalPaymentDust, workflows.DustSummary{
+		Addressed: domain.Addressed{Target: wid}, Address: d.Address,
 		Network: d.Network, Asset: d.Asset, IntentID: d.IntentID, Version: d.Version,
 		Outputs: d.Outputs, AmountBase: d.AmountBase, AmountCents: d.AmountCents,
 	})
@@ -63,9 +66,12 @@ func (s TemporalSignaler) Signal(ctx context.Context, p Pending) error {
 	return s.send(ctx, workflowID(p.TargetKind, p.TargetRef), name, PaymentEvent(p))
 }
 
-// PaymentEvent is the signal payload for a stored payment.
+// PaymentEvent is the signal payload for a stored payment, addressed to
+// its order's or top-up's workflow and naming its payment request.
 func PaymentEvent(p Pending) workflows.PaymentEvent {
 	return workflows.PaymentEvent{
+		Addressed:   domain.Addressed{Target: workflowID(p.TargetKind, p.TargetRef)},
+		Address:     p.Address,
 		Network:     p.Network,
 		Asset:       p.Asset,
 		TxID:        p.TxID,

@@ -46,13 +46,15 @@ type ChainSeen struct {
 // PendingPayment is a stored payment whose current state the workflow has not
 // acknowledged yet.
 type PendingPayment struct {
-	Network           string `db:"network"`
-	TxID              string `db:"txid"`
-	Index             int64  `db:"index"`
-	Asset             string `db:"asset"`
-	IntentID          string `db:"intent_id"`
-	TargetKind        string `db:"target_kind"`
-	TargetRef         string `db:"target_ref"`
+	Network    string `db:"network"`
+	TxID       string `db:"txid"`
+	Index      int64  `db:"index"`
+	Asset      string `db:"asset"`
+	IntentID   string `db:"intent_id"`
+	TargetKind string `db:"target_kind"`
+	TargetRef  string `db:"target_ref"`
+	// Address is the payment request's address (see workflows.PaymentEvent).
+	Address           string `db:"address"`
 	AmountBase        string `db:"amount_base"`
 	AmountCents       int64  `db:"amount_cents"`
 	Late              bool   `db:"late"`
@@ -71,6 +73,7 @@ type PendingDust struct {
 	IntentID    string `db:"intent_id"`
 	TargetKind  string `db:"target_kind"`
 	TargetRef   string `db:"target_ref"`
+	Address     string `db:"address"`
 	Version     int64  `db:"version"`
 	Outputs     int64  `db:"outputs"`
 	AmountBase  string `db:"amount_base"`

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"strings"
@@ -263,6 +264,60 @@ type SupportAction struct {
 	Detail    *string         `json:"detail" db:"detail"`
 	CreatedAt time.Time       `json:"created_at" db:"created_at"`
 	DoneAt    *time.Time      `json:"done_at" db:"done_at"`
+}
+
+// SupportActionClaim is what a support update says of the audited action
+// it carries out: the workflow has its support_actions row checked against
+// it before anything changes, so a sealed update copied from another
+// workflow's history, or naming an action recorded for something else,
+// does nothing.
+type SupportActionClaim struct {
+	ID        int64
+	TargetRef string
+	Action    string
+	Agent     string
+	// Params are the numbers the row's params must hold with these values
+	// (amount_cents, days, exception_id).
+	Params map[string]int64 `json:",omitempty"`
+}
+
+// Check refuses a row that is not the claimed action: another target,
+// kind, agent or amount, or an action whose outcome is already written
+// (carried out and closed: a replay).
+func (a SupportAction) Check(c SupportActionClaim) error {
+	bad := func(what string) error {
+		return Errorf(ECodeInvalid, "L'action de support %d ne correspond pas à cette demande (%s).", c.ID, what)
+	}
+	switch {
+	case a.ID != c.ID:
+		return bad("identifiant")
+	case a.TargetRef != c.TargetRef:
+		return bad("dossier")
+	case a.Action != c.Action:
+		return bad("type")
+	case a.Agent != c.Agent:
+		return bad("agent")
+	case a.Outcome != nil:
+		return bad("déjà close")
+	}
+	var params map[string]json.Number
+	dec := json.NewDecoder(bytes.NewReader(a.Params))
+	dec.UseNumber()
+	if len(a.Params) > 0 {
+		if err := dec.Decode(&params); err != nil {
+			return bad("paramètres illisibles")
+		}
+	}
+	for k, want := range c.Params {
+		got, err := params[k].Int64()
+		if err != nil && want == 0 {
+			continue // absent and zero: "all that remains"
+		}
+		if err != nil || got != want {
+			return bad(k)
+		}
+	}
+	return nil
 }
 
 // Support action names.

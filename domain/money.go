@@ -28,6 +28,7 @@ const (
 // SupportActionInput carries who and why for the support updates without a
 // parameter of their own (end early, retry provisioning).
 type SupportActionInput struct {
+	Addressed
 	ActionID int64
 	Agent    string
 	Reason   string
@@ -45,6 +46,7 @@ func validateActionID(id int64) error {
 
 // Extension extends a running (or not yet started) rental by whole days.
 type Extension struct {
+	Addressed
 	ActionID int64
 	Agent    string
 	Days     int
@@ -61,6 +63,7 @@ func (e Extension) Validate() error {
 
 // Refund credits an amount of an order back to the customer's balance.
 type Refund struct {
+	Addressed
 	ActionID    int64
 	Agent       string
 	AmountCents int64
@@ -101,6 +104,7 @@ func CheckBalance(availableCents, dueCents int64) error {
 // payment left unsettled, e.g. late); without, it records money received
 // by other means, bounded by what is still due and never refundable.
 type Attribution struct {
+	Addressed
 	ActionID    int64 // support_actions.id, the idempotency key
 	Agent       string
 	AmountCents int64 // USD value attributed; 0 means "the full amount due"
@@ -127,6 +131,7 @@ func CheckAttribution(amountCents, dueCents int64) error {
 
 // CancelRequest cancels an unpaid order or top-up.
 type CancelRequest struct {
+	Addressed
 	By       string // "customer" or "support"
 	ActionID int64  // support action ID, 0 for the customer
 	Agent    string
@@ -238,6 +243,7 @@ const (
 // ExceptionResolve is support's resolution of a reverted payment's flag
 // (the rental goes on, or support ends it apart with end-early).
 type ExceptionResolve struct {
+	Addressed
 	ExceptionID int64
 	ActionID    int64
 	Agent       string
@@ -347,6 +353,7 @@ func (v ExceptionValue) Validate() error {
 
 // ExceptionRefund refunds part of an exception to the balance.
 type ExceptionRefund struct {
+	Addressed
 	ExceptionID int64
 	ActionID    int64
 	Agent       string
@@ -411,4 +418,47 @@ type FoundCase struct {
 	AmountCts int64  `json:"amount_cents" db:"amount_cents"`
 	// Matched says what matched: reference, email, txid or address.
 	Matched string `json:"matched" db:"matched"`
+}
+
+// The support_actions row each support update claims to carry out (see
+// SupportAction.Check), on the order or top-up ref.
+
+// Claim of an attribution (a queued amount's count included).
+func (a Attribution) Claim(ref string) SupportActionClaim {
+	return SupportActionClaim{ID: a.ActionID, TargetRef: ref, Action: ActionAttributePayment, Agent: a.Agent,
+		Params: map[string]int64{"amount_cents": a.AmountCents, "exception_id": a.ExceptionID}}
+}
+
+// Claim of a support cancellation.
+func (c CancelRequest) Claim(ref string) SupportActionClaim {
+	return SupportActionClaim{ID: c.ActionID, TargetRef: ref, Action: ActionCancel, Agent: c.Agent}
+}
+
+// Claim of an extension.
+func (e Extension) Claim(ref string) SupportActionClaim {
+	return SupportActionClaim{ID: e.ActionID, TargetRef: ref, Action: ActionExtend, Agent: e.Agent,
+		Params: map[string]int64{"days": int64(e.Days)}}
+}
+
+// Claim of a refund to the balance.
+func (r Refund) Claim(ref string) SupportActionClaim {
+	return SupportActionClaim{ID: r.ActionID, TargetRef: ref, Action: ActionRefund, Agent: r.Agent,
+		Params: map[string]int64{"amount_cents": r.AmountCents}}
+}
+
+// Claim of an action without parameters (end early, retry provisioning).
+func (a SupportActionInput) Claim(ref, action string) SupportActionClaim {
+	return SupportActionClaim{ID: a.ActionID, TargetRef: ref, Action: action, Agent: a.Agent}
+}
+
+// Claim of a queued amount's refund.
+func (r ExceptionRefund) Claim(ref string) SupportActionClaim {
+	return SupportActionClaim{ID: r.ActionID, TargetRef: ref, Action: ActionRefundException, Agent: r.Agent,
+		Params: map[string]int64{"exception_id": r.ExceptionID, "amount_cents": r.AmountCents}}
+}
+
+// Claim of a reverted payment's resolution.
+func (r ExceptionResolve) Claim(ref string) SupportActionClaim {
+	return SupportActionClaim{ID: r.ActionID, TargetRef: ref, Action: ActionResolveException, Agent: r.Agent,
+		Params: map[string]int64{"exception_id": r.ExceptionID}}
 }

@@ -410,7 +410,7 @@ func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, lim
 	}
 	out := []domain.PendingPayment{}
 	err := db.SelectContext(ctx, &out, `
-		SELECT p.network, p.txid, p.output_index AS index, p.asset, p.intent_id, i.target_kind, i.target_ref,
+		SELECT p.network, p.txid, p.output_index AS index, p.asset, p.intent_id, i.target_kind, i.target_ref, i.address,
 			p.amount_base::text AS amount_base, p.amount_cents, p.late, p.state, p.after_confirmation, p.mempool, p.reversals,
 			p.state_version
 		FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
@@ -428,7 +428,7 @@ func (db *DB) Unsignaled(ctx context.Context, network string, skip []string, lim
 func (db *DB) UnsignaledDust(ctx context.Context, network string) ([]domain.PendingDust, error) {
 	var out []domain.PendingDust
 	err := db.SelectContext(ctx, &out, `
-		SELECT s.network, i.asset, s.intent_id, i.target_kind, i.target_ref, s.version, s.outputs,
+		SELECT s.network, i.asset, s.intent_id, i.target_kind, i.target_ref, i.address, s.version, s.outputs,
 			s.amount_base::text AS amount_base,
 			floor(s.amount_base * i.usd_cents / i.amount_base)::bigint AS amount_cents
 		FROM chain_dust_summaries s JOIN payment_intents i ON i.id = s.intent_id

@@ -79,47 +79,56 @@ func (c *Client) start(ctx context.Context, opts client.StartWorkflowOptions, wf
 
 // PayFromBalance runs the pay-from-balance update.
 func (c *Client) PayFromBalance(ctx context.Context, orderRef string) error {
-	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdatePayFromBalance)
+	wid := workflows.RentalWorkflowID(orderRef)
+	return c.update(ctx, wid, workflows.UpdatePayFromBalance, workflows.PayFromBalance{Addressed: to(wid)})
 }
 
 // CancelOrder runs the cancel update on a rental.
 func (c *Client) CancelOrder(ctx context.Context, orderRef string, req workflows.CancelRequest) error {
-	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateCancel, req)
+	req.Addressed = to(workflows.RentalWorkflowID(orderRef))
+	return c.update(ctx, req.Target, workflows.UpdateCancel, req)
 }
 
 // CancelTopUp runs the cancel update on a top-up.
 func (c *Client) CancelTopUp(ctx context.Context, topUpRef string, req workflows.CancelRequest) error {
-	return c.update(ctx, workflows.TopUpWorkflowID(topUpRef), workflows.UpdateCancel, req)
+	req.Addressed = to(workflows.TopUpWorkflowID(topUpRef))
+	return c.update(ctx, req.Target, workflows.UpdateCancel, req)
 }
 
 // AttributeOrderPayment runs attribute-payment on a rental.
 func (c *Client) AttributeOrderPayment(ctx context.Context, orderRef string, a workflows.Attribution) error {
-	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateAttributePayment, a)
+	a.Addressed = to(workflows.RentalWorkflowID(orderRef))
+	return c.update(ctx, a.Target, workflows.UpdateAttributePayment, a)
 }
 
 // AttributeTopUpPayment runs attribute-payment on a top-up.
 func (c *Client) AttributeTopUpPayment(ctx context.Context, topUpRef string, a workflows.Attribution) error {
-	return c.update(ctx, workflows.TopUpWorkflowID(topUpRef), workflows.UpdateAttributePayment, a)
+	a.Addressed = to(workflows.TopUpWorkflowID(topUpRef))
+	return c.update(ctx, a.Target, workflows.UpdateAttributePayment, a)
 }
 
 // Extend runs the extend update.
 func (c *Client) Extend(ctx context.Context, orderRef string, e workflows.Extension) error {
-	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateExtend, e)
+	e.Addressed = to(workflows.RentalWorkflowID(orderRef))
+	return c.update(ctx, e.Target, workflows.UpdateExtend, e)
 }
 
 // EndEarly runs the end-early update.
 func (c *Client) EndEarly(ctx context.Context, orderRef string, a workflows.SupportAction) error {
-	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateEndEarly, a)
+	a.Addressed = to(workflows.RentalWorkflowID(orderRef))
+	return c.update(ctx, a.Target, workflows.UpdateEndEarly, a)
 }
 
 // RetryProvisioning runs the retry-provisioning update.
 func (c *Client) RetryProvisioning(ctx context.Context, orderRef string, a workflows.SupportAction) error {
-	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateRetryProvisioning, a)
+	a.Addressed = to(workflows.RentalWorkflowID(orderRef))
+	return c.update(ctx, a.Target, workflows.UpdateRetryProvisioning, a)
 }
 
 // Refund runs the refund update.
 func (c *Client) Refund(ctx context.Context, orderRef string, r workflows.Refund) error {
-	return c.update(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateRefund, r)
+	r.Addressed = to(workflows.RentalWorkflowID(orderRef))
+	return c.update(ctx, r.Target, workflows.UpdateRefund, r)
 }
 
 // RefundException refunds a queued received amount of an order or top-up
@@ -127,12 +136,14 @@ func (c *Client) Refund(ctx context.Context, orderRef string, r workflows.Refund
 // run (update-with-start), so a refund works whether the target's own
 // workflow runs or closed long ago.
 func (c *Client) RefundException(ctx context.Context, e domain.Exception, r domain.ExceptionRefund) error {
+	r.Addressed = to(workflows.SettlementWorkflowID(e.TargetRef))
 	return c.settle(ctx, e, workflows.UpdateRefundException, r)
 }
 
 // ResolveException closes a reverted payment's flag through the same
 // settlement workflow.
 func (c *Client) ResolveException(ctx context.Context, e domain.Exception, r domain.ExceptionResolve) error {
+	r.Addressed = to(workflows.SettlementWorkflowID(e.TargetRef))
 	return c.settle(ctx, e, workflows.UpdateResolveException, r)
 }
 
@@ -164,26 +175,33 @@ func (c *Client) settle(ctx context.Context, e domain.Exception, update string, 
 // CreateOrderIntent runs create-payment-intent on a rental.
 func (c *Client) CreateOrderIntent(ctx context.Context, orderRef string, req workflows.IntentRequest) (domain.Intent, error) {
 	var it domain.Intent
-	err := c.updateResult(ctx, workflows.RentalWorkflowID(orderRef), workflows.UpdateCreatePaymentIntent, &it, req)
+	req.Addressed = to(workflows.RentalWorkflowID(orderRef))
+	err := c.updateResult(ctx, req.Target, workflows.UpdateCreatePaymentIntent, &it, req)
 	return it, err
 }
 
 // CreateTopUpIntent runs create-payment-intent on a top-up.
 func (c *Client) CreateTopUpIntent(ctx context.Context, topUpRef string, req workflows.IntentRequest) (domain.Intent, error) {
 	var it domain.Intent
-	err := c.updateResult(ctx, workflows.TopUpWorkflowID(topUpRef), workflows.UpdateCreatePaymentIntent, &it, req)
+	req.Addressed = to(workflows.TopUpWorkflowID(topUpRef))
+	err := c.updateResult(ctx, req.Target, workflows.UpdateCreatePaymentIntent, &it, req)
 	return it, err
 }
 
-func (c *Client) update(ctx context.Context, workflowID, name string, args ...any) error {
-	return c.updateResult(ctx, workflowID, name, nil, args...)
+// to addresses an update's argument to its workflow: the worker refuses
+// an argument addressed to another (workflows.InboundInterceptor).
+func to(workflowID string) domain.Addressed { return domain.Addressed{Target: workflowID} }
+
+// update runs an update with its one argument (every update takes one).
+func (c *Client) update(ctx context.Context, workflowID, name string, arg any) error {
+	return c.updateResult(ctx, workflowID, name, nil, arg)
 }
 
-func (c *Client) updateResult(ctx context.Context, workflowID, name string, result any, args ...any) error {
+func (c *Client) updateResult(ctx context.Context, workflowID, name string, result, arg any) error {
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   name,
-		Args:         args,
+		Args:         []any{arg},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -200,6 +218,7 @@ func (c *Client) updateResult(ctx context.Context, workflowID, name string, resu
 var passThrough = []string{
 	domain.ECodeInvalid, domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeNotFound,
 	domain.ECodeNoCapacity, domain.ECodeMethodUnavailable, domain.ECodeRateUnavailable, domain.ECodeIntentActive,
+	domain.ECodeHoldLimit,
 }
 
 // toDomain maps a Temporal error to a domain error.

@@ -11,6 +11,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -20,9 +21,13 @@ import (
 )
 
 // New returns a worker on the Kernodeck task queue with both workflows and
-// all activities registered (not started).
+// all activities registered (not started). Its interceptor refuses any
+// start or update whose one argument is not addressed to its workflow and
+// any signal without exactly one payload (workflows.InboundInterceptor).
 func New(c client.Client, acts *activities.Activities) worker.Worker {
-	w := worker.New(c, workflows.TaskQueue, worker.Options{})
+	w := worker.New(c, workflows.TaskQueue, worker.Options{
+		Interceptors: []interceptor.WorkerInterceptor{&workflows.InboundInterceptor{}},
+	})
 	Register(w, acts)
 	return w
 }

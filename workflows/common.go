@@ -339,17 +339,68 @@ type paymentLedger struct {
 	Dust map[string]int64
 	// Ver is the newest state version applied per payment (vStateOrder).
 	Ver map[string]int64 `json:",omitempty"`
+	// Requests are the workflow's own payment requests known so far
+	// (addressedChecks): a payment signal must name one of them with its
+	// address, asset and network.
+	Requests map[string]PaymentRequestRef `json:",omitempty"`
+}
+
+// PaymentRequestRef is what a payment signal must repeat of the payment
+// request it names.
+type PaymentRequestRef struct {
+	Address, Asset, Network string
+}
+
+// addRequest records a payment request the workflow made.
+func (l *paymentLedger) addRequest(it domain.Intent) {
+	if l.Requests == nil {
+		l.Requests = map[string]PaymentRequestRef{} // a ledger carried from before the field
+	}
+	l.Requests[it.ID] = PaymentRequestRef{Address: it.Address, Asset: it.Asset, Network: it.Network}
+}
+
+// ownRequest reports whether intentID is one of the workflow's payment
+// requests (targetKind, ref) with that address, asset and network. A
+// request the workflow did not make in this run's memory (made before
+// vAddressed, or in a run whose ledger predates the field) is read from
+// PostgreSQL once, in a local activity, and kept if it is ours.
+func (l *paymentLedger) ownRequest(ctx workflow.Context, targetKind, ref, intentID, address, asset, network string) bool {
+	got := PaymentRequestRef{Address: address, Asset: asset, Network: network}
+	if want, ok := l.Requests[intentID]; ok {
+		return want == got
+	}
+	if intentID == "" {
+		return false
+	}
+	var a *activities.Activities
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         timelineRetry(),
+	})
+	var it domain.Intent
+	if err := workflow.ExecuteLocalActivity(lctx, a.PaymentRequest, intentID).Get(ctx, &it); err != nil {
+		return false // not found: not ours
+	}
+	if it.TargetKind != targetKind || it.TargetRef != ref {
+		return false
+	}
+	if l.Requests == nil {
+		l.Requests = map[string]PaymentRequestRef{}
+	}
+	l.addRequest(it)
+	return l.Requests[intentID] == got
 }
 
 func newPaymentLedger() *paymentLedger {
 	return &paymentLedger{
-		Counted: map[string]bool{},
-		Pending: map[string]bool{},
-		SeenN:   map[string]int{},
-		RevertN: map[string]int{},
-		Gen:     map[string]int{},
-		Dust:    map[string]int64{},
-		Ver:     map[string]int64{},
+		Counted:  map[string]bool{},
+		Pending:  map[string]bool{},
+		SeenN:    map[string]int{},
+		RevertN:  map[string]int{},
+		Gen:      map[string]int{},
+		Dust:     map[string]int64{},
+		Ver:      map[string]int64{},
+		Requests: map[string]PaymentRequestRef{},
 	}
 }
 
@@ -485,6 +536,10 @@ func awaitOrTimeout(ctx workflow.Context, d time.Duration, cond func() bool) (ok
 // paymentTarget is what the payment signal loop drives: a rental or a top-up.
 type paymentTarget interface {
 	ledger() *paymentLedger
+	// targetKind and ref name the order or top-up, as its payment
+	// requests do ("order" or "topup").
+	targetKind() string
+	ref() string
 	onSeen(ctx workflow.Context, p PaymentEvent) error
 	onConfirmed(ctx workflow.Context, p PaymentEvent) error
 	onReverted(ctx workflow.Context, p PaymentEvent) error
@@ -538,6 +593,9 @@ func listenPayments(ctx workflow.Context, v workflow.Version, mu workflow.Mutex,
 			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
 			continue
 		}
+		if !admitted(ctx, v, t, sig) {
+			continue
+		}
 		*busy++
 		if err := mu.Lock(ctx); err != nil {
 			*busy--
@@ -553,7 +611,7 @@ func listenPayments(ctx workflow.Context, v workflow.Version, mu workflow.Mutex,
 				if !ok {
 					break
 				}
-				if wellFormed(next) {
+				if wellFormed(next) && admitted(ctx, v, t, next) {
 					handle(next)
 				}
 			}
@@ -564,6 +622,62 @@ func listenPayments(ctx workflow.Context, v workflow.Version, mu workflow.Mutex,
 		mu.Unlock()
 		*busy--
 	}
+}
+
+// admitted reports whether a payment signal is addressed to this workflow
+// and names one of its payment requests (addressedChecks); a refused one
+// is logged and counted, and changes nothing.
+func admitted(ctx workflow.Context, v workflow.Version, t paymentTarget, sig paymentSignal) bool {
+	if !addressedChecks(ctx, v) {
+		return true
+	}
+	target, intent, address, asset, network := sig.ev.Target, sig.ev.IntentID, sig.ev.Address, sig.ev.Asset, sig.ev.Network
+	if sig.name == SignalPaymentDust {
+		target, intent, address, asset, network = sig.dust.Target, sig.dust.IntentID, sig.dust.Address, sig.dust.Asset, sig.dust.Network
+	}
+	switch {
+	case target != workflow.GetInfo(ctx).WorkflowExecution.ID:
+		refused(ctx, "signal", sig.name, refusedAddress)
+		return false
+	case !t.ledger().ownRequest(ctx, t.targetKind(), t.ref(), intent, address, asset, network):
+		refused(ctx, "signal", sig.name, refusedRequest)
+		return false
+	}
+	return true
+}
+
+// changeAddressed extends vAddressed's checks to workflows started before
+// it, from the first signal or support update they handle after the
+// upgrade (one marker); their recorded histories replay as they ran.
+const changeAddressed = "kernodeck-addressed"
+
+// addressedChecks reports whether signals and support updates are checked
+// against their address, payment request and support_actions row.
+func addressedChecks(ctx workflow.Context, v workflow.Version) bool {
+	return v >= vAddressed || workflow.GetVersion(ctx, changeAddressed, workflow.DefaultVersion, 1) == 1
+}
+
+// checkAction has a support update's support_actions row checked against
+// what the update claims (addressedChecks), before the update changes
+// anything; a mismatch is refused, logged and counted.
+func checkAction(ctx workflow.Context, v workflow.Version, update string, c domain.SupportActionClaim) error {
+	if !addressedChecks(ctx, v) {
+		return nil
+	}
+	var a *activities.Activities
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+	})
+	err := workflow.ExecuteActivity(actx, a.CheckSupportAction, c).Get(ctx, nil)
+	if err == nil {
+		return nil
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == domain.ECodeInvalid {
+		refused(ctx, "update", update, refusedAction)
+	}
+	return asRefusal(err, "L'action de support n'a pas pu être vérifiée. Réessayez plus tard.")
 }
 
 func wellFormed(sig paymentSignal) bool {
@@ -617,7 +731,13 @@ const (
 	// leaves each payment in its newest state (reverted then seen again,
 	// seen in the mempool then replaced, reverted before a confirmation).
 	vStateOrder workflow.Version = 6
-	vMaxHistory                  = vStateOrder
+	// vAddressed: a payment signal must be addressed to the workflow
+	// (PaymentEvent.Target) and name one of its own payment requests with
+	// that request's address, asset and network; support actions are
+	// checked against their support_actions row before they change
+	// anything.
+	vAddressed  workflow.Version = 7
+	vMaxHistory                  = vAddressed
 )
 
 // DefaultMaxHistory is the history length past which a rental or a

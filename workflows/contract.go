@@ -67,6 +67,8 @@ const (
 // PaymentEvent is one on-chain payment (or a part of one) toward an order or
 // top-up, as reported by a chain watcher.
 type PaymentEvent struct {
+	// Target is the workflow the watcher sent it to (domain.Addressed).
+	domain.Addressed
 	Network string // "bitcoin", "ethereum", ...
 	Asset   string // "BTC", "USDT", ...
 	TxID    string
@@ -77,6 +79,10 @@ type PaymentEvent struct {
 	// AmountCents is the USD value at the payment request's rate.
 	AmountCents int64
 	IntentID    string
+	// Address is the payment request's address the payment went to: with
+	// IntentID, Asset and Network it must match one of the workflow's own
+	// payment requests (vAddressed).
+	Address string `json:",omitempty"`
 	// Late is set by the watcher when the payment arrived after the intent's
 	// deadline: recorded, never provisioned automatically.
 	Late bool
@@ -107,9 +113,12 @@ type PaymentEvent struct {
 // outputs themselves are in PostgreSQL (chain_payments with dust set) for
 // support.
 type DustSummary struct {
+	domain.Addressed
 	Network  string
 	Asset    string
 	IntentID string
+	// Address: see PaymentEvent.Address.
+	Address string `json:",omitempty"`
 	// Version increases with every summary sent for IntentID.
 	Version int64
 	// Outputs is how many dust outputs were confirmed so far.

@@ -19,6 +19,7 @@ const UpdateCreatePaymentIntent = "create-payment-intent"
 
 // IntentRequest is the method the customer picked.
 type IntentRequest struct {
+	domain.Addressed
 	Asset   string
 	Network string
 }
@@ -78,6 +79,7 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 	if err != nil {
 		return domain.Intent{}, err
 	}
+	r.payments.addRequest(it)
 	r.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
 	r.sa.flush(ctx)
 	return it, nil
@@ -110,6 +112,7 @@ func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (do
 	if err != nil {
 		return domain.Intent{}, err
 	}
+	t.payments.addRequest(it)
 	t.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
 	t.sa.flush(ctx)
 	return it, nil

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
@@ -36,14 +37,41 @@ func (s *invSeq) at(d time.Duration, name string, fn func(s *invSeq)) {
 	s.step(d, invAction{name: name, run: fn})
 }
 
+// directIntent is the payment request the direct signals name: a real one
+// of the sequence's target, made once.
+func (s *invSeq) directIntent() domain.Intent {
+	if s.directReq.ID == "" {
+		kind := domain.TargetOrder
+		if s.topup {
+			kind = domain.TargetTopUp
+		}
+		it, err := s.w.acts.Payments.CreateIntent(s.ctx, activities.CreateIntentInput{TargetKind: kind, TargetRef: s.ref,
+			AccountID: s.acc, Asset: "BTC", Network: domain.NetworkBitcoin, USDCents: s.total, RequestKey: "direct"})
+		s.must(err, "direct payment request")
+		s.directReq = it
+	}
+	return s.directReq
+}
+
+// direct addresses p as a watcher would: to the sequence's workflow,
+// naming its payment request.
+func (s *invSeq) direct(p workflows.PaymentEvent) workflows.PaymentEvent {
+	it := s.directIntent()
+	p.Target, p.IntentID, p.Address = s.wid, it.ID, it.Address
+	return p
+}
+
 // confirmDirect signals a confirmed payment as a watcher would.
 func (s *invSeq) confirmDirect(txid string, cents int64) {
-	s.env.SignalWorkflow(workflows.SignalPaymentConfirmed, workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC",
-		TxID: txid, AmountBase: "1000", AmountCents: cents, IntentID: "PI-TEST"})
+	s.env.SignalWorkflow(workflows.SignalPaymentConfirmed, s.direct(workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC",
+		TxID: txid, AmountBase: "1000", AmountCents: cents}))
 }
 
 // updateExpect sends an update and records its error (nil when accepted).
 func (s *invSeq) updateExpect(got *error, name string, args ...any) {
+	for i := range args {
+		args[i] = s.audited(name, args[i])
+	}
 	s.update++
 	s.env.UpdateWorkflow(name, time.Duration(s.update).String(), &testsuite.TestUpdateCallback{
 		OnAccept:   func() {},
@@ -155,8 +183,10 @@ func TestDustGoneAfterReorgLeavesNothingRefundable(t *testing.T) {
 	s, start := w.newSeq(t, 3, 0, rtxQuote(1))
 	dust := func(version, cents int64) func(s *invSeq) {
 		return func(s *invSeq) {
-			s.env.SignalWorkflow(workflows.SignalPaymentDust, workflows.DustSummary{Network: domain.NetworkBitcoin, Asset: "BTC",
-				IntentID: "PI-TEST", Version: version, Outputs: version % 2, AmountBase: "69", AmountCents: cents})
+			it := s.directIntent()
+			s.env.SignalWorkflow(workflows.SignalPaymentDust, workflows.DustSummary{Addressed: domain.Addressed{Target: s.wid},
+				Network: domain.NetworkBitcoin, Asset: "BTC", IntentID: it.ID, Address: it.Address,
+				Version: version, Outputs: version % 2, AmountBase: "69", AmountCents: cents})
 		}
 	}
 	s.at(time.Minute, "dust worth 4 cents", dust(1, 4))
@@ -176,8 +206,8 @@ func TestDustGoneAfterReorgLeavesNothingRefundable(t *testing.T) {
 // signalGen signals a payment state of a generation (Reversals) as a
 // watcher would after deep reorganisations.
 func (s *invSeq) signalGen(name, txid string, cents int64, reversals int, afterConfirmation bool) {
-	s.env.SignalWorkflow(name, workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: txid,
-		AmountBase: "1000", AmountCents: cents, IntentID: "PI-TEST", Reversals: reversals, AfterConfirmation: afterConfirmation})
+	s.env.SignalWorkflow(name, s.direct(workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: txid,
+		AmountBase: "1000", AmountCents: cents, Reversals: reversals, AfterConfirmation: afterConfirmation}))
 }
 
 // orderShortfall is orders.shortfall_cents.
@@ -236,9 +266,9 @@ func TestAttributedLatePaymentReversedIsUncounted(t *testing.T) {
 	w := newInvWorld(t)
 	s, start := w.newSeq(t, 5, 0, rtxQuote(1))
 	late := workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: "late1", Index: 1,
-		AmountBase: "1000", AmountCents: 1500, IntentID: "PI-TEST", Late: true}
+		AmountBase: "1000", AmountCents: 1500, Late: true}
 	var counted error = errPending
-	s.at(time.Minute, "late payment", func(s *invSeq) { s.env.SignalWorkflow(workflows.SignalPaymentConfirmed, late) })
+	s.at(time.Minute, "late payment", func(s *invSeq) { s.env.SignalWorkflow(workflows.SignalPaymentConfirmed, s.direct(late)) })
 	s.at(2*time.Minute, "support counts it", func(s *invSeq) {
 		es := s.exceptions()
 		if len(es) != 1 || es[0].Reason != domain.ExceptionLate {
@@ -249,7 +279,7 @@ func TestAttributedLatePaymentReversedIsUncounted(t *testing.T) {
 	s.at(3*time.Minute, "deep reorganisation", func(s *invSeq) {
 		r := late
 		r.AfterConfirmation, r.Reversals = true, 1
-		s.env.SignalWorkflow(workflows.SignalPaymentReverted, r)
+		s.env.SignalWorkflow(workflows.SignalPaymentReverted, s.direct(r))
 	})
 	s.at(4*time.Minute, "uncounted", func(s *invSeq) {
 		if q := s.query(); q.paid != 0 || q.status != domain.StatusAwaitingPayment {
@@ -268,8 +298,8 @@ func TestAttributedLatePaymentReversedIsUncounted(t *testing.T) {
 // stateSignal signals one state of payment txid as a watcher would, with
 // its state version.
 func (s *invSeq) stateSignal(name, txid string, cents int64, version int64) {
-	s.env.SignalWorkflow(name, workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: txid,
-		AmountBase: "1000", AmountCents: cents, IntentID: "PI-TEST", StateVersion: version})
+	s.env.SignalWorkflow(name, s.direct(workflows.PaymentEvent{Network: domain.NetworkBitcoin, Asset: "BTC", TxID: txid,
+		AmountBase: "1000", AmountCents: cents, StateVersion: version}))
 }
 
 // A batch of signals is read by kind (seen, confirmed, reverted), not in

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -184,9 +185,12 @@ type invSeq struct {
 	chains map[string]*invChain
 	txs    int
 	action int64
-	update int
-	log    []string
-	closed bool
+	rows   map[int64]int64 // test action number -> support_actions.id (audited)
+	// directReq is the payment request of the direct signals (directIntent).
+	directReq domain.Intent
+	update    int
+	log       []string
+	closed    bool
 }
 
 func (s *invSeq) logf(format string, args ...any) {
@@ -452,6 +456,9 @@ func (s *invSeq) checkStatus(when string) {
 // updateWorkflow sends an update and logs its outcome (refusals are part of
 // the game: the invariants must hold whatever is accepted).
 func (s *invSeq) updateWorkflow(name string, args ...any) {
+	for i := range args {
+		args[i] = s.audited(name, args[i])
+	}
 	s.update++
 	id := strconv.Itoa(s.update)
 	s.logf("update %s %+v", name, args)
@@ -467,6 +474,54 @@ func (s *invSeq) updateWorkflow(name string, args ...any) {
 }
 
 func (s *invSeq) nextAction() int64 { s.action++; return s.action }
+
+// audited records the support_actions row a support update claims, as the
+// API does before it calls the workflow (which checks the row), and
+// returns the argument carrying the row's ID: the test's own action
+// numbers map to rows, so a number sent twice is the same action.
+func (s *invSeq) audited(name string, arg any) any {
+	row := func(testID int64, c domain.SupportActionClaim) int64 {
+		if testID <= 0 {
+			return testID
+		}
+		if id, ok := s.rows[testID]; ok {
+			return id
+		}
+		params, err := json.Marshal(c.Params)
+		s.must(err, "params")
+		var id int64
+		s.must(s.w.db.GetContext(s.ctx, &id, `INSERT INTO support_actions (agent, action, target_ref, reason, params)
+			VALUES ($1, $2, $3, 'test des invariants', $4) RETURNING id`, c.Agent, c.Action, c.TargetRef, params), "support action")
+		if s.rows == nil {
+			s.rows = map[int64]int64{}
+		}
+		s.rows[testID] = id
+		return id
+	}
+	switch x := arg.(type) {
+	case workflows.Attribution:
+		x.ActionID = row(x.ActionID, x.Claim(s.ref))
+		return x
+	case workflows.CancelRequest:
+		x.ActionID = row(x.ActionID, x.Claim(s.ref))
+		return x
+	case workflows.Extension:
+		x.ActionID = row(x.ActionID, x.Claim(s.ref))
+		return x
+	case workflows.Refund:
+		x.ActionID = row(x.ActionID, x.Claim(s.ref))
+		return x
+	case domain.ExceptionRefund:
+		x.ActionID = row(x.ActionID, x.Claim(s.ref))
+		return x
+	case workflows.SupportAction:
+		action := map[string]string{workflows.UpdateEndEarly: domain.ActionEndEarly,
+			workflows.UpdateRetryProvisioning: domain.ActionRetryProvisioning}[name]
+		x.ActionID = row(x.ActionID, x.Claim(s.ref, action))
+		return x
+	}
+	return arg
+}
 
 // --- chain steps ---
 
@@ -687,7 +742,8 @@ func (g envSignaler) SignalDust(_ context.Context, d chainwatch.DustPending) err
 	if d.TargetRef != g.s.ref || g.s.closed || g.s.env.IsWorkflowCompleted() {
 		return chainwatch.ErrWorkflowClosed
 	}
-	g.s.env.SignalWorkflow(workflows.SignalPaymentDust, workflows.DustSummary{Network: d.Network, Asset: d.Asset,
+	g.s.env.SignalWorkflow(workflows.SignalPaymentDust, workflows.DustSummary{Addressed: domain.Addressed{Target: g.s.wid},
+		Address: d.Address, Network: d.Network, Asset: d.Asset,
 		IntentID: d.IntentID, Version: d.Version, Outputs: d.Outputs, AmountBase: d.AmountBase, AmountCents: d.AmountCents})
 	return nil
 }
@@ -761,8 +817,8 @@ func (s *invSeq) refundException() {
 	if !ok {
 		return
 	}
-	r := domain.ExceptionRefund{ExceptionID: e.ID, ActionID: s.nextAction(), Agent: "inv",
-		AmountCents: s.someCents(e.RemainingCents()), Reason: "remboursé"}
+	r := s.audited(workflows.UpdateRefundException, domain.ExceptionRefund{ExceptionID: e.ID, ActionID: s.nextAction(), Agent: "inv",
+		AmountCents: s.someCents(e.RemainingCents()), Reason: "remboursé"}).(domain.ExceptionRefund)
 	s.logf("refund-exception %d (%s, %d remaining) %d cents", e.ID, e.Reason, e.RemainingCents(), r.AmountCents)
 	env := invSuite().NewTestWorkflowEnvironment()
 	env.SetTestTimeout(time.Minute)

@@ -342,6 +342,8 @@ func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, ag
 // --- payments (signals) ---
 
 func (r *rental) ledger() *paymentLedger { return r.payments }
+func (r *rental) targetKind() string     { return domain.TargetOrder }
+func (r *rental) ref() string            { return r.in.OrderRef }
 
 func (r *rental) listenPayments(ctx workflow.Context) {
 	listenPayments(ctx, r.v, r.mu, &r.signalsBusy, r)
@@ -877,7 +879,7 @@ func errNotAwaitingPayment() error {
 	return reject(domain.ECodeConflict, "La commande n'attend plus de paiement.")
 }
 
-func (r *rental) validatePayFromBalance() error {
+func (r *rental) validatePayFromBalance(PayFromBalance) error {
 	if r.balanceBusy {
 		return reject(domain.ECodeConflict, "Un paiement par solde est déjà en cours pour cette commande.")
 	}
@@ -887,12 +889,14 @@ func (r *rental) validatePayFromBalance() error {
 	return nil
 }
 
-func (r *rental) payFromBalance(ctx workflow.Context) error {
+// payFromBalance's argument carries only its address (checked by
+// InboundInterceptor); histories from before it had none.
+func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error {
 	if err := r.mu.Lock(ctx); err != nil {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validatePayFromBalance(); err != nil {
+	if err := r.validatePayFromBalance(req); err != nil {
 		return err
 	}
 	var a *activities.Activities
@@ -941,6 +945,9 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	}
 	defer r.mu.Unlock()
 	if err := r.validateAttribution(at); err != nil || r.actions[at.ActionID] {
+		return err
+	}
+	if err := checkAction(ctx, r.v, UpdateAttributePayment, at.Claim(r.in.OrderRef)); err != nil {
 		return err
 	}
 	due := r.in.TotalCents - r.netPaid()
@@ -1020,6 +1027,11 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 	if err := r.validateCancel(req); err != nil || (req.ActionID > 0 && r.actions[req.ActionID]) {
 		return err
 	}
+	if req.ActionID > 0 {
+		if err := checkAction(ctx, r.v, UpdateCancel, req.Claim(r.in.OrderRef)); err != nil {
+			return err
+		}
+	}
 	if r.st.Status == domain.StatusProvisioningFailed {
 		// Whatever the failed attempt reserved is given back first.
 		var a *activities.Activities
@@ -1074,6 +1086,9 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 	if err := r.validateExtend(e); err != nil || r.actions[e.ActionID] {
 		return err
 	}
+	if err := checkAction(ctx, r.v, UpdateExtend, e.Claim(r.in.OrderRef)); err != nil {
+		return err
+	}
 	r.actions[e.ActionID] = true
 	ev := activities.OrderEvent{
 		Key: domain.KeyExtend(e.ActionID), Kind: domain.EventExtended,
@@ -1120,6 +1135,9 @@ func (r *rental) endEarly(ctx workflow.Context, a SupportAction) error {
 	if err := r.validateEndEarly(a); err != nil || r.actions[a.ActionID] {
 		return err
 	}
+	if err := checkAction(ctx, r.v, UpdateEndEarly, a.Claim(r.in.OrderRef, domain.ActionEndEarly)); err != nil {
+		return err
+	}
 	r.actions[a.ActionID] = true
 	r.endNow = true
 	r.wake.SendAsync(struct{}{})
@@ -1156,6 +1174,9 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 	}
 	defer r.mu.Unlock()
 	if err := r.validateRetry(a); err != nil || r.actions[a.ActionID] {
+		return err
+	}
+	if err := checkAction(ctx, r.v, UpdateRetryProvisioning, a.Claim(r.in.OrderRef, domain.ActionRetryProvisioning)); err != nil {
 		return err
 	}
 	r.actions[a.ActionID] = true
@@ -1217,6 +1238,9 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	}
 	r.overRefundable = workflow.GetVersion(ctx, "refund-over", workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if err := r.validateRefund(rf); err != nil {
+		return err
+	}
+	if err := checkAction(ctx, r.v, UpdateRefund, rf.Claim(r.in.OrderRef)); err != nil {
 		return err
 	}
 	var a *activities.Activities

@@ -24,6 +24,15 @@ const (
 // RentalWorkflowID is the workflow ID of an order's rental.
 func RentalWorkflowID(orderRef string) string { return domain.RentalWorkflowID(orderRef) }
 
+// PayFromBalance is UpdatePayFromBalance's argument: only its address,
+// since every update takes exactly one sealed argument naming its workflow.
+type PayFromBalance struct {
+	domain.Addressed
+}
+
+// AddressedTo is the workflow a start input is for: the order's rental.
+func (in RentalInput) AddressedTo() string { return RentalWorkflowID(in.OrderRef) }
+
 // RentalInput starts a RentalWorkflow.
 type RentalInput struct {
 	OrderRef     string

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -42,6 +44,9 @@ func (s *RentalWorkflowSuite) SetupTest() {
 	s.events, s.revokeAt = nil, time.Time{}
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.SetStartTime(testStart)
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: RentalWorkflowID(testOrderRef)})
+	mockOwnRequests(s.env, domain.TargetOrder, testOrderRef)
+	s.env.OnActivity(a.CheckSupportAction, mock.Anything, mock.Anything).Return(nil).Maybe()
 	s.env.OnActivity(a.RecordOrderEvent, mock.Anything, mock.Anything).Return(nil).Maybe().
 		Run(func(args mock.Arguments) {
 			s.mu.Lock()
@@ -58,9 +63,24 @@ func (s *RentalWorkflowSuite) SetupTest() {
 
 func (s *RentalWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
 
+const (
+	testOrderRef = "KD-TEST000001"
+	testAddress  = "bcrt1qtestaddress"
+)
+
+// mockOwnRequests answers the workflow's reading of a payment request it
+// did not make itself: every request the tests' payments name belongs to
+// the target, with the tests' address, asset and network.
+func mockOwnRequests(env *testsuite.TestWorkflowEnvironment, kind, ref string) {
+	env.OnActivity(a.PaymentRequest, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, id string) (domain.Intent, error) {
+			return domain.Intent{ID: id, TargetKind: kind, TargetRef: ref, Address: testAddress, Asset: "BTC", Network: "bitcoin"}, nil
+		}).Maybe()
+}
+
 func rentalInput(days int) RentalInput {
 	return RentalInput{
-		OrderRef: "KD-TEST000001", AccountID: 42, GPUModel: "rtx-a5000",
+		OrderRef: testOrderRef, AccountID: 42, GPUModel: "rtx-a5000",
 		Lots: 2, GPUsPerLot: 1, TotalGPUs: 2, DurationDays: days, Preset: "pytorch",
 		TotalCents: totalCents,
 		Config:     RentalConfig{ProvisioningAttempts: 2},
@@ -68,7 +88,8 @@ func rentalInput(days int) RentalInput {
 }
 
 func payment(tx string, cents int64) PaymentEvent {
-	return PaymentEvent{Network: "bitcoin", Asset: "BTC", TxID: tx, Index: 0, AmountBase: "70000", AmountCents: cents, IntentID: "pi-1"}
+	return PaymentEvent{Network: "bitcoin", Asset: "BTC", TxID: tx, Index: 0, AmountBase: "70000", AmountCents: cents,
+		IntentID: "pi-1", Address: testAddress}
 }
 
 // mockReserve makes ReserveCapacity succeed.
@@ -100,7 +121,7 @@ func (s *RentalWorkflowSuite) mockAllMachine() {
 }
 
 func (s *RentalWorkflowSuite) signalAt(d time.Duration, name string, p PaymentEvent) {
-	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(name, p) }, d)
+	s.env.RegisterDelayedCallback(s.send(name, p), d)
 }
 
 // updateOutcome is what an update returned to its caller.
@@ -588,7 +609,9 @@ func (s *RentalWorkflowSuite) signalsTogether(d time.Duration, sigs ...func()) {
 	}, d)
 }
 
+// send sends p as the watchers do: addressed to the rental's workflow.
 func (s *RentalWorkflowSuite) send(name string, p PaymentEvent) func() {
+	p.Target = RentalWorkflowID(testOrderRef)
 	return func() { s.env.SignalWorkflow(name, p) }
 }
 

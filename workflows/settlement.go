@@ -36,6 +36,9 @@ type SettlementInput struct {
 // SettlementWorkflowID is the settlement workflow of an order or top-up.
 func SettlementWorkflowID(targetRef string) string { return domain.SettlementWorkflowID(targetRef) }
 
+// AddressedTo is the workflow a start input is for.
+func (in SettlementInput) AddressedTo() string { return SettlementWorkflowID(in.TargetRef) }
+
 // SettlementWorkflow refunds the received amounts of one order or top-up
 // that were never counted (support's exception queue), whether its own
 // workflow still runs or closed long ago. It is started by the refund
@@ -80,8 +83,10 @@ type settlement struct {
 	updates int
 }
 
-// act runs one support action on a queued row, once per action ID.
-func (s *settlement) act(ctx workflow.Context, actionID, exceptionID int64, do func(domain.Exception) error) error {
+// act runs one support action on a queued row, once per action ID, once
+// its support_actions row is checked against claim.
+func (s *settlement) act(ctx workflow.Context, update string, claim domain.SupportActionClaim, exceptionID int64, do func(domain.Exception) error) error {
+	actionID := claim.ID
 	s.updates++
 	if err := s.mu.Lock(ctx); err != nil {
 		return errUnavailable()
@@ -89,6 +94,11 @@ func (s *settlement) act(ctx workflow.Context, actionID, exceptionID int64, do f
 	defer s.mu.Unlock()
 	if s.actions[actionID] {
 		return nil
+	}
+	// A settlement run starts empty: the row's written outcome is what
+	// stops a refund copied from an earlier run's history.
+	if err := checkAction(ctx, workflow.DefaultVersion, update, claim); err != nil {
+		return err
 	}
 	e, err := loadException(ctx, exceptionID, s.in.TargetRef)
 	if err != nil {
@@ -102,7 +112,7 @@ func (s *settlement) act(ctx workflow.Context, actionID, exceptionID int64, do f
 }
 
 func (s *settlement) refund(ctx workflow.Context, r domain.ExceptionRefund) error {
-	return s.act(ctx, r.ActionID, r.ExceptionID, func(e domain.Exception) error { return s.refundOf(ctx, e, r) })
+	return s.act(ctx, UpdateRefundException, r.Claim(s.in.TargetRef), r.ExceptionID, func(e domain.Exception) error { return s.refundOf(ctx, e, r) })
 }
 
 func (s *settlement) refundOf(ctx workflow.Context, e domain.Exception, r domain.ExceptionRefund) error {
@@ -140,7 +150,7 @@ func (s *settlement) transition(ctx workflow.Context, key, kind, msg string, dat
 // resolve closes a reverted payment's flag, in one transition of its
 // target (a timeline event with who and why).
 func (s *settlement) resolve(ctx workflow.Context, r domain.ExceptionResolve) error {
-	return s.act(ctx, r.ActionID, r.ExceptionID, func(e domain.Exception) error { return s.resolveOf(ctx, e, r) })
+	return s.act(ctx, UpdateResolveException, r.Claim(s.in.TargetRef), r.ExceptionID, func(e domain.Exception) error { return s.resolveOf(ctx, e, r) })
 }
 
 func (s *settlement) resolveOf(ctx workflow.Context, e domain.Exception, r domain.ExceptionResolve) error {

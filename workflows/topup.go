@@ -288,6 +288,8 @@ func (t *topUp) flushBatch(ctx workflow.Context) error {
 }
 
 func (t *topUp) ledger() *paymentLedger { return t.payments }
+func (t *topUp) targetKind() string     { return domain.TargetTopUp }
+func (t *topUp) ref() string            { return t.in.TopUpRef }
 
 func (t *topUp) listenPayments(ctx workflow.Context) {
 	listenPayments(ctx, t.v, t.mu, &t.signalsBusy, t)
@@ -448,6 +450,9 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 	if err := t.validateAttribution(at); err != nil || t.actions[at.ActionID] {
 		return err
 	}
+	if err := checkAction(ctx, t.v, UpdateAttributePayment, at.Claim(t.in.TopUpRef)); err != nil {
+		return err
+	}
 	due := t.in.AmountCents - t.st.ReceivedCents
 	amount := at.AmountCents
 	if amount == 0 {
@@ -501,6 +506,11 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 	defer t.mu.Unlock()
 	if err := t.validateCancel(req); err != nil || (req.ActionID > 0 && t.actions[req.ActionID]) {
 		return err
+	}
+	if req.ActionID > 0 {
+		if err := checkAction(ctx, t.v, UpdateCancel, req.Claim(t.in.TopUpRef)); err != nil {
+			return err
+		}
 	}
 	t.done = true
 	t.setStatus(ctx, domain.TopUpCancelled)

@@ -9,6 +9,9 @@ import (
 // TopUpWorkflowID is the workflow ID of a top-up.
 func TopUpWorkflowID(topUpRef string) string { return domain.TopUpWorkflowID(topUpRef) }
 
+// AddressedTo is the workflow a start input is for: the top-up's.
+func (in TopUpInput) AddressedTo() string { return TopUpWorkflowID(in.TopUpRef) }
+
 // TopUpInput starts a TopUpWorkflow.
 type TopUpInput struct {
 	TopUpRef    string

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -14,7 +15,10 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-const topUpCents = int64(500_00)
+const (
+	topUpCents   = int64(500_00)
+	testTopUpRef = "TU-TEST000001"
+)
 
 type TopUpWorkflowSuite struct {
 	suite.Suite
@@ -31,6 +35,9 @@ func (s *TopUpWorkflowSuite) SetupTest() {
 	s.events = nil
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.SetStartTime(testStart)
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: TopUpWorkflowID(testTopUpRef)})
+	mockOwnRequests(s.env, domain.TargetTopUp, testTopUpRef)
+	s.env.OnActivity(a.CheckSupportAction, mock.Anything, mock.Anything).Return(nil).Maybe()
 	s.env.OnActivity(a.RecordTopUpEvent, mock.Anything, mock.Anything).Return(nil).Maybe().
 		Run(func(args mock.Arguments) {
 			s.mu.Lock()
@@ -48,7 +55,7 @@ func (s *TopUpWorkflowSuite) SetupTest() {
 func (s *TopUpWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
 
 func topUpInput() TopUpInput {
-	return TopUpInput{TopUpRef: "TU-TEST000001", AccountID: 42, AmountCents: topUpCents, PaymentTimeout: 2 * time.Hour}
+	return TopUpInput{TopUpRef: testTopUpRef, AccountID: 42, AmountCents: topUpCents, PaymentTimeout: 2 * time.Hour}
 }
 
 func (s *TopUpWorkflowSuite) mockCredit() {
@@ -58,6 +65,7 @@ func (s *TopUpWorkflowSuite) mockCredit() {
 }
 
 func (s *TopUpWorkflowSuite) signalAt(d time.Duration, name string, p PaymentEvent) {
+	p.Target = TopUpWorkflowID(testTopUpRef)
 	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(name, p) }, d)
 }
 
