@@ -13,6 +13,7 @@
 package codec
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -22,10 +23,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,18 +48,9 @@ const (
 	Encoding = "binary/encrypted"
 	// MetadataKeyID names the keyring key that sealed it.
 	MetadataKeyID = "encryption-key-id"
-	// MetadataWorkflowID names the workflow a payload was sealed for; the
-	// ciphertext is bound to it (associated data), so the name cannot be
-	// changed without breaking the seal.
-	MetadataWorkflowID = "encryption-workflow-id"
 	// aad binds ciphertexts to this use of the keyring.
 	aad = "temporal-payload"
 )
-
-// ErrMisaddressed is the decoding error of a payload sealed for another
-// workflow than the one decoding it: copied out of one workflow's history
-// and sent to another.
-var ErrMisaddressed = errors.New("codec: payload sealed for another workflow refused")
 
 // ErrUnsealed is the decoding error of a payload this codec did not seal.
 var ErrUnsealed = errors.New("codec: unsealed payload refused (only holders of the keyring may send payloads)")
@@ -71,52 +65,9 @@ type Codec struct {
 	AcceptUnsealed bool
 	// Logger records each refused payload (nil: slog.Default()).
 	Logger *slog.Logger
-
-	// workflowID is the workflow the SDK is encoding or decoding for
-	// (WithSerializationContext); "" outside one.
-	workflowID string
 }
 
-var (
-	_ converter.PayloadCodec                        = (*Codec)(nil)
-	_ converter.PayloadCodecWithSerializationContext = (*Codec)(nil)
-)
-
-// WithSerializationContext binds the codec to the workflow the SDK is
-// working for (a workflow's input, signals, updates, queries, results,
-// memo, and its activities' payloads): payloads it seals name that
-// workflow and are bound to it, and it refuses payloads sealed for
-// another. This is the second lock behind the address each input carries
-// inside the seal (domain.Addressed).
-func (c *Codec) WithSerializationContext(sc converter.SerializationContext) converter.PayloadCodec {
-	bound := *c
-	switch x := sc.(type) {
-	case converter.WorkflowSerializationContext:
-		bound.workflowID = x.WorkflowID
-	case converter.ActivitySerializationContext:
-		bound.workflowID = x.WorkflowID
-	default:
-		bound.workflowID = ""
-	}
-	return &bound
-}
-
-// aadFor is the associated data of a payload sealed for workflowID: the
-// plain "temporal-payload" of payloads sealed before the binding, or
-// outside any workflow (the codec endpoint's encode).
-func aadFor(workflowID string) []byte {
-	if workflowID == "" {
-		return []byte(aad)
-	}
-	return []byte(aad + "\x00" + workflowID)
-}
-
-func (c *Codec) logger() *slog.Logger {
-	if c.Logger != nil {
-		return c.Logger
-	}
-	return slog.Default()
-}
+var _ converter.PayloadCodec = (*Codec)(nil)
 
 // Encode seals each payload (its metadata included) into a new payload.
 func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
@@ -126,25 +77,21 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 		if err != nil {
 			return nil, fmt.Errorf("codec: marshal payload: %w", err)
 		}
-		id, sealed := c.Keyring.SealBytes(raw, aadFor(c.workflowID))
-		md := map[string][]byte{
-			converter.MetadataEncoding: []byte(Encoding),
-			MetadataKeyID:              []byte(id),
+		id, sealed := c.Keyring.SealBytes(raw, []byte(aad))
+		out[i] = &commonpb.Payload{
+			Metadata: map[string][]byte{
+				converter.MetadataEncoding: []byte(Encoding),
+				MetadataKeyID:              []byte(id),
+			},
+			Data: sealed,
 		}
-		if c.workflowID != "" {
-			md[MetadataWorkflowID] = []byte(c.workflowID)
-		}
-		out[i] = &commonpb.Payload{Metadata: md, Data: sealed}
 	}
 	return out, nil
 }
 
 // Decode opens sealed payloads. An unsealed one is refused with ErrUnsealed
 // (and logged, with its encoding only: never its data), unless
-// AcceptUnsealed. Within a workflow's context, a payload sealed for another
-// workflow is refused with ErrMisaddressed; payloads sealed before the
-// binding (no workflow named) still open, for the histories recorded then,
-// and their inputs' own address is checked by the worker.
+// AcceptUnsealed.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
@@ -153,15 +100,14 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 				out[i] = p
 				continue
 			}
-			c.logger().Warn("unsealed Temporal payload refused: sent without the keyring", "encoding", enc, "bytes", len(p.GetData()))
+			logger := c.Logger
+			if logger == nil {
+				logger = slog.Default()
+			}
+			logger.Warn("unsealed Temporal payload refused: sent without the keyring", "encoding", enc, "bytes", len(p.GetData()))
 			return nil, ErrUnsealed
 		}
-		sealedFor := string(p.GetMetadata()[MetadataWorkflowID])
-		if sealedFor != "" && c.workflowID != "" && sealedFor != c.workflowID {
-			c.logger().Warn("Temporal payload sealed for another workflow refused", "workflow", c.workflowID, "sealed_for", sealedFor)
-			return nil, ErrMisaddressed
-		}
-		raw, err := c.Keyring.OpenBytes(string(p.GetMetadata()[MetadataKeyID]), p.GetData(), aadFor(sealedFor))
+		raw, err := c.Keyring.OpenBytes(string(p.GetMetadata()[MetadataKeyID]), p.GetData(), []byte(aad))
 		if err != nil {
 			return nil, fmt.Errorf("codec: %w", err)
 		}
@@ -206,6 +152,23 @@ type HandlerOptions struct {
 	ClientIP func(*http.Request) string
 	// SessionTTL is a codec session's lifetime (12 h).
 	SessionTTL time.Duration
+	// MaxBodyBytes limits request bodies (64 KiB, the API's limit): a
+	// larger body is refused before it is read (413).
+	MaxBodyBytes int64
+}
+
+// DefaultMaxBodyBytes is HandlerOptions.MaxBodyBytes's default, the API's.
+const DefaultMaxBodyBytes = 64 << 10
+
+// securityHeaders are the API's security headers (api.securityHeaders), on
+// every answer of the endpoint, plus a policy letting the login form post
+// to itself and nothing else load or frame it.
+var securityHeaders = map[string]string{
+	"X-Content-Type-Options":  "nosniff",
+	"Cache-Control":           "no-store",
+	"Referrer-Policy":         "no-referrer",
+	"X-Frame-Options":         "DENY",
+	"Content-Security-Policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
 }
 
 // Throttle is the authentication throttle (postgres.DB).
@@ -258,6 +221,9 @@ func Handler(k *secrets.Keyring, prefix string, opts HandlerOptions) http.Handle
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour
 	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
 	if opts.ClientIP == nil {
 		opts.ClientIP = func(r *http.Request) string {
 			host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -294,7 +260,15 @@ func (h *handler) agentOf(sum [sha256.Size]byte) string {
 func fingerprint(sum [sha256.Size]byte) string { return hex.EncodeToString(sum[:16]) }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
+	for k, v := range securityHeaders {
+		w.Header().Set(k, v)
+	}
+	// A declared length over the limit is refused before anything is read
+	// (an unauthenticated caller must not make the server spool a body).
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
 	origin := r.Header.Get("Origin")
 	allowedOrigin := origin != "" && slices.Contains(h.opts.AllowedOrigins, origin)
 	if allowedOrigin {
@@ -343,7 +317,28 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Content-Type: application/json required", http.StatusUnsupportedMediaType)
 		return
 	}
+	if !h.readBody(w, r) {
+		return
+	}
 	h.inner.ServeHTTP(w, r)
+}
+
+// readBody reads r's body up to the limit and puts it back in memory; over
+// the limit it answers 413 and returns false, having read at most one byte
+// more than the limit (a body sent without a length).
+func (h *handler) readBody(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "cannot read the request body", http.StatusBadRequest)
+		}
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return true
 }
 
 // sessionAgent opens a kd_codec cookie: the agent's name while the session
@@ -413,11 +408,26 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write([]byte(loginForm))
 	case http.MethodPost:
+		// The form is urlencoded: anything else, multipart above all (its
+		// parser spools large parts to disk), is refused unread.
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-www-form-urlencoded" {
+			http.Error(w, "Content-Type: application/x-www-form-urlencoded required", http.StatusUnsupportedMediaType)
+			return
+		}
+		if !h.readBody(w, r) {
+			return
+		}
+		body, _ := io.ReadAll(r.Body) // in memory since readBody
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			http.Error(w, "malformed form", http.StatusBadRequest)
+			return
+		}
 		rule := domain.AgentGuessRule(domain.ClientNetwork(h.opts.ClientIP(r)))
 		if h.locked(w, r, rule) {
 			return
 		}
-		sum := sha256.Sum256([]byte(r.PostFormValue("token")))
+		sum := sha256.Sum256([]byte(form.Get("token")))
 		name := h.agentOf(sum)
 		if name == "" {
 			h.wrongToken(w, r, rule)

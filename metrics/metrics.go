@@ -93,10 +93,20 @@ type Check struct {
 	Fn   func(ctx context.Context) error
 }
 
+// Route is one more handler on the operations listener (the codec
+// endpoint of the processes that serve it), for operators only as well.
+type Route struct {
+	Pattern string // http.ServeMux pattern, e.g. "/codec/"
+	Handler http.Handler
+}
+
 // Handler serves /metrics, /readyz (every check passes, each bounded to 2 s)
-// and /healthz (the process answers).
-func (m *Metrics) Handler(checks []Check, logger *slog.Logger) http.Handler {
+// and /healthz (the process answers), and the extra routes.
+func (m *Metrics) Handler(checks []Check, logger *slog.Logger, extra ...Route) http.Handler {
 	mux := http.NewServeMux()
+	for _, r := range extra {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -123,10 +133,11 @@ func (m *Metrics) Handler(checks []Check, logger *slog.Logger) http.Handler {
 }
 
 // Serve runs the operations listener on addr until ctx ends. It is a
-// listener of its own, apart from the public API: metrics and readiness are
-// for the operators' network only.
-func (m *Metrics) Serve(ctx context.Context, addr string, checks []Check, logger *slog.Logger) error {
-	srv := &http.Server{Addr: addr, Handler: m.Handler(checks, logger), ReadHeaderTimeout: 5 * time.Second}
+// listener of its own, apart from the public API: metrics, readiness and
+// the extra routes are for the operators' network only.
+func (m *Metrics) Serve(ctx context.Context, addr string, checks []Check, logger *slog.Logger, extra ...Route) error {
+	srv := &http.Server{Addr: addr, Handler: m.Handler(checks, logger, extra...),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	logger.Info("metrics listening", "addr", "http://"+addr+"/metrics")

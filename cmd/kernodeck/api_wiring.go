@@ -36,5 +36,5 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		TrustedProxies: cfg.TrustedProxies,
 		Confirmations:  pcfg.Confirmations,
 	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Site: site, Logger: logger, Requests: requests})
-	return prov.withCodec(srv.Handler(), cfg, db), srv.CloseStreams, tl.Run, nil
+	return srv.Handler(), srv.CloseStreams, tl.Run, nil
 }

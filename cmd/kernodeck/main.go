@@ -188,7 +188,7 @@ func runAPI(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	}
 	defer tc.Close()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, "api", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveMetrics(gctx, "api", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
 	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, m, logger) })
 	return g.Wait()
 }
@@ -373,7 +373,7 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	m.CollectOrders(db)
 	m.CollectChainPayments(db)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
 	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, m, logger) })
 	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, m, logger) })
 	g.Go(func() error { return serveChainwatch(gctx, db, tc, m, logger) })

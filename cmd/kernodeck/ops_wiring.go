@@ -65,12 +65,19 @@ func readiness(db *postgres.DB, tc client.Client) []metrics.Check {
 	}
 }
 
-// serveMetrics runs the operations listener of command unless it is "off".
-func serveMetrics(ctx context.Context, command string, m *metrics.Metrics, checks []metrics.Check, logger *slog.Logger) error {
+// serveMetrics runs the operations listener of command, with the extra
+// routes (the codec endpoint), unless it is "off".
+func serveMetrics(ctx context.Context, command string, m *metrics.Metrics, checks []metrics.Check, logger *slog.Logger, extra ...metrics.Route) error {
 	addr := metricsAddr(command)
 	if addr == "off" {
+		if len(extra) > 0 {
+			logger.Warn("KERNODECK_METRICS_ADDR=off: no codec endpoint either (the Temporal Web UI shows payloads encrypted)")
+		}
 		<-ctx.Done()
 		return nil
 	}
-	return m.Serve(ctx, addr, checks, logger)
+	for _, r := range extra {
+		logger.Info("operators' endpoint", "url", "http://"+addr+r.Pattern)
+	}
+	return m.Serve(ctx, addr, checks, logger, extra...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 
 	"go.temporal.io/sdk/client"
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/metrics"
@@ -122,14 +122,13 @@ func withMail(ctx context.Context, d *notify.Dispatcher, fn func(context.Context
 	return g.Wait()
 }
 
-// withCodec mounts the codec endpoint for operators under /codec/ (support
-// agent tokens, counted against guessing with the API's) in front of the API.
-func (p provisioning) withCodec(api http.Handler, cfg config.Config, db *postgres.DB) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/codec/", codec.Handler(p.keyring, "/codec", codec.HandlerOptions{
+// codecRoute is the codec endpoint for operators, /codec/ on the operations
+// listener and never on the public one (it opens any payload for an agent
+// token, and takes token guesses): support agent tokens, counted against
+// guessing with the API's, and the API's body limit.
+func (p provisioning) codecRoute(cfg config.Config, db *postgres.DB) metrics.Route {
+	return metrics.Route{Pattern: "/codec/", Handler: codec.Handler(p.keyring, "/codec", codec.HandlerOptions{
 		AgentTokens: cfg.SupportTokens, AllowedOrigins: p.cfg.CodecOrigins,
-		CookieSecure: cfg.CookieSecure, Throttle: db,
-	}))
-	mux.Handle("/", api)
-	return mux
+		CookieSecure: cfg.CookieSecure, Throttle: db, MaxBodyBytes: api.DefaultMaxBodyBytes,
+	})}
 }
