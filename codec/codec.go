@@ -48,9 +48,18 @@ const (
 	Encoding = "binary/encrypted"
 	// MetadataKeyID names the keyring key that sealed it.
 	MetadataKeyID = "encryption-key-id"
+	// MetadataWorkflowID names the workflow a payload was sealed for; the
+	// ciphertext is bound to it (associated data), so the name cannot be
+	// changed without breaking the seal.
+	MetadataWorkflowID = "encryption-workflow-id"
 	// aad binds ciphertexts to this use of the keyring.
 	aad = "temporal-payload"
 )
+
+// ErrMisaddressed is the decoding error of a payload sealed for another
+// workflow than the one decoding it: copied out of one workflow's history
+// and sent to another.
+var ErrMisaddressed = errors.New("codec: payload sealed for another workflow refused")
 
 // ErrUnsealed is the decoding error of a payload this codec did not seal.
 var ErrUnsealed = errors.New("codec: unsealed payload refused (only holders of the keyring may send payloads)")
@@ -65,9 +74,52 @@ type Codec struct {
 	AcceptUnsealed bool
 	// Logger records each refused payload (nil: slog.Default()).
 	Logger *slog.Logger
+
+	// workflowID is the workflow the SDK is encoding or decoding for
+	// (WithSerializationContext); "" outside one.
+	workflowID string
 }
 
-var _ converter.PayloadCodec = (*Codec)(nil)
+var (
+	_ converter.PayloadCodec                        = (*Codec)(nil)
+	_ converter.PayloadCodecWithSerializationContext = (*Codec)(nil)
+)
+
+// WithSerializationContext binds the codec to the workflow the SDK is
+// working for (a workflow's input, signals, updates, queries, results,
+// memo, and its activities' payloads): payloads it seals name that
+// workflow and are bound to it, and it refuses payloads sealed for
+// another. This is the second lock behind the address each input carries
+// inside the seal (domain.Addressed).
+func (c *Codec) WithSerializationContext(sc converter.SerializationContext) converter.PayloadCodec {
+	bound := *c
+	switch x := sc.(type) {
+	case converter.WorkflowSerializationContext:
+		bound.workflowID = x.WorkflowID
+	case converter.ActivitySerializationContext:
+		bound.workflowID = x.WorkflowID
+	default:
+		bound.workflowID = ""
+	}
+	return &bound
+}
+
+// aadFor is the associated data of a payload sealed for workflowID: the
+// plain "temporal-payload" of payloads sealed before the binding, or
+// outside any workflow (the codec endpoint's encode).
+func aadFor(workflowID string) []byte {
+	if workflowID == "" {
+		return []byte(aad)
+	}
+	return []byte(aad + "\x00" + workflowID)
+}
+
+func (c *Codec) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}
 
 // Encode seals each payload (its metadata included) into a new payload.
 func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
@@ -77,21 +129,25 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 		if err != nil {
 			return nil, fmt.Errorf("codec: marshal payload: %w", err)
 		}
-		id, sealed := c.Keyring.SealBytes(raw, []byte(aad))
-		out[i] = &commonpb.Payload{
-			Metadata: map[string][]byte{
-				converter.MetadataEncoding: []byte(Encoding),
-				MetadataKeyID:              []byte(id),
-			},
-			Data: sealed,
+		id, sealed := c.Keyring.SealBytes(raw, aadFor(c.workflowID))
+		md := map[string][]byte{
+			converter.MetadataEncoding: []byte(Encoding),
+			MetadataKeyID:              []byte(id),
 		}
+		if c.workflowID != "" {
+			md[MetadataWorkflowID] = []byte(c.workflowID)
+		}
+		out[i] = &commonpb.Payload{Metadata: md, Data: sealed}
 	}
 	return out, nil
 }
 
 // Decode opens sealed payloads. An unsealed one is refused with ErrUnsealed
 // (and logged, with its encoding only: never its data), unless
-// AcceptUnsealed.
+// AcceptUnsealed. Within a workflow's context, a payload sealed for another
+// workflow is refused with ErrMisaddressed; payloads sealed before the
+// binding (no workflow named) still open, for the histories recorded then,
+// and their inputs' own address is checked by the worker.
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
@@ -100,14 +156,15 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 				out[i] = p
 				continue
 			}
-			logger := c.Logger
-			if logger == nil {
-				logger = slog.Default()
-			}
-			logger.Warn("unsealed Temporal payload refused: sent without the keyring", "encoding", enc, "bytes", len(p.GetData()))
+			c.logger().Warn("unsealed Temporal payload refused: sent without the keyring", "encoding", enc, "bytes", len(p.GetData()))
 			return nil, ErrUnsealed
 		}
-		raw, err := c.Keyring.OpenBytes(string(p.GetMetadata()[MetadataKeyID]), p.GetData(), []byte(aad))
+		sealedFor := string(p.GetMetadata()[MetadataWorkflowID])
+		if sealedFor != "" && c.workflowID != "" && sealedFor != c.workflowID {
+			c.logger().Warn("Temporal payload sealed for another workflow refused", "workflow", c.workflowID, "sealed_for", sealedFor)
+			return nil, ErrMisaddressed
+		}
+		raw, err := c.Keyring.OpenBytes(string(p.GetMetadata()[MetadataKeyID]), p.GetData(), aadFor(sealedFor))
 		if err != nil {
 			return nil, fmt.Errorf("codec: %w", err)
 		}
