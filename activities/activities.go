@@ -71,19 +71,18 @@ type CreateIntentInput struct {
 
 // CapacityHolder holds capacity for an order before money is asked for it
 // (postgres.Capacity): refused with no_capacity when nothing is free.
+// HoldForRequest, for a payment request, is also refused with
+// unpaid_holds_limit when the account or the client network already holds
+// its share for unpaid orders.
 type CapacityHolder interface {
 	HoldCapacity(ctx context.Context, orderRef string, until time.Time) (taken bool, err error)
+	HoldForRequest(ctx context.Context, orderRef string, until time.Time) (taken bool, err error)
 	ReleaseHold(ctx context.Context, orderRef string) error
 }
 
-// capacityHoldFirst is how long a hold lasts before the payment request it
-// precedes sets its own deadline (or the balance payment marks it paid).
+// capacityHoldFirst is how long a hold lasts before the balance payment it
+// precedes marks the order paid.
 const capacityHoldFirst = 15 * time.Minute
-
-// capacityHoldGrace keeps a payment request's hold past its deadline, for a
-// payment made in time that the watchers report late; an order that
-// expires or is cancelled gives its hold back at once anyway.
-const capacityHoldGrace = 15 * time.Minute
 
 // Activities holds the activities' dependencies. Register a *Activities with
 // the worker; workflows call its methods by reference.
@@ -94,7 +93,28 @@ type Activities struct {
 	// Capacity, when set, is held before an order's payment request or
 	// balance payment, which are refused when nothing is free.
 	Capacity CapacityHolder
-	Logger   *slog.Logger
+	// HoldFirst is how long a payment request's hold lasts until a payment
+	// to it is seen (the chain watcher then extends it to the request's
+	// deadline): a request that costs nothing holds a host briefly
+	// (0: domain.DefaultHoldFirst).
+	HoldFirst time.Duration
+	// Now is the clock the holds are timed by (nil: time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Activities) holdFirst() time.Duration {
+	if a.HoldFirst > 0 {
+		return a.HoldFirst
+	}
+	return domain.DefaultHoldFirst
 }
 
 // The transitions and inputs are domain types: the store speaks them too.
@@ -209,7 +229,7 @@ func (a *Activities) PayOrderFromBalance(ctx context.Context, in PayFromBalanceI
 	taken := false
 	if a.Capacity != nil {
 		var err error
-		if taken, err = a.Capacity.HoldCapacity(ctx, in.OrderRef, time.Now().Add(capacityHoldFirst)); err != nil {
+		if taken, err = a.Capacity.HoldCapacity(ctx, in.OrderRef, a.now().Add(capacityHoldFirst)); err != nil {
 			return domainToApplication(err)
 		}
 	}
@@ -303,19 +323,17 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 	order := in.TargetKind == "order" && a.Capacity != nil
 	taken := false
 	if order {
+		// A short hold: a request costs nothing until it is paid. A
+		// payment seen extends it to the request's deadline (the chain
+		// watcher, postgres.ExtendHeldForPayment).
 		var err error
-		if taken, err = a.Capacity.HoldCapacity(ctx, in.TargetRef, time.Now().Add(capacityHoldFirst)); err != nil {
+		if taken, err = a.Capacity.HoldForRequest(ctx, in.TargetRef, a.now().Add(a.holdFirst())); err != nil {
 			return domain.Intent{}, domainToApplication(err)
 		}
 	}
 	it, err := a.Payments.CreateIntent(ctx, in)
 	if order {
 		a.releaseRefusedHold(ctx, in.TargetRef, taken, err)
-	}
-	if err == nil && order {
-		// Held as long as the request can be paid, and a little longer: a
-		// payment made in time may be seen late (a watcher restarting).
-		_, err = a.Capacity.HoldCapacity(ctx, in.TargetRef, it.Deadline.Add(capacityHoldGrace))
 	}
 	return it, domainToApplication(err)
 }

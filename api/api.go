@@ -66,7 +66,7 @@ type Config struct {
 	MaxBodyBytes int64
 	// Login throttling, decided atomically in PostgreSQL before the password
 	// is checked. Within LoginWindow (15 min): MaxFailuresPerEmail (5)
-	// failures for one email from one network (IPv4 address, IPv6 /64),
+	// failures for one email from one network (IPv4 address, IPv6 /56),
 	// MaxFailuresPerIP (20) from one network whatever the email, and
 	// MaxFailuresPerAccount (100) for one email from all networks together
 	// (a distributed attack). Past a limit: 429 for LoginLockout (15 min),
@@ -82,6 +82,8 @@ type Config struct {
 	// RegistrationWindow (10 per hour).
 	RegistrationsPerIP int
 	RegistrationWindow time.Duration
+	// Quotas bound what an account creates or opens (quotas.go).
+	Quotas Quotas
 	// AllowedOrigins are browser origins, besides the API's own host, whose
 	// state-changing requests are accepted (a request with any other Origin
 	// header is refused: cross-site request forgery).
@@ -143,6 +145,7 @@ func (c *Config) setDefaults() {
 	if c.RegistrationWindow <= 0 {
 		c.RegistrationWindow = DefaultRegistrationWindow
 	}
+	c.Quotas.setDefaults()
 	if c.Argon2 == (Argon2Params{}) {
 		c.Argon2 = defaultArgon2()
 	}
@@ -242,6 +245,7 @@ type Store interface {
 	BalanceHistoryStore
 	SupportStore
 	PaymentStore
+	QuotaStore
 }
 
 // TimelineNotifier wakes an order's live stream when its timeline grows

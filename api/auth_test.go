@@ -167,7 +167,7 @@ func TestLoginWrongPasswordAndUnknownEmailLookAlike(t *testing.T) {
 
 // TestLoginThrottledPerEmailAndNetwork: five failures for an email from one
 // address lock that pair only: the owner, from another address, still logs
-// in; IPv6 addresses count per /64; twenty failures from one network over
+// in; IPv6 addresses count per /56; twenty failures from one network over
 // many emails lock the network.
 func TestLoginThrottledPerEmailAndNetwork(t *testing.T) {
 	h := newHarness(t)
@@ -187,15 +187,16 @@ func TestLoginThrottledPerEmailAndNetwork(t *testing.T) {
 	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "198.51.100.20"})
 	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
 
-	// IPv6: the whole /64 is one network; the next /64 is another.
+	// IPv6: the whole /56 is one network (failures from five of its /64s
+	// count together); the next /56 is another.
 	for i := 1; i <= 5; i++ {
 		r := h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": "wrong password"},
-			auth{ip: fmt.Sprintf("2001:db8:1:2::%x", i)})
+			auth{ip: fmt.Sprintf("2001:db8:1:%x::1", i)})
 		require.Equal(t, http.StatusUnauthorized, r.Code)
 	}
-	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "2001:db8:1:2:ffff::9"})
+	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "2001:db8:1:ff:ffff::9"})
 	require.Equal(t, http.StatusTooManyRequests, r.Code)
-	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "2001:db8:1:3::1"})
+	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "target@example.com", "password": testPassword}, auth{ip: "2001:db8:1:100::1"})
 	require.Equal(t, http.StatusOK, r.Code)
 
 	// Per network: 20 failures over many emails from the same address.

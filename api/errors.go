@@ -33,7 +33,7 @@ func statusFor(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case domain.ECodeMediaType:
 		return http.StatusUnsupportedMediaType
-	case domain.ECodeTooMany:
+	case domain.ECodeTooMany, domain.ECodeQuota, domain.ECodeHoldLimit:
 		return http.StatusTooManyRequests
 	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
 		return http.StatusServiceUnavailable
@@ -85,6 +85,11 @@ func (s *Server) fail(c *gin.Context, err error) {
 			slog.String("method", c.Request.Method), slog.String("route", c.FullPath()),
 			slog.String("err", err.Error()))
 		writeError(c, http.StatusInternalServerError, domain.ECodeInternal, domain.ErrorMessage(err), "")
+		return
+	}
+	var qe *domain.QuotaError
+	if errors.As(err, &qe) {
+		s.refuseQuota(c, qe)
 		return
 	}
 	writeError(c, statusFor(de.Code), de.Code, de.Message, de.Field)

@@ -64,6 +64,11 @@ func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(conte
 		s.fail(c, err)
 		return
 	}
+	release, ok := s.openStream(c) // per session and per account (quotas.go)
+	if !ok {
+		return
+	}
+	defer release()
 	var wake <-chan struct{}
 	if s.notifier != nil {
 		ch, unsubscribe := s.notifier.Subscribe(ref)

@@ -158,6 +158,9 @@ func testConfig() api.Config {
 		Rental:       workflows.RentalConfig{ProvisioningAttempts: 3},
 		// Every test registers from the same address.
 		RegistrationsPerIP: 1000,
+		// Tests create freely; quotas_test.go sets the limits it tests.
+		Quotas: api.Quotas{UnpaidOrdersPerAccount: 1000, OpenTopUpsPerAccount: 1000, PaymentRequestsPerHour: 1000,
+			SupportRequestsPerDay: 1000, SupportRequestsPerOrderDay: 1000, StreamsPerSession: 1000, StreamsPerAccount: 1000},
 	}
 }
 

@@ -95,7 +95,7 @@ func (s *Server) createOrder(c *gin.Context) {
 			return
 		}
 	}
-	o, err := s.store.CreateOrder(c.Request.Context(), account(c).ID, q.Quote)
+	o, err := s.store.CreateOrderLimited(c.Request.Context(), account(c).ID, q.Quote, s.unpaidOrdersLimit())
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -288,7 +288,8 @@ func (s *Server) createSupportRequest(c *gin.Context) {
 		return
 	}
 	r.OrderRef, r.AccountID = o.Ref, o.AccountID
-	created, err := s.store.CreateSupportRequest(c.Request.Context(), r)
+	perAccount, perOrder := s.supportLimits()
+	created, err := s.store.CreateSupportRequestLimited(c.Request.Context(), r, perAccount, perOrder)
 	if err != nil {
 		s.fail(c, err)
 		return

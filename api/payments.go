@@ -16,7 +16,9 @@ import (
 type PaymentStore interface {
 	Intent(ctx context.Context, id string) (domain.Intent, error)
 	IntentsFor(ctx context.Context, targetRef string) ([]domain.Intent, error)
-	ClaimPaid(ctx context.Context, intentID string, accountID int64, now time.Time) error
+	// ClaimPaid records the first claim on a request; a repeated one writes
+	// nothing (first false).
+	ClaimPaid(ctx context.Context, intentID string, accountID int64, now time.Time) (first bool, err error)
 	// IntentPayments lists the payments seen for each request of a target.
 	IntentPayments(ctx context.Context, targetRef string) (map[string][]domain.IntentPayment, error)
 }
@@ -84,11 +86,17 @@ func (s *Server) createOrderIntent(c *gin.Context) {
 	if !ok || !s.checkMethod(c, req) {
 		return
 	}
+	network := domain.ClientNetwork(c.ClientIP())
+	if err := s.store.AskPaymentRequest(c.Request.Context(), o.Ref, network,
+		s.paymentRequestsLimit(domain.QuotaOrderPaymentRequests)); err != nil {
+		s.fail(c, err)
+		return
+	}
 	ctx, cancel := s.workflowCtx(c)
 	defer cancel()
 	in, err := s.wf.CreateOrderIntent(ctx, o.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
 	if err != nil {
-		s.fail(c, s.workflowError(ctx, "create payment request", o.Ref, err))
+		s.fail(c, s.holdLimitRetry(ctx, c, s.workflowError(ctx, "create payment request", o.Ref, err)))
 		return
 	}
 	c.Header("Location", "/v1/payment-intents/"+in.ID)
@@ -107,6 +115,11 @@ func (s *Server) createTopUpIntent(c *gin.Context) {
 		return
 	}
 	if !s.checkMethod(c, req) {
+		return
+	}
+	if err := s.store.AskPaymentRequest(c.Request.Context(), t.Ref, "",
+		s.paymentRequestsLimit(domain.QuotaTopUpPaymentRequests)); err != nil {
+		s.fail(c, err)
 		return
 	}
 	ctx, cancel := s.workflowCtx(c)
@@ -208,11 +221,16 @@ func (s *Server) claimPaid(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := s.store.ClaimPaid(c.Request.Context(), in.ID, account(c).ID, time.Now()); err != nil {
+	first, err := s.store.ClaimPaid(c.Request.Context(), in.ID, account(c).ID, time.Now())
+	if err != nil {
 		s.fail(c, notFoundAs(err, errIntentNotFound))
 		return
 	}
-	in, err := s.store.Intent(c.Request.Context(), in.ID)
+	if !first {
+		// One claim per request: the same answer, nothing written.
+		s.countQuota(domain.QuotaClaims)
+	}
+	in, err = s.store.Intent(c.Request.Context(), in.ID)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -63,7 +63,7 @@ func (s *Server) createTopUp(c *gin.Context) {
 			"Les recharges proposées sont de 100, 500, 2 000 et 10 000 USD (amount_cents 10000, 50000, 200000 ou 1000000)."))
 		return
 	}
-	t, err := s.store.CreateTopUp(c.Request.Context(), account(c).ID, req.AmountCents)
+	t, err := s.store.CreateTopUpLimited(c.Request.Context(), account(c).ID, req.AmountCents, s.openTopUpsLimit())
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -12,7 +12,7 @@ import (
 // within Window, the key is locked for Lockout, doubled at each further lock
 // (at most MaxLockout); a day without a lock forgets the doublings.
 type ThrottleRule struct {
-	Key        string // scope and value, e.g. "login:ip:2001:db8::/64"; hashed before storage
+	Key        string // scope and value, e.g. "login:ip:2001:db8::/56"; hashed before storage
 	Limit      int
 	Window     time.Duration
 	Lockout    time.Duration
@@ -39,9 +39,11 @@ func (r ThrottleRule) LockoutAfter(strikes int) time.Duration {
 	return min(d, r.MaxLockout)
 }
 
-// ClientNetwork is the address throttling counts under: an IPv4 address
-// as is, an IPv6 address by its /64 (one subscriber's prefix: counting each
-// address apart would give an attacker 2^64 fresh counters).
+// ClientNetwork is the network every per-network limit counts under: an
+// IPv4 address as is, an IPv6 address by its /56. Counting each address
+// apart would give an attacker 2^64 fresh counters per /64, and one
+// subscriber commonly gets a /56 (256 networks of /64), so even the /64
+// would multiply every limit by 256.
 func ClientNetwork(ip string) string {
 	addr, err := netip.ParseAddr(ip)
 	if err != nil {
@@ -51,9 +53,12 @@ func ClientNetwork(ip string) string {
 	if addr.Is4() {
 		return addr.String()
 	}
-	p, _ := addr.Prefix(64)
+	p, _ := addr.Prefix(ClientNetworkBitsV6)
 	return p.String()
 }
+
+// ClientNetworkBitsV6 is the IPv6 prefix length of a client network.
+const ClientNetworkBitsV6 = 56
 
 // AgentGuessRule throttles support agent token guesses from one network:
 // 10 wrong tokens within 15 minutes lock it for 15 minutes, doubled at each

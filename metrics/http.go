@@ -13,6 +13,7 @@ import (
 type HTTP struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	quotas   *prometheus.CounterVec
 }
 
 func newHTTP(reg prometheus.Registerer) *HTTP {
@@ -23,9 +24,19 @@ func newHTTP(reg prometheus.Registerer) *HTTP {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: FamHTTPDuration, Help: "HTTP request latency, by method and route template.", Buckets: latencyBuckets,
 		}, []string{"method", "route"}),
+		quotas: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: FamQuotaRefusals,
+			Help: "Requests a quota refused (429) or absorbed (a repeated \"J'ai payé\"), by quota (domain.Quota*).",
+		}, []string{"quota"}),
 	}
-	reg.MustRegister(h.requests, h.duration)
+	reg.MustRegister(h.requests, h.duration, h.quotas)
 	return h
+}
+
+// QuotaRefused counts one request a quota refused (the API's
+// QuotaObserver). Quota names are the API's own constants: few labels.
+func (h *HTTP) QuotaRefused(quota string) {
+	h.quotas.WithLabelValues(quota).Inc()
 }
 
 // ObserveRequest records one answered request. route is the route template

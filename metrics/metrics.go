@@ -42,6 +42,7 @@ const (
 	FamExceptionsOpen     = "kernodeck_payment_exceptions_open"
 	FamExceptionsOldest   = "kernodeck_payment_exceptions_open_oldest_seconds"
 	FamScrapeErrors       = "kernodeck_db_scrape_errors_total"
+	FamQuotaRefusals      = "kernodeck_quota_refusals_total"
 )
 
 // latencyBuckets cover 1 ms to 2 min: HTTP requests, workflow tasks and

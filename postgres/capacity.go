@@ -23,6 +23,13 @@ import (
 type Capacity struct {
 	DB          *DB
 	Provisioner string // ProvisionerSSH or ProvisionerLocal
+	// MaxUnpaidPerAccount and MaxUnpaidPerNetwork bound the holds one
+	// account, and one client network (the network that asked for the
+	// payment request), keep for orders awaiting payment at once
+	// (HoldForRequest): a payment request costs nothing, and holds a whole
+	// host. 0: no limit.
+	MaxUnpaidPerAccount int
+	MaxUnpaidPerNetwork int
 }
 
 // LockCapacity serialises every decision about model's capacity (holds and
@@ -148,14 +155,30 @@ func noFitMessage(model string, gpus, gpusPerLot int, sizes []int) string {
 // (rather than extending the order's own): a caller whose payment is then
 // refused gives it back (ReleaseHold).
 func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.Time) (taken bool, err error) {
+	return c.hold(ctx, orderRef, until, false)
+}
+
+// HoldForRequest is HoldCapacity for a payment request: a new hold is
+// also refused (ECodeHoldLimit, a *domain.QuotaError) when the order's
+// account, or the client network that asked for the request, already
+// holds MaxUnpaidPerAccount (MaxUnpaidPerNetwork) for other orders
+// awaiting payment. Extending the order's own hold is never refused.
+func (c Capacity) HoldForRequest(ctx context.Context, orderRef string, until time.Time) (taken bool, err error) {
+	return c.hold(ctx, orderRef, until, true)
+}
+
+func (c Capacity) hold(ctx context.Context, orderRef string, until time.Time, limited bool) (taken bool, err error) {
 	err = c.DB.inTx(ctx, func(tx *sqlx.Tx) error {
 		var o struct {
-			Model      string `db:"gpu_model"`
-			GPUs       int    `db:"total_gpus"`
-			GPUsPerLot int    `db:"gpus_per_lot"`
-			Status     string `db:"status"`
+			Model       string `db:"gpu_model"`
+			GPUs        int    `db:"total_gpus"`
+			GPUsPerLot  int    `db:"gpus_per_lot"`
+			Status      string `db:"status"`
+			AccountID   int64  `db:"account_id"`
+			HoldNetwork []byte `db:"hold_network"`
 		}
-		err := tx.GetContext(ctx, &o, `SELECT gpu_model, total_gpus, gpus_per_lot, status FROM orders WHERE ref = $1`, orderRef)
+		err := tx.GetContext(ctx, &o, `SELECT gpu_model, total_gpus, gpus_per_lot, status, account_id, hold_network
+			FROM orders WHERE ref = $1`, orderRef)
 		if errors.Is(err, sql.ErrNoRows) {
 			return domain.ErrNotFound
 		}
@@ -164,6 +187,14 @@ func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.
 		}
 		if o.Status != domain.StatusAwaitingPayment && o.Status != domain.StatusPaymentDetected {
 			return nil
+		}
+		limited = limited && o.Status == domain.StatusAwaitingPayment
+		if limited {
+			// Account, then network, then model: one lock order for every
+			// caller (no deadlock).
+			if err := c.lockHolder(ctx, tx, o.AccountID, o.HoldNetwork); err != nil {
+				return err
+			}
 		}
 		if err := LockCapacity(ctx, tx, o.Model); err != nil {
 			return err
@@ -178,6 +209,11 @@ func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.
 			return nil
 		}
 		// Its lapsed hold, if any, was given back by LockCapacity.
+		if limited {
+			if err := c.checkUnpaidHolds(ctx, tx, orderRef, o.AccountID, o.HoldNetwork); err != nil {
+				return err
+			}
+		}
 		var hostID sql.NullInt64
 		if c.Provisioner == ProvisionerSSH {
 			var h struct {
@@ -217,6 +253,96 @@ func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.
 		return nil
 	})
 	return taken && err == nil, err
+}
+
+// lockHolder serialises the unpaid-hold decisions of an account and of a
+// client network until the end of tx.
+func (c Capacity) lockHolder(ctx context.Context, tx *sqlx.Tx, accountID int64, network []byte) error {
+	if c.MaxUnpaidPerAccount > 0 {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-holds:account:' || $1))`, accountID); err != nil {
+			return fmt.Errorf("lock holds of account %d: %w", accountID, err)
+		}
+	}
+	if c.MaxUnpaidPerNetwork > 0 && network != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-holds:network:' || encode($1, 'hex')))`, network); err != nil {
+			return fmt.Errorf("lock holds of a network: %w", err)
+		}
+	}
+	return nil
+}
+
+// unpaidHoldsSQL lists the live holds of orders awaiting payment other
+// than $1: add the holder's condition.
+const unpaidHoldsSQL = `SELECT l.held_until FROM live_capacity_holds l JOIN orders o ON o.ref = l.order_ref
+	WHERE o.status = 'awaiting_payment' AND l.order_ref <> $1`
+
+// checkUnpaidHolds refuses a new hold when the account, or the network,
+// already holds its maximum for unpaid orders.
+func (c Capacity) checkUnpaidHolds(ctx context.Context, tx *sqlx.Tx, orderRef string, accountID int64, network []byte) error {
+	count := func(cond string, arg any) (int, time.Duration, error) {
+		var r struct {
+			N    int             `db:"n"`
+			Wait sql.NullFloat64 `db:"wait"`
+		}
+		err := tx.GetContext(ctx, &r, `SELECT count(*) AS n, extract(epoch FROM min(h.held_until) - now())::float8 AS wait
+			FROM (`+unpaidHoldsSQL+` AND `+cond+`) h`, orderRef, arg)
+		return r.N, time.Duration(r.Wait.Float64 * float64(time.Second)), err
+	}
+	if c.MaxUnpaidPerAccount > 0 {
+		n, wait, err := count(`o.account_id = $2`, accountID)
+		if err != nil {
+			return fmt.Errorf("unpaid holds of account %d: %w", accountID, err)
+		}
+		if n >= c.MaxUnpaidPerAccount {
+			return holdLimit(domain.QuotaUnpaidHolds, wait, fmt.Sprintf(
+				"Votre compte réserve déjà %d machine(s) pour des demandes de paiement non réglées : payez l'une d'elles, ou attendez que sa réservation expire, avant d'en demander une autre. Aucun paiement n'est demandé.",
+				n))
+		}
+	}
+	if c.MaxUnpaidPerNetwork > 0 && network != nil {
+		n, wait, err := count(`o.hold_network = $2`, network)
+		if err != nil {
+			return fmt.Errorf("unpaid holds of a network: %w", err)
+		}
+		if n >= c.MaxUnpaidPerNetwork {
+			return holdLimit(domain.QuotaUnpaidHolds, wait,
+				"Trop de machines sont déjà réservées depuis votre réseau pour des demandes de paiement non réglées : payez l'une d'elles, ou attendez que sa réservation expire, avant d'en demander une autre. Aucun paiement n'est demandé.")
+		}
+	}
+	return nil
+}
+
+func holdLimit(quota string, wait time.Duration, message string) error {
+	e := domain.QuotaExceeded(quota, wait, message)
+	e.Err.Code = domain.ECodeHoldLimit
+	return e
+}
+
+// UnpaidHoldsRetry says when the first of the unpaid holds of an account
+// or of a client network lapses (0: none live): the Retry-After of a
+// payment request refused with ECodeHoldLimit, which reaches the API
+// through the workflow without it.
+func (db *DB) UnpaidHoldsRetry(ctx context.Context, accountID int64, network string) (time.Duration, error) {
+	var wait sql.NullFloat64
+	if err := db.GetContext(ctx, &wait, `SELECT extract(epoch FROM min(h.held_until) - now())::float8
+		FROM (`+unpaidHoldsSQL+` AND (o.account_id = $2 OR o.hold_network = $3)) h`,
+		"", accountID, networkKey(network)); err != nil {
+		return 0, fmt.Errorf("unpaid holds retry: %w", err)
+	}
+	return max(time.Duration(wait.Float64*float64(time.Second)), 0), nil
+}
+
+// ExtendHeldForPayment keeps the hold of an order awaiting payment until
+// until once a payment to its request is seen (the chain watcher's
+// transaction that records it): the short first hold becomes the
+// request's deadline plus HoldGrace. A hold that already lapsed is not
+// taken back (its host may be another order's by now).
+func ExtendHeldForPayment(ctx context.Context, tx sqlx.ExecerContext, orderRef string, until time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET held_until = $2, updated_at = now()
+		WHERE order_ref = $1 AND state = 'held' AND held_until > now() AND held_until < $2`, orderRef, until); err != nil {
+		return fmt.Errorf("extend hold of %s: %w", orderRef, err)
+	}
+	return nil
 }
 
 // ReleaseHold gives back the hold of an order still awaiting payment, when

@@ -282,7 +282,16 @@ func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p domain.Ch
 	if err != nil {
 		return fmt.Errorf("insert payment %s/%s:%d: %w", network, p.TxID, p.Index, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 || toSupport == "" {
+	n, _ := res.RowsAffected()
+	if n == 1 && toSupport == "" && !p.Dust {
+		// A payment seen: the request's short first hold now lasts as long
+		// as the request can be paid (issue 19: holds cost the holder). A
+		// top-up holds nothing: the update finds no row.
+		if err := ExtendHeldForPayment(ctx, tx, in.TargetRef, in.Deadline.Add(domain.HoldGrace)); err != nil {
+			return err
+		}
+	}
+	if n == 0 || toSupport == "" {
 		return nil
 	}
 	msg := fmt.Sprintf("Paiement reçu en %s à l'adresse d'une demande de paiement en %s : il ne peut pas être compté automatiquement et est transmis au support.", p.Asset, in.Asset)

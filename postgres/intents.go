@@ -153,16 +153,27 @@ func (db *DB) IntentsFor(ctx context.Context, targetRef string) ([]domain.Intent
 }
 
 // ClaimPaid records the customer's "J'ai payé" on an intent and shows it on
-// the target's timeline. It changes no payment state.
-func (db *DB) ClaimPaid(ctx context.Context, intentID string, accountID int64, now time.Time) error {
-	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+// the target's timeline. It changes no payment state. One claim per
+// request: a repeated claim writes nothing (no row, no timeline entry, so
+// no open stream wakes up) and says so (first false).
+func (db *DB) ClaimPaid(ctx context.Context, intentID string, accountID int64, now time.Time) (first bool, err error) {
+	err = db.inTx(ctx, func(tx *sqlx.Tx) error {
 		var in domain.Intent
-		if err := tx.GetContext(ctx, &in, `SELECT `+intentColumns+` FROM payment_intents WHERE id = $1`, intentID); err != nil {
+		// The row lock decides parallel claims one after the other.
+		if err := tx.GetContext(ctx, &in, `SELECT `+intentColumns+` FROM payment_intents WHERE id = $1 FOR UPDATE`, intentID); err != nil {
 			return fmt.Errorf("intent %s: %w", intentID, notFound(err))
 		}
 		if in.AccountID != accountID {
 			return domain.ErrNotFound
 		}
+		var claimed bool
+		if err := tx.GetContext(ctx, &claimed, `SELECT EXISTS (SELECT 1 FROM payment_claims WHERE intent_id = $1)`, intentID); err != nil {
+			return fmt.Errorf("claims of %s: %w", intentID, err)
+		}
+		if claimed {
+			return nil
+		}
+		first = true
 		var id int64
 		if err := tx.GetContext(ctx, &id, `INSERT INTO payment_claims (intent_id, account_id) VALUES ($1, $2) RETURNING id`,
 			intentID, accountID); err != nil {
@@ -173,4 +184,5 @@ func (db *DB) ClaimPaid(ctx context.Context, intentID string, accountID int64, n
 			map[string]any{"intent_id": intentID, "asset": in.Asset, "network": in.Network}, now)
 		return err
 	})
+	return first && err == nil, err
 }

@@ -54,6 +54,12 @@ const createOrderSQL = `
 // with its "created" timeline event and mail, atomically. The reference is
 // new and the workflow ID derived from it.
 func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) (domain.Order, error) {
+	return db.createOrder(ctx, accountID, q, nil)
+}
+
+// createOrder is CreateOrder; check, if set, runs first in the order's
+// transaction and may refuse it (a quota).
+func (db *DB) createOrder(ctx context.Context, accountID int64, q domain.Quote, check func(*sqlx.Tx) error) (domain.Order, error) {
 	data, err := json.Marshal(map[string]any{
 		"gpu_model": q.Model, "lots": q.Lots, "total_gpus": q.TotalGPUs,
 		"duration_days": q.DurationDays, "preset": q.Preset, "total_cents": q.TotalCents,
@@ -72,10 +78,19 @@ func (db *DB) CreateOrder(ctx context.Context, accountID int64, q domain.Quote) 
 	for attempt := 1; ; attempt++ {
 		ref := domain.NewRef(domain.OrderRefPrefix)
 		var o domain.Order
-		err := db.getPrepared(ctx, &o, createOrderSQL,
-			ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
+		args := []any{ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
 			q.Preset, q.LotCents, q.TotalCents, domain.StatusAwaitingPayment,
-			domain.RentalWorkflowID(ref), q.SSHPublicKey, msg, data, MailTemplates[domain.EventCreated], string(mail))
+			domain.RentalWorkflowID(ref), q.SSHPublicKey, msg, data, MailTemplates[domain.EventCreated], string(mail)}
+		if check == nil {
+			err = db.getPrepared(ctx, &o, createOrderSQL, args...)
+		} else {
+			err = db.inTx(ctx, func(tx *sqlx.Tx) error {
+				if err := check(tx); err != nil {
+					return err
+				}
+				return tx.GetContext(ctx, &o, createOrderSQL, args...)
+			})
+		}
 		if isUniqueViolation(err) && attempt < refAttempts {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/kernodeck/kernodeck/domain"
@@ -79,13 +80,20 @@ func (db *DB) ListSupportActions(ctx context.Context, targetRef string) ([]domai
 // Ownership of the order is the caller's check.
 func (db *DB) CreateSupportRequest(ctx context.Context, r domain.SupportRequest) (domain.SupportRequest, error) {
 	var out domain.SupportRequest
-	if err := db.GetContext(ctx, &out, `
+	if err := insertSupportRequest(ctx, db, r, &out); err != nil {
+		return domain.SupportRequest{}, err
+	}
+	return out, nil
+}
+
+func insertSupportRequest(ctx context.Context, q sqlx.QueryerContext, r domain.SupportRequest, out *domain.SupportRequest) error {
+	if err := sqlx.GetContext(ctx, q, out, `
 		INSERT INTO support_requests (order_ref, account_id, message, launch_command, versions, first_error)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+supportRequestColumnList,
 		r.OrderRef, r.AccountID, r.Message, r.LaunchCommand, r.Versions, r.FirstError); err != nil {
-		return domain.SupportRequest{}, fmt.Errorf("create support request: %w", err)
+		return fmt.Errorf("create support request: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // ListSupportRequests returns the support requests on an order, oldest

@@ -18,6 +18,12 @@ const topUpColumnList = `ref, account_id, amount_cents, status, credited_at, wor
 // event, in one transaction. The amount must be one of the offered amounts
 // (the schema refuses any other).
 func (db *DB) CreateTopUp(ctx context.Context, accountID, amountCents int64) (domain.TopUp, error) {
+	return db.createTopUp(ctx, accountID, amountCents, nil)
+}
+
+// createTopUp is CreateTopUp; check, if set, runs first in the top-up's
+// transaction and may refuse it (a quota).
+func (db *DB) createTopUp(ctx context.Context, accountID, amountCents int64, check func(*sqlx.Tx) error) (domain.TopUp, error) {
 	data, err := json.Marshal(map[string]any{"amount_cents": amountCents})
 	if err != nil {
 		return domain.TopUp{}, fmt.Errorf("create top-up: %w", err)
@@ -26,6 +32,11 @@ func (db *DB) CreateTopUp(ctx context.Context, accountID, amountCents int64) (do
 		ref := domain.NewRef(domain.TopUpRefPrefix)
 		var t domain.TopUp
 		err := db.inTx(ctx, func(tx *sqlx.Tx) error {
+			if check != nil {
+				if err := check(tx); err != nil {
+					return err
+				}
+			}
 			if err := tx.GetContext(ctx, &t, `
 				INSERT INTO topups (ref, account_id, amount_cents, status, workflow_id)
 				VALUES ($1, $2, $3, $4, $5)

@@ -23,6 +23,10 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("config: %w", err)
 	}
+	quotas, err := config.QuotasFromEnv(nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("config: %w", err)
+	}
 	site, err := web.New(logger.With("component", "web"))
 	if err != nil {
 		return nil, nil, nil, err
@@ -35,6 +39,9 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
 		Confirmations:  pcfg.Confirmations,
+		// Limits on what accounts and networks create (config/quotas.go).
+		Quotas:             quotas.API,
+		RegistrationsPerIP: quotas.RegistrationsPerNet,
 	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Site: site, Logger: logger, Requests: requests})
 	return srv.Handler(), srv.CloseStreams, tl.Run, nil
 }

@@ -269,12 +269,18 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *
 	if err != nil {
 		return err
 	}
+	quotas, err := config.QuotasFromEnv(nil)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	acts := &activities.Activities{
 		Store:       db,
 		Provisioner: m.Steps.Provisioner(provisioner),
 		Payments:    pay,
-		Capacity:    postgres.Capacity{DB: db, Provisioner: prov.cfg.Provisioner},
-		Logger:      logger,
+		Capacity: postgres.Capacity{DB: db, Provisioner: prov.cfg.Provisioner,
+			MaxUnpaidPerAccount: quotas.HoldsPerAccount, MaxUnpaidPerNetwork: quotas.HoldsPerNetwork},
+		HoldFirst: quotas.HoldFirst,
+		Logger:    logger,
 	}
 	if d, ok := provisioner.(*sshhost.Driver); ok {
 		// Customers' key changes, written by the API, applied on the hosts.
