@@ -23,6 +23,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/mailverify"
+	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -34,7 +36,11 @@ const (
 	DefaultLoginWindow         = 15 * time.Minute
 	DefaultMaxFailuresPerEmail = 5
 	DefaultMaxFailuresPerIP    = 20
-	DefaultMaxFailuresAccount  = 100
+	DefaultLoginSlowAfter      = 10
+	DefaultLoginDelayBase      = 500 * time.Millisecond
+	DefaultLoginDelayMax       = 10 * time.Second
+	DefaultVerifyResendEvery   = 5 * time.Minute
+	DefaultVerifyResendPerDay  = 5
 	DefaultLoginLockout        = 15 * time.Minute
 	DefaultRegistrationsPerIP  = 10
 	DefaultRegistrationWindow  = time.Hour
@@ -68,16 +74,24 @@ type Config struct {
 	// is checked. Within LoginWindow (15 min): MaxFailuresPerEmail (5)
 	// failures for one email from one network (IPv4 address, IPv6 /56),
 	// MaxFailuresPerIP (20) from one network whatever the email, and
-	// MaxFailuresPerAccount (100) for one email from all networks together
-	// (a distributed attack). Past a limit: 429 for LoginLockout (15 min),
-	// doubled at each further lock up to a day. The owner logging in from
-	// another network is not locked out by someone else's failures until
-	// the account limit.
-	LoginWindow           time.Duration
-	MaxFailuresPerEmail   int
-	MaxFailuresPerIP      int
-	MaxFailuresPerAccount int
-	LoginLockout          time.Duration
+	// Past a limit: 429 for LoginLockout (15 min), doubled at each further
+	// lock up to a day. The account itself is never locked (its owner must
+	// get in whatever others try): past LoginSlowAfter (10) failures for one
+	// email from all networks together within LoginWindow, every login for
+	// that email waits LoginDelayBase (0.5 s), doubled at each further
+	// failure up to LoginDelayMax (10 s), before its password is checked.
+	LoginWindow         time.Duration
+	MaxFailuresPerEmail int
+	MaxFailuresPerIP    int
+	LoginLockout        time.Duration
+	LoginSlowAfter      int
+	LoginDelayBase      time.Duration
+	LoginDelayMax       time.Duration
+	// An unconfirmed account may have its confirmation mail sent again
+	// once per VerifyResendEvery (5 min), VerifyResendPerDay times (5) per
+	// 24 hours, the registration's mail included.
+	VerifyResendEvery  time.Duration
+	VerifyResendPerDay int
 	// RegistrationsPerIP accounts may be created from one network per
 	// RegistrationWindow (10 per hour).
 	RegistrationsPerIP int
@@ -133,8 +147,20 @@ func (c *Config) setDefaults() {
 	if c.MaxFailuresPerIP <= 0 {
 		c.MaxFailuresPerIP = DefaultMaxFailuresPerIP
 	}
-	if c.MaxFailuresPerAccount <= 0 {
-		c.MaxFailuresPerAccount = DefaultMaxFailuresAccount
+	if c.LoginSlowAfter <= 0 {
+		c.LoginSlowAfter = DefaultLoginSlowAfter
+	}
+	if c.LoginDelayBase <= 0 {
+		c.LoginDelayBase = DefaultLoginDelayBase
+	}
+	if c.LoginDelayMax <= 0 {
+		c.LoginDelayMax = DefaultLoginDelayMax
+	}
+	if c.VerifyResendEvery <= 0 {
+		c.VerifyResendEvery = DefaultVerifyResendEvery
+	}
+	if c.VerifyResendPerDay <= 0 {
+		c.VerifyResendPerDay = DefaultVerifyResendPerDay
 	}
 	if c.LoginLockout <= 0 {
 		c.LoginLockout = DefaultLoginLockout
@@ -169,6 +195,15 @@ func (c *Config) setDefaults() {
 // AccountStore keeps accounts, sessions and the authentication throttle.
 type AccountStore interface {
 	CreateAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error)
+	// RegisterAccount creates a customer's account, address unconfirmed,
+	// with its confirmation mail queued.
+	RegisterAccount(ctx context.Context, a domain.Account, passwordHash string, now time.Time) (domain.Account, error)
+	VerifyEmail(ctx context.Context, accountID int64, email string) (already bool, err error)
+	ResendVerification(ctx context.Context, accountID int64, now time.Time, every time.Duration, perDay int) (time.Duration, error)
+	// LoginFailures and AddLoginFailure count an email's failed logins
+	// (every network) within a window: they slow its logins, never lock them.
+	LoginFailures(ctx context.Context, key string, window time.Duration) (int, error)
+	AddLoginFailure(ctx context.Context, key string, window time.Duration) error
 	AccountByEmail(ctx context.Context, email string) (domain.Account, string, error)
 	Account(ctx context.Context, id int64) (domain.Account, error)
 	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration) error
@@ -280,6 +315,14 @@ type Deps struct {
 	Logger *slog.Logger
 	// Requests, if set, is told of each answered request (metrics).
 	Requests RequestObserver
+	// Keyring opens the email confirmation links (sealed by the mail
+	// dispatcher with the same ring). Without it a random key is made:
+	// only links made by this process would open (tests).
+	Keyring *secrets.Keyring
+	// Now is the clock of link expiry and resend limits (time.Now when
+	// nil); Sleep waits out a login's slow-down (a timer when nil).
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // RequestObserver records answered requests by route template and status.
@@ -298,6 +341,10 @@ type Server struct {
 	log      *slog.Logger
 	engine   *gin.Engine
 	requests RequestObserver
+
+	links *mailverify.Signer
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
 
 	agents    []agentToken
 	dummyHash string        // verified when the email is unknown: constant work
@@ -346,8 +393,36 @@ func New(cfg Config, deps Deps) *Server {
 		panic("api.New: " + err.Error()) // crypto/rand failure
 	}
 	s.dummyHash = dummy
+	s.now, s.sleep = deps.Now, deps.Sleep
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.sleep == nil {
+		s.sleep = sleepCtx
+	}
+	ring := deps.Keyring
+	if ring == nil {
+		logger.Warn("api: no keyring, email confirmation links made elsewhere will not open")
+		ring, err = secrets.Parse(secrets.Generate("ephemeral"))
+		if err != nil {
+			panic("api.New: " + err.Error())
+		}
+	}
+	s.links = &mailverify.Signer{Keyring: ring, Now: s.now}
 	s.engine = s.routes()
 	return s
+}
+
+// sleepCtx waits d, or less if ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Handler returns the HTTP handler.
@@ -383,6 +458,7 @@ func (s *Server) routes() *gin.Engine {
 	v1.POST("/quote", s.postQuote)
 	v1.POST("/auth/register", s.register)
 	v1.POST("/auth/login", s.login)
+	v1.POST("/auth/verify-email", s.verifyEmail)
 
 	// The order read checks its session itself, in the statement that reads
 	// the order (getOrder).
@@ -390,6 +466,7 @@ func (s *Server) routes() *gin.Engine {
 	cust := v1.Group("", s.customerAuth)
 	cust.POST("/auth/logout", s.logout)
 	cust.GET("/me", s.me)
+	cust.POST("/auth/verify-email/resend", s.resendVerification)
 	cust.GET("/balance", s.getBalance)
 	cust.GET("/balance/history", s.getBalanceHistory)
 	cust.POST("/orders", s.createOrder)

@@ -18,10 +18,27 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/mailverify"
 )
 
-// SessionCookie is the name of the session cookie.
-const SessionCookie = "kd_session"
+// SessionCookie is the name of the session cookie. The __Host- prefix
+// makes browsers accept it only with Secure, Path=/ and no Domain, so no
+// other host (a sibling subdomain, a plain-http page) can set or shadow it.
+const SessionCookie = "__Host-kd_session"
+
+// DevSessionCookie is its name when Config.CookieSecure is off (local
+// plain-http development): browsers refuse a __Host- cookie without Secure.
+const DevSessionCookie = "kd_session"
+
+// cookieName is the session cookie's name under this configuration; only
+// that name is read (a plain kd_session is ignored when Secure is on, or
+// the prefix would protect nothing).
+func (s *Server) cookieName() string {
+	if s.cfg.CookieSecure {
+		return SessionCookie
+	}
+	return DevSessionCookie
+}
 
 // CSRFHeader carries the session's CSRF token on cookie-authenticated
 // state-changing requests.
@@ -67,11 +84,11 @@ func unsafeMethod(m string) bool {
 }
 
 // customerAuth accepts a customer session from "Authorization: Bearer" or
-// the kd_session cookie. Cookie-authenticated state-changing requests must
+// the session cookie. Cookie-authenticated state-changing requests must
 // carry the session's CSRF token in X-CSRF-Token; bearer requests cannot be
 // forged cross-site and are exempt.
 func (s *Server) customerAuth(c *gin.Context) {
-	token, viaCookie := sessionToken(c.Request)
+	token, viaCookie := s.sessionToken(c.Request)
 	if !s.authenticate(c, token, viaCookie) {
 		return
 	}
@@ -80,10 +97,10 @@ func (s *Server) customerAuth(c *gin.Context) {
 
 // sessionToken is the request's session token: the bearer token if an
 // Authorization header is present, else the cookie's.
-func sessionToken(r *http.Request) (token string, viaCookie bool) {
+func (s *Server) sessionToken(r *http.Request) (token string, viaCookie bool) {
 	token, viaHeader := bearerToken(r)
 	if !viaHeader {
-		if ck, err := r.Cookie(SessionCookie); err == nil {
+		if ck, err := r.Cookie(s.cookieName()); err == nil {
 			return ck.Value, true
 		}
 	}
@@ -224,7 +241,7 @@ func (s *Server) startSession(c *gin.Context, acc domain.Account, bearer bool) (
 		resp.Token = token
 	} else {
 		http.SetCookie(c.Writer, &http.Cookie{
-			Name: SessionCookie, Value: token, Path: "/",
+			Name: s.cookieName(), Value: token, Path: "/",
 			Expires: expires, MaxAge: int(s.cfg.SessionTTL.Seconds()),
 			HttpOnly: true, Secure: s.cfg.CookieSecure, SameSite: http.SameSiteLaxMode,
 		})
@@ -234,7 +251,7 @@ func (s *Server) startSession(c *gin.Context, acc domain.Account, bearer bool) (
 
 func (s *Server) clearSessionCookie(c *gin.Context) {
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
+		Name: s.cookieName(), Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: s.cfg.CookieSecure, SameSite: http.SameSiteLaxMode,
 	})
 }
@@ -318,7 +335,6 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	if retry > 0 {
-		s.countQuota(domain.QuotaRegistrations)
 		s.tooMany(c, retry, "Trop de comptes créés depuis votre adresse.")
 		return
 	}
@@ -327,8 +343,10 @@ func (s *Server) register(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	acc, err := s.store.CreateAccount(c.Request.Context(),
-		domain.Account{FirstName: first, LastName: last, Email: email}, hash)
+	// Unconfirmed, with its confirmation mail queued in the same
+	// transaction: the only mail the address gets until it is confirmed.
+	acc, err := s.store.RegisterAccount(c.Request.Context(),
+		domain.Account{FirstName: first, LastName: last, Email: email}, hash, s.now())
 	if err != nil {
 		// A taken email gets the store's fixed message: nothing about the
 		// existing account, no session.
@@ -375,7 +393,23 @@ func (s *Server) login(c *gin.Context) {
 		s.tooMany(c, retry, "Trop de tentatives de connexion échouées.")
 		return
 	}
-	// From here the attempt counts as a failure until the password is right.
+	// From here the attempt counts as a failure under the network's rules
+	// until the password is right. The account's own failures (from every
+	// network) slow its logins down instead of locking them: its owner
+	// still gets in, after the delay, while a distributed guesser waits
+	// as long at every try.
+	accountKey := loginAccountKey(email)
+	failures, err := s.store.LoginFailures(ctx, accountKey, s.cfg.LoginWindow)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d := s.loginDelay(failures); d > 0 {
+		if err := s.sleep(ctx, d); err != nil {
+			s.fail(c, err)
+			return
+		}
+	}
 	acc, encoded, err := s.store.AccountByEmail(ctx, email)
 	found := err == nil
 	if err != nil && domain.ErrorCode(err) != domain.ECodeNotFound {
@@ -391,12 +425,15 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	if !found || !ok {
+		if err := s.store.AddLoginFailure(ctx, accountKey, s.cfg.LoginWindow); err != nil {
+			s.log.Warn("count login failure", "err", err)
+		}
 		s.fail(c, domain.Errorf(domain.ECodeUnauthorized, "Email ou mot de passe incorrect."))
 		return
 	}
-	// The right password: this attempt is taken back from the network's and
-	// the account's counters, and the email-and-network counter forgotten.
-	if err := s.store.Forgive(ctx, []string{rules[1].Key, rules[2].Key}, []string{rules[0].Key}); err != nil {
+	// The right password: this attempt is taken back from the network's
+	// counter, and the email-and-network counter forgotten.
+	if err := s.store.Forgive(ctx, []string{rules[1].Key}, []string{rules[0].Key}); err != nil {
 		s.log.Warn("forgive login attempt", "err", err)
 	}
 	resp, err := s.startSession(c, acc, req.Bearer)
@@ -407,8 +444,9 @@ func (s *Server) login(c *gin.Context) {
 	c.JSON(http.StatusOK, resp)
 }
 
-// loginRules are the counters of a login for email from network: the pair
-// first, then the network, then the account (Forgive relies on the order).
+// loginRules are the locking counters of a login for email from network:
+// the pair first, then the network (Forgive relies on the order). The
+// account as a whole is not locked: see loginDelay.
 func (s *Server) loginRules(email, network string) []domain.ThrottleRule {
 	email = strings.ToLower(email)
 	rule := func(key string, limit int) domain.ThrottleRule {
@@ -418,8 +456,29 @@ func (s *Server) loginRules(email, network string) []domain.ThrottleRule {
 	return []domain.ThrottleRule{
 		rule("login:pair:"+email+"|"+network, s.cfg.MaxFailuresPerEmail),
 		rule("login:net:"+network, s.cfg.MaxFailuresPerIP),
-		rule("login:account:"+email, s.cfg.MaxFailuresPerAccount),
 	}
+}
+
+// loginAccountKey counts an email's failed logins from every network.
+func loginAccountKey(email string) string { return "login:account:" + strings.ToLower(email) }
+
+// loginDelay is the wait before an email's password is checked, after
+// failures failed logins on it (every network) within LoginWindow: none
+// below LoginSlowAfter, then LoginDelayBase doubled at each further failure,
+// at most LoginDelayMax. It is the same whether the email has an account.
+func (s *Server) loginDelay(failures int) time.Duration {
+	over := failures - s.cfg.LoginSlowAfter
+	if over < 0 {
+		return 0
+	}
+	d := s.cfg.LoginDelayBase
+	for range min(over, 30) {
+		if d >= s.cfg.LoginDelayMax {
+			break
+		}
+		d *= 2
+	}
+	return min(d, s.cfg.LoginDelayMax)
 }
 
 func (s *Server) logout(c *gin.Context) {
@@ -433,4 +492,53 @@ func (s *Server) logout(c *gin.Context) {
 
 func (s *Server) me(c *gin.Context) {
 	c.JSON(http.StatusOK, sessionResponse{Account: account(c), CSRFToken: c.GetString(ctxCSRF)})
+}
+
+type verifyEmailRequest struct {
+	Token string `json:"token"`
+}
+
+// verifyEmail confirms an address with the link's token. No session is
+// needed (the link may be opened on another device): the token alone,
+// sealed with the keyring, names the account and the address. The site
+// asks for a click before posting it, so a mail scanner fetching the link
+// confirms nothing.
+func (s *Server) verifyEmail(c *gin.Context) {
+	var req verifyEmailRequest
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	claim, err := s.links.Check(strings.TrimSpace(req.Token))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	already, err := s.store.VerifyEmail(c.Request.Context(), claim.AccountID, claim.Email)
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		s.fail(c, mailverify.ErrInvalid) // the account is gone or its address changed
+		return
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"email_verified": true, "already_verified": already})
+}
+
+// resendVerification queues one more confirmation mail for the signed-in
+// account, within the resend limits.
+func (s *Server) resendVerification(c *gin.Context) {
+	acc := account(c)
+	retry, err := s.store.ResendVerification(c.Request.Context(), acc.ID, s.now(),
+		s.cfg.VerifyResendEvery, s.cfg.VerifyResendPerDay)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if retry > 0 {
+		s.tooMany(c, retry, "Un lien de confirmation vient déjà de vous être envoyé.")
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"email": acc.Email})
 }

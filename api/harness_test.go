@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -25,6 +27,7 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
+	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -142,6 +145,8 @@ var _ api.Workflows = (*fakeWorkflows)(nil)
 // harness is one API over a fresh database.
 type harness struct {
 	t      testing.TB
+	ring   *secrets.Keyring // opens the email confirmation links
+	sleeps *sleepLog        // the login slow-downs asked for (nothing waits)
 	db     *postgres.DB
 	wf     *fakeWorkflows
 	cfg    api.Config
@@ -169,7 +174,11 @@ func newHarness(t testing.TB, tweak ...func(*api.Config, *api.Deps)) *harness {
 	db := pgtest.NewDB(t)
 	wf := newFakeWorkflows()
 	cfg := testConfig()
-	deps := api.Deps{Store: db, Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ring, err := secrets.Parse(secrets.Generate("test"))
+	require.NoError(t, err)
+	sleeps := &sleepLog{}
+	deps := api.Deps{Store: db, Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Keyring: ring, Sleep: sleeps.sleep}
 	if testing.Verbose() {
 		deps.Logger = slog.Default()
 	}
@@ -177,7 +186,26 @@ func newHarness(t testing.TB, tweak ...func(*api.Config, *api.Deps)) *harness {
 		f(&cfg, &deps)
 	}
 	srv := api.New(cfg, deps)
-	return &harness{t: t, db: db, wf: wf, cfg: cfg, srv: srv, h: srv.Handler(), router: openAPIRouter(t)}
+	return &harness{t: t, ring: ring, sleeps: sleeps, db: db, wf: wf, cfg: cfg, srv: srv, h: srv.Handler(), router: openAPIRouter(t)}
+}
+
+// sleepLog records the waits the API asks for instead of waiting.
+type sleepLog struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *sleepLog) sleep(_ context.Context, d time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.d = append(l.d, d)
+	return nil
+}
+
+func (l *sleepLog) all() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.d)
 }
 
 // openAPIRouter loads the embedded document.
@@ -291,8 +319,18 @@ type customer struct {
 	web   auth // cookie + csrf (a second session)
 }
 
-// register creates an account with a bearer session and a cookie session.
+// register creates an account with a bearer session and a cookie session,
+// its address confirmed (as if the link were opened).
 func (h *harness) register(email string) customer {
+	h.t.Helper()
+	c := h.registerUnverified(email)
+	_, err := h.db.Exec(`UPDATE accounts SET email_verified_at = now() WHERE id = $1`, c.id)
+	require.NoError(h.t, err)
+	return c
+}
+
+// registerUnverified is register with the address left unconfirmed.
+func (h *harness) registerUnverified(email string) customer {
 	h.t.Helper()
 	r := h.do("POST", "/v1/auth/register", map[string]any{
 		"first_name": "Ada", "last_name": "Lovelace", "email": email, "password": testPassword, "bearer": true,

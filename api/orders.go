@@ -149,7 +149,7 @@ func (s *Server) listOrders(c *gin.Context) {
 // getOrder, the most frequent request, checks its session (customerAuth's
 // rules; a GET needs no CSRF token) in the same statement as the read.
 func (s *Server) getOrder(c *gin.Context) {
-	token, viaCookie := sessionToken(c.Request)
+	token, viaCookie := s.sessionToken(c.Request)
 	if token == "" {
 		s.fail(c, errSessionRequired)
 		return

@@ -22,6 +22,7 @@ type Config struct {
 	TemporalCLI          string            // KERNODECK_TEMPORAL_CLI (dev only)
 	DevDataDir           string            // KERNODECK_DEV_DIR (dev only)
 	CookieSecure         bool              // KERNODECK_COOKIE_SECURE
+	SessionIdle          time.Duration     // KERNODECK_SESSION_IDLE: a session unused that long ends
 	SupportTokens        map[string]string // KERNODECK_SUPPORT_TOKENS: token -> agent
 	UnpaidTimeout        time.Duration     // KERNODECK_UNPAID_TIMEOUT
 	TopUpTimeout         time.Duration     // KERNODECK_TOPUP_TIMEOUT
@@ -50,6 +51,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		TemporalCLI:          p.str("KERNODECK_TEMPORAL_CLI", ""),
 		DevDataDir:           p.str("KERNODECK_DEV_DIR", ".dev"),
 		CookieSecure:         p.bool("KERNODECK_COOKIE_SECURE", true),
+		SessionIdle:          p.dur("KERNODECK_SESSION_IDLE", 7*24*time.Hour),
 		SupportTokens:        p.tokens("KERNODECK_SUPPORT_TOKENS"),
 		UnpaidTimeout:        p.dur("KERNODECK_UNPAID_TIMEOUT", workflows.DefaultUnpaidTimeout),
 		TopUpTimeout:         p.dur("KERNODECK_TOPUP_TIMEOUT", workflows.DefaultTopUpTimeout),

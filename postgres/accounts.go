@@ -70,9 +70,10 @@ func (db *DB) CreateAccount(ctx context.Context, a domain.Account, passwordHash 
 
 // RegisterAccount inserts a customer's account with its address not yet
 // confirmed, and queues the confirmation mail (the only mail it gets until
-// the address is confirmed) in the same transaction. A taken email gives
+// the address is confirmed) in the same transaction, dated now (the clock
+// ResendVerification's limits are measured on). A taken email gives
 // ECodeEmailTaken, as CreateAccount.
-func (db *DB) RegisterAccount(ctx context.Context, a domain.Account, passwordHash string) (domain.Account, error) {
+func (db *DB) RegisterAccount(ctx context.Context, a domain.Account, passwordHash string, now time.Time) (domain.Account, error) {
 	var out domain.Account
 	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
 		err := tx.GetContext(ctx, &out, `
@@ -86,7 +87,7 @@ func (db *DB) RegisterAccount(ctx context.Context, a domain.Account, passwordHas
 		if err != nil {
 			return fmt.Errorf("register account: %w", err)
 		}
-		return queueVerificationMail(ctx, tx, out.ID, 1, time.Now())
+		return queueVerificationMail(ctx, tx, out.ID, 1, now)
 	})
 	if err != nil {
 		return domain.Account{}, err
@@ -409,6 +410,36 @@ func (db *DB) ThrottleLocked(ctx context.Context, rules []domain.ThrottleRule) (
 		longest = max(longest, time.Duration(secs*float64(time.Second)))
 	}
 	return longest, nil
+}
+
+// LoginFailures returns the failures counted under key (an email's failed
+// logins from every network) in its window, if that began less than window
+// ago (0 otherwise).
+func (db *DB) LoginFailures(ctx context.Context, key string, window time.Duration) (int, error) {
+	var n int
+	err := db.GetContext(ctx, &n, `
+		SELECT COALESCE(max(failures) FILTER (WHERE window_start > now() - make_interval(secs => $2)), 0)
+		FROM auth_throttle WHERE key = $1`, throttleKey(key), window.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("login failures: %w", err)
+	}
+	return n, nil
+}
+
+// AddLoginFailure counts one failure under key: in the current window, or
+// as the first of a new one if the current began window ago or more. It
+// never locks (slow-downs only: see api's loginDelay).
+func (db *DB) AddLoginFailure(ctx context.Context, key string, window time.Duration) error {
+	_, err := db.ExecContext(ctx, `
+		INSERT INTO auth_throttle AS t (key, failures, window_start) VALUES ($1, 1, now())
+		ON CONFLICT (key) DO UPDATE SET
+			failures = CASE WHEN t.window_start > now() - make_interval(secs => $2) THEN t.failures + 1 ELSE 1 END,
+			window_start = CASE WHEN t.window_start > now() - make_interval(secs => $2) THEN t.window_start ELSE now() END`,
+		throttleKey(key), window.Seconds())
+	if err != nil {
+		return fmt.Errorf("count login failure: %w", err)
+	}
+	return nil
 }
 
 // PruneThrottle deletes counters idle since before (neither counting nor

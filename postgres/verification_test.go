@@ -35,11 +35,11 @@ func mails(t *testing.T, db *postgres.DB, accountID int64) []string {
 func TestRegisteredAccountUnverifiedUntilConfirmed(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	a, err := db.RegisterAccount(ctx, domain.Account{FirstName: "Ada", LastName: "Lovelace", Email: "Ada@Example.com"}, "$argon2id$fake")
+	a, err := db.RegisterAccount(ctx, domain.Account{FirstName: "Ada", LastName: "Lovelace", Email: "Ada@Example.com"}, "$argon2id$fake", time.Now())
 	require.NoError(t, err)
 	require.False(t, a.EmailVerified)
 	require.Equal(t, []string{postgres.MailEmailVerification}, mails(t, db, a.ID))
-	_, err = db.RegisterAccount(ctx, domain.Account{FirstName: "Eve", LastName: "X", Email: "ada@example.COM"}, "h")
+	_, err = db.RegisterAccount(ctx, domain.Account{FirstName: "Eve", LastName: "X", Email: "ada@example.COM"}, "h", time.Now())
 	require.Equal(t, domain.ECodeEmailTaken, domain.ErrorCode(err))
 
 	o, err := db.CreateOrder(ctx, a.ID, quote())
@@ -92,7 +92,7 @@ func TestRegisteredAccountUnverifiedUntilConfirmed(t *testing.T) {
 func TestUnverifiedOrderLimitUnderRace(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	a, err := db.RegisterAccount(ctx, domain.Account{FirstName: "Ada", LastName: "L", Email: "race@example.com"}, "h")
+	a, err := db.RegisterAccount(ctx, domain.Account{FirstName: "Ada", LastName: "L", Email: "race@example.com"}, "h", time.Now())
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make([]error, 12)
@@ -120,7 +120,7 @@ func TestUnverifiedOrderLimitUnderRace(t *testing.T) {
 func TestResendVerificationLimits(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
-	a, err := db.RegisterAccount(ctx, domain.Account{FirstName: "Ada", LastName: "L", Email: "resend@example.com"}, "h")
+	a, err := db.RegisterAccount(ctx, domain.Account{FirstName: "Ada", LastName: "L", Email: "resend@example.com"}, "h", time.Now())
 	require.NoError(t, err)
 	var registered time.Time
 	require.NoError(t, db.Get(&registered, `SELECT created_at FROM mail_outbox WHERE account_id = $1`, a.ID))

@@ -76,6 +76,12 @@ func (r *rentals) run(ctx context.Context, out io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	// A hundred unpaid orders each: the load customers' addresses count as
+	// confirmed (an unconfirmed account holds one unpaid order at most).
+	if _, err := db.ExecContext(ctx, `UPDATE accounts SET email_verified_at = now() WHERE email LIKE $1`,
+		fmt.Sprintf("load-%d-%%@example.com", run)); err != nil {
+		return err
+	}
 
 	refs := make([]string, r.n)
 	var createLat, payLat latencies

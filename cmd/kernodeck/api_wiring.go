@@ -39,9 +39,11 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
 		Confirmations:  pcfg.Confirmations,
+		SessionIdle:    cfg.SessionIdle,
 		// Limits on what accounts and networks create (config/quotas.go).
 		Quotas:             quotas.API,
 		RegistrationsPerIP: quotas.RegistrationsPerNet,
-	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Site: site, Logger: logger, Requests: requests})
+	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Site: site, Logger: logger, Requests: requests,
+		Keyring: prov.keyring}) // opens the email confirmation links the dispatcher seals
 	return srv.Handler(), srv.CloseStreams, tl.Run, nil
 }

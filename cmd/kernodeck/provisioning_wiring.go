@@ -15,6 +15,7 @@ import (
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -108,7 +109,8 @@ func (p provisioning) dispatcher(db *postgres.DB, logger *slog.Logger) (*notify.
 		return nil, err
 	}
 	return &notify.Dispatcher{DB: db.DB, Sender: sender, Renderer: r, From: p.cfg.MailFrom,
-		Poll: p.cfg.MailPoll, MaxAttempts: p.cfg.MailMaxAttempt, Logger: logger.With("component", "mail")}, nil
+		Poll: p.cfg.MailPoll, MaxAttempts: p.cfg.MailMaxAttempt, Logger: logger.With("component", "mail"),
+		Links: &mailverify.Signer{Keyring: p.keyring}}, nil
 }
 
 // withMail runs fn and, when there is one, the mail dispatcher beside it.
