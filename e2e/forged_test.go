@@ -17,6 +17,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -125,7 +126,7 @@ func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 	_ = json.Unmarshal(payment, &ev)
 	// Confirmed alone: the dropped forged "seen" must not leave the workflow
 	// waiting on the payment-seen channel only.
-	if err := agent.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentConfirmed, ev); err != nil {
+	if err := agent.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentConfirmed, e.addressed(wid, ev)); err != nil {
 		t.Fatal(err)
 	}
 	o := waitStatus(e, alice, ref, "active")
@@ -137,9 +138,18 @@ func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 	ref2 := str(e.must(http.StatusCreated, "POST", "/v1/orders", alice, map[string]any{
 		"gpu_model": "rtx-a5000", "lots": 1, "duration_days": 3, "preset": "python"})["order"].(map[string]any)["reference"])
 	waitStatus(e, alice, ref2, "awaiting_payment")
+	// The audited action is recorded first, as the API does: the workflow
+	// checks the update against it.
+	var actionID int64
+	if err := e.db.Get(&actionID, `INSERT INTO support_actions (agent, action, target_ref, reason, params)
+		VALUES ('e2e-agent', 'attribute_payment', $1, 'virement vu', '{"amount_cents": 0}') RETURNING id`, ref2); err != nil {
+		t.Fatal(err)
+	}
+	wid2 := workflows.RentalWorkflowID(ref2)
 	h, err := agent.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
-		WorkflowID: workflows.RentalWorkflowID(ref2), UpdateName: workflows.UpdateAttributePayment,
-		Args:         []any{workflows.Attribution{ActionID: 4243, Agent: "e2e-agent", Reason: "virement vu"}},
+		WorkflowID: wid2, UpdateName: workflows.UpdateAttributePayment,
+		Args: []any{workflows.Attribution{Addressed: domain.Addressed{Target: wid2}, ActionID: actionID,
+			Agent: "e2e-agent", Reason: "virement vu"}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {

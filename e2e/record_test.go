@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"hash/fnv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,9 +45,47 @@ func withFlaky(out **flakyProvisioner) func(*envConfig) {
 // sends) to a workflow.
 func (e *env) payment(workflowID, signal string, p workflows.PaymentEvent) {
 	e.t.Helper()
-	if err := e.tc.SignalWorkflow(context.Background(), workflowID, "", signal, p); err != nil {
+	if err := e.tc.SignalWorkflow(context.Background(), workflowID, "", signal, e.addressed(workflowID, p)); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// addressed makes p what a watcher sends to workflowID: addressed to it
+// and naming a payment request of its order or top-up, with the request's
+// address, asset and network. Unless p names a stored request (Address
+// set), one is stored for the target and the asset (superseded: never the
+// target's open one).
+func (e *env) addressed(workflowID string, p workflows.PaymentEvent) workflows.PaymentEvent {
+	e.t.Helper()
+	p.Target = workflowID
+	if p.Address == "" {
+		p.IntentID, p.Address = e.testRequest(workflowID, p.Asset, p.Network)
+	}
+	return p
+}
+
+// testRequest stores, once, a payment request of workflowID's target in
+// asset on network, and returns its ID and address.
+func (e *env) testRequest(workflowID, asset, network string) (id, address string) {
+	e.t.Helper()
+	kind, table, ref := "order", "orders", strings.TrimPrefix(workflowID, "rental-")
+	if r, ok := strings.CutPrefix(workflowID, "topup-"); ok {
+		kind, table, ref = "topup", "topups", r
+	}
+	id, address = "PI-E2E-"+ref+"-"+asset+"-"+network, "e2e-"+strings.ToLower(ref+"-"+asset)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	now := time.Now()
+	if _, err := e.db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
+		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until,
+		request_key, status)
+		SELECT $1, $2, $3, account_id, $4, $5, 8, $6::bigint, 100, 1, 'test', $7, $8, 1000000 + $6::bigint, 'test:' || $1, $9, $9,
+		'e2e:' || $1, 'superseded'
+		FROM `+table+` WHERE ref = $3
+		ON CONFLICT (id) DO NOTHING`, id, kind, ref, asset, network, int64(h.Sum32())+1, now, address, now.Add(time.Hour)); err != nil {
+		e.t.Fatal(err)
+	}
+	return id, address
 }
 
 func btc(txid string, cents int64, late bool) workflows.PaymentEvent {

@@ -253,8 +253,10 @@ func TestDustAndBurstsKeepHistorySmall(t *testing.T) {
 	o := e.startOrder(acc, workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1})
 	wid := workflows.RentalWorkflowID(o.Ref)
 	dust := func(version, outputs, cents int64) {
+		id, address := e.testRequest(wid, "BTC", "bitcoin")
 		if err := e.tc.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentDust, workflows.DustSummary{
-			Network: "bitcoin", Asset: "BTC", IntentID: "PI-DUST", Version: version, Outputs: outputs,
+			Addressed: domain.Addressed{Target: wid}, IntentID: id, Address: address,
+			Network: "bitcoin", Asset: "BTC", Version: version, Outputs: outputs,
 			AmountBase: fmt.Sprint(outputs * 300), AmountCents: cents}); err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,10 @@ func replayHistory(t *testing.T, tc client.Client, workflowID, file string) {
 	}
 	r.RegisterWorkflowWithOptions(workflows.RentalWorkflow, workflow.RegisterOptions{Name: wfclient.RentalWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.TopUpWorkflow, workflow.RegisterOptions{Name: wfclient.TopUpWorkflowType})
-	if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
+	// Under its own ID: the workflow checks its inputs against it, and its
+	// payloads are sealed for it (the replayer's default is "ReplayId").
+	if err := r.ReplayWorkflowHistoryWithOptions(nil, hist,
+		worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: workflowID}}); err != nil {
 		t.Fatalf("replay %s: %v", workflowID, err)
 	}
 	if os.Getenv("KERNODECK_RECORD_HISTORY") == "1" {

@@ -1,9 +1,12 @@
 package workflows
 
 import (
+	"io"
+	"os"
 	"path/filepath"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 )
@@ -26,9 +29,27 @@ func TestReplayRecordedHistories(t *testing.T) {
 			// The names the worker registers (see wfclient).
 			r.RegisterWorkflowWithOptions(RentalWorkflow, workflow.RegisterOptions{Name: "RentalWorkflow"})
 			r.RegisterWorkflowWithOptions(TopUpWorkflow, workflow.RegisterOptions{Name: "TopUpWorkflow"})
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+			hist, err := client.HistoryFromJSON(mustOpen(t, f), client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The workflow checks its inputs against its own ID (vAddressed):
+			// replayed under it, not the replayer's "ReplayId".
+			id := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
+			if err := r.ReplayWorkflowHistoryWithOptions(nil, hist,
+				worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}); err != nil {
 				t.Fatalf("replay %s: %v", f, err)
 			}
 		})
 	}
+}
+
+func mustOpen(t *testing.T, name string) io.Reader {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }
