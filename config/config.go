@@ -34,6 +34,11 @@ type Config struct {
 	WorkflowCacheSize    int               // KERNODECK_WORKFLOW_CACHE_SIZE
 	LogLevel             string            // KERNODECK_LOG_LEVEL
 	TrustedProxies       []string          // KERNODECK_TRUSTED_PROXIES
+	// TemporalAllowPlaintext accepts a Temporal frontend off this machine
+	// without TLS (KERNODECK_TEMPORAL_ALLOW_PLAINTEXT); refused otherwise,
+	// outside dev.
+	TemporalAllowPlaintext bool
+	StreamMaxAge           time.Duration // KERNODECK_STREAM_MAX_AGE: a live stream's longest life
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv outside tests.
@@ -63,6 +68,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		WorkflowCacheSize:    p.int("KERNODECK_WORKFLOW_CACHE_SIZE", DefaultWorkflowCacheSize),
 		LogLevel:             p.str("KERNODECK_LOG_LEVEL", "info"),
 		TrustedProxies:       p.list("KERNODECK_TRUSTED_PROXIES"),
+
+		TemporalAllowPlaintext: p.bool("KERNODECK_TEMPORAL_ALLOW_PLAINTEXT", false),
+		StreamMaxAge:           p.dur("KERNODECK_STREAM_MAX_AGE", 30*time.Minute),
 	}
 	if p.err != nil {
 		return Config{}, p.err

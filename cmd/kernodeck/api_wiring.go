@@ -39,6 +39,7 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,
 		Confirmations:  pcfg.Confirmations,
+		SSEMaxAge:      cfg.StreamMaxAge,
 		SessionIdle:    cfg.SessionIdle,
 		// Limits on what accounts and networks create (config/quotas.go).
 		Quotas:             quotas.API,

@@ -101,6 +101,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "config:", err)
 			return 2
 		}
+		if err = checkTemporalTransport(args[0] == "dev", cfg.TemporalAllowPlaintext, prov.conn); err != nil {
+			fmt.Fprintln(stderr, "config:", err)
+			return 2
+		}
+		if args[0] != "dev" && !temporalTLS(prov.conn) && !localTarget(prov.conn.HostPort) {
+			logger.Warn("Temporal frontend reached without TLS, as KERNODECK_TEMPORAL_ALLOW_PLAINTEXT allows", "address", prov.conn.HostPort)
+		}
 		if m, err = metrics.New(); err != nil {
 			fmt.Fprintln(stderr, "metrics:", err)
 			return 1

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
@@ -35,6 +37,46 @@ func temporalConnection(cfg *config.Config) (client.Options, error) {
 	}
 	cfg.TemporalAddress, cfg.TemporalNamespace = opts.HostPort, opts.Namespace
 	return opts, nil
+}
+
+// checkTemporalTransport refuses, outside dev, a Temporal frontend off this
+// machine reached without TLS, unless allowed (KERNODECK_TEMPORAL_ALLOW_PLAINTEXT):
+// whoever is on the path would read the API key, workflow IDs and search
+// attributes, and could answer as the frontend. Payloads stay sealed, but
+// that is not the only thing on the wire.
+func checkTemporalTransport(dev, allowPlaintext bool, opts client.Options) error {
+	if dev || allowPlaintext || temporalTLS(opts) || localTarget(opts.HostPort) {
+		return nil
+	}
+	return fmt.Errorf("the Temporal frontend %s is not on this machine and TLS is off: set TEMPORAL_TLS=true "+
+		"(with TEMPORAL_TLS_SERVER_CA_CERT_PATH, a client certificate or TEMPORAL_API_KEY as needed), "+
+		"or KERNODECK_TEMPORAL_ALLOW_PLAINTEXT=true to accept plaintext on a network you trust", opts.HostPort)
+}
+
+// temporalTLS tells whether opts speak TLS to the frontend.
+func temporalTLS(opts client.Options) bool {
+	return opts.ConnectionOptions.TLS != nil && !opts.ConnectionOptions.TLSDisabled
+}
+
+// localTarget tells whether a gRPC target stays on this machine: a unix
+// socket, or a loopback address or "localhost" (host:port, or a scheme's
+// "dns:///host:port"). Other names are not resolved: a name is remote.
+func localTarget(target string) bool {
+	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
+		return true
+	}
+	if _, rest, ok := strings.Cut(target, "://"); ok {
+		target = rest[strings.LastIndex(rest, "/")+1:]
+	}
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		host = strings.Trim(target, "[]")
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Default operations listeners (metrics, readiness) per command, so the

@@ -56,6 +56,8 @@ type shopOptions struct {
 	// deadline: how long a payment request is valid (watchtest's default
 	// when zero).
 	deadline time.Duration
+	// streamMaxAge: the API's SSEMaxAge (its default when zero).
+	streamMaxAge time.Duration
 }
 
 func newShop(t *testing.T, o shopOptions) *shop {
@@ -102,7 +104,8 @@ func newShop(t *testing.T, o shopOptions) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations}}, site)
+	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations},
+		SSEMaxAge: o.streamMaxAge}, site)
 	return &shop{t: t, env: env, srv: srv, ltcURL: ltcURL}
 }
 
