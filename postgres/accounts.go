@@ -103,7 +103,9 @@ func queueVerificationMail(ctx context.Context, tx *sqlx.Tx, accountID int64, n 
 		INSERT INTO mail_outbox (outbox_key, account_id, template, ref, data, created_at)
 		VALUES ($1, $2, $3, '', $4, $5)`,
 		fmt.Sprintf("verify:%d:%d", accountID, n), accountID, MailEmailVerification,
-		fmt.Sprintf(`{"kind": %q}`, MailEmailVerification), at); err != nil {
+		// Truncated as PostgreSQL keeps it (it rounds to the microsecond
+		// otherwise): the resend limits compare it with the same clock.
+		fmt.Sprintf(`{"kind": %q}`, MailEmailVerification), at.Truncate(time.Microsecond)); err != nil {
 		return fmt.Errorf("queue confirmation mail: %w", err)
 	}
 	return nil

@@ -17,7 +17,7 @@ type session = api.SessionResponse
 
 // session asks the API who is signed in: nil (no error) when nobody is.
 func (s *Site) session(c *gin.Context) (*session, error) {
-	if _, err := c.Request.Cookie("kd_session"); err != nil {
+	if !hasSessionCookie(c.Request) {
 		return nil, nil
 	}
 	var me session
@@ -29,6 +29,17 @@ func (s *Site) session(c *gin.Context) (*session, error) {
 		return nil, err
 	}
 	return &me, nil
+}
+
+// hasSessionCookie: a session cookie under either name (the API reads the
+// one its configuration names, and decides whether it is valid).
+func hasSessionCookie(r *http.Request) bool {
+	for _, name := range []string{api.SessionCookie, api.DevSessionCookie} {
+		if _, err := r.Cookie(name); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // signedIn returns the session, or sends the visitor to the login page

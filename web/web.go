@@ -107,6 +107,9 @@ func (s *Site) Mount(r *gin.Engine) {
 	g.GET("/login", s.loginForm)
 	g.POST("/login", s.login)
 	g.POST("/logout", s.logout)
+	g.GET("/verify-email", s.verifyForm)
+	g.POST("/verify-email", s.verifyEmail)
+	g.POST("/verify-email/resend", s.resendVerification)
 
 	g.GET("/order", s.orderConfirm)
 	g.POST("/orders", s.createOrder)
@@ -300,11 +303,24 @@ func (s *Site) toLogin(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
 }
 
-// safeNext keeps a post-login destination only if it is a path of the site.
+// safeNext keeps a post-login destination only if it is a path of the
+// site: parsed with url.Parse, no scheme and no host, starting with one
+// slash, and no control character anywhere (browsers drop tab, CR and LF
+// from URLs, so "/\t/evil.example" would become "//evil.example", another
+// site), nor a backslash (read as a slash by browsers).
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") {
-		return "/orders"
+	const home = "/orders"
+	if next == "" || len(next) > 2048 || !strings.HasPrefix(next, "/") ||
+		strings.ContainsAny(next, "\\") || strings.ContainsFunc(next, isControl) {
+		return home
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") || strings.HasPrefix(next, "//") {
+		return home
 	}
 	return next
 }
+
+// isControl: C0 and C1 control characters and DEL.
+func isControl(r rune) bool { return r < 0x20 || (r >= 0x7f && r <= 0x9f) }
