@@ -81,7 +81,7 @@ type Codec struct {
 }
 
 var (
-	_ converter.PayloadCodec                        = (*Codec)(nil)
+	_ converter.PayloadCodec                         = (*Codec)(nil)
 	_ converter.PayloadCodecWithSerializationContext = (*Codec)(nil)
 )
 
