@@ -1,5 +1,5 @@
 // Package api is Kernodeck's customer and support HTTP API (Gin, JSON, under
-// /v1). Customers authenticate with a session (cookie kd_session, or the same
+// /v1). Customers authenticate with a session (cookie __Host-kd_session, or the same
 // token as "Authorization: Bearer" for a CLI); support agents with their own
 // bearer tokens. Everything that touches a rental or a top-up in progress goes
 // through the Workflows interface; the rest reads and writes the Store.
