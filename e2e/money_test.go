@@ -302,7 +302,8 @@ func TestExtensionLimitsIdenticalInAPIAndWorkflow(t *testing.T) {
 		}
 	}
 	e.support("orders/"+ref+"/extend", map[string]any{"days": 30, "reason": "trente jours"})
-	if err := wf.Extend(context.Background(), ref, workflows.Extension{ActionID: 9999, Agent: "t", Days: 1, Reason: "un jour"}); err != nil {
+	id := e.supportRow(ref, domain.ActionExtend, map[string]any{"days": 1}) // audited first, as the API does
+	if err := wf.Extend(context.Background(), ref, workflows.Extension{ActionID: id, Agent: "e2e-agent", Days: 1, Reason: "un jour"}); err != nil {
 		t.Fatal(err)
 	}
 }

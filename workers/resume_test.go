@@ -87,7 +87,13 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 		UnpaidTimeout: time.Hour, ProvisioningAttempts: 3})); err != nil {
 		t.Fatal(err)
 	}
-	if err := wf.AttributeOrderPayment(ctx, o.Ref, workflows.Attribution{ActionID: 1, Agent: "test", Reason: "virement"}); err != nil {
+	// Audited first, as the API does: the workflow checks the update against its row.
+	act, err := db.InsertSupportAction(ctx, domain.SupportAction{Agent: "test", Action: domain.ActionAttributePayment,
+		TargetRef: o.Ref, Reason: "virement", Params: []byte(`{"amount_cents": 0}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wf.AttributeOrderPayment(ctx, o.Ref, workflows.Attribution{ActionID: act, Agent: "test", Reason: "virement"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
