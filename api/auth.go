@@ -335,6 +335,7 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	if retry > 0 {
+		s.countQuota(domain.QuotaRegistrations)
 		s.tooMany(c, retry, "Trop de comptes créés depuis votre adresse.")
 		return
 	}
