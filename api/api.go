@@ -281,6 +281,7 @@ type Store interface {
 	SupportStore
 	PaymentStore
 	QuotaStore
+	AgentSessionStore
 }
 
 // TimelineNotifier wakes an order's live stream when its timeline grows
@@ -492,7 +493,11 @@ func (s *Server) routes() *gin.Engine {
 	cust.POST("/payment-intents/:id/claim", s.claimPaid)
 	cust.GET("/payment-intents/:id/qr.png", s.intentQR)
 
-	sup := v1.Group("/support", s.agentAuth)
+	// The console's session is opened with the token itself (support_console.go).
+	v1.POST("/support/session", s.agentAuth, s.openAgentSession)
+	sup := v1.Group("/support", s.supportAuth)
+	sup.GET("/session", s.agentWhoAmI)
+	sup.DELETE("/session", s.closeAgentSession)
 	sup.GET("/orders/:ref", s.supportGetOrder)
 	sup.POST("/orders/:ref/attribute-payment", s.supportAttributeOrderPayment)
 	sup.POST("/orders/:ref/extend", s.supportExtend)

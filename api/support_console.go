@@ -1,0 +1,234 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// The support console (package web, /support) signs agents in with their
+// token of KERNODECK_SUPPORT_TOKENS, exchanged once for a session of their
+// browser: POST /v1/support/session with the token as a bearer (the same
+// check and throttle as every /v1/support call, agentAuth) opens it and sets
+// its cookie. /v1/support/* then accepts the cookie as well as the bearer
+// token; cookie requests that change something need the session's CSRF
+// token (X-CSRF-Token), as customers' do. The console calls these endpoints
+// in process with the agent's cookie, so every support action it offers
+// runs the API's code (runSupportAction: audit row first, then the
+// workflow), never a copy.
+
+// AgentCookie is the console session's cookie (HttpOnly, Secure,
+// SameSite=Strict, Path=/: the __Host- prefix forbids any other path);
+// DevAgentCookie is its name without Secure (plain-http development).
+const (
+	AgentCookie    = "__Host-kd_agent"
+	DevAgentCookie = "kd_agent"
+)
+
+// An agent session ends AgentSessionTTL after sign-in, or after
+// AgentSessionIdle unused (its last use recorded at most every 5 minutes),
+// or at sign-out, or once the agent's token is no longer configured.
+const (
+	AgentSessionTTL  = 12 * time.Hour
+	AgentSessionIdle = time.Hour
+)
+
+const ctxAgentSession = "kd.agent_session"
+
+// AgentSessionStore keeps the support console's sessions.
+type AgentSessionStore interface {
+	CreateAgentSession(ctx context.Context, tokenHash []byte, s domain.AgentSession, idle time.Duration) error
+	AgentSession(ctx context.Context, tokenHash []byte) (domain.AgentSession, error)
+	DeleteAgentSession(ctx context.Context, tokenHash []byte) error
+}
+
+// Bodies of the support API, named for the console (it decodes them).
+type (
+	// AgentSessionResponse is GET and POST /v1/support/session.
+	AgentSessionResponse = agentSessionResponse
+	// SupportOrderDetail is GET /v1/support/orders/{ref}.
+	SupportOrderDetail = supportOrderDetail
+	// SupportTopUpDetail is GET /v1/support/topups/{ref}.
+	SupportTopUpDetail = supportTopUpDetail
+	// ExceptionView is a queued received amount (GET /v1/support/exceptions).
+	ExceptionView = exceptionView
+	// SupportActionError is the body of a refused support action.
+	SupportActionError = supportActionError
+)
+
+type agentSessionResponse struct {
+	Agent string `json:"agent"`
+	// Via is "session" (the console's cookie) or "token" (bearer).
+	Via string `json:"via"`
+	// CSRFToken, CreatedAt, ExpiresAt: a cookie session's only.
+	CSRFToken string     `json:"csrf_token,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// agentCookieName is the console cookie's name under this configuration.
+func (s *Server) agentCookieName() string {
+	if s.cfg.CookieSecure {
+		return AgentCookie
+	}
+	return DevAgentCookie
+}
+
+// agentTokenFP fingerprints an agent token (from its SHA-256) for the
+// session row: enough to tell whether the token is still configured,
+// never the token nor its plain hash.
+func agentTokenFP(tokenSum [sha256.Size]byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("kernodeck agent session\x00"))
+	h.Write(tokenSum[:])
+	return h.Sum(nil)[:16]
+}
+
+// supportAuth accepts an agent token (bearer, agentAuth and its throttle)
+// or a console session cookie. A request with an Authorization header is
+// the token's case whatever cookies it carries.
+func (s *Server) supportAuth(c *gin.Context) {
+	if _, viaHeader := bearerToken(c.Request); viaHeader {
+		s.agentAuth(c)
+		return
+	}
+	ck, err := c.Request.Cookie(s.agentCookieName())
+	if err != nil || ck.Value == "" {
+		s.agentAuth(c) // no credential at all: its 401
+		return
+	}
+	ctx := c.Request.Context()
+	h := tokenHash(ck.Value)
+	sess, err := s.store.AgentSession(ctx, h)
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		s.refuseAgentSession(c)
+		return
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.agentTokenConfigured(sess) {
+		// The token it was opened with was removed or rotated: the session
+		// goes with it.
+		if err := s.store.DeleteAgentSession(ctx, h); err != nil {
+			s.fail(c, err)
+			return
+		}
+		s.refuseAgentSession(c)
+		return
+	}
+	if unsafeMethod(c.Request.Method) &&
+		subtle.ConstantTimeCompare([]byte(c.GetHeader(CSRFHeader)), []byte(sess.CSRFToken)) != 1 {
+		s.fail(c, errCSRF)
+		return
+	}
+	c.Set(ctxAgent, sess.Agent)
+	c.Set(ctxAgentSession, sess)
+	c.Set(ctxTokenHash, h)
+	c.Next()
+}
+
+// agentTokenConfigured: the session's agent still has the token it signed
+// in with.
+func (s *Server) agentTokenConfigured(sess domain.AgentSession) bool {
+	ok := false
+	for _, a := range s.agents {
+		if subtle.ConstantTimeCompare(agentTokenFP(a.hash), sess.TokenFP) == 1 && a.name == sess.Agent {
+			ok = true
+		}
+	}
+	return ok
+}
+
+func (s *Server) refuseAgentSession(c *gin.Context) {
+	s.clearAgentCookie(c)
+	s.fail(c, domain.Errorf(domain.ECodeUnauthorized, "Votre session d'agent a expiré ou a été fermée. Reconnectez-vous avec votre jeton."))
+}
+
+func (s *Server) clearAgentCookie(c *gin.Context) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: s.agentCookieName(), Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: s.cfg.CookieSecure, SameSite: http.SameSiteStrictMode,
+	})
+}
+
+// openAgentSession (after agentAuth: the bearer token is a configured
+// agent's) opens a console session and sets its cookie.
+func (s *Server) openAgentSession(c *gin.Context) {
+	token, _ := bearerToken(c.Request)
+	sessionToken, err := newToken()
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	csrf, err := newToken()
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	now := time.Now()
+	sess := domain.AgentSession{
+		Agent:     c.GetString(ctxAgent),
+		TokenFP:   agentTokenFP(sha256.Sum256([]byte(token))),
+		CSRFToken: csrf,
+		ClientIP:  c.ClientIP(),
+		UserAgent: truncate(c.GetHeader("User-Agent"), 300),
+		CreatedAt: now,
+		ExpiresAt: now.Add(AgentSessionTTL),
+	}
+	if err := s.store.CreateAgentSession(c.Request.Context(), tokenHash(sessionToken), sess, AgentSessionIdle); err != nil {
+		s.fail(c, err)
+		return
+	}
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: s.agentCookieName(), Value: sessionToken, Path: "/", Expires: sess.ExpiresAt,
+		HttpOnly: true, Secure: s.cfg.CookieSecure, SameSite: http.SameSiteStrictMode,
+	})
+	c.JSON(http.StatusCreated, agentSessionResponse{Agent: sess.Agent, Via: "session", CSRFToken: csrf,
+		CreatedAt: &sess.CreatedAt, ExpiresAt: &sess.ExpiresAt})
+}
+
+// agentWhoAmI says which agent is calling, and how.
+func (s *Server) agentWhoAmI(c *gin.Context) {
+	r := agentSessionResponse{Agent: c.GetString(ctxAgent), Via: "token"}
+	if v, ok := c.Get(ctxAgentSession); ok {
+		sess := v.(domain.AgentSession)
+		r.Via, r.CSRFToken, r.CreatedAt, r.ExpiresAt = "session", sess.CSRFToken, &sess.CreatedAt, &sess.ExpiresAt
+	}
+	c.JSON(http.StatusOK, r)
+}
+
+// closeAgentSession signs the console session out (the row is deleted: the
+// cookie is worthless from now on, wherever it was copied).
+func (s *Server) closeAgentSession(c *gin.Context) {
+	if _, ok := c.Get(ctxAgentSession); !ok {
+		s.fail(c, domain.Errorf(domain.ECodeInvalid, "Aucune session de console à fermer : un jeton d'agent ne se déconnecte pas."))
+		return
+	}
+	if err := s.store.DeleteAgentSession(c.Request.Context(), c.MustGet(ctxTokenHash).([]byte)); err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.clearAgentCookie(c)
+	c.Status(http.StatusNoContent)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
