@@ -424,11 +424,11 @@ func TestCallsWithoutPayloadRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.waitFor(wid+" closed", func() bool { return e.closed(wid) })
-		d, err := e.tc.DescribeWorkflowExecution(ctx, wid, "")
+		d, err := e.tc.DescribeWorkflow(ctx, wid, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
+		if st := d.RawResponse.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_FAILED {
 			t.Errorf("start %d of %s: %v, want failed", i, wid, st)
 		}
 		var n int
