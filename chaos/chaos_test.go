@@ -198,6 +198,9 @@ func TestChaos(t *testing.T) {
 		"KERNODECK_SUPPORT_TOKENS=chaos:"+agentToken,
 		"KERNODECK_COOKIE_SECURE=false",
 		"KERNODECK_TRUSTED_PROXIES=127.0.0.1", // customers register "behind" it
+		// Their payment requests come from this one address: more unpaid
+		// holds than a real network gets.
+		"KERNODECK_UNPAID_HOLDS_PER_NETWORK=1000",
 		"KERNODECK_LOG_LEVEL=warn",
 		"KERNODECK_RATES=static", "KERNODECK_STATIC_RATES=LTC=90",
 		"KERNODECK_LITECOIN_NODE_URL="+ltc,

@@ -141,6 +141,8 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	}
 	a := api.New(api.Config{
 		AgentTokens: map[string]string{agentToken: "e2e-agent"},
+		// A customer of the held-order races has ten unpaid orders at once.
+		Quotas: api.Quotas{UnpaidOrdersPerAccount: 100},
 		Rental: workflows.RentalConfig{
 			UnpaidTimeout:        time.Hour,
 			ReminderOffsets:      ec.reminderOffsets,

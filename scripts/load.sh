@@ -36,6 +36,9 @@ export KERNODECK_SUPPORT_TOKENS="kdload:kdload-support-token-0123456789"
 export KERNODECK_LOG_LEVEL=warn
 export KERNODECK_COOKIE_SECURE=false
 export KERNODECK_TRUSTED_PROXIES=127.0.0.1 # kdload registers customers "behind" it
+# kdload's customers each create 100 orders at once (paid by support later):
+# the per-account quota (5 unpaid orders) would refuse them.
+export KERNODECK_MAX_UNPAID_ORDERS=1000
 export TEMPORAL_CONFIG_FILE="$OUT/none.toml"
 
 # Another helper's service on one of these ports would receive the load:
