@@ -77,7 +77,7 @@ func (db *DB) CreateTopUpLimited(ctx context.Context, accountID, amountCents int
 			return err
 		}
 		return checkLimit(ctx, tx, lim, fmt.Sprintf(
-			"Vous avez déjà %d recharge(s) en attente de paiement : réglez-en une ou annulez-la avant d'en demander une nouvelle.", lim.Max),
+			"Vous avez déjà %d recharge(s) en attente de paiement : réglez-en une, ou attendez la fin de son délai de paiement, avant d'en demander une nouvelle.", lim.Max),
 			`SELECT created_at AS at FROM topups WHERE account_id = $1 AND status = 'awaiting_payment'`, accountID)
 	})
 }
@@ -121,7 +121,7 @@ func (db *DB) AskPaymentRequest(ctx context.Context, targetRef, network string, 
 			return err
 		}
 		if err := checkLimit(ctx, tx, lim, fmt.Sprintf(
-			"Vous avez déjà demandé %d paiement(s) pour ce dossier dans l'heure : utilisez la dernière demande ou réessayez plus tard.", lim.Max),
+			"Vous avez déjà demandé %d paiement(s) pour ce dossier dans l'heure : utilisez la dernière demande de paiement.", lim.Max),
 			`SELECT used_at AS at FROM quota_uses WHERE quota = $1 AND subject = $2 AND used_at > now() - make_interval(secs => $3)`,
 			lim.Quota, targetRef, lim.Window.Seconds()); err != nil {
 			return err
