@@ -208,6 +208,8 @@ type AccountStore interface {
 	Account(ctx context.Context, id int64) (domain.Account, error)
 	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration) error
 	SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
+	// PeekSession is SessionAccount without recording a use (live streams).
+	PeekSession(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
 	DeleteSession(ctx context.Context, tokenHash []byte) error
 	Attempt(ctx context.Context, rules []domain.ThrottleRule) (retryAfter time.Duration, err error)
 	Forgive(ctx context.Context, undo, reset []string) error

@@ -115,7 +115,13 @@ func (s *Server) authenticate(c *gin.Context, token string, viaCookie bool) bool
 		return false
 	}
 	h := tokenHash(token)
-	acc, csrf, err := s.store.SessionAccount(c.Request.Context(), h)
+	read := s.store.SessionAccount
+	if strings.HasSuffix(c.FullPath(), "/events") {
+		// A live stream is the page reconnecting by itself, not the
+		// customer: it must not keep an idle session alive.
+		read = s.store.PeekSession
+	}
+	acc, csrf, err := read(c.Request.Context(), h)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		s.refuseSession(c, viaCookie)
 		return false

@@ -151,7 +151,7 @@ func (s *Server) sessionAlive(c *gin.Context) bool {
 		return false
 	}
 	hash, _ := h.([]byte)
-	if _, _, err := s.store.SessionAccount(c.Request.Context(), hash); err != nil {
+	if _, _, err := s.store.PeekSession(c.Request.Context(), hash); err != nil {
 		if domain.ErrorCode(err) != domain.ECodeNotFound && c.Request.Context().Err() == nil {
 			s.log.Warn("event stream: session check failed, ending the stream", "err", err)
 		}

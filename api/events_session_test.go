@@ -127,3 +127,31 @@ func TestEventsStreamEndsAtMaxAge(t *testing.T) {
 	require.Contains(t, ev.data, "payment_claimed", "the entry before Last-Event-ID was sent again")
 	require.Equal(t, "order", nextEvent(t, again, 5*time.Second).event)
 }
+
+// A live stream is the page reconnecting by itself, not the customer: its
+// opening and its session checks record no use, so a session left with an
+// order page open still idles out, and the stream then ends.
+func TestLiveStreamDoesNotKeepAnIdleSessionAlive(t *testing.T) {
+	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) {
+		cfg.SSEPoll = 100 * time.Millisecond
+		cfg.SSESessionCheck = 50 * time.Millisecond
+		cfg.SessionIdle = 2 * time.Hour
+	})
+	c := h.register("idle-live@example.com")
+	order := h.order(c)
+	_, err := h.db.Exec(`UPDATE sessions SET last_used_at = now() - interval '1 hour'`)
+	require.NoError(t, err)
+	ts, ctx := streamServer(t, h)
+
+	stream := openStreamAs(t, ctx, ts.URL+"/v1/orders/"+order+"/events", c.auth)
+	untilState(t, stream, "order")
+	var idleFor float64
+	require.NoError(t, h.db.Get(&idleFor, `SELECT extract(epoch FROM now() - max(last_used_at)) FROM sessions`))
+	require.Greater(t, idleFor, (59 * time.Minute).Seconds(), "opening the stream recorded a use")
+
+	_, err = h.db.Exec(`UPDATE sessions SET last_used_at = now() - interval '2 hours 1 second'`)
+	require.NoError(t, err)
+	streamEnds(t, stream, 10*time.Second)
+	require.NoError(t, h.db.Get(&idleFor, `SELECT extract(epoch FROM now() - max(last_used_at)) FROM sessions`))
+	require.Greater(t, idleFor, (2 * time.Hour).Seconds(), "the stream's session checks recorded a use")
+}

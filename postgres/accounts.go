@@ -255,12 +255,22 @@ func (db *DB) CreateSession(ctx context.Context, tokenHash []byte, accountID int
 // (unexpired, not idle past its timeout), or ErrNotFound, and records its
 // use (at most every SessionTouchEvery).
 func (db *DB) SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error) {
+	return db.sessionAccount(ctx, tokenHash, `WITH `+touchSession)
+}
+
+// PeekSession is SessionAccount without recording a use: an open page's
+// live stream, which checks its session and reconnects by itself, must not
+// keep a forgotten session from idling out.
+func (db *DB) PeekSession(ctx context.Context, tokenHash []byte) (domain.Account, string, error) {
+	return db.sessionAccount(ctx, tokenHash, "")
+}
+
+func (db *DB) sessionAccount(ctx context.Context, tokenHash []byte, with string) (domain.Account, string, error) {
 	var row struct {
 		domain.Account
 		CSRFToken string `db:"csrf_token"`
 	}
-	err := db.getPrepared(ctx, &row, `
-		WITH `+touchSession+`
+	err := db.getPrepared(ctx, &row, with+`
 		SELECT a.id, a.first_name, a.last_name, a.email, a.created_at,
 			a.email_verified_at IS NOT NULL AS email_verified, s.csrf_token
 		FROM sessions s JOIN accounts a ON a.id = s.account_id
