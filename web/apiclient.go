@@ -33,6 +33,12 @@ func (a apiClient) call(c *gin.Context, method, path, csrf string, body, out any
 
 // do is call, also returning the raw answer (for non-JSON bodies).
 func (a apiClient) do(c *gin.Context, method, path, csrf string, body, out any) (*bufferedResponse, error) {
+	return a.send(c, method, path, csrf, "", body, out)
+}
+
+// send is do, with a bearer token when not empty (the support console's
+// sign-in exchanges the agent's token for a session).
+func (a apiClient) send(c *gin.Context, method, path, csrf, bearer string, body, out any) (*bufferedResponse, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -65,6 +71,9 @@ func (a apiClient) do(c *gin.Context, method, path, csrf string, body, out any) 
 	}
 	if csrf != "" {
 		req.Header.Set("X-CSRF-Token", csrf)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	resp := newBufferedResponse()
 	a.h.ServeHTTP(resp, req)

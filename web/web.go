@@ -25,12 +25,14 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -48,6 +50,9 @@ type Site struct {
 	pages  map[string]*template.Template
 	assets *assets
 	api    apiClient
+	// explorers are the support console's block explorer URL templates
+	// per network (SetExplorers).
+	explorers map[string]string
 }
 
 // New parses the templates and the static files.
@@ -69,6 +74,7 @@ func New(logger *slog.Logger) (*Site, error) {
 
 func (s *Site) parseTemplates() error {
 	funcs := s.funcs()
+	maps.Copy(funcs, s.consoleFuncs())
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html")
 	if err != nil {
 		return fmt.Errorf("web templates: %w", err)
@@ -130,6 +136,8 @@ func (s *Site) Mount(r *gin.Engine) {
 	g.GET("/topups/:ref", s.topUpPage)
 	g.GET("/topups/:ref/live", s.topUpLive)
 	g.POST("/topups/:ref/payment-requests", s.createTopUpIntent)
+
+	s.mountConsole(r) // the support console, /support (support_console.go)
 }
 
 // NotFound answers the site's 404 page.
@@ -159,6 +167,8 @@ type page struct {
 	// session's token, put in every form that changes something.
 	Me   *domain.Account
 	CSRF string
+	// Agent is the support agent signed in to the console (its pages only).
+	Agent *api.AgentSessionResponse
 	// Path is the current path (login links come back to it).
 	Path string
 	// Error is a message for the whole form; FieldErrors per field name.

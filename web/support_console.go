@@ -1,0 +1,840 @@
+package web
+
+// The support console, /support: the exception queue, search, an order's
+// and a top-up's file, and support's actions as forms with a confirmation
+// page. Agents sign in with their token (KERNODECK_SUPPORT_TOKENS), which
+// the API exchanges for a session of this browser (POST /v1/support/session,
+// cookie __Host-kd_agent); every page calls /v1/support in process with
+// that cookie and the session's CSRF token, as the customer pages call /v1
+// with theirs. Reads come from the API's support read model (the same JSON
+// as `kernodeck support show`), and actions run through the API's own
+// handlers (audit row in support_actions first, then the workflow): the
+// console holds no rule of its own.
+
+import (
+	"errors"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// agent is the signed-in support agent.
+type agent = api.AgentSessionResponse
+
+// queuePageSize is how many queued amounts one queue page lists.
+const queuePageSize = 50
+
+// SetExplorers sets the block explorer URL templates of the console's
+// transaction links, per network: "{txid}" is replaced by the transaction
+// id (path-escaped). A network without one gets no link (development:
+// none). Call it before serving.
+func (s *Site) SetExplorers(byNetwork map[string]string) {
+	s.explorers = byNetwork
+}
+
+// explorerURL is the link to txid on network's explorer, or "".
+func (s *Site) explorerURL(network, txid string) string {
+	tmpl := s.explorers[network]
+	if tmpl == "" || txid == "" {
+		return ""
+	}
+	return strings.ReplaceAll(tmpl, "{txid}", url.PathEscape(txid))
+}
+
+func (s *Site) mountConsole(r *gin.Engine) {
+	g := r.Group("/support", pageHeaders)
+	g.GET("/login", s.consoleLoginForm)
+	g.POST("/login", s.consoleLogin)
+	g.POST("/logout", s.consoleLogout)
+	g.GET("", s.consoleQueue)
+	g.GET("/find", s.consoleFind)
+	g.GET("/orders/:ref", s.consoleOrder)
+	g.GET("/topups/:ref", s.consoleTopUp)
+	g.POST("/orders/:ref/confirm", s.consoleConfirm)
+	g.POST("/orders/:ref/act", s.consoleAct)
+	g.POST("/topups/:ref/confirm", s.consoleConfirm)
+	g.POST("/topups/:ref/act", s.consoleAct)
+}
+
+var exceptionReasons = map[string]string{
+	domain.ExceptionLate:       "Confirmé après l'échéance",
+	domain.ExceptionOver:       "Au-delà du total",
+	domain.ExceptionExtra:      "Arrivé hors attente de paiement",
+	domain.ExceptionPartial:    "Compté, puis expiré impayé",
+	domain.ExceptionAfterClose: "Arrivé après la clôture",
+	domain.ExceptionDust:       "Poussière (sous le seuil)",
+	domain.ExceptionReverted:   "Annulé par une réorganisation",
+	domain.ExceptionOtherAsset: "Autre actif reçu",
+	domain.ExceptionNotWatched: "Hors fenêtre de surveillance",
+}
+
+// exceptionReasonOrder is the order of the queue's filters.
+var exceptionReasonOrder = []string{domain.ExceptionLate, domain.ExceptionOver, domain.ExceptionExtra,
+	domain.ExceptionPartial, domain.ExceptionAfterClose, domain.ExceptionDust, domain.ExceptionReverted,
+	domain.ExceptionOtherAsset, domain.ExceptionNotWatched}
+
+var actionLabels = map[string]string{
+	// support_actions.action
+	domain.ActionAttributePayment:  "Attribution d'un paiement",
+	domain.ActionExtend:            "Prolongation",
+	domain.ActionEndEarly:          "Fin anticipée",
+	domain.ActionRetryProvisioning: "Relance de la préparation",
+	domain.ActionCancel:            "Annulation",
+	domain.ActionRefund:            "Remboursement au solde",
+	domain.ActionRefundException:   "Remboursement d'un montant en attente",
+	domain.ActionResolveException:  "Clôture d'un signalement",
+	domain.ActionValueException:    "Valeur d'un autre actif",
+}
+
+func (s *Site) consoleFuncs() template.FuncMap {
+	return template.FuncMap{
+		"explorer":        s.explorerURL,
+		"exceptionReason": func(r string) string { return label(exceptionReasons, r) },
+		"actionLabel":     func(a string) string { return label(actionLabels, a) },
+		"derefStr": func(p *string) string {
+			if p == nil {
+				return ""
+			}
+			return *p
+		},
+	}
+}
+
+// hasAgentCookie: a console session cookie under either name.
+func hasAgentCookie(r *http.Request) bool {
+	for _, name := range []string{api.AgentCookie, api.DevAgentCookie} {
+		if _, err := r.Cookie(name); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// consoleAgent asks the API which agent this browser is signed in as: nil
+// (no error) when none. A customer's session is no agent's.
+func (s *Site) consoleAgent(c *gin.Context) (*agent, error) {
+	if !hasAgentCookie(c.Request) {
+		return nil, nil
+	}
+	var a agent
+	err := s.api.call(c, http.MethodGet, "/v1/support/session", "", nil, &a)
+	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// signedInAgent returns the agent, or sends the browser to the console's
+// sign-in page (ok false: the answer is written).
+func (s *Site) signedInAgent(c *gin.Context) (*agent, bool) {
+	a, err := s.consoleAgent(c)
+	if err != nil {
+		s.consoleFail(c, nil, err)
+		return nil, false
+	}
+	if a == nil {
+		s.toConsoleLogin(c)
+		return nil, false
+	}
+	return a, true
+}
+
+func (s *Site) toConsoleLogin(c *gin.Context) {
+	next := "/support"
+	if c.Request.Method == http.MethodGet {
+		next = c.Request.URL.RequestURI()
+	}
+	c.Redirect(http.StatusSeeOther, "/support/login?next="+url.QueryEscape(next))
+}
+
+// consoleNext keeps a post-sign-in destination inside the console.
+func consoleNext(next string) string {
+	n := safeNext(next)
+	if n != "/support" && !strings.HasPrefix(n, "/support/") && !strings.HasPrefix(n, "/support?") {
+		return "/support"
+	}
+	return n
+}
+
+func agentPage(a *agent, title string) page {
+	return page{Title: title, Agent: a}
+}
+
+// consoleFail renders an error of the console (a signed-out agent goes to
+// the sign-in page).
+func (s *Site) consoleFail(c *gin.Context, a *agent, err error) {
+	switch domain.ErrorCode(err) {
+	case domain.ECodeUnauthorized:
+		s.toConsoleLogin(c)
+		return
+	case domain.ECodeInternal:
+		s.log.Error("web: console page failed", "path", c.Request.URL.Path, "err", err)
+	}
+	if c.Request.Context().Err() != nil {
+		c.Abort()
+		return
+	}
+	p := agentPage(a, "Une erreur est survenue")
+	p.Error = domain.ErrorMessage(err)
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		p.Title = "Introuvable"
+	}
+	s.render(c, statusOf(err), "error", p)
+}
+
+type consoleLoginData struct {
+	Next string
+}
+
+func (s *Site) consoleLoginForm(c *gin.Context) {
+	a, err := s.consoleAgent(c)
+	if err != nil {
+		s.consoleFail(c, nil, err)
+		return
+	}
+	next := consoleNext(c.Query("next"))
+	if a != nil {
+		c.Redirect(http.StatusSeeOther, next)
+		return
+	}
+	p := page{Title: "Console du support", Path: next, Data: consoleLoginData{Next: next}}
+	s.render(c, http.StatusOK, "support_login", p)
+}
+
+// consoleLogin exchanges the agent's token for a session (the API checks
+// it, throttles wrong tokens per network and sets the cookie).
+func (s *Site) consoleLogin(c *gin.Context) {
+	next := consoleNext(c.PostForm("next"))
+	token := strings.TrimSpace(c.PostForm("token"))
+	var err error
+	if token == "" {
+		err = domain.FieldError("token", "Indiquez votre jeton d'agent.")
+	} else {
+		_, err = s.api.send(c, http.MethodPost, "/v1/support/session", "", token, nil, nil)
+	}
+	if err != nil {
+		p := page{Title: "Console du support", Path: next, Data: consoleLoginData{Next: next}}
+		if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+			err = domain.FieldError("token", "Jeton d'agent inconnu.")
+		}
+		p.fieldError(err)
+		status := statusOf(err)
+		if domain.ErrorCode(err) == domain.ECodeInvalid {
+			status = http.StatusUnauthorized
+		}
+		s.render(c, status, "support_login", p)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Site) consoleLogout(c *gin.Context) {
+	err := s.api.call(c, http.MethodDelete, "/v1/support/session", c.PostForm("csrf"), nil, nil)
+	if err != nil && domain.ErrorCode(err) != domain.ECodeUnauthorized {
+		s.consoleFail(c, nil, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/support/login")
+}
+
+// reasonCount is one filter of the queue.
+type reasonCount struct {
+	Reason string
+	Count  int
+	URL    string
+	Active bool
+}
+
+type consoleQueueData struct {
+	Exceptions []api.ExceptionView
+	// Open is every queued amount, Shown after the filter; Counts per reason.
+	Open, Shown  int
+	Counts       []reasonCount
+	Reason       string
+	AllURL       string
+	Page, Pages  int
+	Prev, Next   string
+	RemainingSum int64
+	Requests     []domain.SupportRequest
+}
+
+// consoleQueue is the exception queue (oldest first), with the support
+// requests not answered yet.
+func (s *Site) consoleQueue(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	var q struct {
+		Exceptions []api.ExceptionView `json:"exceptions"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/support/exceptions", "", nil, &q); err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	var reqs struct {
+		Requests []domain.SupportRequest `json:"support_requests"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/support/support-requests", "", nil, &reqs); err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	d := consoleQueueData{Open: len(q.Exceptions), Reason: c.Query("motif"), Requests: reqs.Requests, AllURL: "/support"}
+	counts := map[string]int{}
+	var shown []api.ExceptionView
+	for _, e := range q.Exceptions {
+		counts[e.Reason]++
+		if d.Reason == "" || e.Reason == d.Reason {
+			shown = append(shown, e)
+			d.RemainingSum += e.RemainingCents
+		}
+	}
+	for _, r := range exceptionReasonOrder {
+		if counts[r] > 0 || r == d.Reason {
+			d.Counts = append(d.Counts, reasonCount{Reason: r, Count: counts[r], URL: "/support?motif=" + url.QueryEscape(r), Active: r == d.Reason})
+		}
+	}
+	d.Shown = len(shown)
+	d.Pages = max(1, (len(shown)+queuePageSize-1)/queuePageSize)
+	d.Page = 1
+	if n, err := strconv.Atoi(c.Query("page")); err == nil && n >= 1 {
+		d.Page = min(n, d.Pages)
+	}
+	from := (d.Page - 1) * queuePageSize
+	d.Exceptions = shown[from:min(from+queuePageSize, len(shown))]
+	pageURL := func(n int) string {
+		v := url.Values{}
+		if d.Reason != "" {
+			v.Set("motif", d.Reason)
+		}
+		v.Set("page", strconv.Itoa(n))
+		return "/support?" + v.Encode()
+	}
+	if d.Page > 1 {
+		d.Prev = pageURL(d.Page - 1)
+	}
+	if d.Page < d.Pages {
+		d.Next = pageURL(d.Page + 1)
+	}
+	p := agentPage(a, "File d'attente du support")
+	p.Data = d
+	s.render(c, http.StatusOK, "support_queue", p)
+}
+
+type consoleFindData struct {
+	Query   string
+	Results []domain.FoundCase
+	Done    bool
+}
+
+// consoleFind finds orders and top-ups by reference, email, txid or
+// address (`kernodeck support find`).
+func (s *Site) consoleFind(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	d := consoleFindData{Query: strings.TrimSpace(c.Query("q"))}
+	p := agentPage(a, "Rechercher")
+	status := http.StatusOK
+	if d.Query != "" {
+		var res struct {
+			Results []domain.FoundCase `json:"results"`
+		}
+		err := s.api.call(c, http.MethodGet, "/v1/support/find?q="+url.QueryEscape(d.Query), "", nil, &res)
+		switch {
+		case err == nil:
+			d.Results, d.Done = res.Results, true
+			if len(res.Results) == 1 && c.Query("aller") != "" {
+				c.Redirect(http.StatusSeeOther, caseURL(res.Results[0].Kind, res.Results[0].Ref))
+				return
+			}
+		case domain.ErrorCode(err) == domain.ECodeInvalid:
+			p.fieldError(err)
+			status = http.StatusBadRequest
+		default:
+			s.consoleFail(c, a, err)
+			return
+		}
+	}
+	p.Data = d
+	s.render(c, status, "support_find", p)
+}
+
+// caseURL is the console's file of an order or a top-up.
+func caseURL(kind, ref string) string {
+	if kind == domain.TargetTopUp {
+		return "/support/topups/" + url.PathEscape(ref)
+	}
+	return "/support/orders/" + url.PathEscape(ref)
+}
+
+// consoleFileData is an order's or a top-up's file.
+type consoleFileData struct {
+	Kind  string // domain.TargetOrder or domain.TargetTopUp
+	Ref   string
+	Order *api.SupportOrderDetail
+	TopUp *api.SupportTopUpDetail
+	Case  caseView
+	// Provisioning are the timeline's provisioning entries.
+	Provisioning []domain.TimelineEvent
+	// Form is what the agent typed in a refused action, shown again.
+	Form consoleAction
+}
+
+// caseView is what order and top-up files share.
+type caseView struct {
+	Customer       domain.Account
+	Timeline       []domain.TimelineEvent
+	PaymentIntents []api.IntentView
+	SupportActions []domain.SupportAction
+	Exceptions     []api.ExceptionView
+}
+
+// loadFile reads the file of kind ref from the API.
+func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, error) {
+	d := consoleFileData{Kind: kind, Ref: ref}
+	if kind == domain.TargetTopUp {
+		var t api.SupportTopUpDetail
+		if err := s.api.call(c, http.MethodGet, "/v1/support/topups/"+url.PathEscape(ref), "", nil, &t); err != nil {
+			return d, err
+		}
+		d.TopUp = &t
+		d.Case = caseView{t.Customer, t.Timeline, t.PaymentIntents, t.SupportActions, t.Exceptions}
+		return d, nil
+	}
+	var o api.SupportOrderDetail
+	if err := s.api.call(c, http.MethodGet, "/v1/support/orders/"+url.PathEscape(ref), "", nil, &o); err != nil {
+		return d, err
+	}
+	d.Order = &o
+	d.Case = caseView{o.Customer, o.Timeline, o.PaymentIntents, o.SupportActions, o.Exceptions}
+	for _, e := range o.Timeline {
+		switch e.Kind {
+		case domain.EventProvisioningStep, domain.EventProvisioningFailed, domain.EventProvisioningRetry,
+			domain.EventAccessAvailable, domain.EventAccessRevoked:
+			d.Provisioning = append(d.Provisioning, e)
+		}
+	}
+	return d, nil
+}
+
+func (s *Site) consoleOrder(c *gin.Context) { s.consoleFile(c, domain.TargetOrder) }
+func (s *Site) consoleTopUp(c *gin.Context) { s.consoleFile(c, domain.TargetTopUp) }
+
+func (s *Site) consoleFile(c *gin.Context, kind string) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	d, err := s.loadFile(c, kind, c.Param("ref"))
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	p := agentPage(a, fileTitle(kind, d.Ref))
+	if id, err := strconv.ParseInt(c.Query("action"), 10, 64); err == nil {
+		for _, act := range d.Case.SupportActions {
+			if act.ID == id {
+				p.Notice = fmt.Sprintf("Action n° %d (%s) : %s.", act.ID, label(actionLabels, act.Action), outcomeLabel(act.Outcome))
+			}
+		}
+	}
+	p.Data = d
+	s.render(c, http.StatusOK, "support_file", p)
+}
+
+func fileTitle(kind, ref string) string {
+	if kind == domain.TargetTopUp {
+		return "Recharge " + ref
+	}
+	return "Commande " + ref
+}
+
+func outcomeLabel(o *string) string {
+	if o == nil {
+		return "en cours"
+	}
+	switch *o {
+	case "done":
+		return "effectuée"
+	case "rejected":
+		return "refusée"
+	case "failed":
+		return "échouée"
+	}
+	return *o
+}
+
+// consoleAction is an action an agent asks for on a file: read from the
+// form, described on the confirmation page, then sent to the API.
+type consoleAction struct {
+	Kind        string // the file's: domain.TargetOrder or domain.TargetTopUp
+	Ref         string
+	Action      string // see actionSpecs
+	ExceptionID int64
+	Reason      string
+	AmountCents int64
+	Amount      string // as typed
+	Days        int
+}
+
+// actionSpec is one action the console offers: where it applies, its
+// label, and the API call that carries it out.
+type actionSpec struct {
+	Label     string
+	Kinds     []string
+	Exception bool // on a queued amount of the file (exception_id)
+	// path is the API's endpoint under /v1/support.
+	path func(a consoleAction) string
+}
+
+var actionSpecs = map[string]actionSpec{
+	"attribute-payment": {Label: "Attribuer un paiement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp},
+		path: func(a consoleAction) string { return targetPath(a) + "/attribute-payment" }},
+	"extend": {Label: "Prolonger la location", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/extend" }},
+	"end-early": {Label: "Terminer la location maintenant", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/end-early" }},
+	"retry-provisioning": {Label: "Relancer la préparation", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/retry-provisioning" }},
+	"cancel": {Label: "Annuler", Kinds: []string{domain.TargetOrder, domain.TargetTopUp},
+		path: func(a consoleAction) string { return targetPath(a) + "/cancel" }},
+	"refund": {Label: "Rembourser au solde", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/refund" }},
+	"refund-exception": {Label: "Rembourser le montant en attente au solde", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/refund" }},
+	"count-exception": {Label: "Compter le montant en attente", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/count" }},
+	"resolve-exception": {Label: "Clore le signalement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/resolve" }},
+}
+
+func targetPath(a consoleAction) string {
+	if a.Kind == domain.TargetTopUp {
+		return "/v1/support/topups/" + url.PathEscape(a.Ref)
+	}
+	return "/v1/support/orders/" + url.PathEscape(a.Ref)
+}
+
+func exceptionPath(a consoleAction) string {
+	return "/v1/support/exceptions/" + strconv.FormatInt(a.ExceptionID, 10)
+}
+
+// body is the JSON the API's handler for a reads.
+func (a consoleAction) body() map[string]any {
+	b := map[string]any{"reason": a.Reason}
+	switch a.Action {
+	case "extend":
+		b["days"] = a.Days
+	case "attribute-payment", "refund", "refund-exception", "count-exception":
+		if a.AmountCents > 0 || a.Action == "refund" {
+			b["amount_cents"] = a.AmountCents
+		}
+	}
+	return b
+}
+
+// readAction reads the action form posted on a file (kind from the route).
+func readAction(c *gin.Context) (consoleAction, error) {
+	a := consoleAction{Kind: domain.TargetOrder, Ref: c.Param("ref"), Action: c.PostForm("action"),
+		Reason: strings.TrimSpace(c.PostForm("reason")), Amount: strings.TrimSpace(c.PostForm("amount"))}
+	if strings.HasPrefix(c.FullPath(), "/support/topups/") {
+		a.Kind = domain.TargetTopUp
+	}
+	spec, ok := actionSpecs[a.Action]
+	if !ok || !contains(spec.Kinds, a.Kind) {
+		return a, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
+	}
+	if spec.Exception {
+		id, err := strconv.ParseInt(c.PostForm("exception_id"), 10, 64)
+		if err != nil || id <= 0 {
+			return a, domain.Errorf(domain.ECodeInvalid, "Montant en attente introuvable.")
+		}
+		a.ExceptionID = id
+	}
+	if raw := c.PostForm("amount_cents"); raw != "" {
+		// The confirmation page's hidden field: cents already.
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 0 {
+			return a, domain.FieldError("amount", "Montant invalide.")
+		}
+		a.AmountCents = n
+	} else if a.Amount != "" {
+		n, err := parseUSD(a.Amount)
+		if err != nil {
+			return a, domain.FieldError("amount", "Montant en USD invalide : écrivez par exemple 23,57.")
+		}
+		a.AmountCents = n
+	}
+	if a.Action == "refund" && a.AmountCents <= 0 {
+		return a, domain.FieldError("amount", "Indiquez le montant à rembourser, en USD.")
+	}
+	if a.Action == "extend" {
+		n, err := strconv.Atoi(strings.TrimSpace(c.PostForm("days")))
+		if err != nil || n < 1 {
+			return a, domain.FieldError("days", "Indiquez un nombre de jours (1 ou plus).")
+		}
+		a.Days = n
+	}
+	if n := utf8.RuneCountInString(a.Reason); n < 3 || n > 2000 {
+		return a, domain.FieldError("reason", "Indiquez la raison de l'action (3 à 2 000 caractères).")
+	}
+	return a, nil
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// parseUSD reads "23,57", "23.57", "1 234,5" or "12" as cents.
+func parseUSD(s string) (int64, error) {
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "USD"))
+	s = strings.NewReplacer(" ", "", "\u202f", "", "\u00a0", "").Replace(s)
+	s = strings.Replace(s, ",", ".", 1)
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	if whole == "" || len(whole) > 12 || (hasFrac && (len(frac) == 0 || len(frac) > 2)) {
+		return 0, errors.New("invalid amount")
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w < 0 {
+		return 0, errors.New("invalid amount")
+	}
+	var f int64
+	if hasFrac {
+		if len(frac) == 1 {
+			frac += "0"
+		}
+		if f, err = strconv.ParseInt(frac, 10, 64); err != nil || f < 0 {
+			return 0, errors.New("invalid amount")
+		}
+	}
+	if w > (math.MaxInt64-f)/100 {
+		return 0, errors.New("invalid amount")
+	}
+	return w*100 + f, nil
+}
+
+// consoleConfirmData is the confirmation page of an action.
+type consoleConfirmData struct {
+	Action  consoleAction
+	Label   string
+	Changes []string
+	Back    string
+	Post    string
+}
+
+// consoleConfirm shows what an action will change, with a button that
+// carries it out; nothing is sent to the API before that.
+func (s *Site) consoleConfirm(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	act, err := readAction(c)
+	d, ferr := s.loadFile(c, act.Kind, act.Ref)
+	if ferr != nil {
+		s.consoleFail(c, a, ferr)
+		return
+	}
+	var changes []string
+	if err == nil {
+		changes, err = describe(act, d)
+	}
+	if err != nil {
+		s.fileWithError(c, a, d, act, err)
+		return
+	}
+	p := agentPage(a, "Confirmer : "+actionSpecs[act.Action].Label)
+	base := caseURL(act.Kind, act.Ref)
+	p.Data = consoleConfirmData{Action: act, Label: actionSpecs[act.Action].Label, Changes: changes, Back: base, Post: base + "/act"}
+	s.render(c, http.StatusOK, "support_confirm", p)
+}
+
+// consoleAct carries a confirmed action out through the API's support
+// endpoint (audit row, then the workflow), then shows the file again.
+func (s *Site) consoleAct(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	act, err := readAction(c)
+	if err == nil {
+		var out struct {
+			Action domain.SupportAction `json:"action"`
+		}
+		err = s.api.call(c, http.MethodPost, actionSpecs[act.Action].path(act), c.PostForm("csrf"), act.body(), &out)
+		if err == nil {
+			c.Redirect(http.StatusSeeOther, caseURL(act.Kind, act.Ref)+"?action="+strconv.FormatInt(out.Action.ID, 10))
+			return
+		}
+	}
+	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+		s.toConsoleLogin(c)
+		return
+	}
+	d, ferr := s.loadFile(c, act.Kind, act.Ref)
+	if ferr != nil {
+		s.consoleFail(c, a, ferr)
+		return
+	}
+	s.fileWithError(c, a, d, act, err)
+}
+
+// fileWithError shows the file with the refusal of an action (the API's
+// French message) and the form as typed.
+func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act consoleAction, err error) {
+	p := agentPage(a, fileTitle(d.Kind, d.Ref))
+	var de *domain.Error
+	if errors.As(err, &de) {
+		p.Error = "Action refusée : " + de.Message
+	} else {
+		p.Error = domain.ErrorMessage(err)
+	}
+	d.Form = act
+	p.Data = d
+	s.render(c, statusOf(err), "support_file", p)
+}
+
+// describe says, in French, exactly what act will change on the file d
+// (amounts in USD). It refuses what the file shows cannot apply.
+func describe(act consoleAction, d consoleFileData) ([]string, error) {
+	who := d.Case.Customer.FirstName + " " + d.Case.Customer.LastName + " (" + d.Case.Customer.Email + ")"
+	if actionSpecs[act.Action].Exception {
+		var e *api.ExceptionView
+		for i := range d.Case.Exceptions {
+			if d.Case.Exceptions[i].ID == act.ExceptionID {
+				e = &d.Case.Exceptions[i]
+			}
+		}
+		if e == nil {
+			return nil, domain.Errorf(domain.ECodeNotFound, "Ce montant en attente n'appartient pas à ce dossier.")
+		}
+		return describeException(act, *e, d, who)
+	}
+	if d.Kind == domain.TargetTopUp {
+		t := d.TopUp.TopUp
+		switch act.Action {
+		case "attribute-payment":
+			return []string{
+				fmt.Sprintf("La recharge %s de %s est attribuée sans paiement reçu : le solde de %s est crédité de %s.", t.Ref, usd(t.AmountCents), who, usd(t.AmountCents)),
+				"Cette attribution ne correspond à aucun paiement reçu : elle n'est pas remboursable depuis la file.",
+			}, nil
+		case "cancel":
+			return []string{fmt.Sprintf("La recharge %s (%s, statut « %s ») est annulée : elle n'attend plus de paiement et rien n'est crédité.", t.Ref, usd(t.AmountCents), label(statusLabels, t.Status))}, nil
+		}
+	}
+	o := d.Order.Order
+	due := max(0, o.TotalCents-o.PaidCents)
+	switch act.Action {
+	case "attribute-payment":
+		amount := act.AmountCents
+		if amount == 0 {
+			amount = due
+		}
+		if amount > due {
+			return nil, domain.FieldError("amount", fmt.Sprintf("Il ne reste que %s à payer sur cette commande.", usd(due)))
+		}
+		out := []string{fmt.Sprintf("%s sont comptés pour la commande %s (total %s, déjà compté %s, reste dû %s).", usd(amount), o.Ref, usd(o.TotalCents), usd(o.PaidCents), usd(due))}
+		if amount == due {
+			out = append(out, "La commande est alors payée : la préparation de la machine démarre.")
+		} else {
+			out = append(out, fmt.Sprintf("Il restera %s à payer.", usd(due-amount)))
+		}
+		return append(out, "Cette attribution ne correspond à aucun paiement reçu : elle n'est pas remboursable."), nil
+	case "extend":
+		if o.PeriodEnd == nil {
+			return []string{fmt.Sprintf("La location %s durera %d %s de plus que prévu (%d jours au lieu de %d) ; la période n'a pas encore commencé.", o.Ref, act.Days, plural(act.Days, "jour", "jours"), o.DurationDays+act.Days, o.DurationDays),
+				"Rien n'est facturé au client."}, nil
+		}
+		end := o.PeriodEnd.Add(time.Duration(act.Days) * 24 * time.Hour)
+		return []string{fmt.Sprintf("La fin de la location %s passe du %s au %s (%d %s de plus).", o.Ref, frenchDate(*o.PeriodEnd), frenchDate(end), act.Days, plural(act.Days, "jour", "jours")),
+			"Les rappels de fin sont recalculés ; rien n'est facturé au client."}, nil
+	case "end-early":
+		end := "la fin prévue"
+		if o.PeriodEnd != nil {
+			end = "la fin prévue le " + frenchDate(*o.PeriodEnd)
+		}
+		return []string{fmt.Sprintf("La location %s se termine maintenant, avant %s : l'accès est révoqué, la machine effacée et libérée.", o.Ref, end),
+			"Rien n'est remboursé par cette action (un remboursement est une action à part)."}, nil
+	case "retry-provisioning":
+		return []string{fmt.Sprintf("La préparation de la machine de %s reprend depuis l'étape bloquée (statut actuel « %s »).", o.Ref, label(statusLabels, o.Status))}, nil
+	case "cancel":
+		out := []string{fmt.Sprintf("La commande %s (%s, statut « %s ») est annulée : elle n'attend plus de paiement ; aucun montant ne bouge.", o.Ref, usd(o.TotalCents), label(statusLabels, o.Status))}
+		if o.PaidCents > 0 {
+			out = append(out, fmt.Sprintf("Déjà compté : %s. Le workflow refuse l'annulation tant qu'un montant reçu reste remboursable : remboursez-le d'abord.", usd(o.PaidCents)))
+		}
+		return out, nil
+	case "refund":
+		refundable := max(0, o.PaidCents-o.RefundedCents)
+		return []string{fmt.Sprintf("%s sont remboursés au solde de %s, depuis ce que la commande %s a reçu (compté %s, déjà remboursé %s).", usd(act.AmountCents), who, o.Ref, usd(o.PaidCents), usd(o.RefundedCents)),
+			fmt.Sprintf("Au plus %s restent remboursables ; le workflow refuse davantage.", usd(refundable))}, nil
+	}
+	return nil, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
+}
+
+func describeException(act consoleAction, e api.ExceptionView, d consoleFileData, who string) ([]string, error) {
+	what := fmt.Sprintf("montant en attente n° %d (%s, %s", e.ID, label(exceptionReasons, e.Reason), e.Asset)
+	if e.TxID != "" {
+		what += ", transaction " + e.TxID
+	}
+	what += ")"
+	switch act.Action {
+	case "refund-exception":
+		amount := act.AmountCents
+		if amount == 0 {
+			amount = e.RemainingCents
+		}
+		if amount <= 0 || amount > e.RemainingCents {
+			return nil, domain.FieldError("amount", fmt.Sprintf("Il reste %s à rembourser sur ce montant.", usd(e.RemainingCents)))
+		}
+		return []string{fmt.Sprintf("%s du %s sont remboursés au solde de %s.", usd(amount), what, who),
+			fmt.Sprintf("Il restera %s en attente sur ce montant.", usd(e.RemainingCents-amount))}, nil
+	case "count-exception":
+		if e.RemainingCents <= 0 {
+			return nil, domain.Errorf(domain.ECodeConflict, "Rien ne reste à compter sur ce montant.")
+		}
+		amount := act.AmountCents
+		if amount == 0 {
+			amount = e.RemainingCents
+		}
+		if amount > e.RemainingCents {
+			return nil, domain.FieldError("amount", fmt.Sprintf("Il reste %s à compter sur ce montant.", usd(e.RemainingCents)))
+		}
+		if d.Order != nil {
+			o := d.Order.Order
+			due := max(0, o.TotalCents-o.PaidCents)
+			return []string{fmt.Sprintf("%s du %s sont comptés pour la commande %s, au plus ce qui reste dû (%s) : %s comptés, %s restent en attente.", usd(amount), what, o.Ref, usd(due), usd(min(amount, due)), usd(e.RemainingCents-min(amount, due))),
+				"Seulement si la commande attend encore un paiement : sinon le workflow refuse."}, nil
+		}
+		t := d.TopUp.TopUp
+		return []string{fmt.Sprintf("%s du %s sont comptés pour la recharge %s de %s, au plus ce qui lui manque ; le reste demeure en attente.", usd(amount), what, t.Ref, usd(t.AmountCents)),
+			"Seulement si la recharge attend encore un paiement : sinon le workflow refuse."}, nil
+	case "resolve-exception":
+		if e.Reason != domain.ExceptionReverted {
+			return nil, domain.Errorf(domain.ECodeConflict, "Seul un signalement de paiement annulé se clôt ; un montant se rembourse ou se compte.")
+		}
+		return []string{fmt.Sprintf("Le signalement n° %d (paiement %s annulé par une réorganisation, manque %s) est clos.", e.ID, e.TxID, usd(e.ShortfallCents)),
+			"Aucun argent ne bouge ; la location continue (la terminer est une action à part)."}, nil
+	}
+	return nil, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
+}
