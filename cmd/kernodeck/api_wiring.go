@@ -31,6 +31,11 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	explorers, err := config.ExplorersFromEnv(nil)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("config: %w", err)
+	}
+	site.SetExplorers(explorers) // the support console's transaction links
 	tl := db.NewTimelineListener(logger.With("component", "timeline"))
 	srv := api.New(api.Config{
 		CookieSecure:   cfg.CookieSecure,
