@@ -210,7 +210,7 @@ func TestSOLExactAmountConfirmed(t *testing.T) {
 	require.Equal(t, []row{{TxID: pay.Sig, Asset: "SOL", IntentID: in.ID, Address: shop, Amount: "66666667",
 		Cents: 1000, Height: pay.Slot, State: "confirmed"}}, rows(t, f.db))
 	require.Equal(t, []chainwatch.Pending{{Network: "solana", TxID: pay.Sig, Asset: "SOL", IntentID: in.ID,
-		TargetKind: "order", TargetRef: in.TargetRef, AmountBase: "66666667", AmountCents: 1000, State: "confirmed",
+		TargetKind: "order", TargetRef: in.TargetRef, Address: shop, AmountBase: "66666667", AmountCents: 1000, State: "confirmed",
 		StateVersion: 2}}, f.sig.take())
 
 	f.step()

@@ -192,7 +192,7 @@ func TestDustSummarisedNotSignalled(t *testing.T) {
 	require.NoError(t, f.db.GetContext(f.ctx, &n, `SELECT count(*) FROM chain_payments WHERE dust AND state = 'confirmed'`))
 	require.Equal(t, 500, n)
 	require.Equal(t, []chainwatch.DustPending{{Network: Network, Asset: "TRX", IntentID: in.ID, TargetKind: "order",
-		TargetRef: in.TargetRef, Version: 1, Outputs: 500, AmountBase: "500", AmountCents: 0}}, f.sig.dust)
+		TargetRef: in.TargetRef, Address: in.Address, Version: 1, Outputs: 500, AmountBase: "500", AmountCents: 0}}, f.sig.dust)
 
 	// Stepping again sends nothing; 300 more give version 2 with the total.
 	f.node.mineSolid()

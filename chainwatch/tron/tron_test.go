@@ -249,7 +249,7 @@ func TestTRXExactAmountConfirmed(t *testing.T) {
 	require.Equal(t, []row{{TxID: pay.ID, Index: 0, Asset: "TRX", IntentID: in.ID, Address: in.Address,
 		Amount: "25000000", Cents: 1000, Late: false, Height: h, State: "confirmed"}}, rows(t, f.db))
 	require.Equal(t, []chainwatch.Pending{{Network: "tron", TxID: pay.ID, Index: 0, Asset: "TRX", IntentID: in.ID,
-		TargetKind: "order", TargetRef: in.TargetRef, AmountBase: "25000000", AmountCents: 1000, State: "confirmed",
+		TargetKind: "order", TargetRef: in.TargetRef, Address: in.Address, AmountBase: "25000000", AmountCents: 1000, State: "confirmed",
 		StateVersion: 2}}, f.sig.take())
 
 	// Stepping again (or a second watcher re-reading) changes nothing.
