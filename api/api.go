@@ -284,6 +284,7 @@ type Store interface {
 	PaymentStore
 	QuotaStore
 	AgentSessionStore
+	SupportHostStore
 }
 
 // TimelineNotifier wakes an order's live stream when its timeline grows

@@ -325,6 +325,8 @@ type supportOrderDetail struct {
 	AccessPresent   bool                    `json:"access_present"`
 	Access          *domain.Access          `json:"access,omitempty"`
 	SupportRequests []domain.SupportRequest `json:"support_requests"`
+	// Hosts are the machines the order held (SSH driver), oldest first.
+	Hosts []domain.HostReservation `json:"hosts"`
 }
 
 func (s *Server) supportGetOrder(c *gin.Context) {
@@ -349,6 +351,10 @@ func (s *Server) supportGetOrder(c *gin.Context) {
 		return
 	}
 	if d.SupportRequests, err = s.store.ListSupportRequests(ctx, o.Ref, 0); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if d.Hosts, err = s.store.OrderHosts(ctx, o.Ref); err != nil {
 		s.fail(c, err)
 		return
 	}

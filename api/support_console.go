@@ -48,6 +48,11 @@ type AgentSessionStore interface {
 	DeleteAgentSession(ctx context.Context, tokenHash []byte) error
 }
 
+// SupportHostStore reads the hosts an order held, for its support view.
+type SupportHostStore interface {
+	OrderHosts(ctx context.Context, orderRef string) ([]domain.HostReservation, error)
+}
+
 // Bodies of the support API, named for the console (it decodes them).
 type (
 	// AgentSessionResponse is GET and POST /v1/support/session.

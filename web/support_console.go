@@ -65,6 +65,7 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.POST("/orders/:ref/act", s.consoleAct)
 	g.POST("/topups/:ref/confirm", s.consoleConfirm)
 	g.POST("/topups/:ref/act", s.consoleAct)
+	g.POST("/support-requests/:id/answer", s.consoleAnswer)
 }
 
 var exceptionReasons = map[string]string{
@@ -454,6 +455,9 @@ func (s *Site) consoleFile(c *gin.Context, kind string) {
 			}
 		}
 	}
+	if c.Query("answered") != "" {
+		p.Notice = "Réponse envoyée : elle s'affiche sur le suivi de la commande et part par email au client."
+	}
 	p.Data = d
 	s.render(c, http.StatusOK, "support_file", p)
 }
@@ -837,4 +841,43 @@ func describeException(act consoleAction, e api.ExceptionView, d consoleFileData
 			"Aucun argent ne bouge ; la location continue (la terminer est une action à part)."}, nil
 	}
 	return nil, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
+}
+
+// consoleAnswer answers a customer's support request from its order's
+// file: the API shows it on the order's tracking (live) and mails it.
+func (s *Site) consoleAnswer(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	ref := c.PostForm("ref")
+	id, perr := strconv.ParseInt(c.Param("id"), 10, 64)
+	err := perr
+	if perr == nil {
+		err = s.api.call(c, http.MethodPost, "/v1/support/support-requests/"+strconv.FormatInt(id, 10)+"/answer", c.PostForm("csrf"),
+			map[string]any{"message": c.PostForm("message")}, nil)
+	} else {
+		err = domain.Errorf(domain.ECodeNotFound, "Demande de support introuvable.")
+	}
+	if err == nil {
+		c.Redirect(http.StatusSeeOther, caseURL(domain.TargetOrder, ref)+"?answered="+strconv.FormatInt(id, 10)+"#demandes")
+		return
+	}
+	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+		s.toConsoleLogin(c)
+		return
+	}
+	d, ferr := s.loadFile(c, domain.TargetOrder, ref)
+	if ferr != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	p := agentPage(a, fileTitle(d.Kind, d.Ref))
+	p.Error = "Réponse non envoyée : " + domain.ErrorMessage(err)
+	var de *domain.Error
+	if errors.As(err, &de) {
+		p.Error = "Réponse non envoyée : " + de.Message
+	}
+	p.Data = d
+	s.render(c, statusOf(err), "support_file", p)
 }

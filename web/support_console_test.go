@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -456,9 +457,24 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 func TestConsoleEndEarly(t *testing.T) {
 	ch := newConsoleHarness(t)
 	ref, _ := ch.lateOrder("end@example.com")
+	// The host it held (SSH driver), broken since, shows in the file.
+	if _, err := ch.db.Exec(`INSERT INTO gpu_hosts (id, name, address, host_key_fingerprint, gpu_model, gpu_count, state, note)
+		VALUES (7, 'gpu-host-7', '10.0.0.7', 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 'rtx-a5000', 1, 'broken', 'ventilateur HS')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.db.Exec(`INSERT INTO host_reservations (order_ref, host_id, host_name, unix_user, state, failure)
+		VALUES ($1, 7, 'gpu-host-7', 'kd_cust1', 'failed', 'nvidia-smi: 0 GPU vu')`, ref); err != nil {
+		t.Fatal(err)
+	}
 	b := ch.browser()
 	b.signIn(consoleToken)
-	csrf := agentCSRF(t, b.get("/support/orders/"+ref))
+	file := b.get("/support/orders/" + ref)
+	for _, want := range []string{"<code>gpu-host-7</code> · compte <code>kd_cust1</code>", "broken : ventilateur HS", "failed : nvidia-smi: 0 GPU vu"} {
+		if !strings.Contains(file, want) {
+			t.Fatalf("file lacks %q:\n%s", want, file)
+		}
+	}
+	csrf := agentCSRF(t, file)
 	form := url.Values{"csrf": {csrf}, "action": {"end-early"}, "reason": {"machine défectueuse"}}
 	rec := b.do(http.MethodPost, "/support/orders/"+ref+"/confirm", form)
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "se termine maintenant") {
@@ -486,5 +502,43 @@ func TestParseUSD(t *testing.T) {
 		if _, err := parseUSD(bad); err == nil {
 			t.Errorf("parseUSD(%q) accepted", bad)
 		}
+	}
+}
+
+// A customer's support request is listed in the queue; the agent answers
+// it from the order's file: it leaves the queue and the order's timeline
+// (the customer's tracking) shows the answer.
+func TestConsoleAnswersSupportRequest(t *testing.T) {
+	ch := newConsoleHarness(t)
+	ref, accountID := ch.lateOrder("help@example.com")
+	r, err := ch.db.CreateSupportRequest(context.Background(), domain.SupportRequest{OrderRef: ref, AccountID: accountID,
+		Message: "Mon paiement est arrivé en retard, que faire ?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := ch.browser()
+	b.signIn(consoleToken)
+	if queue := b.get("/support"); !strings.Contains(queue, "Mon paiement est arrivé en retard, que faire ?") {
+		t.Fatalf("request not in the queue: %s", queue)
+	}
+	file := b.get("/support/orders/" + ref)
+	id := strconv.FormatInt(r.ID, 10)
+	if !strings.Contains(file, `action="/support/support-requests/`+id+`/answer"`) {
+		t.Fatalf("no answer form: %s", file)
+	}
+	form := url.Values{"csrf": {agentCSRF(t, file)}, "ref": {ref}, "message": {"Nous vous remboursons sur votre solde."}}
+	rec := b.do(http.MethodPost, "/support/support-requests/"+id+"/answer", form)
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("answer: %d %s", rec.Code, rec.Body.String())
+	}
+	if queue := b.get("/support"); strings.Contains(queue, "que faire ?") {
+		t.Fatalf("answered request still queued: %s", queue)
+	}
+	tl, err := ch.db.Timeline(context.Background(), ref, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := tl[len(tl)-1]; last.Kind != domain.EventSupportAnswer || !strings.Contains(last.Message, "Nous vous remboursons sur votre solde.") {
+		t.Fatalf("timeline: %+v", last)
 	}
 }
