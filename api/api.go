@@ -514,6 +514,7 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/topups/:ref/attribute-payment", s.supportAttributeTopUpPayment)
 	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
 	sup.GET("/exceptions", s.supportExceptions)
+	sup.GET("/provisioning-failures", s.supportProvisioningFailures)
 	sup.POST("/exceptions/:id/refund", s.supportRefundException)
 	sup.POST("/exceptions/:id/count", s.supportCountException)
 	sup.POST("/exceptions/:id/resolve", s.supportResolveException)

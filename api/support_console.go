@@ -51,6 +51,9 @@ type AgentSessionStore interface {
 // SupportHostStore reads the hosts an order held, for its support view.
 type SupportHostStore interface {
 	OrderHosts(ctx context.Context, orderRef string) ([]domain.HostReservation, error)
+	// ProvisioningFailures lists the orders whose provisioning failed,
+	// waiting for support, longest waiting first.
+	ProvisioningFailures(ctx context.Context) ([]domain.StuckOrder, error)
 }
 
 // Bodies of the support API, named for the console (it decodes them).
@@ -237,3 +240,14 @@ func truncate(s string, n int) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// supportProvisioningFailures lists the orders stuck in provisioning_failed
+// (support's queue: retry, refund or cancel them).
+func (s *Server) supportProvisioningFailures(c *gin.Context) {
+	orders, err := s.store.ProvisioningFailures(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"orders": orders})
+}

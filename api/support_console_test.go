@@ -168,3 +168,22 @@ func TestAgentConsoleSignInThrottled(t *testing.T) {
 	// Another network is not affected.
 	h.openAgentSession(agentToken, net.IPv4(203, 0, 113, 9).String())
 }
+
+func TestSupportProvisioningFailures(t *testing.T) {
+	h := newHarness(t)
+	c := h.register("stuck@example.com")
+	ref := h.order(c)
+	h.order(c) // awaiting payment: not listed
+	r := h.do("GET", "/v1/support/provisioning-failures", nil, auth{bearer: agentToken})
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
+	require.Empty(t, r.body["orders"])
+	_, err := h.db.Exec(`UPDATE orders SET status = 'provisioning_failed' WHERE ref = $1`, ref)
+	require.NoError(t, err)
+	r = h.do("GET", "/v1/support/provisioning-failures", nil, auth{bearer: agentToken})
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
+	orders := r.body["orders"].([]any)
+	require.Len(t, orders, 1)
+	require.Equal(t, ref, orders[0].(map[string]any)["reference"])
+	require.Equal(t, "stuck@example.com", orders[0].(map[string]any)["customer_email"])
+	require.Equal(t, http.StatusUnauthorized, h.do("GET", "/v1/support/provisioning-failures", nil, c.web).Code)
+}

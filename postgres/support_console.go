@@ -22,3 +22,21 @@ func (db *DB) OrderHosts(ctx context.Context, orderRef string) ([]domain.HostRes
 	}
 	return out, nil
 }
+
+// maxStuckOrders bounds the provisioning failures listed at once.
+const maxStuckOrders = 200
+
+// ProvisioningFailures lists the orders whose provisioning failed and
+// waits for support, the longest waiting first (since: the order's last
+// change, the failure).
+func (db *DB) ProvisioningFailures(ctx context.Context) ([]domain.StuckOrder, error) {
+	out := []domain.StuckOrder{}
+	err := db.SelectContext(ctx, &out, `
+		SELECT o.ref, a.email, o.gpu_model, o.total_gpus, o.total_cents, o.paid_cents, o.updated_at AS since
+		FROM orders o JOIN accounts a ON a.id = o.account_id
+		WHERE o.status = $1 ORDER BY o.updated_at, o.ref LIMIT $2`, domain.StatusProvisioningFailed, maxStuckOrders)
+	if err != nil {
+		return nil, fmt.Errorf("provisioning failures: %w", err)
+	}
+	return out, nil
+}

@@ -271,6 +271,8 @@ type consoleQueueData struct {
 	Prev, Next   string
 	RemainingSum int64
 	Requests     []domain.SupportRequest
+	// Stuck are the orders whose provisioning failed.
+	Stuck []domain.StuckOrder
 }
 
 // consoleQueue is the exception queue (oldest first), with the support
@@ -294,7 +296,15 @@ func (s *Site) consoleQueue(c *gin.Context) {
 		s.consoleFail(c, a, err)
 		return
 	}
-	d := consoleQueueData{Open: len(q.Exceptions), Reason: c.Query("motif"), Requests: reqs.Requests, AllURL: "/support"}
+	var stuck struct {
+		Orders []domain.StuckOrder `json:"orders"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/support/provisioning-failures", "", nil, &stuck); err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	d := consoleQueueData{Open: len(q.Exceptions), Reason: c.Query("motif"), Requests: reqs.Requests, AllURL: "/support",
+		Stuck: stuck.Orders}
 	counts := map[string]int{}
 	var shown []api.ExceptionView
 	for _, e := range q.Exceptions {

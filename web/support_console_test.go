@@ -490,6 +490,15 @@ func TestConsoleEndEarly(t *testing.T) {
 	if n := ch.count(`SELECT count(*) FROM support_actions WHERE action = 'end_early' AND agent = 'alice' AND outcome = 'done'`); n != 1 {
 		t.Fatalf("audit rows: %d", n)
 	}
+
+	// Its provisioning failed: the queue lists it with a link to its file.
+	if _, err := ch.db.Exec(`UPDATE orders SET status = 'provisioning_failed' WHERE ref = $1`, ref); err != nil {
+		t.Fatal(err)
+	}
+	queue := b.get("/support")
+	if !strings.Contains(queue, "1 commande attend le support") || !strings.Contains(queue, `<a href="/support/orders/`+ref+`">`+ref+`</a></th><td>end@example.com</td>`) {
+		t.Fatalf("provisioning failure not in the queue: %s", queue)
+	}
 }
 
 func TestParseUSD(t *testing.T) {
