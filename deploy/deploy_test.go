@@ -1,0 +1,145 @@
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kernodeck/kernodeck/workflows"
+)
+
+// units are the unit files, and the names systemd-analyze verifies them
+// under (templates as one instance).
+var units = map[string]string{
+	"kernodeck-api@.service":        "kernodeck-api@1.service",
+	"kernodeck-worker@.service":     "kernodeck-worker@1.service",
+	"kernodeck-chainwatch@.service": "kernodeck-chainwatch@1.service",
+	"kernodeck-migrate.service":     "kernodeck-migrate.service",
+	"kernodeck.target":              "kernodeck.target",
+	"temporal-server.service":       "temporal-server.service",
+}
+
+// TestSystemdUnitsVerify runs systemd-analyze verify on every unit, with the
+// binaries they start replaced by stubs (verify refuses a missing
+// executable). Any diagnostic fails the test: verify exits 0 on unknown keys
+// and unparsable values, and only says so.
+func TestSystemdUnitsVerify(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"kernodeck", "temporal-server"} {
+		if err := os.WriteFile(filepath.Join(bin, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"verify", "--man=no", "--generators=no"}
+	for file, name := range units {
+		raw, err := os.ReadFile(filepath.Join("systemd", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(file, ".service") && !bytes.Contains(raw, []byte("ExecStart=/usr/local/bin/")) {
+			t.Errorf("%s: ExecStart should start a binary in /usr/local/bin", file)
+		}
+		raw = bytes.ReplaceAll(raw, []byte("/usr/local/bin/"), []byte(bin+"/"))
+		if err := os.WriteFile(filepath.Join(dir, file), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if name != file {
+			if err := os.Symlink(file, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		args = append(args, "./"+name)
+	}
+	slices.Sort(args[3:])
+	cmd := exec.Command(analyze, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	// Lines about the machine itself (a container without systemd as PID 1)
+	// are not about the units.
+	var diags []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" && !strings.Contains(line, "$container") && !strings.Contains(line, "PID 1") {
+			diags = append(diags, line)
+		}
+	}
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, strings.Join(diags, "\n"))
+	}
+}
+
+// TestProdlikeScript checks scripts/prodlike.sh's syntax and that it
+// registers exactly the search attributes the workflows use.
+func TestProdlikeScript(t *testing.T) {
+	const script = "../scripts/prodlike.sh"
+	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^SEARCH_ATTRIBUTES="([^"]*)"`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("no SEARCH_ATTRIBUTES line in prodlike.sh")
+	}
+	got := strings.Fields(string(m[1]))
+	want := slices.Clone(workflows.SearchAttributeNames)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("prodlike.sh registers %v, the workflows use %v", got, want)
+	}
+}
+
+// TestTemporalConfigVariables checks that the Temporal server's
+// configuration template is rendered as one (the server looks for
+// "enable-template" in its first KB), and that every variable it reads is
+// in the example environment file of the unit and written by prodlike.sh,
+// and nothing else is.
+func TestTemporalConfigVariables(t *testing.T) {
+	tpl, err := os.ReadFile("temporal/production.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(tpl[:min(len(tpl), 1024)], []byte("# enable-template")) {
+		t.Error("production.yaml: no '# enable-template' comment in the first 1 KB")
+	}
+	vars := func(re string, raw []byte) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(re).FindAllSubmatch(raw, -1) {
+			out = append(out, string(m[1]))
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	used := vars(`env "(KD_TEMPORAL_[A-Z_]+)"`, tpl)
+	example, err := os.ReadFile("systemd/temporal.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vars(`(?m)^(KD_TEMPORAL_[A-Z_]+)=`, example); !slices.Equal(got, used) {
+		t.Errorf("temporal.env.example sets %v\nproduction.yaml reads %v", got, used)
+	}
+	script, err := os.ReadFile("../scripts/prodlike.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vars(`(?m)^(KD_TEMPORAL_[A-Z_]+)=`, script) {
+		if !slices.Contains(used, v) {
+			t.Errorf("prodlike.sh sets %s, which production.yaml does not read", v)
+		}
+	}
+}
