@@ -231,11 +231,6 @@ func (r *rental) finish(ctx workflow.Context) (RentalStatus, error) {
 
 // --- state and timeline helpers ---
 
-func (r *rental) setStatus(ctx workflow.Context, status string) {
-	r.st.Status = status
-	r.sa.setStatus(ctx, status)
-}
-
 // unpaid reports whether the order still accepts payments toward its total.
 func (r *rental) unpaid() bool {
 	return !r.paid && !r.done &&
@@ -262,7 +257,7 @@ func (r *rental) refreshPaymentStatus(ctx workflow.Context) string {
 	if want == r.st.Status {
 		return ""
 	}
-	r.setStatus(ctx, want)
+	r.transition(ctx, Phase(want))
 	return want
 }
 
@@ -482,7 +477,7 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *Paymen
 			}
 		}
 		// The "paid" event itself is written by the main flow (recordPaid).
-		r.setStatus(ctx, domain.StatusPaid)
+		r.transition(ctx, PhasePaid)
 		return r.record(ctx, ev)
 	}
 	ev.Status = r.refreshPaymentStatus(ctx)
@@ -542,7 +537,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 		return nil
 	}
 	r.done = true
-	r.setStatus(ctx, domain.StatusExpired)
+	r.transition(ctx, PhaseExpired)
 	msg := "Commande expirée : le paiement n'a pas été reçu dans le délai."
 	queued := partialExceptions(r.counted, r.refundedBacked())
 	if len(queued) > 0 {
@@ -698,7 +693,7 @@ func (r *rental) recordStep(ctx workflow.Context, key, step, message string, dat
 	data["attempt"] = r.attempt
 	ev := activities.OrderEvent{Key: key, Kind: domain.EventProvisioningStep, Message: message, Data: data}
 	if r.st.Status != domain.StatusProvisioning {
-		r.setStatus(ctx, domain.StatusProvisioning)
+		r.transition(ctx, PhaseProvisioning)
 		ev.Status = domain.StatusProvisioning
 	}
 	if strings.HasSuffix(key, ":done") {
@@ -721,7 +716,7 @@ func (r *rental) provisioningFailed(ctx workflow.Context, step string, stepErr e
 	defer r.mu.Unlock()
 	msg := failureMessage(stepErr)
 	r.st.ProvisioningError = msg
-	r.setStatus(ctx, domain.StatusProvisioningFailed)
+	r.transition(ctx, PhaseProvisioningFailed)
 	return r.record(ctx, activities.OrderEvent{
 		Key:  domain.KeyProvisioning(r.attempt, "failed"),
 		Kind: domain.EventProvisioningFailed,
@@ -743,7 +738,7 @@ func (r *rental) startPeriod(ctx workflow.Context, access activities.AccessSumma
 	r.end = start.Add(time.Duration(r.in.DurationDays+r.extraDays) * r.cfg.Day)
 	r.st.PeriodStart, r.st.PeriodEnd = start, r.end
 	r.st.ProvisioningError = ""
-	r.setStatus(ctx, domain.StatusActive)
+	r.transition(ctx, PhaseActive)
 	return r.record(ctx, activities.OrderEvent{
 		Key:  "access",
 		Kind: domain.EventAccessAvailable,
@@ -817,7 +812,7 @@ func (r *rental) runPeriod(ctx workflow.Context) error {
 	}
 	// Synchronously with the loop exit, so no update sees an active rental
 	// whose teardown has begun.
-	r.setStatus(ctx, domain.StatusEnding)
+	r.transition(ctx, PhaseEnding)
 	return nil
 }
 
@@ -863,7 +858,7 @@ func (r *rental) teardown(ctx workflow.Context) error {
 	}
 	defer r.mu.Unlock()
 	r.st.EndedAt = endedAt
-	r.setStatus(ctx, domain.StatusEnded)
+	r.transition(ctx, PhaseEnded)
 	return r.record(ctx, activities.OrderEvent{
 		Key: domain.KeyEnded, Kind: domain.EventEnded, Status: domain.StatusEnded, EndedAt: ptrTo(endedAt),
 		Message: "Location terminée : la machine a été effacée et libérée.",
@@ -917,7 +912,7 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	r.st.PaidCents += due
 	r.st.PaymentMethod = methodBalance
 	r.paid = true
-	r.setStatus(ctx, domain.StatusPaid)
+	r.transition(ctx, PhasePaid)
 	return nil
 }
 
@@ -1040,7 +1035,7 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 		}
 	}
 	r.done = true
-	r.setStatus(ctx, domain.StatusCancelled)
+	r.transition(ctx, PhaseCancelled)
 	msg := "Commande annulée."
 	if req.ActionID > 0 {
 		r.actions[req.ActionID] = true
@@ -1181,7 +1176,7 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 	}
 	r.actions[a.ActionID] = true
 	r.retry = true
-	r.setStatus(ctx, domain.StatusProvisioning)
+	r.transition(ctx, PhaseProvisioning)
 	if err := r.recordSupport(ctx, domain.ActionRetryProvisioning, a.ActionID, a.Agent, a.Reason,
 		"Le support a relancé la préparation de la machine.", nil); err != nil {
 		return errUnavailable()
@@ -1277,7 +1272,7 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	r.st.RefundedCents = refunded
 	if r.closing {
 		r.done, r.closing = true, false
-		r.setStatus(ctx, domain.StatusRefunded)
+		r.transition(ctx, PhaseRefunded)
 	}
 	return nil
 }
@@ -1313,7 +1308,7 @@ func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 			return errUnavailable()
 		}
 		r.done, r.closing = true, false
-		r.setStatus(ctx, domain.StatusRefunded)
+		r.transition(ctx, PhaseRefunded)
 		ev.Status = domain.StatusRefunded
 		ev.Message += " La commande est close."
 	}

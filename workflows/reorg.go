@@ -69,7 +69,8 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		// with a full payment window from now.
 		r.paid = false
 		r.st.PaymentMethod = ""
-		ev.Status = awaitAgain(ctx, r.payments, &r.payUntil, r.cfg.UnpaidTimeout, r.st.Status, r.setStatus,
+		ev.Status = awaitAgain(ctx, r.payments, &r.payUntil, r.cfg.UnpaidTimeout, r.st.Status,
+			func(ctx workflow.Context, s string) { r.transition(ctx, Phase(s)) },
 			domain.StatusAwaitingPayment, domain.StatusPaymentDetected)
 		missing := r.in.TotalCents - r.netPaid()
 		data["missing_cents"], data["pay_until"] = missing, r.payUntil

@@ -1,0 +1,80 @@
+package workflows
+
+import (
+	"fmt"
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Phase is where a rental stands. Its value is the order's status, as the
+// API, the timeline and the KdStatus search attribute show it.
+type Phase string
+
+// The phases of a rental.
+const (
+	PhaseAwaitingPayment    Phase = domain.StatusAwaitingPayment
+	PhasePaymentDetected    Phase = domain.StatusPaymentDetected
+	PhasePaid               Phase = domain.StatusPaid
+	PhaseProvisioning       Phase = domain.StatusProvisioning
+	PhaseProvisioningFailed Phase = domain.StatusProvisioningFailed
+	PhaseActive             Phase = domain.StatusActive
+	PhaseEnding             Phase = domain.StatusEnding
+	PhaseEnded              Phase = domain.StatusEnded
+	PhaseCancelled          Phase = domain.StatusCancelled
+	PhaseExpired            Phase = domain.StatusExpired
+	PhaseRefunded           Phase = domain.StatusRefunded
+)
+
+// RentalMoves is every move a rental may make, from each phase; the
+// phases without moves are final.
+//
+//	awaiting_payment ⇄ payment_detected ─┐ (a payment seen, then confirmed or gone)
+//	   │  └── expired, cancelled          ├─▶ paid ─▶ provisioning ─▶ active ─▶ ending ─▶ ended
+//	   └───────────────────────────────────┘    │        ▲   │
+//	paid ─▶ awaiting_payment (a deep reorg before provisioning)  │   ▼
+//	                                provisioning_failed ─▶ cancelled, refunded
+var RentalMoves = map[Phase][]Phase{
+	PhaseAwaitingPayment:    {PhasePaymentDetected, PhasePaid, PhaseExpired, PhaseCancelled},
+	PhasePaymentDetected:    {PhaseAwaitingPayment, PhasePaid, PhaseExpired},
+	PhasePaid:               {PhaseProvisioning, PhaseAwaitingPayment, PhasePaymentDetected},
+	PhaseProvisioning:       {PhaseActive, PhaseProvisioningFailed},
+	PhaseProvisioningFailed: {PhaseProvisioning, PhaseCancelled, PhaseRefunded},
+	PhaseActive:             {PhaseEnding},
+	PhaseEnding:             {PhaseEnded},
+	PhaseEnded:              nil,
+	PhaseCancelled:          nil,
+	PhaseExpired:            nil,
+	PhaseRefunded:           nil,
+}
+
+// CanMove reports whether a rental in phase p may move to q. Staying in
+// the same phase is always allowed (a status written again).
+func (p Phase) CanMove(q Phase) bool {
+	return p == q || slices.Contains(RentalMoves[p], q)
+}
+
+// Final reports whether p ends the rental.
+func (p Phase) Final() bool {
+	moves, known := RentalMoves[p]
+	return known && len(moves) == 0
+}
+
+// phase is the rental's current phase.
+func (r *rental) phase() Phase { return Phase(r.st.Status) }
+
+// transition moves the rental to phase to, in memory and in its KdStatus
+// search attribute (with the payment's asset and network noted since);
+// PostgreSQL follows with the event that carries the same status, written
+// by the caller. A move the table does not allow is a bug: the workflow
+// task fails (and is retried once the code is fixed) instead of writing a
+// state the order cannot be in.
+func (r *rental) transition(ctx workflow.Context, to Phase) {
+	if from := r.phase(); !from.CanMove(to) {
+		panic(fmt.Sprintf("rental %s: no move from %s to %s", r.in.OrderRef, from, to))
+	}
+	r.st.Status = string(to)
+	r.sa.setStatus(ctx, string(to))
+}

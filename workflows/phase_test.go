@@ -1,0 +1,75 @@
+package workflows
+
+import (
+	"slices"
+	"testing"
+)
+
+// Every pair of phases is either a move of the table or refused; staying
+// put is allowed; the final phases allow nothing else; every phase a move
+// reaches is in the table.
+func TestPhaseMoves(t *testing.T) {
+	allowed := map[[2]Phase]bool{
+		{PhaseAwaitingPayment, PhasePaymentDetected}: true, {PhaseAwaitingPayment, PhasePaid}: true,
+		{PhaseAwaitingPayment, PhaseExpired}: true, {PhaseAwaitingPayment, PhaseCancelled}: true,
+		{PhasePaymentDetected, PhaseAwaitingPayment}: true, {PhasePaymentDetected, PhasePaid}: true,
+		{PhasePaymentDetected, PhaseExpired}: true,
+		{PhasePaid, PhaseProvisioning}: true, {PhasePaid, PhaseAwaitingPayment}: true, {PhasePaid, PhasePaymentDetected}: true,
+		{PhaseProvisioning, PhaseActive}: true, {PhaseProvisioning, PhaseProvisioningFailed}: true,
+		{PhaseProvisioningFailed, PhaseProvisioning}: true, {PhaseProvisioningFailed, PhaseCancelled}: true,
+		{PhaseProvisioningFailed, PhaseRefunded}: true,
+		{PhaseActive, PhaseEnding}: true, {PhaseEnding, PhaseEnded}: true,
+	}
+	var phases []Phase
+	for p := range RentalMoves {
+		phases = append(phases, p)
+	}
+	slices.Sort(phases)
+	if len(phases) != 11 {
+		t.Fatalf("%d phases in the table, want the 11 order statuses", len(phases))
+	}
+	refused := 0
+	for _, from := range phases {
+		for _, to := range phases {
+			want := from == to || allowed[[2]Phase{from, to}]
+			if got := from.CanMove(to); got != want {
+				t.Errorf("%s -> %s: allowed %v, want %v", from, to, got, want)
+			}
+			if !want {
+				refused++
+			}
+			if _, known := RentalMoves[to]; !known {
+				t.Errorf("%s is reached but has no entry", to)
+			}
+		}
+		if final := len(RentalMoves[from]) == 0; from.Final() != final {
+			t.Errorf("%s: final %v, want %v", from, from.Final(), final)
+		}
+	}
+	if refused != 11*11-11-len(allowed) {
+		t.Fatalf("%d refused moves, want %d", refused, 11*11-11-len(allowed))
+	}
+	for _, p := range []Phase{PhaseEnded, PhaseCancelled, PhaseExpired, PhaseRefunded} {
+		if !p.Final() {
+			t.Errorf("%s is not final", p)
+		}
+	}
+	if Phase("ghost").CanMove(PhasePaid) || Phase("ghost").Final() {
+		t.Error("an unknown phase moves or ends")
+	}
+}
+
+// A move the table refuses panics: the workflow task fails rather than
+// writing a state the order cannot be in.
+func TestTransitionRefusesAMoveOutsideTheTable(t *testing.T) {
+	r := &rental{in: RentalInput{OrderRef: "KD-PHASE00001"}, st: RentalStatus{Status: string(PhaseEnded)}}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("ended -> active did not panic")
+		}
+		if r.phase() != PhaseEnded {
+			t.Fatalf("phase %s after a refused move", r.phase())
+		}
+	}()
+	r.transition(nil, PhaseActive)
+}
