@@ -169,37 +169,16 @@ func (ch *consoleHarness) lateOrder(email string) (ref string, accountID int64) 
 	ch.t.Helper()
 	t := ch.t
 	ctx := context.Background()
-	req := httptest.NewRequest(http.MethodPost, "/v1/auth/register", strings.NewReader(
-		`{"first_name":"Ada","last_name":"Lovelace","email":"`+email+`","password":"correct horse battery staple","bearer":true}`))
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	ch.h.ServeHTTP(rec, req)
-	var reg struct {
-		Token   string         `json:"token"`
-		Account domain.Account `json:"account"`
-	}
-	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &reg) != nil {
-		t.Fatalf("register: %d %s", rec.Code, rec.Body.String())
-	}
-	if _, err := ch.db.Exec(`UPDATE accounts SET email_verified_at = now() WHERE id = $1`, reg.Account.ID); err != nil {
-		t.Fatal(err)
-	}
-	req = httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(`{"gpu_model":"rtx-a5000","lots":1,"duration_days":3,"preset":"pytorch"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+reg.Token)
-	rec = httptest.NewRecorder()
-	ch.h.ServeHTTP(rec, req)
+	token, accountID := ch.customer(email)
 	var created struct {
 		Order api.OrderView `json:"order"`
 	}
-	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), &created) != nil {
-		t.Fatalf("order: %d %s", rec.Code, rec.Body.String())
-	}
+	ch.apiPost(token, "/v1/orders", `{"gpu_model":"rtx-a5000","lots":1,"duration_days":3,"preset":"pytorch"}`, &created)
 	ref = created.Order.Ref
 	if _, err := ch.db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
 		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
 		VALUES ('PI-LATE', 'order', $1, $2, 'BTC', 'bitcoin', 8, 36262, 2357, 65000, 'test', now() - interval '2 hours', 'bc1qlateaddress', 7,
-			'bitcoin:bc1qlateaddress', now() - interval '1 hour', now() + interval '1 day', 'intent:1')`, ref, reg.Account.ID); err != nil {
+			'bitcoin:bc1qlateaddress', now() - interval '1 hour', now() + interval '1 day', 'intent:1')`, ref, accountID); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := ch.db.AcquireLease(ctx, "bitcoin", "w", time.Minute); err != nil || !ok {
@@ -217,7 +196,39 @@ func (ch *consoleHarness) lateOrder(email string) (ref string, accountID int64) 
 		Exceptions: []domain.NewException{late}}); err != nil {
 		t.Fatal(err)
 	}
-	return ref, reg.Account.ID
+	return ref, accountID
+}
+
+// customer registers an account through the API (address confirmed) and
+// returns its bearer token.
+func (ch *consoleHarness) customer(email string) (token string, accountID int64) {
+	ch.t.Helper()
+	var reg struct {
+		Token   string         `json:"token"`
+		Account domain.Account `json:"account"`
+	}
+	ch.apiPost("", "/v1/auth/register",
+		`{"first_name":"Ada","last_name":"Lovelace","email":"`+email+`","password":"correct horse battery staple","bearer":true}`, &reg)
+	if _, err := ch.db.Exec(`UPDATE accounts SET email_verified_at = now() WHERE id = $1`, reg.Account.ID); err != nil {
+		ch.t.Fatal(err)
+	}
+	return reg.Token, reg.Account.ID
+}
+
+// apiPost posts JSON to the API (with a customer's bearer token if any)
+// and decodes its 201 answer into out.
+func (ch *consoleHarness) apiPost(token, path, body string, out any) {
+	ch.t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	ch.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated || json.Unmarshal(rec.Body.Bytes(), out) != nil {
+		ch.t.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body.String())
+	}
 }
 
 func (ch *consoleHarness) count(query string, args ...any) int {
@@ -549,5 +560,42 @@ func TestConsoleAnswersSupportRequest(t *testing.T) {
 	}
 	if last := tl[len(tl)-1]; last.Kind != domain.EventSupportAnswer || !strings.Contains(last.Message, "Nous vous remboursons sur votre solde.") {
 		t.Fatalf("timeline: %+v", last)
+	}
+}
+
+// A top-up's file: the top-up, its customer, and its actions through the
+// confirmation page (attribution in USD).
+func TestConsoleTopUpFile(t *testing.T) {
+	ch := newConsoleHarness(t)
+	token, _ := ch.customer("topup@example.com")
+	var created struct {
+		TopUp api.TopUpView `json:"topup"`
+	}
+	ch.apiPost(token, "/v1/topups", `{"amount_cents":10000}`, &created)
+	ref := created.TopUp.Ref
+	b := ch.browser()
+	b.signIn(consoleToken)
+	if found := b.get("/support/find?q=" + ref); !strings.Contains(found, `href="/support/topups/`+ref+`"`) {
+		t.Fatalf("find a top-up: %s", found)
+	}
+	file := b.get("/support/topups/" + ref)
+	for _, want := range []string{"<h1>Recharge " + ref + "</h1>", "topup@example.com", "100,00 USD", `action="/support/topups/` + ref + `/confirm"`} {
+		if !strings.Contains(file, want) {
+			t.Fatalf("top-up file lacks %q:\n%s", want, file)
+		}
+	}
+	if strings.Contains(file, `value="extend"`) || strings.Contains(file, `value="refund"`) {
+		t.Fatal("order actions offered on a top-up")
+	}
+	form := url.Values{"csrf": {agentCSRF(t, file)}, "action": {"attribute-payment"}, "reason": {"virement reçu hors chaîne"}}
+	rec := b.do(http.MethodPost, "/support/topups/"+ref+"/confirm", form)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "le solde de Ada Lovelace (topup@example.com) est crédité de 100,00 USD") {
+		t.Fatalf("confirmation: %d %s", rec.Code, rec.Body.String())
+	}
+	// An order's action is not one of a top-up's.
+	form.Set("action", "extend")
+	form.Set("days", "2")
+	if rec := b.do(http.MethodPost, "/support/topups/"+ref+"/confirm", form); rec.Code != http.StatusBadRequest {
+		t.Fatalf("extend on a top-up: %d", rec.Code)
 	}
 }
