@@ -180,8 +180,8 @@ func TestPayFromBalanceIsIdempotentAndAtomic(t *testing.T) {
 	if b.AvailableCents != 10000-2357 {
 		t.Fatalf("available = %d after a retried payment", b.AvailableCents)
 	}
-	var o domain.Order
-	if err := db.Get(&o, `SELECT * FROM orders WHERE ref = $1`, ref); err != nil {
+	o, err := db.GetOrder(ctx, ref)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if o.Status != domain.StatusPaid || o.PaidCents != 2357 || o.PaymentMethod == nil || *o.PaymentMethod != "balance" {
@@ -194,7 +194,7 @@ func TestPayFromBalanceIsIdempotentAndAtomic(t *testing.T) {
 	}
 	// Insufficient balance leaves the order unpaid.
 	big := seedOrder(t, db, acc, 10)
-	err := db.PayOrderFromBalance(ctx, activities.PayFromBalanceInput{OrderRef: big, AccountID: acc, AmountCents: 23570})
+	err = db.PayOrderFromBalance(ctx, activities.PayFromBalanceInput{OrderRef: big, AccountID: acc, AmountCents: 23570})
 	if domain.ErrorCode(err) != domain.ECodeInsufficient {
 		t.Fatalf("insufficient: %v", err)
 	}
