@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -103,10 +105,30 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// scriptResult is what a remote script printed.
+// scriptResult is what a remote script printed, and the tag its verdict
+// lines must carry.
 type scriptResult struct {
 	Stdout string
 	Stderr string
+	Tag    string
+}
+
+// newTag draws the value a host script's verdict lines carry (KD_TAG): sent
+// unexported, it never reaches a process run as the customer.
+func newTag() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// hasLine says whether stdout has exactly this line.
+func hasLine(stdout, line string) bool {
+	for _, l := range strings.Split(stdout, "\n") {
+		if l == line {
+			return true
+		}
+	}
+	return false
 }
 
 // runScript runs script with bash as root on the host, after common.sh when
@@ -121,10 +143,12 @@ func (d *Driver) runScript(ctx context.Context, client *ssh.Client, script strin
 	}
 	defer sess.Close()
 	var in bytes.Buffer
+	tag := newTag()
 	for _, kv := range vars {
 		fmt.Fprintf(&in, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}
 	if vars != nil {
+		fmt.Fprintf(&in, "KD_TAG=%s\n", tag)
 		in.WriteString(commonScript)
 	}
 	in.WriteString(script)
@@ -153,7 +177,7 @@ func (d *Driver) runScript(ctx context.Context, client *ssh.Client, script strin
 	}
 	_, _ = io.Copy(io.Discard, out)
 	err = sess.Wait()
-	res := scriptResult{Stdout: stdout.String(), Stderr: stderr.String()}
+	res := scriptResult{Stdout: stdout.String(), Stderr: stderr.String(), Tag: tag}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("remote script interrupted: %w", ctx.Err())
 	}

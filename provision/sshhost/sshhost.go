@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,12 +163,16 @@ type reservation struct {
 	JupyterTok sql.NullString `db:"jupyter_token"`
 	// PresetCheck is what the preset's check found (French, for the order).
 	PresetCheck sql.NullString `db:"preset_check"`
+	// UID and SubIDs are the account's uid on the host and its subordinate
+	// ranges ("first:count ..."), as prepare reported them.
+	UID    sql.NullInt64 `db:"unix_uid"`
+	SubIDs string        `db:"sub_ids"`
 	host
 }
 
 const reservationQuery = `
 	SELECT r.id, r.order_ref, r.unix_user, r.private_key, r.public_key, r.jupyter_token, r.preset_check,
-		h.id, h.name, h.address, h.ssh_port, h.host_key_fingerprint, h.host_key_type,
+		r.unix_uid, r.sub_ids, h.id, h.name, h.address, h.ssh_port, h.host_key_fingerprint, h.host_key_type,
 		h.gpu_model, h.gpu_count, h.state
 	FROM host_reservations r JOIN gpu_hosts h ON h.id = r.host_id
 	WHERE r.order_ref = $1 AND r.state = 'active'`
@@ -175,7 +180,7 @@ const reservationQuery = `
 func (d *Driver) activeReservation(ctx context.Context, q sqlx.QueryerContext, orderRef string) (reservation, bool, error) {
 	var r reservation
 	err := q.QueryRowxContext(ctx, reservationQuery, orderRef).Scan(&r.ID, &r.OrderRef, &r.UnixUser,
-		&r.PrivateKey, &r.PublicKey, &r.JupyterTok, &r.PresetCheck, &r.host.ID, &r.Name, &r.Address, &r.Port,
+		&r.PrivateKey, &r.PublicKey, &r.JupyterTok, &r.PresetCheck, &r.UID, &r.SubIDs, &r.host.ID, &r.Name, &r.Address, &r.Port,
 		&r.Fingerprint, &r.KeyType, &r.GPUModel, &r.GPUCount, &r.State)
 	if errors.Is(err, sql.ErrNoRows) {
 		return reservation{}, false, nil
@@ -362,6 +367,17 @@ func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error 
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
 	}
+	// Customer uids are never given twice on a host: prepare takes the next
+	// one above its own counter and above every uid recorded here.
+	var floor int64
+	if err := d.DB.GetContext(ctx, &floor, `SELECT COALESCE(max(unix_uid) + 1, 0) FROM host_reservations
+		WHERE host_id = $1`, r.host.ID); err != nil {
+		return fmt.Errorf("prepare %s: uids of %s: %w", in.OrderRef, r.Name, err)
+	}
+	vendor, err := d.vendor(ctx, r.GPUModel)
+	if err != nil {
+		return err
+	}
 	client, closeFn, err := d.connect(ctx, r)
 	if err != nil {
 		return err
@@ -371,18 +387,68 @@ func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error 
 		{"KD_USER", r.UnixUser}, {"KD_ORDER", in.OrderRef}, {"KD_PUBKEY", pubKey},
 		{"KD_PRESET", in.Preset}, {"KD_SCRATCH", d.scratchDir()}, {"KD_JUPYTER_TOKEN", token},
 		{"KD_JUPYTER_PORT", fmt.Sprint(d.jupyterPort())}, {"KD_HOST", r.Address},
+		{"KD_UID_FLOOR", fmt.Sprint(floor)}, {"KD_GPU_VENDOR", vendor},
 	}, d.step(ctx, in.OrderRef))
 	if err != nil {
 		return fmt.Errorf("prepare %s on %s: %w", in.OrderRef, r.Name, err)
 	}
-	if !strings.Contains(res.Stdout, "KD_PREPARE_OK") {
+	if !hasLine(res.Stdout, "KD_PREPARE_OK "+res.Tag) {
 		return fmt.Errorf("prepare %s on %s: script ended early", in.OrderRef, r.Name)
 	}
+	uid, subIDs, ok := parseIDs(res.Stdout)
+	if !ok {
+		return fmt.Errorf("prepare %s on %s: the account's uid was not reported", in.OrderRef, r.Name)
+	}
+	// The ranges recorded stay recorded: a release searches every one.
 	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET prepared_at = COALESCE(prepared_at, now()),
-		preset_check = $2 WHERE id = $1`, r.ID, presetCheck(res.Stdout)); err != nil {
+		preset_check = $2, unix_uid = $3, sub_ids = $4 WHERE id = $1`, r.ID, presetCheck(res.Stdout), uid,
+		mergeIDs(r.SubIDs, subIDs)); err != nil {
 		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
 	}
 	return nil
+}
+
+// vendor is the GPU vendor of a catalog model (nvidia or amd).
+func (d *Driver) vendor(ctx context.Context, model string) (string, error) {
+	var v string
+	if err := d.DB.GetContext(ctx, &v, `SELECT vendor FROM gpu_models WHERE model = $1`, model); err != nil {
+		return "", fmt.Errorf("model %s: %w", model, err)
+	}
+	return v, nil
+}
+
+var idsLineRE = regexp.MustCompile(`^KD_IDS ([0-9]+) [0-9]+((?: [0-9]+ [0-9]+)*) ?$`)
+
+// parseIDs reads prepare's "KD_IDS uid gid [first count]..." line: the
+// account's uid and its subordinate ranges as "first:count ...".
+func parseIDs(stdout string) (uid int64, subIDs string, ok bool) {
+	for _, line := range strings.Split(stdout, "\n") {
+		m := idsLineRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if _, err := fmt.Sscan(m[1], &uid); err != nil {
+			return 0, "", false
+		}
+		f := strings.Fields(m[2])
+		var ranges []string
+		for i := 0; i+1 < len(f); i += 2 {
+			ranges = append(ranges, f[i]+":"+f[i+1])
+		}
+		return uid, strings.Join(ranges, " "), true
+	}
+	return 0, "", false
+}
+
+// mergeIDs joins two "first:count ..." lists without repeating a range.
+func mergeIDs(a, b string) string {
+	var out []string
+	for _, r := range strings.Fields(a + " " + b) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // presetCheck turns the preset check's "KD_PRESET_CHECK ok|fail|absent
@@ -575,31 +641,104 @@ func jupyterTunnelNote(r reservation, port int) string {
 		port, port, r.Port, r.UnixUser, r.Address, port)
 }
 
-func (d *Driver) teardown(ctx context.Context, r reservation, mode string) ([]string, error) {
+// teardownResult is what teardown.sh reported.
+type teardownResult struct {
+	// Dirty lists what could not be cleaned (empty: the host is clean).
+	Dirty []string
+	// Customer lists what the customer did to make the host dirty.
+	Customer []string
+	// Reboot, when set, says only a reboot can clean the host.
+	Reboot string
+	// GPUReset is the outcome of the GPU reset ("" when none was tried).
+	GPUReset string
+}
+
+// reason is the host's note for a dirty teardown.
+func (t teardownResult) reason() string {
+	if len(t.Dirty) == 0 {
+		return ""
+	}
+	s := "nettoyage incomplet : " + strings.Join(t.Dirty, " ; ")
+	if t.Reboot != "" {
+		s += " ; " + t.Reboot
+	}
+	if len(t.Customer) > 0 {
+		s += " ; du fait du client : " + strings.Join(t.Customer, " ; ")
+	}
+	return s
+}
+
+// teardown runs teardown.sh for the reservation's account and returns what
+// it reported. Only lines root prints reach the driver (customer helpers
+// never get the script's output), and the verdict must carry the run's tag
+// and count the KD_DIRTY lines it follows: a verdict missing, untagged or
+// miscounted is not a clean host.
+func (d *Driver) teardown(ctx context.Context, r reservation, mode string) (teardownResult, error) {
+	vendor, err := d.vendor(ctx, r.GPUModel)
+	if err != nil {
+		return teardownResult{}, err
+	}
+	ids := ""
+	if r.UID.Valid {
+		ids = fmt.Sprintf("%d:%d %s", r.UID.Int64, r.UID.Int64, r.SubIDs)
+	}
 	client, closeFn, err := d.connect(ctx, r)
 	if err != nil {
-		return nil, err
+		return teardownResult{}, err
 	}
 	defer closeFn()
 	res, err := d.runScript(ctx, client, teardownScript, [][2]string{
 		{"KD_USER", r.UnixUser}, {"KD_SCRATCH", d.scratchDir()}, {"KD_MODE", mode},
+		{"KD_IDS", strings.TrimSpace(ids)}, {"KD_GPU_VENDOR", vendor},
 	}, d.step(ctx, r.OrderRef))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s on %s: %w", mode, r.OrderRef, r.Name, err)
+		return teardownResult{}, fmt.Errorf("%s %s on %s: %w", mode, r.OrderRef, r.Name, err)
 	}
-	var dirty []string
+	out := parseTeardown(res)
+	if out == nil {
+		return teardownResult{}, fmt.Errorf("%s %s on %s: script ended early", mode, r.OrderRef, r.Name)
+	}
+	if len(out.Dirty) > 0 {
+		d.logger().Warn("host not clean after "+mode, "host", r.Name, "order", r.OrderRef, "left", out.Dirty)
+	}
+	if len(out.Customer) > 0 {
+		d.logger().Warn("customer made the host dirty", "host", r.Name, "order", r.OrderRef, "what", out.Customer)
+	}
+	return *out, nil
+}
+
+// parseTeardown reads teardown.sh's output; nil when it has no verdict of
+// this run.
+func parseTeardown(res scriptResult) *teardownResult {
+	var t teardownResult
+	verdict := ""
 	for _, line := range strings.Split(res.Stdout, "\n") {
-		if reason, ok := strings.CutPrefix(line, "KD_DIRTY "); ok {
-			dirty = append(dirty, reason)
+		if v, ok := strings.CutPrefix(line, "KD_DIRTY "); ok {
+			t.Dirty = append(t.Dirty, v)
+		} else if v, ok := strings.CutPrefix(line, "KD_CUSTOMER "); ok {
+			t.Customer = append(t.Customer, v)
+		} else if v, ok := strings.CutPrefix(line, "KD_REBOOT "); ok {
+			t.Reboot = "redémarrage nécessaire : " + v
+		} else if v, ok := strings.CutPrefix(line, "KD_GPU_RESET "); ok {
+			t.GPUReset = v
+		} else if line == "KD_TEARDOWN_OK "+res.Tag || strings.HasPrefix(line, "KD_TEARDOWN_DIRTY "+res.Tag+" ") {
+			verdict = line
 		}
 	}
-	if !strings.Contains(res.Stdout, "KD_TEARDOWN_OK") && !strings.Contains(res.Stdout, "KD_TEARDOWN_DIRTY") {
-		return nil, fmt.Errorf("%s %s on %s: script ended early", mode, r.OrderRef, r.Name)
+	switch {
+	case verdict == "":
+		return nil
+	case verdict == "KD_TEARDOWN_OK "+res.Tag:
+		if len(t.Dirty) > 0 {
+			t.Dirty = append(t.Dirty, "rapport de nettoyage incohérent (propre et sale à la fois)")
+		}
+	default:
+		n := strings.TrimPrefix(verdict, "KD_TEARDOWN_DIRTY "+res.Tag+" ")
+		if n != fmt.Sprint(len(t.Dirty)) || len(t.Dirty) == 0 {
+			t.Dirty = append(t.Dirty, fmt.Sprintf("rapport de nettoyage illisible (%s raisons annoncées, %d lues)", n, len(t.Dirty)))
+		}
 	}
-	if len(dirty) > 0 {
-		d.logger().Warn("host not clean after "+mode, "host", r.Name, "order", r.OrderRef, "left", dirty)
-	}
-	return dirty, nil
+	return &t
 }
 
 // RevokeAccess stops the customer's processes and removes the account and
@@ -610,9 +749,14 @@ func (d *Driver) RevokeAccess(ctx context.Context, orderRef string) error {
 		return err
 	}
 	if ok {
-		// What could not be cleaned is checked again, and acted on, by Release.
-		if _, err := d.teardown(ctx, r, "revoke"); err != nil {
+		// What could not be cleaned is checked again, and acted on, by
+		// Release; what the customer did is kept for it.
+		t, err := d.teardown(ctx, r, "revoke")
+		if err != nil {
 			return err
+		}
+		if err := d.flagCustomer(ctx, r.ID, t.Customer); err != nil {
+			return fmt.Errorf("revoke %s: %w", orderRef, err)
 		}
 	}
 	if _, err := d.DB.ExecContext(ctx, `UPDATE order_access SET revoked_at = now(), private_key = NULL, jupyter_token = NULL
@@ -632,18 +776,32 @@ func (d *Driver) Release(ctx context.Context, orderRef string) error {
 	if err != nil || !ok {
 		return err
 	}
-	dirty, err := d.teardown(ctx, r, "release")
+	t, err := d.teardown(ctx, r, "release")
 	if err != nil {
 		return err
 	}
+	if err := d.flagCustomer(ctx, r.ID, t.Customer); err != nil {
+		return fmt.Errorf("release %s: %w", orderRef, err)
+	}
 	return d.inTx(ctx, func(tx *sqlx.Tx) error {
 		var failure any
-		if len(dirty) > 0 {
-			failure = "nettoyage incomplet : " + strings.Join(dirty, " ; ")
+		if reason := t.reason(); reason != "" {
+			failure = reason
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE host_reservations SET state = 'released', released_at = now(),
-			private_key = NULL, jupyter_token = NULL, failure = COALESCE($2::text, failure) WHERE id = $1 AND state = 'active'`,
-			r.ID, failure); err != nil {
+		var flag sql.NullString
+		if err := tx.QueryRowxContext(ctx, `UPDATE host_reservations SET state = 'released', released_at = now(),
+			private_key = NULL, jupyter_token = NULL, failure = COALESCE($2::text, failure),
+			cleaned_at = CASE WHEN $2::text IS NULL THEN now() END WHERE id = $1 AND state = 'active'
+			RETURNING customer_flag`, r.ID, failure).Scan(&flag); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // released meanwhile
+			}
+			return fmt.Errorf("release %s: %w", orderRef, err)
+		}
+		if failure != nil && flag.Valid && !strings.Contains(failure.(string), "du fait du client") {
+			failure = failure.(string) + " ; du fait du client : " + flag.String
+		}
+		if err := recordGPUReset(ctx, tx, r.host.ID, t.GPUReset); err != nil {
 			return fmt.Errorf("release %s: %w", orderRef, err)
 		}
 		if failure != nil {
@@ -651,17 +809,48 @@ func (d *Driver) Release(ctx context.Context, orderRef string) error {
 				r.host.ID, fmt.Sprintf("%s (commande %s, %s)", failure, r.OrderRef, time.Now().UTC().Format(time.RFC3339))); err != nil {
 				return fmt.Errorf("release %s: %w", orderRef, err)
 			}
-			d.logger().Error("host set aside as broken: not clean after release", "host", r.Name, "order", orderRef, "left", dirty)
+			d.logger().Error("host set aside as broken: not clean after release", "host", r.Name, "order", orderRef,
+				"left", t.Dirty, "customer", t.Customer)
 			return nil
 		}
+		// Clean, but the customer had made it dirty (and the teardown undid
+		// it): support is told on the host's record and the reservation.
+		note := ""
+		if flag.Valid {
+			note = fmt.Sprintf("remise en service automatique ; le client de la commande %s avait sali la machine : %s (%s)",
+				r.OrderRef, flag.String, time.Now().UTC().Format(time.RFC3339))
+			d.logger().Error("customer made the host dirty; cleaned", "host", r.Name, "order", orderRef, "what", flag.String)
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET updated_at = now(),
+			note = CASE WHEN $2 <> '' THEN $2 ELSE note END,
 			state = CASE WHEN state IN ('reserved', 'in_use') THEN 'available' ELSE state END
-			WHERE id = $1`, r.host.ID); err != nil {
+			WHERE id = $1`, r.host.ID, note); err != nil {
 			return fmt.Errorf("release %s: %w", orderRef, err)
 		}
-		d.logger().Info("host released", "order", orderRef, "host", r.Name)
+		d.logger().Info("host released", "order", orderRef, "host", r.Name, "gpu_reset", t.GPUReset)
 		return nil
 	})
+}
+
+// flagCustomer adds what the customer did to make their host dirty to the
+// reservation's record (support reads it there and in the host's note).
+func (d *Driver) flagCustomer(ctx context.Context, reservationID int64, what []string) error {
+	if len(what) == 0 {
+		return nil
+	}
+	_, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET customer_flag =
+		CASE WHEN customer_flag IS NULL OR customer_flag = '' THEN $2 ELSE customer_flag || ' ; ' || $2 END
+		WHERE id = $1 AND (customer_flag IS NULL OR strpos(customer_flag, $2) = 0)`, reservationID, strings.Join(what, " ; "))
+	return err
+}
+
+// recordGPUReset writes the outcome of a release's GPU reset on the host.
+func recordGPUReset(ctx context.Context, tx *sqlx.Tx, hostID int64, outcome string) error {
+	if outcome == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET gpu_reset = $2, gpu_reset_at = now() WHERE id = $1`, hostID, outcome)
+	return err
 }
 
 // runningReservation is the order's reservation once its access exists:
@@ -697,7 +886,7 @@ func (d *Driver) installKey(ctx context.Context, r reservation, pubKey string) e
 	if err != nil {
 		return fmt.Errorf("set key of %s on %s: %w", r.OrderRef, r.Name, err)
 	}
-	if !strings.Contains(res.Stdout, "KD_SETKEY_OK") {
+	if !hasLine(res.Stdout, "KD_SETKEY_OK "+res.Tag) {
 		return fmt.Errorf("set key of %s on %s: script ended early", r.OrderRef, r.Name)
 	}
 	return nil

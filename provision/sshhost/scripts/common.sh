@@ -1,7 +1,15 @@
 # common.sh: helpers sent ahead of every host script (prepare, teardown,
-# setkey). Root state lives in /run/kernodeck (root-only): the per-account
-# lock and the uid each account had, so a teardown that runs after the
-# account is gone still knows whose processes and files to look for.
+# setkey). Root state lives where customers cannot write: /run/kernodeck
+# (root-only, the per-account lock) and /var/lib/kernodeck/state (root-only,
+# kept across reboots: the uid counter, the ids each account had and the
+# world-writable directories of the host).
+#
+# Protocol: only root prints on standard output, and only lines it builds
+# itself. Everything run as the customer (as_user) gets /dev/null as input
+# and never the script's standard output or error: nothing a customer's
+# program prints, or writes into a descriptor it finds in /proc, reaches
+# the driver. Verdicts carry KD_TAG, a value the driver draws for each run
+# and sends unexported (no customer helper ever sees it).
 step() { echo "KD_STEP $1"; }
 fail() {
 	echo "KD_FAIL $1" >&2
@@ -13,10 +21,21 @@ cd /
 # Root's own temporary files (bash here-documents) never go to /tmp.
 mkdir -p -m 700 /run/kernodeck
 export TMPDIR=/run/kernodeck
+KD_STATE=/var/lib/kernodeck/state
+mkdir -p -m 755 /var/lib/kernodeck
+mkdir -p -m 700 "$KD_STATE"
+chmod 700 "$KD_STATE"
 
 kd_lock() {
 	exec 9>"/run/kernodeck/$KD_USER.lock"
 	flock -w 120 9 || fail "another operation holds $KD_USER"
+}
+
+# kd_login_def NAME DEFAULT reads a number from /etc/login.defs.
+kd_login_def() {
+	local v
+	v=$(awk -v k="$1" '$1 == k && $2 ~ /^[0-9]+$/ {v = $2} END {print v}' /etc/login.defs 2>/dev/null)
+	echo "${v:-$2}"
 }
 
 # kd_account sets uid, gid and home from the account, if it exists.
@@ -31,17 +50,59 @@ kd_account() {
 	[ "$home" = "/home/$KD_USER" ] || fail "unexpected home directory $home for $KD_USER"
 }
 
-kd_record_uid() {
-	echo "$uid $gid" >"/run/kernodeck/$KD_USER.uid"
+# kd_subids prints the subordinate uid (subuid) or gid (subgid) ranges of
+# the account, by name or by number, as "first count" lines.
+kd_subids() {
+	[ -r "/etc/$1" ] || return 0
+	awk -F: -v n="$KD_USER" -v u="$uid" '($1 == n || $1 == u) && $2 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ && $3 > 0 {print $2, $3}' "/etc/$1"
+}
+
+# kd_record_ids keeps, in root's state, the account's uid and gid and every
+# subordinate range it has or had ("uid gid" then "first count" lines), so a
+# teardown that runs after the account is gone, or after a reboot, still
+# knows whose processes, IPC objects and files to look for. Ranges once
+# recorded stay recorded until the release finds the host clean.
+kd_record_ids() {
+	local f="$KD_STATE/$KD_USER.ids" t
+	t=$(mktemp "$KD_STATE/.ids.XXXXXX")
+	{
+		echo "$uid $gid"
+		[ ! -r "$f" ] || tail -n +2 "$f"
+		kd_subids subuid
+		kd_subids subgid
+	} | awk 'NR == 1 || !seen[$0]++' >"$t"
+	mv -f -- "$t" "$f"
+	echo "KD_IDS $uid $gid $(tail -n +2 "$f" | tr '\n' ' ')"
 }
 
 # as_user runs a command with the customer's uid and gid only: no
-# supplementary groups, no capabilities, no way to gain privileges. What it
-# does through a symlink is what the customer could do anyway. The lock's
-# descriptor is closed first: a process the customer keeps running (Jupyter)
-# must never hold the account's lock, or teardown could not take it.
+# supplementary groups (KD_AS_GROUPS=1: the account's own, for the preset's
+# GPU check), no capabilities, no way to gain privileges. What it does
+# through a symlink is what the customer could do anyway. It reads
+# /dev/null and writes nowhere root reads; as_user_script reads the
+# caller's here-document instead. The lock's descriptor is closed first: a
+# process the customer keeps running (Jupyter) must never hold the
+# account's lock, or teardown could not take it. AS_UID/AS_GID, when set,
+# run it as another uid of the customer's (a subordinate one).
 as_user() {
-	TMPDIR=/tmp setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all --no-new-privs -- "$@" 9>&-
+	as_user_script "$@" </dev/null
+}
+as_user_script() {
+	local groups=--clear-groups
+	[ -z "${KD_AS_GROUPS:-}" ] || groups=--init-groups
+	TMPDIR=/tmp setpriv --reuid="${AS_UID:-$uid}" --regid="${AS_GID:-$gid}" "$groups" --inh-caps=-all --no-new-privs -- "$@" \
+		>/dev/null 2>&1 9>&-
+}
+# as_user_out runs as_user_script, with the account's groups, its output
+# (standard output and error) in the file $1, which root creates and reads
+# afterwards (its first 64 KiB): a file, not a pipe, so a process the
+# customer leaves behind holding it cannot make root wait.
+as_user_out() {
+	local out=$1
+	shift
+	rm -f -- "$out"
+	TMPDIR=/tmp setpriv --reuid="$uid" --regid="$gid" --init-groups --inh-caps=-all --no-new-privs -- "$@" \
+		>"$out" 2>&1 9>&-
 }
 
 # kd_install_key makes KD_PUBKEY the only key in the customer's
@@ -50,7 +111,7 @@ as_user() {
 # own entry, removed as them), and the file is renamed into place, never
 # written through a link. Needs uid, gid and home (kd_account).
 kd_install_key() {
-	HOME="$home" as_user bash -s <<'AS_USER'
+	HOME="$home" as_user_script bash -s <<'AS_USER'
 set -eu
 umask 077
 cd "$HOME"

@@ -11,21 +11,106 @@
 # (/home/USER, SCRATCH/USER themselves); everything inside them is written by
 # the customer's own uid (as_user), so a symlink gets the customer nothing
 # they could not already write.
+#
+# Accounts: a uid (and a group of the same number) never given before on
+# this host, taken from a counter in root's state that only goes up (and
+# never below KD_UID_FLOOR, the driver's record of uids this host gave), so
+# nothing the last customer left can belong to the next one; no subordinate
+# uid or gid range (useradd's SUB_UID_COUNT/SUB_GID_COUNT set to 0), and a
+# range that exists anyway is recorded for the teardown, then removed.
 # Inputs: KD_USER KD_ORDER KD_PUBKEY KD_PRESET KD_SCRATCH KD_JUPYTER_TOKEN
-#         KD_JUPYTER_PORT KD_HOST
+#         KD_JUPYTER_PORT KD_HOST KD_UID_FLOOR KD_GPU_VENDOR (nvidia|amd)
 set -eu
 umask 077
 kd_lock
 step locked
 
+# kd_new_uid prints the next uid: above the counter, the driver's floor and
+# every account or group already in the range, free as a uid and as a gid.
+# The counter moves before the account exists, so a failed run skips a
+# number rather than reuse one.
+kd_new_uid() {
+	local lo hi next used counter="$KD_STATE/next-uid" t
+	lo=$(kd_login_def UID_MIN 1000)
+	hi=$(kd_login_def UID_MAX 60000)
+	next=$lo
+	used=0
+	[ ! -r "$counter" ] || read -r used <"$counter" || true
+	case "$used" in '' | *[!0-9]*) fail "uid counter $counter is damaged: fix it by hand (never lower it)" ;; esac
+	[ "$used" -le "$next" ] || next=$used
+	case "${KD_UID_FLOOR:-0}" in '' | *[!0-9]*) fail "KD_UID_FLOOR is not a number" ;; esac
+	[ "${KD_UID_FLOOR:-0}" -le "$next" ] || next=$KD_UID_FLOOR
+	used=$({ getent passwd; getent group; } | awk -F: -v lo="$lo" -v hi="$hi" '$3 >= lo && $3 <= hi && $3 + 0 > m {m = $3 + 0} END {print m + 0}')
+	[ "$used" -lt "$next" ] || next=$((used + 1))
+	while getent passwd "$next" >/dev/null || getent group "$next" >/dev/null; do next=$((next + 1)); done
+	[ "$next" -le "$hi" ] || fail "no uid left between $lo and $hi (UID_MIN/UID_MAX of /etc/login.defs)"
+	t=$(mktemp "$KD_STATE/.next-uid.XXXXXX")
+	echo $((next + 1)) >"$t"
+	mv -f -- "$t" "$counter"
+	echo "$next"
+}
+
 if ! getent passwd "$KD_USER" >/dev/null; then
-	useradd --create-home --shell /bin/bash --comment "kernodeck $KD_ORDER" "$KD_USER"
+	new=$(kd_new_uid)
+	getent group "$KD_USER" >/dev/null || groupadd -g "$new" "$KD_USER"
+	useradd --create-home --shell /bin/bash --comment "kernodeck $KD_ORDER" -u "$new" -g "$KD_USER" \
+		-K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0 "$KD_USER"
 fi
 # '*': no password login, but not a locked account (sshd refuses locked ones).
 usermod -p '*' "$KD_USER"
 kd_account
-kd_record_uid
+# Subordinate ranges (another tool or an older useradd gave some): recorded
+# first, so the teardown searches them whatever happens, then removed, so
+# newuidmap/newgidmap grant the customer nothing.
+kd_record_ids
+for f in subuid subgid; do
+	kd_subids "$f" | while read -r first count; do
+		opt=--del-subuids
+		[ "$f" = subuid ] || opt=--del-subgids
+		usermod "$opt" "$first-$((first + count - 1))" "$KD_USER" 2>/dev/null || true
+	done
+	if [ -n "$(kd_subids "$f")" ]; then
+		# By number, or an entry usermod does not remove: dropped from the file.
+		t=$(mktemp "$KD_STATE/.$f.XXXXXX")
+		awk -F: -v n="$KD_USER" -v u="$uid" '$1 != n && $1 != u' "/etc/$f" >"$t"
+		chmod 644 "$t"
+		cat "$t" >"/etc/$f"
+		rm -f -- "$t"
+	fi
+done
+[ -z "$(kd_subids subuid)$(kd_subids subgid)" ] || fail "cannot remove the subordinate ids of $KD_USER"
+# The GPUs' device groups: AMD's /dev/kfd and /dev/dri/renderD* usually
+# need render (and video on older releases); NVIDIA's nodes need none.
+if [ "${KD_GPU_VENDOR:-}" = amd ]; then
+	for g in render video; do
+		if getent group "$g" >/dev/null && ! id -nG "$KD_USER" | tr ' ' '\n' | grep -qx "$g"; then
+			usermod -a -G "$g" "$KD_USER"
+		fi
+	done
+fi
+echo "KD_GROUPS $(id -nG "$KD_USER")"
 step account
+
+# Every world-writable directory of the host's local filesystems, where a
+# customer can leave files: kept in root's state for the teardown (a
+# directory only root can traverse is not searched further: the customer
+# cannot reach what is inside).
+kd_writable_dirs() {
+	awk '{print $2, $3}' /proc/self/mounts | while read -r mp fstype; do
+		case "$fstype" in
+		proc | sysfs | cgroup | cgroup2 | devpts | securityfs | debugfs | tracefs | bpf | configfs | pstore | \
+			autofs | binfmt_misc | fusectl | efivarfs | rpc_pipefs | nsfs | nfs | nfs4 | cifs | smb3 | 9p | fuse | fuse.* | squashfs | iso9660)
+			continue
+			;;
+		esac
+		mp=$(printf '%b' "$mp")
+		find -P "$mp" -xdev \( -type d ! -perm -0001 -prune \) -o \( -type d -perm -0002 -print0 -prune \) 2>/dev/null || true
+	done
+}
+t=$(mktemp "$KD_STATE/.writable-dirs.XXXXXX")
+kd_writable_dirs | sort -z -u >"$t"
+mv -f -- "$t" "$KD_STATE/writable-dirs"
+step writable-dirs
 
 # The home and scratch directories are entries of root-owned directories:
 # the customer cannot swap them for symlinks, only what is inside them.
@@ -46,7 +131,12 @@ step key
 # Everything below runs as the customer. Secrets travel in the environment
 # (readable by the customer and root only), never on a command line.
 export HOME="$home" USER="$KD_USER" LOGNAME="$KD_USER" KD_SCRATCH_DIR="$KD_SCRATCH/$KD_USER"
-as_user bash -s <<'AS_USER'
+# Its output goes to a file root reads afterwards, never to the driver: the
+# preset check's result is taken from it and printed by root, one line,
+# control characters removed.
+preset_out="/run/kernodeck/$KD_USER.preset"
+status=0
+as_user_out "$preset_out" bash -s <<'AS_USER' || status=$?
 set -eu
 umask 077
 cd "$HOME"
@@ -115,12 +205,12 @@ TXT
 	# Run the check once now, when the image has PyTorch, for the order.
 	if python3 -c 'import torch' >/dev/null 2>&1; then
 		if out=$(python3 kernodeck/check_torch.py 2>&1); then
-			echo "KD_PRESET_CHECK ok $(printf '%s' "$out" | tail -n 1)"
+			echo "PRESET_CHECK ok $(printf '%s' "$out" | tail -n 1)"
 		else
-			echo "KD_PRESET_CHECK fail $(printf '%s' "$out" | tail -n 1)"
+			echo "PRESET_CHECK fail $(printf '%s' "$out" | tail -n 1)"
 		fi
 	else
-		echo "KD_PRESET_CHECK absent"
+		echo "PRESET_CHECK absent"
 	fi
 	;;
 notebook)
@@ -146,14 +236,23 @@ pgrep -u "\$(id -u)" -f kernodeck-jupyter-service >/dev/null && exit 0
 cd "\$HOME" && setsid nohup sh -c 'while :; do "\$0" lab >>"\$HOME/kernodeck/jupyter.log" 2>&1; sleep 2; done' "$j" kernodeck-jupyter-service </dev/null >/dev/null 2>&1 &
 TXT
 		sh kernodeck/jupyter.sh
-		echo "KD_JUPYTER started"
+		echo "JUPYTER started"
 	else
 		# Stand-in hosts without Jupyter: the URL and token are written,
 		# nothing listens.
-		echo "KD_JUPYTER not-installed"
+		echo "JUPYTER not-installed"
 	fi
 	;;
 esac
 AS_USER
+clean() { head -c 65536 | tr -d '\000-\037\177' | cut -c1-400; }
+if [ "$status" -ne 0 ]; then
+	fail "preset $KD_PRESET failed ($status): $(tail -n 1 "$preset_out" | clean)"
+fi
+line=$(head -c 65536 "$preset_out" | grep -a '^PRESET_CHECK ' | tail -n 1 | clean) || true
+[ -z "$line" ] || echo "KD_$line"
+line=$(head -c 65536 "$preset_out" | grep -a '^JUPYTER ' | tail -n 1 | clean) || true
+[ -z "$line" ] || echo "KD_$line"
+rm -f -- "$preset_out"
 step preset
-echo KD_PREPARE_OK
+echo "KD_PREPARE_OK $KD_TAG"

@@ -8,4 +8,4 @@ kd_lock
 kd_account
 [ -n "$uid" ] || fail "no account $KD_USER on this host"
 kd_install_key
-echo KD_SETKEY_OK
+echo "KD_SETKEY_OK $KD_TAG"

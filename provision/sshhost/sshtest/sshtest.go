@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,16 +178,23 @@ var QuadroRTX4000x2 = GPU{
 
 // Host is a running stand-in host.
 //
-// Its sshd runs in a private mount namespace, so the host is a machine of
-// its own as far as files go: /etc and /var are overlays on this machine's
-// (writes land in the test's directory), /root, /home, /run, /tmp, /var/tmp
-// and /dev/shm are fresh tmpfs. The admin logs in with the key in the
+// Its sshd runs in private mount and IPC namespaces, so the host is a
+// machine of its own as far as files and IPC go: /etc and /var are overlays
+// on this machine's (writes land in the test's directory), /root, /home,
+// /run (with a 1777 /run/lock), /tmp, /var/tmp and /dev/shm are fresh
+// tmpfs, /var/crash is a 1777 directory (as on Ubuntu), /dev is a tmpfs
+// holding this machine's null, zero, full, random, urandom, tty and pts, a
+// POSIX message queue filesystem at /dev/mqueue (the host's own queues, as
+// its SysV IPC objects are its own), and the GPU device nodes of
+// Options.GPUNodes. The admin logs in with the key in the
 // host's /root/.ssh/authorized_keys (its only authorized key), like on a
 // real machine. A bug that deletes or hands over /root/.ssh or /etc on the
 // host damages these copies, never this machine's files; read them from the
 // outside with Path. Accounts the host creates get uids in a range of their
 // own (UIDMin..UIDMax, from the port), so killing "every process of that
-// uid" on one stand-in host cannot touch another's, nor this machine's.
+// uid" on one stand-in host cannot touch another's, nor this machine's;
+// SubUIDMin..SubUIDMin+SubUIDCount-1 is a range of the same kind a test may
+// grant an account as subordinate uids and gids (/etc/subuid, /etc/subgid).
 type Host struct {
 	Addr        string
 	Port        int
@@ -196,6 +204,8 @@ type Host struct {
 	Dir         string     // this machine's path, also the same path on the host
 	UIDMin      int
 	UIDMax      int
+	SubUIDMin   int
+	SubUIDCount int
 	cmd         *exec.Cmd
 }
 
@@ -226,6 +236,12 @@ type Options struct {
 	// Torch, if set, puts a stand-in `torch` module on the host's Python
 	// path (PYTHONPATH of every session) that answers like PyTorch would.
 	Torch *Torch
+	// GPUNodes are made in the host's /dev as the GPU driver's device nodes
+	// would be ("/dev/kfd", "/dev/dri/renderD128", "/dev/nvidia0"...):
+	// regular files, not devices, that processes can hold open. AMD's
+	// (/dev/kfd, /dev/dri/*) belong to group render, mode 0660, the
+	// group made on the host if missing; the others are mode 0666.
+	GPUNodes []string
 }
 
 // Torch describes the stand-in PyTorch: its version, the backend it was
@@ -356,8 +372,15 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 	// Customers reach their scratch space under dir.
 	must(os.Chmod(dir, 0o755))
 
+	var nodes []string
+	if len(opts) > 0 {
+		nodes = opts[0].GPUNodes
+	}
+	must(os.WriteFile(filepath.Join(dir, "gpu-nodes"), []byte(strings.Join(nodes, "\n")+"\n"), 0o644))
+
 	port := freePort(t)
-	uidMin := 200000 + port*16
+	uidMin := 200000 + port*64
+	subMin := 100000000 + port*1024
 	cfg := strings.Join([]string{
 		"HostKey " + filepath.Join(dir, "ssh_host_ed25519_key"),
 		"PidFile " + filepath.Join(dir, "sshd.pid"),
@@ -385,6 +408,28 @@ for p in etc var opt; do
 done
 mount -t tmpfs -o mode=0755 kd-run /run
 mkdir -m 0755 /run/sshd
+mkdir -m 1777 /run/lock
+# /dev: a tmpfs with this machine's harmless nodes bound in, and the host's
+# own message queues and GPU nodes.
+mkdir -m 0700 /run/kd-olddev
+mount --rbind /dev /run/kd-olddev
+mount -t tmpfs -o mode=0755 kd-dev /dev
+for n in null zero full random urandom tty; do
+	touch "/dev/$n"
+	mount --bind "/run/kd-olddev/$n" "/dev/$n"
+done
+mkdir /dev/pts /dev/shm /dev/mqueue
+mount --bind /run/kd-olddev/pts /dev/pts
+ln -s pts/ptmx /dev/ptmx
+ln -s /proc/self/fd /dev/fd
+ln -s /proc/self/fd/0 /dev/stdin
+ln -s /proc/self/fd/1 /dev/stdout
+ln -s /proc/self/fd/2 /dev/stderr
+umount -R -l /run/kd-olddev
+rmdir /run/kd-olddev
+mount -t mqueue kd-mqueue /dev/mqueue
+mkdir -p -m 1777 /var/crash
+chmod 1777 /var/crash
 # /tmp is private too, with this test's directory bound back at its path.
 mkdir -m 0700 /run/kd-dir
 mount --bind "$D" /run/kd-dir
@@ -402,19 +447,33 @@ mount -t tmpfs -o mode=0700 kd-root /root
 mkdir -m 0700 /root/.ssh
 cp "$D/admin.pub" /root/.ssh/authorized_keys
 chmod 0600 /root/.ssh/authorized_keys
+while read -r n; do
+	[ -n "$n" ] || continue
+	mkdir -p "$(dirname "$n")"
+	: >"$n"
+	case "$n" in
+	/dev/kfd | /dev/dri/*)
+		getent group render >/dev/null || groupadd -r render
+		chgrp render "$n"
+		chmod 0660 "$n"
+		;;
+	*) chmod 0666 "$n" ;;
+	esac
+done <"$D/gpu-nodes"
 sed -i -e '/^[[:space:]]*[UG]ID_M\(IN\|AX\)[[:space:]]/d' /etc/login.defs
 printf 'UID_MIN %s\nUID_MAX %s\nGID_MIN %s\nGID_MAX %s\n' "$UMIN" "$UMAX" "$UMIN" "$UMAX" >>/etc/login.defs
 exec /usr/sbin/sshd -D -e -p "$PORT" -f "$CFG" -o ListenAddress=127.0.0.1
 `
 	must(os.WriteFile(filepath.Join(dir, "admin.pub"), ssh.MarshalAuthorizedKey(admin.PublicKey()), 0o644))
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", setup, "sh",
-		dir, strconv.Itoa(port), strconv.Itoa(uidMin), strconv.Itoa(uidMin+15), cfgPath)
+	cmd := exec.Command("unshare", "--mount", "--ipc", "--propagation", "private", "--", "/bin/sh", "-c", setup, "sh",
+		dir, strconv.Itoa(port), strconv.Itoa(uidMin), strconv.Itoa(uidMin+63), cfgPath)
 	logf, err := os.Create(filepath.Join(dir, "sshd.log"))
 	must(err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	must(cmd.Start())
 	h := &Host{Addr: "127.0.0.1", Port: port, Fingerprint: ssh.FingerprintSHA256(hostKey.PublicKey()),
-		KeyType: hostKey.PublicKey().Type(), Admin: admin, Dir: dir, UIDMin: uidMin, UIDMax: uidMin + 15, cmd: cmd}
+		KeyType: hostKey.PublicKey().Type(), Admin: admin, Dir: dir, UIDMin: uidMin, UIDMax: uidMin + 63,
+		SubUIDMin: subMin, SubUIDCount: 1024, cmd: cmd}
 	t.Cleanup(h.Stop)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -432,24 +491,50 @@ exec /usr/sbin/sshd -D -e -p "$PORT" -f "$CFG" -o ListenAddress=127.0.0.1
 	return h
 }
 
-// Stop kills every process of the host's uid range (what a failed test
+// Stop kills every process of the host's uid ranges (what a failed test
 // may leave), then the server; the namespace and its files go with them.
 func (h *Host) Stop() {
 	if h.cmd == nil || h.cmd.Process == nil {
 		return
 	}
-	uids := make([]string, 0, h.UIDMax-h.UIDMin+1)
-	for u := h.UIDMin; u <= h.UIDMax; u++ {
-		uids = append(uids, strconv.Itoa(u))
-	}
-	list := strings.Join(uids, ",")
-	for i := 0; i < 100 && exec.Command("pgrep", "-U", list).Run() == nil; i++ {
-		_ = exec.Command("pkill", "-KILL", "-U", list).Run()
+	for i := 0; i < 100; i++ {
+		pids := h.rangePIDs()
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	_ = h.cmd.Process.Kill()
 	_ = h.cmd.Wait()
 	h.cmd = nil
+}
+
+// mine says whether uid is one of the host's (accounts or subordinate range).
+func (h *Host) mine(uid int) bool {
+	return (uid >= h.UIDMin && uid <= h.UIDMax) || (uid >= h.SubUIDMin && uid < h.SubUIDMin+h.SubUIDCount)
+}
+
+// rangePIDs lists the live processes whose real or effective uid is one of
+// the host's.
+func (h *Host) rangePIDs() []int {
+	out, _ := exec.Command("ps", "-e", "-o", "pid=,ruid=,euid=,stat=").Output()
+	var pids []int
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || strings.HasPrefix(f[3], "Z") {
+			continue
+		}
+		pid, _ := strconv.Atoi(f[0])
+		r, _ := strconv.Atoi(f[1])
+		e, _ := strconv.Atoi(f[2])
+		if h.mine(r) || h.mine(e) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // AdminRun runs cmd on the host as root, logging in with the admin key as
