@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -16,14 +20,18 @@ import (
 
 const hostsUsage = `kernodeck hosts: the GPU host inventory of the SSH driver (operators).
 
-It works on PostgreSQL directly (KERNODECK_DATABASE_URL).
+It works on PostgreSQL directly (KERNODECK_DATABASE_URL); repair also logs in
+to the host as the worker does (KERNODECK_SSH_KEY_FILE, KERNODECK_SSH_USER,
+KERNODECK_SSH_USER_PREFIX, KERNODECK_SCRATCH_DIR, KERNODECK_SSH_TIMEOUT).
 
 Usage:
   kernodeck hosts list [--json]
   kernodeck hosts add NAME --address A [--port 22] --host-key SHA256:... [--host-key-type ssh-ed25519]
                        --gpu-model MODEL --gpus N [--note TEXT]
   kernodeck hosts drain NAME [--note TEXT]    no new order gets it; a running rental keeps it
-  kernodeck hosts repair NAME [--note TEXT]   back in rotation (drained or broken, and free)
+  kernodeck hosts repair NAME [--note TEXT]   back in rotation (drained or broken, and free), once
+                                              the release check, run again on the host over SSH,
+                                              finds nothing of a past customer (refused otherwise)
   kernodeck hosts remove NAME                 delete a host no order holds
 
 The host key fingerprint comes from the host itself, e.g.
@@ -113,7 +121,12 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case "drain":
 		err = inv.Drain(ctx, name, *note)
 	case "repair":
-		err = inv.Repair(ctx, name, *note)
+		var d *sshhost.Driver
+		if d, err = hostsDriver(db); err != nil {
+			fmt.Fprintln(stderr, "hosts repair:", err)
+			return 2
+		}
+		err = d.RepairHost(ctx, name, *note)
 	case "remove":
 		err = inv.Remove(ctx, name)
 	default:
@@ -126,6 +139,28 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "%s: %s done\n", name, action)
 	return 0
+}
+
+// hostsDriver is the SSH driver as the worker configures it, for the checks
+// `hosts repair` runs on the host.
+func hostsDriver(db *postgres.DB) (*sshhost.Driver, error) {
+	pc, err := config.ProvisioningFromEnv(nil)
+	if err != nil {
+		return nil, err
+	}
+	if pc.SSHKeyFile == "" {
+		return nil, errors.New("it checks the host over SSH first: set KERNODECK_SSH_KEY_FILE (the worker's admin key)")
+	}
+	raw, err := os.ReadFile(pc.SSHKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE %s: %w", pc.SSHKeyFile, err)
+	}
+	return &sshhost.Driver{DB: db.DB, Signer: signer, AdminUser: pc.SSHUser, UserPrefix: pc.SSHUserPrefix,
+		ScratchDir: pc.ScratchDir, ConnectTimeout: pc.SSHTimeout}, nil
 }
 
 // runKeygen prints a new keyring entry for KERNODECK_SECRET_KEYS.

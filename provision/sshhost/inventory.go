@@ -35,6 +35,8 @@ type Host struct {
 	Note        string    `db:"note" json:"note"`
 	OrderRef    *string   `db:"order_ref" json:"order_ref"`
 	UpdatedAt   time.Time `db:"updated_at" json:"updated_at"`
+	// GPUReset is the outcome of the last release's GPU reset.
+	GPUReset *string `db:"gpu_reset" json:"gpu_reset"`
 }
 
 // Inventory is the operator's view of gpu_hosts (kernodeck hosts ...).
@@ -63,7 +65,7 @@ func (inv *Inventory) Add(ctx context.Context, h Host) (Host, error) {
 		INSERT INTO gpu_hosts (name, address, ssh_port, host_key_fingerprint, host_key_type, gpu_model, gpu_count, note)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		RETURNING id, name, address, ssh_port, host_key_fingerprint, host_key_type, gpu_model, gpu_count,
-			state, note, NULL::text AS order_ref, updated_at`,
+			state, note, NULL::text AS order_ref, updated_at, gpu_reset`,
 		h.Name, h.Address, h.Port, h.Fingerprint, h.KeyType, h.GPUModel, h.GPUCount, h.Note)
 	if err != nil {
 		return Host{}, fmt.Errorf("add host %s: %w", h.Name, err)
@@ -76,7 +78,7 @@ func (inv *Inventory) List(ctx context.Context) ([]Host, error) {
 	hosts := []Host{}
 	err := inv.DB.SelectContext(ctx, &hosts, `
 		SELECT h.id, h.name, h.address, h.ssh_port, h.host_key_fingerprint, h.host_key_type, h.gpu_model,
-			h.gpu_count, h.state, h.note, r.order_ref, h.updated_at
+			h.gpu_count, h.state, h.note, r.order_ref, h.updated_at, h.gpu_reset
 		FROM gpu_hosts h LEFT JOIN host_reservations r ON r.host_id = h.id AND r.state = 'active'
 		ORDER BY h.gpu_model, h.name`)
 	if err != nil {
@@ -91,11 +93,8 @@ func (inv *Inventory) Drain(ctx context.Context, name, note string) error {
 	return inv.setState(ctx, name, StateDraining, note, false)
 }
 
-// Repair puts a drained or broken host back in rotation. Refused while an
-// order still holds it.
-func (inv *Inventory) Repair(ctx context.Context, name, note string) error {
-	return inv.setState(ctx, name, StateAvailable, note, true)
-}
+// Putting a host back in rotation is Driver.RepairHost: it checks the host
+// first, over SSH.
 
 func (inv *Inventory) setState(ctx context.Context, name, state, note string, mustBeFree bool) error {
 	tx, err := inv.DB.BeginTxx(ctx, nil)
