@@ -70,16 +70,16 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 	if err := r.validateCreateIntent(req); err != nil {
 		return domain.Intent{}, err
 	}
-	r.intents++
+	r.Intents++
 	it, err := createIntent(ctx, activities.CreateIntentInput{
 		TargetKind: "order", TargetRef: r.in.OrderRef, AccountID: r.in.AccountID,
 		Asset: req.Asset, Network: req.Network, USDCents: r.in.TotalCents - r.netPaid(),
-		RequestKey: fmt.Sprintf("intent:%d", r.intents), NotAfter: r.payUntil,
+		RequestKey: fmt.Sprintf("intent:%d", r.Intents), NotAfter: r.PayUntil,
 	})
 	if err != nil {
 		return domain.Intent{}, err
 	}
-	r.payments.addRequest(it)
+	r.Payments.addRequest(it)
 	r.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
 	r.sa.flush(ctx)
 	return it, nil
@@ -103,16 +103,16 @@ func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (do
 	if err := t.validateCreateIntent(req); err != nil {
 		return domain.Intent{}, err
 	}
-	t.intents++
+	t.Intents++
 	it, err := createIntent(ctx, activities.CreateIntentInput{
 		TargetKind: "topup", TargetRef: t.in.TopUpRef, AccountID: t.in.AccountID,
-		Asset: req.Asset, Network: req.Network, USDCents: t.in.AmountCents - t.st.ReceivedCents,
-		RequestKey: fmt.Sprintf("intent:%d", t.intents), NotAfter: t.payUntil,
+		Asset: req.Asset, Network: req.Network, USDCents: t.in.AmountCents - t.Status.ReceivedCents,
+		RequestKey: fmt.Sprintf("intent:%d", t.Intents), NotAfter: t.PayUntil,
 	})
 	if err != nil {
 		return domain.Intent{}, err
 	}
-	t.payments.addRequest(it)
+	t.Payments.addRequest(it)
 	t.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
 	t.sa.flush(ctx)
 	return it, nil

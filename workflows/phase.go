@@ -63,7 +63,7 @@ func (p Phase) Final() bool {
 }
 
 // phase is the rental's current phase.
-func (r *rental) phase() Phase { return Phase(r.st.Status) }
+func (r *rental) phase() Phase { return Phase(r.Status.Status) }
 
 // transition moves the rental to phase to, in memory and in its KdStatus
 // search attribute (with the payment's asset and network noted since);
@@ -75,6 +75,6 @@ func (r *rental) transition(ctx workflow.Context, to Phase) {
 	if from := r.phase(); !from.CanMove(to) {
 		panic(fmt.Sprintf("rental %s: no move from %s to %s", r.in.OrderRef, from, to))
 	}
-	r.st.Status = string(to)
+	r.Status.Status = string(to)
 	r.sa.setStatus(ctx, string(to))
 }

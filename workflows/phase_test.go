@@ -62,7 +62,7 @@ func TestPhaseMoves(t *testing.T) {
 // A move the table refuses panics: the workflow task fails rather than
 // writing a state the order cannot be in.
 func TestTransitionRefusesAMoveOutsideTheTable(t *testing.T) {
-	r := &rental{in: RentalInput{OrderRef: "KD-PHASE00001"}, st: RentalStatus{Status: string(PhaseEnded)}}
+	r := &rental{in: RentalInput{OrderRef: "KD-PHASE00001"}, RentalState: RentalState{Status: RentalStatus{Status: string(PhaseEnded)}}}
 	defer func() {
 		if recover() == nil {
 			t.Fatal("ended -> active did not panic")

@@ -24,22 +24,76 @@ func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) 
 		r.restore(in.Carry)
 	}
 	if err := r.setup(ctx); err != nil {
-		return r.st, err
+		return r.Status, err
 	}
 	return r.run(ctx)
 }
 
-// rental is the state of one RentalWorkflow. Every state change and the
-// timeline events that go with it happen under mu, so that signal and update
-// handlers, which interleave at each activity call, never see a half-applied
-// change (for instance a crypto confirmation racing a balance debit).
-//
-// A field that outlives a handler must also be carried to the next run
-// (RentalCarry in carry.go).
+// RentalState is a rental's whole state, in one serializable value: a run
+// that continues as new passes it as it is to the next. Its JSON names are
+// those of the carry of earlier releases, so their continuations still
+// read.
+type RentalState struct {
+	// Resume is the waiting point the next run starts at (carry.go).
+	Resume string `json:"Phase"`
+	// Status is what the status query answers; Status.Status is the phase.
+	Status   RentalStatus
+	Payments *paymentLedger
+	Actions  map[int64]bool  // support actions applied: a re-sent update is a no-op
+	Reminded map[string]bool // reminder keys sent
+	// Paid: the amount due is covered.
+	Paid bool
+	// SupportPaid: an attribution took part in the payment.
+	SupportPaid bool
+	// ProvStarted: provisioning started, so a payment reverted now is
+	// flagged for support (vReorgDust).
+	ProvStarted bool
+	// Done: closed by a handler or the deadline (cancelled, expired,
+	// refunded).
+	Done bool
+	// Retry: support asked to retry provisioning.
+	Retry bool
+	// EndNow: support asked to end the period now.
+	EndNow bool
+	// Attempt is the provisioning attempt, part of the step event keys.
+	Attempt int
+	// ExtraDays are extensions granted before the period started.
+	ExtraDays int
+	// Intents counts the payment requests asked for, part of their keys.
+	Intents int
+	// End is the end of the rental period.
+	End time.Time
+	// PayUntil is the end of the payment window: no payment request
+	// outlives it.
+	PayUntil time.Time
+	// Counted are the received payments counted toward the order: they go
+	// back to support's queue if the order expires unpaid.
+	Counted []countedPayment
+	// Over is the part of PaidCents above the total, queued for support
+	// (refundable from the queue only, never by the order's refund).
+	Over int64
+	// OverRefundable: a refund replayed from before "refund-over" (when
+	// the excess could be refunded twice, here and from the queue).
+	OverRefundable bool
+	// Shortfalls are, per reverted payment generation (vRefundShortfall),
+	// the order refunds paid out on the strength of it: ShortfallCents in
+	// all. Its confirmation mined again backs them again.
+	Shortfalls map[string]int64 `json:",omitempty"`
+	// Asset and Network of the payment, as the search attributes have them.
+	Asset, Network string
+	// Runs counts the runs before this one.
+	Runs int
+}
+
+// rental is one RentalWorkflow run: its state and what lives only while
+// the run does. Every state change and the timeline events that go with it
+// happen under mu, so that signal and update handlers, which interleave at
+// each activity call, never see a half-applied change (for instance a
+// crypto confirmation racing a balance debit).
 type rental struct {
+	RentalState
 	in  RentalInput
 	cfg RentalConfig // with defaults applied
-	st  RentalStatus
 	mu  workflow.Mutex
 	v   workflow.Version // command version (historyVersion)
 	sa  searchAttrs
@@ -48,42 +102,12 @@ type rental struct {
 	// wake tells the period loop that the end moved or was requested.
 	wake workflow.Channel
 
-	payments *paymentLedger
-	actions  map[int64]bool  // support actions applied: a re-sent update is a no-op
-	reminded map[string]bool // reminder keys sent
-
-	paid        bool // the amount due is covered
-	provStarted bool // recordPaid ran: a payment reverted now is flagged for support (vReorgDust)
 	batch       bool // payment signals being handled in one batch (vReorgDust)
 	full        bool // the history passed its bound: continue as new at the next waiting point
 	resumeProv  bool // this run continues a provisioning failure waiting for support
-	supportPaid bool // an attribution took part in the payment
 	balanceBusy bool // a pay-from-balance debit is running
-	done        bool // closed by a handler or the deadline: cancelled, expired, refunded
 	closing     bool // a closing refund is running
-	retry       bool // support asked to retry provisioning
-	attempt     int  // provisioning attempt, part of the step event keys
-	extraDays   int  // extensions granted before the period started
-	end         time.Time
-	endNow      bool
-	signalsBusy int // payment signals being processed
-	intents     int // payment requests asked for, part of their keys
-	// counted are the received payments counted toward the order: they go
-	// back to support's queue if the order expires unpaid.
-	counted []countedPayment
-	// over is the part of PaidCents above the total, queued for support
-	// (refundable from the queue only, never by the order's refund).
-	over int64
-	// overRefundable: a refund replayed from before "refund-over" (when
-	// the excess could be refunded twice, here and from the queue).
-	overRefundable bool
-	// payUntil is the end of the payment window: no payment request
-	// outlives it.
-	payUntil time.Time
-	// shortfalls are, per reverted payment generation (vRefundShortfall),
-	// the order refunds paid out on the strength of it: st.ShortfallCents
-	// in all. Its confirmation mined again backs them again.
-	shortfalls map[string]int64
+	signalsBusy int  // payment signals being processed
 }
 
 func newRental(ctx workflow.Context, in RentalInput) *rental {
@@ -104,16 +128,18 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 		cfg.MaxHistory = DefaultMaxHistory
 	}
 	return &rental{
-		payUntil:   workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
-		in:         in,
-		cfg:        cfg,
-		st:         RentalStatus{OrderRef: in.OrderRef, Status: domain.StatusAwaitingPayment},
-		mu:         workflow.NewMutex(ctx),
-		wake:       workflow.NewBufferedChannel(ctx, 1),
-		payments:   newPaymentLedger(),
-		actions:    map[int64]bool{},
-		reminded:   map[string]bool{},
-		shortfalls: map[string]int64{},
+		RentalState: RentalState{
+			Status:     RentalStatus{OrderRef: in.OrderRef, Status: string(PhaseAwaitingPayment)},
+			PayUntil:   workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
+			Payments:   newPaymentLedger(),
+			Actions:    map[int64]bool{},
+			Reminded:   map[string]bool{},
+			Shortfalls: map[string]int64{},
+		},
+		in:   in,
+		cfg:  cfg,
+		mu:   workflow.NewMutex(ctx),
+		wake: workflow.NewBufferedChannel(ctx, 1),
 	}
 }
 
@@ -121,7 +147,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 	attrs := []temporal.SearchAttributeUpdate{
 		saKeyRef.ValueSet(r.in.OrderRef),
 		saKeyCustomer.ValueSet(strconv.FormatInt(r.in.AccountID, 10)),
-		saKeyStatus.ValueSet(r.st.Status),
+		saKeyStatus.ValueSet(r.Status.Status),
 		saKeyGPU.ValueSet(r.in.GPUModel),
 		saKeyKind.ValueSet("rental"),
 	}
@@ -132,7 +158,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RentalStatus, error) {
-		st := r.st
+		st := r.Status
 		st.RefundableCents = r.refundable()
 		return st, nil
 	}); err != nil {
@@ -165,7 +191,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 	phase := phasePayment
 	if r.in.Carry != nil {
-		phase = r.in.Carry.Phase
+		phase = r.in.Carry.Resume
 	}
 	switch phase {
 	case phasePeriod:
@@ -176,16 +202,16 @@ func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 	}
 	for {
 		if err := r.awaitPayment(ctx); err != nil {
-			return r.st, err
+			return r.Status, err
 		}
-		if r.done {
+		if r.Done {
 			return r.finish(ctx)
 		}
 		// Not paid any more: a payment was reverted after its confirmation
 		// before provisioning could start.
 		paid, err := r.recordPaid(ctx)
 		if err != nil {
-			return r.st, err
+			return r.Status, err
 		}
 		if paid {
 			break
@@ -198,13 +224,13 @@ func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 func (r *rental) provisionAndRun(ctx workflow.Context) (RentalStatus, error) {
 	access, ready, err := r.provision(ctx)
 	if err != nil {
-		return r.st, err
+		return r.Status, err
 	}
 	if !ready {
 		return r.finish(ctx)
 	}
 	if err := r.startPeriod(ctx, access); err != nil {
-		return r.st, err
+		return r.Status, err
 	}
 	return r.period(ctx)
 }
@@ -212,10 +238,10 @@ func (r *rental) provisionAndRun(ctx workflow.Context) (RentalStatus, error) {
 // period runs the rental period, then the teardown.
 func (r *rental) period(ctx workflow.Context) (RentalStatus, error) {
 	if err := r.runPeriod(ctx); err != nil {
-		return r.st, err
+		return r.Status, err
 	}
 	if err := r.teardown(ctx); err != nil {
-		return r.st, err
+		return r.Status, err
 	}
 	return r.finish(ctx)
 }
@@ -226,23 +252,23 @@ func (r *rental) finish(ctx workflow.Context) (RentalStatus, error) {
 	err := workflow.Await(ctx, func() bool {
 		return workflow.AllHandlersFinished(ctx) && r.signalsBusy == 0
 	})
-	return r.st, err
+	return r.Status, err
 }
 
 // --- state and timeline helpers ---
 
 // unpaid reports whether the order still accepts payments toward its total.
 func (r *rental) unpaid() bool {
-	return !r.paid && !r.done &&
-		(r.st.Status == domain.StatusAwaitingPayment || r.st.Status == domain.StatusPaymentDetected)
+	return !r.Paid && !r.Done &&
+		(r.Status.Status == domain.StatusAwaitingPayment || r.Status.Status == domain.StatusPaymentDetected)
 }
 
-func (r *rental) netPaid() int64 { return r.st.PaidCents - r.refundedBacked() }
+func (r *rental) netPaid() int64 { return r.Status.PaidCents - r.refundedBacked() }
 
 // refundedBacked is what the order's refunds took from the payments still
 // counted: refunds paid out on payments a reorganisation removed since
 // (the shortfall, support's to recover) are not owed again by the order.
-func (r *rental) refundedBacked() int64 { return r.st.RefundedCents - r.st.ShortfallCents }
+func (r *rental) refundedBacked() int64 { return r.Status.RefundedCents - r.Status.ShortfallCents }
 
 // refreshPaymentStatus moves between awaiting_payment and payment_detected
 // after a payment came or went; it returns the new status, "" if unchanged.
@@ -251,10 +277,10 @@ func (r *rental) refreshPaymentStatus(ctx workflow.Context) string {
 		return ""
 	}
 	want := domain.StatusAwaitingPayment
-	if len(r.payments.Pending) > 0 {
+	if len(r.Payments.Pending) > 0 {
 		want = domain.StatusPaymentDetected
 	}
-	if want == r.st.Status {
+	if want == r.Status.Status {
 		return ""
 	}
 	r.transition(ctx, Phase(want))
@@ -336,7 +362,7 @@ func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, ag
 
 // --- payments (signals) ---
 
-func (r *rental) ledger() *paymentLedger { return r.payments }
+func (r *rental) ledger() *paymentLedger { return r.Payments }
 func (r *rental) targetKind() string     { return domain.TargetOrder }
 func (r *rental) ref() string            { return r.in.OrderRef }
 
@@ -345,11 +371,11 @@ func (r *rental) listenPayments(ctx workflow.Context) {
 }
 
 func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
-	if stale, err := r.payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
+	if stale, err := r.Payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
 		return err
 	}
 	key := p.Key()
-	eventKey, ok := r.payments.seen(key, p.Late)
+	eventKey, ok := r.Payments.seen(key, p.Late)
 	if !ok {
 		return nil
 	}
@@ -359,7 +385,7 @@ func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
 	case p.Late:
 		ev.Message = "Paiement détecté après l'échéance de la demande de paiement : il sera examiné par le support."
 	case r.unpaid():
-		r.st.PaymentsSeen = append(r.st.PaymentsSeen, key)
+		r.Status.PaymentsSeen = append(r.Status.PaymentsSeen, key)
 		ev.Message = fmt.Sprintf("Paiement détecté sur le réseau %s : en attente de confirmation.", p.Network)
 		ev.Status = r.refreshPaymentStatus(ctx)
 	default:
@@ -371,17 +397,17 @@ func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
 func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
 	if p.AfterConfirmation && r.v >= vReversalOrder && p.Reversals > 0 {
-		counted := r.payments.Counted[key]
-		stale, err := r.payments.ordered(ctx, r.v, p, r.revertConfirmed)
+		counted := r.Payments.Counted[key]
+		stale, err := r.Payments.ordered(ctx, r.v, p, r.revertConfirmed)
 		if stale || err != nil || counted {
 			return err
 		}
 		// Never counted here (its confirmation was not delivered): the
 		// pending payment is dropped below.
-	} else if r.payments.Counted[key] && r.v >= vReorgDust {
+	} else if r.Payments.Counted[key] && r.v >= vReorgDust {
 		return r.revertConfirmed(ctx, p)
 	}
-	if r.payments.Counted[key] {
+	if r.Payments.Counted[key] {
 		// Confirmation policies make this unexpected; money may be missing,
 		// so a human looks at it. Keyed on the payment: recorded once.
 		workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", key)
@@ -392,11 +418,11 @@ func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
 			Message: "Un paiement déjà confirmé a été annulé par le réseau : le support est prévenu.",
 		})
 	}
-	eventKey, ok := r.payments.reverted(key)
+	eventKey, ok := r.Payments.reverted(key)
 	if !ok {
 		return nil
 	}
-	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
+	r.Status.PaymentsSeen = without(r.Status.PaymentsSeen, key)
 	return r.record(ctx, activities.OrderEvent{
 		Key: eventKey, Kind: domain.EventPaymentReverted, Data: paymentData(p),
 		Message: "Paiement annulé par le réseau avant sa confirmation : il n'est pas compté.",
@@ -405,19 +431,19 @@ func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
 }
 
 func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
-	if stale, err := r.payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
+	if stale, err := r.Payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
 		return err
 	}
 	key := p.Key()
-	if !r.payments.confirm(key) {
+	if !r.Payments.confirm(key) {
 		return nil // already counted: a watcher re-sent it
 	}
-	r.st.PaymentsSeen = without(r.st.PaymentsSeen, key)
+	r.Status.PaymentsSeen = without(r.Status.PaymentsSeen, key)
 	r.sa.notePayment(ctx, p)
 	data := paymentData(p)
-	ekey := r.payments.qkey(key)
+	ekey := r.Payments.qkey(key)
 	ev := activities.OrderEvent{Key: domain.KeyConfirmed(ekey), Kind: domain.EventPaymentConfirmed, Data: data}
-	if gen := r.payments.Gen[key]; gen > 0 {
+	if gen := r.Payments.Gen[key]; gen > 0 {
 		// Mined again after its reversal: this generation counts once.
 		data["generation"] = gen
 		ev.Reversal = &domain.Reversal{PaymentKey: genKey(key, gen-1), Remined: true}
@@ -445,8 +471,8 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		ev.Status = r.refreshPaymentStatus(ctx)
 		return r.record(ctx, ev)
 	}
-	r.st.PaidCents += p.AmountCents
-	r.st.PaymentsConfirmed = appendOnce(r.st.PaymentsConfirmed, key)
+	r.Status.PaidCents += p.AmountCents
+	r.Status.PaymentsConfirmed = appendOnce(r.Status.PaymentsConfirmed, key)
 	return r.afterPaymentCounted(ctx, ekey, &p, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
 }
 
@@ -456,24 +482,24 @@ func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
 // queue. key is the payment's current key (qkey). The caller holds mu.
 func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *PaymentEvent, ev activities.OrderEvent, message string) error {
 	qkey := key
-	ev.PaidCents = ptrTo(r.st.PaidCents)
+	ev.PaidCents = ptrTo(r.Status.PaidCents)
 	ev.Message = message
 	missing := r.in.TotalCents - r.netPaid()
 	if p != nil {
-		r.counted = addCounted(r.counted, countedPayment{P: *p, Cents: p.AmountCents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
+		r.Counted = addCounted(r.Counted, countedPayment{P: *p, Cents: p.AmountCents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
 	}
 	if missing <= 0 {
-		r.paid = true
-		r.st.PaymentMethod = methodCrypto
-		if r.supportPaid {
-			r.st.PaymentMethod = methodSupport
+		r.Paid = true
+		r.Status.PaymentMethod = methodCrypto
+		if r.SupportPaid {
+			r.Status.PaymentMethod = methodSupport
 		}
 		if missing < 0 {
 			ev.Data["overpaid_cents"] = -missing
 			ev.Message += fmt.Sprintf(" Le montant reçu dépasse le total de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
 			if p != nil {
 				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, qkey, *p, -missing))
-				r.over += -missing
+				r.Over += -missing
 			}
 		}
 		// The "paid" event itself is written by the main flow (recordPaid).
@@ -489,20 +515,20 @@ func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *Paymen
 		Kind: domain.EventPaymentPartial,
 		Message: fmt.Sprintf("Paiement partiel : il manque %s pour régler la commande. Complétez le paiement avant l'échéance de la demande de paiement.",
 			usd(missing)),
-		Data: map[string]any{"missing_cents": missing, "paid_cents": r.st.PaidCents, "total_cents": r.in.TotalCents},
+		Data: map[string]any{"missing_cents": missing, "paid_cents": r.Status.PaidCents, "total_cents": r.in.TotalCents},
 	})
 }
 
 // awaitPayment waits until the order is paid, cancelled or expired.
 func (r *rental) awaitPayment(ctx workflow.Context) error {
-	settled := func() bool { return r.paid || r.done }
+	settled := func() bool { return r.Paid || r.Done }
 	if r.v >= vReorgDust {
 		// Until the end of the payment window, which a reverted payment
 		// moves.
 		for {
-			until := r.payUntil
+			until := r.PayUntil
 			ok, err := awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
-				return settled() || !r.payUntil.Equal(until) || r.full
+				return settled() || !r.PayUntil.Equal(until) || r.full
 			})
 			if err != nil || settled() {
 				return err
@@ -520,11 +546,11 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 			return err
 		}
 	}
-	if len(r.payments.Pending) > 0 {
+	if len(r.Payments.Pending) > 0 {
 		// As payment gateways do, a payment seen on chain before the deadline
 		// gets time to confirm (bounded by one more window).
 		if _, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, func() bool {
-			return settled() || len(r.payments.Pending) == 0
+			return settled() || len(r.Payments.Pending) == 0
 		}); err != nil {
 			return err
 		}
@@ -536,10 +562,10 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 	if settled() {
 		return nil
 	}
-	r.done = true
+	r.Done = true
 	r.transition(ctx, PhaseExpired)
 	msg := "Commande expirée : le paiement n'a pas été reçu dans le délai."
-	queued := partialExceptions(r.counted, r.refundedBacked())
+	queued := partialExceptions(r.Counted, r.refundedBacked())
 	if len(queued) > 0 {
 		var cents int64
 		for _, q := range queued {
@@ -549,7 +575,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 	}
 	return r.record(ctx, activities.OrderEvent{
 		Key: domain.KeyExpired, Kind: domain.EventExpired, Status: domain.StatusExpired, Message: msg,
-		Data:       map[string]any{"paid_cents": r.st.PaidCents, "refunded_cents": r.st.RefundedCents},
+		Data:       map[string]any{"paid_cents": r.Status.PaidCents, "refunded_cents": r.Status.RefundedCents},
 		Exceptions: queued,
 	})
 }
@@ -563,12 +589,12 @@ func (r *rental) recordPaid(ctx workflow.Context) (paid bool, err error) {
 	}
 	defer r.mu.Unlock()
 	if r.v >= vReorgDust {
-		if !r.paid {
+		if !r.Paid {
 			return false, nil
 		}
-		r.provStarted = true
+		r.ProvStarted = true
 	}
-	if r.st.PaymentMethod == methodBalance {
+	if r.Status.PaymentMethod == methodBalance {
 		return true, nil
 	}
 	now := workflow.Now(ctx).UTC()
@@ -576,11 +602,11 @@ func (r *rental) recordPaid(ctx workflow.Context) (paid bool, err error) {
 	return true, r.writeLater(ctx, activities.OrderEvent{
 		Key:           domain.KeyPaid,
 		Kind:          domain.EventPaid,
-		Message:       fmt.Sprintf("Commande réglée (%s). La préparation de la machine commence.", usd(r.st.PaidCents)),
-		Data:          map[string]any{"paid_cents": r.st.PaidCents, "total_cents": r.in.TotalCents, "method": r.st.PaymentMethod},
+		Message:       fmt.Sprintf("Commande réglée (%s). La préparation de la machine commence.", usd(r.Status.PaidCents)),
+		Data:          map[string]any{"paid_cents": r.Status.PaidCents, "total_cents": r.in.TotalCents, "method": r.Status.PaymentMethod},
 		Status:        domain.StatusPaid,
-		PaidCents:     ptrTo(r.st.PaidCents),
-		PaymentMethod: r.st.PaymentMethod,
+		PaidCents:     ptrTo(r.Status.PaidCents),
+		PaymentMethod: r.Status.PaymentMethod,
 		PaidAt:        &now,
 	})
 }
@@ -593,7 +619,7 @@ func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool
 	for {
 		var access activities.AccessSummary
 		if !r.resumeProv {
-			r.attempt++
+			r.Attempt++
 			var step string
 			var stepErr, err error
 			access, step, stepErr, err = r.provisionOnce(ctx)
@@ -608,16 +634,16 @@ func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool
 			}
 		}
 		r.resumeProv = false
-		if err := workflow.Await(ctx, func() bool { return r.retry || r.done || r.full }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return r.Retry || r.Done || r.full }); err != nil {
 			return access, false, err
 		}
-		if r.full && !r.retry && !r.done {
+		if r.full && !r.Retry && !r.Done {
 			return access, false, r.continueAsNew(ctx, phaseProvisioningFailed)
 		}
-		if r.done {
+		if r.Done {
 			return access, false, nil
 		}
-		r.retry = false
+		r.Retry = false
 	}
 }
 
@@ -662,7 +688,7 @@ func (r *rental) provisionOnce(ctx workflow.Context) (access activities.AccessSu
 		}},
 	}
 	for _, s := range steps {
-		prefix := domain.KeyProvisioning(r.attempt, s.name)
+		prefix := domain.KeyProvisioning(r.Attempt, s.name)
 		if err := r.recordStep(ctx, prefix+":start", s.name, s.startMsg, nil); err != nil {
 			return access, s.name, nil, err
 		}
@@ -690,9 +716,9 @@ func (r *rental) recordStep(ctx workflow.Context, key, step, message string, dat
 		data = map[string]any{}
 	}
 	data["step"] = step
-	data["attempt"] = r.attempt
+	data["attempt"] = r.Attempt
 	ev := activities.OrderEvent{Key: key, Kind: domain.EventProvisioningStep, Message: message, Data: data}
-	if r.st.Status != domain.StatusProvisioning {
+	if r.Status.Status != domain.StatusProvisioning {
 		r.transition(ctx, PhaseProvisioning)
 		ev.Status = domain.StatusProvisioning
 	}
@@ -715,14 +741,14 @@ func (r *rental) provisioningFailed(ctx workflow.Context, step string, stepErr e
 	}
 	defer r.mu.Unlock()
 	msg := failureMessage(stepErr)
-	r.st.ProvisioningError = msg
+	r.Status.ProvisioningError = msg
 	r.transition(ctx, PhaseProvisioningFailed)
 	return r.record(ctx, activities.OrderEvent{
-		Key:  domain.KeyProvisioning(r.attempt, "failed"),
+		Key:  domain.KeyProvisioning(r.Attempt, "failed"),
 		Kind: domain.EventProvisioningFailed,
 		Message: fmt.Sprintf("La préparation de la machine a échoué (%s). Le support est prévenu : il relancera la préparation ou vous remboursera.",
 			stepLabels[step]),
-		Data:   map[string]any{"step": step, "attempt": r.attempt, "error": msg},
+		Data:   map[string]any{"step": step, "attempt": r.Attempt, "error": msg},
 		Status: domain.StatusProvisioningFailed,
 	})
 }
@@ -735,23 +761,23 @@ func (r *rental) startPeriod(ctx workflow.Context, access activities.AccessSumma
 	}
 	defer r.mu.Unlock()
 	start := workflow.Now(ctx).UTC()
-	r.end = start.Add(time.Duration(r.in.DurationDays+r.extraDays) * r.cfg.Day)
-	r.st.PeriodStart, r.st.PeriodEnd = start, r.end
-	r.st.ProvisioningError = ""
+	r.End = start.Add(time.Duration(r.in.DurationDays+r.ExtraDays) * r.cfg.Day)
+	r.Status.PeriodStart, r.Status.PeriodEnd = start, r.End
+	r.Status.ProvisioningError = ""
 	r.transition(ctx, PhaseActive)
 	return r.record(ctx, activities.OrderEvent{
 		Key:  "access",
 		Kind: domain.EventAccessAvailable,
 		Message: fmt.Sprintf("Machine prête : les accès sont disponibles. Votre location court du %s au %s.",
-			frDate(start), frDate(r.end)),
+			frDate(start), frDate(r.End)),
 		// No secret here: the password stays in the database.
 		Data: map[string]any{
 			"host": access.Host, "port": access.Port, "username": access.Username,
-			"duration_days": r.in.DurationDays, "extra_days": r.extraDays,
+			"duration_days": r.in.DurationDays, "extra_days": r.ExtraDays,
 		},
 		Status:      domain.StatusActive,
 		PeriodStart: ptrTo(start),
-		PeriodEnd:   ptrTo(r.end),
+		PeriodEnd:   ptrTo(r.End),
 	})
 }
 
@@ -765,7 +791,7 @@ type reminder struct {
 // runPeriod waits for the end of the period, sending reminders on the way.
 // Timers live in a child context cancelled and re-armed whenever the end moves.
 func (r *rental) runPeriod(ctx workflow.Context) error {
-	for !r.endNow && workflow.Now(ctx).Before(r.end) {
+	for !r.EndNow && workflow.Now(ctx).Before(r.End) {
 		if r.full {
 			return r.continueAsNew(ctx, phasePeriod)
 		}
@@ -774,14 +800,14 @@ func (r *rental) runPeriod(ctx workflow.Context) error {
 		sel := workflow.NewSelector(ctx)
 		ended, moved := false, false
 		var due []reminder
-		sel.AddFuture(workflow.NewTimer(tctx, r.end.Sub(now)), func(f workflow.Future) {
+		sel.AddFuture(workflow.NewTimer(tctx, r.End.Sub(now)), func(f workflow.Future) {
 			ended = f.Get(tctx, nil) == nil
 		})
 		for _, off := range r.cfg.ReminderOffsets {
 			rem := reminder{
-				key: fmt.Sprintf("reminder:%d:%s", r.end.Unix(), off), at: r.end.Add(-off), end: r.end, offset: off,
+				key: fmt.Sprintf("reminder:%d:%s", r.End.Unix(), off), at: r.End.Add(-off), end: r.End, offset: off,
 			}
-			if rem.at.Before(now) || r.reminded[rem.key] {
+			if rem.at.Before(now) || r.Reminded[rem.key] {
 				continue // too late for this one, or already sent for this end
 			}
 			sel.AddFuture(workflow.NewTimer(tctx, rem.at.Sub(now)), func(f workflow.Future) {
@@ -821,11 +847,11 @@ func (r *rental) sendReminder(ctx workflow.Context, rem reminder) error {
 		return err
 	}
 	defer r.mu.Unlock()
-	if r.reminded[rem.key] || r.endNow || !rem.end.Equal(r.end) {
+	if r.Reminded[rem.key] || r.EndNow || !rem.end.Equal(r.End) {
 		return nil // the end moved while waiting for the lock
 	}
-	r.reminded[rem.key] = true
-	r.st.RemindersSent = append(r.st.RemindersSent, rem.at)
+	r.Reminded[rem.key] = true
+	r.Status.RemindersSent = append(r.Status.RemindersSent, rem.at)
 	return r.record(ctx, activities.OrderEvent{
 		Key:  rem.key,
 		Kind: domain.EventReminderSent,
@@ -857,7 +883,7 @@ func (r *rental) teardown(ctx workflow.Context) error {
 		return err
 	}
 	defer r.mu.Unlock()
-	r.st.EndedAt = endedAt
+	r.Status.EndedAt = endedAt
 	r.transition(ctx, PhaseEnded)
 	return r.record(ctx, activities.OrderEvent{
 		Key: domain.KeyEnded, Kind: domain.EventEnded, Status: domain.StatusEnded, EndedAt: ptrTo(endedAt),
@@ -901,7 +927,7 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	r.balanceBusy = true
 	err := workflow.ExecuteActivity(timelineCtx(ctx), a.PayOrderFromBalance, activities.PayFromBalanceInput{
 		OrderRef: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: due, At: workflow.Now(ctx).UTC(),
-		PaidCents: r.st.PaidCents + due,
+		PaidCents: r.Status.PaidCents + due,
 	}).Get(ctx, nil)
 	r.balanceBusy = false
 	if err != nil {
@@ -909,9 +935,9 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	}
 	// The activity marked the order paid and wrote its "paid" event in the
 	// same transaction as the debit: only the workflow state changes here.
-	r.st.PaidCents += due
-	r.st.PaymentMethod = methodBalance
-	r.paid = true
+	r.Status.PaidCents += due
+	r.Status.PaymentMethod = methodBalance
+	r.Paid = true
 	r.transition(ctx, PhasePaid)
 	return nil
 }
@@ -920,7 +946,7 @@ func (r *rental) validateAttribution(at Attribution) error {
 	if err := at.Validate(); err != nil {
 		return refusal(err)
 	}
-	if r.actions[at.ActionID] {
+	if r.Actions[at.ActionID] {
 		return nil
 	}
 	if r.balanceBusy || !r.unpaid() {
@@ -939,7 +965,7 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateAttribution(at); err != nil || r.actions[at.ActionID] {
+	if err := r.validateAttribution(at); err != nil || r.Actions[at.ActionID] {
 		return err
 	}
 	if err := checkAction(ctx, r.v, UpdateAttributePayment, at.Claim(r.in.OrderRef)); err != nil {
@@ -964,14 +990,14 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 		ev.Use = use
 		amount, counted = c.Cents, &c
 	} else {
-		r.st.UnbackedCents += amount
-		ev.UnbackedCents = ptrTo(r.st.UnbackedCents)
+		r.Status.UnbackedCents += amount
+		ev.UnbackedCents = ptrTo(r.Status.UnbackedCents)
 	}
-	r.actions[at.ActionID] = true
-	r.payments.confirm(key)
-	r.supportPaid = true
-	r.st.PaidCents += amount
-	r.st.PaymentsConfirmed = append(r.st.PaymentsConfirmed, key)
+	r.Actions[at.ActionID] = true
+	r.Payments.confirm(key)
+	r.SupportPaid = true
+	r.Status.PaidCents += amount
+	r.Status.PaymentsConfirmed = append(r.Status.PaymentsConfirmed, key)
 	if err := r.recordSupport(ctx, domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason,
 		fmt.Sprintf("Le support a attribué un paiement de %s à la commande.", usd(amount)),
 		map[string]any{"amount_cents": amount}); err != nil {
@@ -980,7 +1006,7 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 	if counted != nil {
 		// Counted like a received payment (refundable, back to the queue
 		// if the order expires), never above what is due: no excess.
-		r.counted = addCounted(r.counted, *counted)
+		r.Counted = addCounted(r.Counted, *counted)
 	}
 	if err := r.afterPaymentCounted(ctx, key, nil, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
 		return asRefusal(err, "L'attribution n'a pas abouti. Réessayez plus tard.")
@@ -989,10 +1015,10 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 }
 
 func (r *rental) validateCancel(req CancelRequest) error {
-	if req.ActionID > 0 && r.actions[req.ActionID] {
+	if req.ActionID > 0 && r.Actions[req.ActionID] {
 		return nil
 	}
-	if r.st.Status == domain.StatusProvisioningFailed && req.ActionID > 0 && !r.retry && !r.closing {
+	if r.Status.Status == domain.StatusProvisioningFailed && req.ActionID > 0 && !r.Retry && !r.closing {
 		// Support's way to close an order whose machine cannot be prepared
 		// and that holds no received money (paid by an attribution alone):
 		// otherwise a refund of what is refundable closes it.
@@ -1006,7 +1032,7 @@ func (r *rental) validateCancel(req CancelRequest) error {
 		return reject(domain.ECodeConflict, "La commande ne peut plus être annulée : elle n'est plus en attente de paiement.")
 	case r.balanceBusy:
 		return reject(domain.ECodeConflict, "Un paiement par solde est en cours : la commande ne peut pas être annulée.")
-	case len(r.payments.Pending) > 0:
+	case len(r.Payments.Pending) > 0:
 		return reject(domain.ECodeConflict, "Un paiement est en cours de confirmation : la commande ne peut pas être annulée. Contactez le support.")
 	case r.netPaid() > 0:
 		return reject(domain.ECodeConflict, "Un paiement partiel a déjà été reçu : la commande ne peut pas être annulée. Contactez le support.")
@@ -1019,7 +1045,7 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateCancel(req); err != nil || (req.ActionID > 0 && r.actions[req.ActionID]) {
+	if err := r.validateCancel(req); err != nil || (req.ActionID > 0 && r.Actions[req.ActionID]) {
 		return err
 	}
 	if req.ActionID > 0 {
@@ -1027,18 +1053,18 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 			return err
 		}
 	}
-	if r.st.Status == domain.StatusProvisioningFailed {
+	if r.Status.Status == domain.StatusProvisioningFailed {
 		// Whatever the failed attempt reserved is given back first.
 		var a *activities.Activities
 		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
 		}
 	}
-	r.done = true
+	r.Done = true
 	r.transition(ctx, PhaseCancelled)
 	msg := "Commande annulée."
 	if req.ActionID > 0 {
-		r.actions[req.ActionID] = true
+		r.Actions[req.ActionID] = true
 		msg = "Commande annulée par le support."
 		if err := r.recordSupport(ctx, domain.ActionCancel, req.ActionID, req.Agent, req.Reason, msg, nil); err != nil {
 			return errUnavailable()
@@ -1057,16 +1083,16 @@ func (r *rental) validateExtend(e Extension) error {
 	if err := e.Validate(); err != nil {
 		return refusal(err)
 	}
-	if r.actions[e.ActionID] {
+	if r.Actions[e.ActionID] {
 		return nil
 	}
-	switch r.st.Status {
+	switch r.Status.Status {
 	case domain.StatusPaid, domain.StatusProvisioning, domain.StatusProvisioningFailed:
 		if !r.closing {
 			return nil
 		}
 	case domain.StatusActive:
-		if !r.endNow {
+		if !r.EndNow {
 			return nil
 		}
 	}
@@ -1078,25 +1104,25 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateExtend(e); err != nil || r.actions[e.ActionID] {
+	if err := r.validateExtend(e); err != nil || r.Actions[e.ActionID] {
 		return err
 	}
 	if err := checkAction(ctx, r.v, UpdateExtend, e.Claim(r.in.OrderRef)); err != nil {
 		return err
 	}
-	r.actions[e.ActionID] = true
+	r.Actions[e.ActionID] = true
 	ev := activities.OrderEvent{
 		Key: domain.KeyExtend(e.ActionID), Kind: domain.EventExtended,
 		Data: map[string]any{"days": e.Days, "agent": e.Agent, "reason": e.Reason},
 	}
-	if r.st.Status == domain.StatusActive {
-		r.end = r.end.Add(time.Duration(e.Days) * r.cfg.Day)
-		r.st.PeriodEnd = r.end
+	if r.Status.Status == domain.StatusActive {
+		r.End = r.End.Add(time.Duration(e.Days) * r.cfg.Day)
+		r.Status.PeriodEnd = r.End
 		r.wake.SendAsync(struct{}{}) // re-arm the end and reminder timers
-		ev.PeriodEnd = ptrTo(r.end)
-		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : nouvelle fin le %s.", e.Days, frDate(r.end))
+		ev.PeriodEnd = ptrTo(r.End)
+		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : nouvelle fin le %s.", e.Days, frDate(r.End))
 	} else {
-		r.extraDays += e.Days
+		r.ExtraDays += e.Days
 		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : ils s'ajoutent à la période, qui commence quand la machine est prête.", e.Days)
 	}
 	if err := r.recordSupport(ctx, domain.ActionExtend, e.ActionID, e.Agent, e.Reason,
@@ -1113,10 +1139,10 @@ func (r *rental) validateEndEarly(a SupportAction) error {
 	if err := a.Validate(); err != nil {
 		return refusal(err)
 	}
-	if r.actions[a.ActionID] {
+	if r.Actions[a.ActionID] {
 		return nil
 	}
-	if r.st.Status != domain.StatusActive || r.endNow {
+	if r.Status.Status != domain.StatusActive || r.EndNow {
 		return reject(domain.ECodeConflict, "Seule une location active peut être terminée par anticipation.")
 	}
 	return nil
@@ -1127,14 +1153,14 @@ func (r *rental) endEarly(ctx workflow.Context, a SupportAction) error {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateEndEarly(a); err != nil || r.actions[a.ActionID] {
+	if err := r.validateEndEarly(a); err != nil || r.Actions[a.ActionID] {
 		return err
 	}
 	if err := checkAction(ctx, r.v, UpdateEndEarly, a.Claim(r.in.OrderRef, domain.ActionEndEarly)); err != nil {
 		return err
 	}
-	r.actions[a.ActionID] = true
-	r.endNow = true
+	r.Actions[a.ActionID] = true
+	r.EndNow = true
 	r.wake.SendAsync(struct{}{})
 	if err := r.recordSupport(ctx, domain.ActionEndEarly, a.ActionID, a.Agent, a.Reason,
 		"Le support a mis fin à la location par anticipation.", nil); err != nil {
@@ -1154,10 +1180,10 @@ func (r *rental) validateRetry(a SupportAction) error {
 	if err := a.Validate(); err != nil {
 		return refusal(err)
 	}
-	if r.actions[a.ActionID] {
+	if r.Actions[a.ActionID] {
 		return nil
 	}
-	if r.st.Status != domain.StatusProvisioningFailed || r.retry || r.closing {
+	if r.Status.Status != domain.StatusProvisioningFailed || r.Retry || r.closing {
 		return reject(domain.ECodeConflict, "La préparation de la machine n'est pas en échec : rien à relancer.")
 	}
 	return nil
@@ -1168,24 +1194,24 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateRetry(a); err != nil || r.actions[a.ActionID] {
+	if err := r.validateRetry(a); err != nil || r.Actions[a.ActionID] {
 		return err
 	}
 	if err := checkAction(ctx, r.v, UpdateRetryProvisioning, a.Claim(r.in.OrderRef, domain.ActionRetryProvisioning)); err != nil {
 		return err
 	}
-	r.actions[a.ActionID] = true
-	r.retry = true
+	r.Actions[a.ActionID] = true
+	r.Retry = true
 	r.transition(ctx, PhaseProvisioning)
 	if err := r.recordSupport(ctx, domain.ActionRetryProvisioning, a.ActionID, a.Agent, a.Reason,
 		"Le support a relancé la préparation de la machine.", nil); err != nil {
 		return errUnavailable()
 	}
 	if err := r.record(ctx, activities.OrderEvent{
-		Key: domain.KeyProvisioning(r.attempt+1, "retry"), Kind: domain.EventProvisioningRetry,
+		Key: domain.KeyProvisioning(r.Attempt+1, "retry"), Kind: domain.EventProvisioningRetry,
 		Status:  domain.StatusProvisioning,
 		Message: "Le support relance la préparation de la machine.",
-		Data:    map[string]any{"attempt": r.attempt + 1, "agent": a.Agent, "reason": a.Reason},
+		Data:    map[string]any{"attempt": r.Attempt + 1, "agent": a.Agent, "reason": a.Reason},
 	}); err != nil {
 		return errUnavailable()
 	}
@@ -1196,20 +1222,20 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 // without a payment, not the excess queued for support) and was not
 // refunded yet.
 func (r *rental) refundable() int64 {
-	if r.overRefundable {
-		return r.st.PaidCents - r.st.UnbackedCents - r.refundedBacked()
+	if r.OverRefundable {
+		return r.Status.PaidCents - r.Status.UnbackedCents - r.refundedBacked()
 	}
-	return r.st.PaidCents - r.st.UnbackedCents - r.over - r.refundedBacked()
+	return r.Status.PaidCents - r.Status.UnbackedCents - r.Over - r.refundedBacked()
 }
 
 func (r *rental) validateRefund(rf Refund) error {
 	if err := rf.Validate(); err != nil {
 		return refusal(err)
 	}
-	if r.actions[rf.ActionID] {
+	if r.Actions[rf.ActionID] {
 		return nil
 	}
-	if r.done || r.closing {
+	if r.Done || r.closing {
 		return reject(domain.ECodeConflict, "La commande est close : un montant reçu en attente se rembourse depuis la file du support.")
 	}
 	return refusal(domain.CheckRefund(rf.AmountCents, r.refundable()))
@@ -1225,13 +1251,13 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if r.actions[rf.ActionID] {
+	if r.Actions[rf.ActionID] {
 		return nil
 	}
 	if workflow.GetVersion(ctx, "refund-transition", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return r.refundV0(ctx, rf)
 	}
-	r.overRefundable = workflow.GetVersion(ctx, "refund-over", workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	r.OverRefundable = workflow.GetVersion(ctx, "refund-over", workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if err := r.validateRefund(rf); err != nil {
 		return err
 	}
@@ -1239,12 +1265,12 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 		return err
 	}
 	var a *activities.Activities
-	r.actions[rf.ActionID] = true
-	r.closing = r.st.Status == domain.StatusProvisioningFailed && rf.AmountCents == r.refundable()
+	r.Actions[rf.ActionID] = true
+	r.closing = r.Status.Status == domain.StatusProvisioningFailed && rf.AmountCents == r.refundable()
 	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
 		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
 		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
-		r.actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closing = false, false
 		return errUnavailable()
 	}
 	if r.closing {
@@ -1253,7 +1279,7 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 			return errUnavailable()
 		}
 	}
-	refunded := r.st.RefundedCents + rf.AmountCents
+	refunded := r.Status.RefundedCents + rf.AmountCents
 	ev := activities.OrderEvent{
 		Key: domain.KeyRefund(rf.ActionID), Kind: domain.EventRefunded,
 		Message:       fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
@@ -1266,12 +1292,12 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 		ev.Message += " La commande est close."
 	}
 	if err := r.record(ctx, ev); err != nil {
-		r.actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closing = false, false
 		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
 	}
-	r.st.RefundedCents = refunded
+	r.Status.RefundedCents = refunded
 	if r.closing {
-		r.done, r.closing = true, false
+		r.Done, r.closing = true, false
 		r.transition(ctx, PhaseRefunded)
 	}
 	return nil
@@ -1281,12 +1307,12 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 // transition: the ledger activity, then the event.
 func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 	var a *activities.Activities
-	r.actions[rf.ActionID] = true
-	r.closing = r.st.Status == domain.StatusProvisioningFailed
+	r.Actions[rf.ActionID] = true
+	r.closing = r.Status.Status == domain.StatusProvisioningFailed
 	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
 		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
 		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
-		r.actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closing = false, false
 		return errUnavailable()
 	}
 	now := workflow.Now(ctx).UTC()
@@ -1294,20 +1320,20 @@ func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 		Ref: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: rf.AmountCents,
 		ActionID: rf.ActionID, Agent: rf.Agent, Reason: rf.Reason, At: now,
 	}).Get(ctx, nil); err != nil {
-		r.actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closing = false, false
 		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
 	}
-	r.st.RefundedCents += rf.AmountCents
+	r.Status.RefundedCents += rf.AmountCents
 	ev := activities.OrderEvent{
 		Key: domain.KeyRefund(rf.ActionID), Kind: domain.EventRefunded,
 		Message: fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
-		Data:    map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": r.st.RefundedCents, "agent": rf.Agent, "reason": rf.Reason},
+		Data:    map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": r.Status.RefundedCents, "agent": rf.Agent, "reason": rf.Reason},
 	}
 	if r.closing {
 		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
 		}
-		r.done, r.closing = true, false
+		r.Done, r.closing = true, false
 		r.transition(ctx, PhaseRefunded)
 		ev.Status = domain.StatusRefunded
 		ev.Message += " La commande est close."

@@ -23,15 +23,15 @@ import (
 // caller holds mu.
 func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
-	ekey := r.payments.qkey(key)
-	delete(r.payments.Counted, key)
-	r.payments.Gen[key]++
-	r.st.PaymentsConfirmed = without(r.st.PaymentsConfirmed, key)
-	kept, uncounted, counted := takeCounted(r.counted, ekey)
-	r.counted = kept
+	ekey := r.Payments.qkey(key)
+	delete(r.Payments.Counted, key)
+	r.Payments.Gen[key]++
+	r.Status.PaymentsConfirmed = without(r.Status.PaymentsConfirmed, key)
+	kept, uncounted, counted := takeCounted(r.Counted, ekey)
+	r.Counted = kept
 	owedBefore := min(r.refundable(), 0)
-	r.st.PaidCents -= uncounted
-	r.over -= uncounted - counted // its excess leaves the queue with it
+	r.Status.PaidCents -= uncounted
+	r.Over -= uncounted - counted // its excess leaves the queue with it
 	// Refunded beyond what is still counted: paid out on the strength of it.
 	shortfall := owedBefore - min(r.refundable(), 0)
 	workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", ekey, "uncounted_cents", uncounted)
@@ -40,15 +40,15 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	data["after_confirmation"], data["uncounted_cents"] = true, uncounted
 	ev := activities.OrderEvent{
 		Key: domain.KeyRevertedConfirmed(ekey), Kind: domain.EventPaymentReverted, Data: data,
-		PaidCents: ptrTo(r.st.PaidCents), Reversal: &domain.Reversal{PaymentKey: ekey},
+		PaidCents: ptrTo(r.Status.PaidCents), Reversal: &domain.Reversal{PaymentKey: ekey},
 	}
 	if shortfall > 0 && r.v >= vRefundShortfall {
 		// Refunds paid out on it are support's to recover, not owed
 		// again by the order: what is due stays the total less what
 		// remains counted.
-		r.shortfalls[ekey] += shortfall
-		r.st.ShortfallCents += shortfall
-		ev.ShortfallCents = ptrTo(r.st.ShortfallCents)
+		r.Shortfalls[ekey] += shortfall
+		r.Status.ShortfallCents += shortfall
+		ev.ShortfallCents = ptrTo(r.Status.ShortfallCents)
 		data["shortfall_cents"] = shortfall
 	}
 	flag := func() {
@@ -60,22 +60,22 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		// It was queued (late, extra), not counted: it leaves the queue.
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) transmis au support a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
 			usd(p.AmountCents), p.Network)
-	case r.provStarted && !r.done:
+	case r.ProvStarted && !r.Done:
 		flag()
 		ev.Message = fmt.Sprintf("Un paiement déjà confirmé (%s) a été annulé par une réorganisation profonde du réseau %s : il n'est plus compté pour la commande. Le support est prévenu et reviendra vers vous.",
 			usd(p.AmountCents), p.Network)
-	case !r.done:
+	case !r.Done:
 		// Provisioning has not started: the order awaits payment again,
 		// with a full payment window from now.
-		r.paid = false
-		r.st.PaymentMethod = ""
-		ev.Status = awaitAgain(ctx, r.payments, &r.payUntil, r.cfg.UnpaidTimeout, r.st.Status,
+		r.Paid = false
+		r.Status.PaymentMethod = ""
+		ev.Status = awaitAgain(ctx, r.Payments, &r.PayUntil, r.cfg.UnpaidTimeout, r.Status.Status,
 			func(ctx workflow.Context, s string) { r.transition(ctx, Phase(s)) },
 			domain.StatusAwaitingPayment, domain.StatusPaymentDetected)
 		missing := r.in.TotalCents - r.netPaid()
-		data["missing_cents"], data["pay_until"] = missing, r.payUntil
+		data["missing_cents"], data["pay_until"] = missing, r.PayUntil
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté. La commande attend de nouveau son paiement : il manque %s, à régler avant le %s.",
-			usd(p.AmountCents), p.Network, usd(missing), frDate(r.payUntil))
+			usd(p.AmountCents), p.Network, usd(missing), frDate(r.PayUntil))
 	default:
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté.",
 			usd(p.AmountCents), p.Network)
@@ -108,7 +108,7 @@ func awaitAgain(ctx workflow.Context, l *paymentLedger, payUntil *time.Time, win
 // owedAfterReversal: provisioning started and a reversal left the order
 // short; a payment mined again then counts toward what is missing.
 func (r *rental) owedAfterReversal() bool {
-	return r.provStarted && !r.done && r.netPaid() < r.in.TotalCents
+	return r.ProvStarted && !r.Done && r.netPaid() < r.in.TotalCents
 }
 
 // recount counts a payment mined again toward what its reversal left
@@ -117,13 +117,13 @@ func (r *rental) owedAfterReversal() bool {
 func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev activities.OrderEvent) error {
 	missing := r.in.TotalCents - r.netPaid()
 	cents := min(p.AmountCents, missing)
-	r.st.PaidCents += p.AmountCents // received, as a first confirmation counts it
-	r.st.PaymentsConfirmed = appendOnce(r.st.PaymentsConfirmed, p.Key())
-	r.counted = addCounted(r.counted, countedPayment{P: p, Cents: cents, QKey: qkeyIfGen(ekey, p)})
-	ev.PaidCents = ptrTo(r.st.PaidCents)
+	r.Status.PaidCents += p.AmountCents // received, as a first confirmation counts it
+	r.Status.PaymentsConfirmed = appendOnce(r.Status.PaymentsConfirmed, p.Key())
+	r.Counted = addCounted(r.Counted, countedPayment{P: p, Cents: cents, QKey: qkeyIfGen(ekey, p)})
+	ev.PaidCents = ptrTo(r.Status.PaidCents)
 	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : il est compté pour la commande.", usd(p.AmountCents))
 	if over := p.AmountCents - cents; over > 0 {
-		r.over += over
+		r.Over += over
 		ev.Exceptions = []domain.NewException{newException(domain.ExceptionOver, ekey, p, over)}
 		ev.Message += fmt.Sprintf(" L'excédent (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(over))
 	}
@@ -136,19 +136,19 @@ func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev a
 // the rest of p, to count as any payment (AmountCents 0: nothing left).
 // The caller holds mu.
 func (r *rental) backAgain(p PaymentEvent, ekey string, ev *activities.OrderEvent) PaymentEvent {
-	s := min(r.shortfalls[ev.Reversal.PaymentKey], p.AmountCents)
+	s := min(r.Shortfalls[ev.Reversal.PaymentKey], p.AmountCents)
 	if s <= 0 {
 		return p
 	}
-	delete(r.shortfalls, ev.Reversal.PaymentKey)
-	r.st.ShortfallCents -= s
-	r.st.PaidCents += s
-	r.st.PaymentsConfirmed = appendOnce(r.st.PaymentsConfirmed, p.Key())
+	delete(r.Shortfalls, ev.Reversal.PaymentKey)
+	r.Status.ShortfallCents -= s
+	r.Status.PaidCents += s
+	r.Status.PaymentsConfirmed = appendOnce(r.Status.PaymentsConfirmed, p.Key())
 	back := p
 	back.AmountCents = s
-	r.counted = addCounted(r.counted, countedPayment{P: back, Cents: s, QKey: qkeyIfGen(ekey, p)})
+	r.Counted = addCounted(r.Counted, countedPayment{P: back, Cents: s, QKey: qkeyIfGen(ekey, p)})
 	ev.Reversal.RecoveredCents = s
-	ev.ShortfallCents, ev.PaidCents = ptrTo(r.st.ShortfallCents), ptrTo(r.st.PaidCents)
+	ev.ShortfallCents, ev.PaidCents = ptrTo(r.Status.ShortfallCents), ptrTo(r.Status.PaidCents)
 	ev.Data["recovered_cents"] = s
 	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : le remboursement déjà versé sur votre solde est de nouveau couvert.",
 		usd(p.AmountCents))
@@ -170,7 +170,7 @@ func dustEvent(s DustSummary) (key, message string, data map[string]any, exc dom
 }
 
 func (r *rental) onDust(ctx workflow.Context, s DustSummary) error {
-	if !r.payments.dustFresh(s) {
+	if !r.Payments.dustFresh(s) {
 		return nil // older or repeated: the newer total is already kept
 	}
 	key, msg, data, exc := dustEvent(s)
@@ -179,7 +179,7 @@ func (r *rental) onDust(ctx workflow.Context, s DustSummary) error {
 }
 
 func (t *topUp) onDust(ctx workflow.Context, s DustSummary) error {
-	if !t.payments.dustFresh(s) {
+	if !t.Payments.dustFresh(s) {
 		return nil
 	}
 	key, msg, data, exc := dustEvent(s)
@@ -193,11 +193,11 @@ func (t *topUp) onDust(ctx workflow.Context, s DustSummary) error {
 // what it counted as shortfall (never silently kept). The caller holds mu.
 func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
-	ekey := t.payments.qkey(key)
-	delete(t.payments.Counted, key)
-	t.payments.Gen[key]++
-	t.st.PaymentsConfirmed = without(t.st.PaymentsConfirmed, key)
-	kept, received, counted := takeCounted(t.counted, ekey)
+	ekey := t.Payments.qkey(key)
+	delete(t.Payments.Counted, key)
+	t.Payments.Gen[key]++
+	t.Status.PaymentsConfirmed = without(t.Status.PaymentsConfirmed, key)
+	kept, received, counted := takeCounted(t.Counted, ekey)
 	workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", ekey, "counted_cents", counted)
 	data := paymentData(p)
 	data["after_confirmation"] = true
@@ -207,30 +207,30 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	case counted == 0:
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) transmis au support a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
 			usd(p.AmountCents), p.Network)
-	case t.st.Status == domain.TopUpCredited:
+	case t.Status.Status == domain.TopUpCredited:
 		// The credit stands: the counted part is the shortfall, until the
 		// payment is mined again (remined) or support resolves it.
-		t.counted = kept
-		t.remined[ekey] = counted
+		t.Counted = kept
+		t.Remined[ekey] = counted
 		ev.Exceptions = []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: ekey, Network: p.Network,
 			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents, ShortfallCents: counted}}
 		data["shortfall_cents"] = counted
 		ev.Message = fmt.Sprintf("Un paiement déjà confirmé (%s) a été annulé par une réorganisation profonde du réseau %s après le crédit de la recharge. Le support est prévenu et reviendra vers vous.",
 			usd(p.AmountCents), p.Network)
 	default:
-		t.counted = kept
-		t.st.ReceivedCents -= received
-		if !t.done {
-			t.due = false
-			ev.Status = awaitAgain(ctx, t.payments, &t.payUntil, t.timeout, t.st.Status, t.setStatus,
+		t.Counted = kept
+		t.Status.ReceivedCents -= received
+		if !t.Done {
+			t.Due = false
+			ev.Status = awaitAgain(ctx, t.Payments, &t.PayUntil, t.timeout, t.Status.Status, t.setStatus,
 				domain.TopUpAwaitingPayment, domain.TopUpPaymentDetected)
 		}
 		data["uncounted_cents"] = received
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté pour la recharge.",
 			usd(p.AmountCents), p.Network)
-		if !t.done {
+		if !t.Done {
 			ev.Message += fmt.Sprintf(" Elle attend de nouveau son paiement : il manque %s, à régler avant le %s.",
-				usd(t.in.AmountCents-t.st.ReceivedCents), frDate(t.payUntil))
+				usd(t.in.AmountCents-t.Status.ReceivedCents), frDate(t.PayUntil))
 		}
 	}
 	return t.record(ctx, ev)
@@ -241,11 +241,11 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 // holds mu.
 func (t *topUp) reminedCredited(ctx workflow.Context, p PaymentEvent, ekey string, ev activities.TopUpEvent) error {
 	prev := ev.Reversal.PaymentKey
-	ev.Reversal.RecoveredCents = t.remined[prev]
+	ev.Reversal.RecoveredCents = t.Remined[prev]
 	ev.Reversal.Restore = true
-	delete(t.remined, prev)
-	t.st.PaymentsConfirmed = append(t.st.PaymentsConfirmed, p.Key())
-	t.counted = append(t.counted, countedPayment{P: p, Cents: ev.Reversal.RecoveredCents, QKey: qkeyIfGen(ekey, p)})
+	delete(t.Remined, prev)
+	t.Status.PaymentsConfirmed = append(t.Status.PaymentsConfirmed, p.Key())
+	t.Counted = append(t.Counted, countedPayment{P: p, Cents: ev.Reversal.RecoveredCents, QKey: qkeyIfGen(ekey, p)})
 	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : la recharge créditée est de nouveau couverte.", usd(p.AmountCents))
 	return t.record(ctx, ev)
 }

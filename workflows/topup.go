@@ -26,37 +26,49 @@ func TopUpWorkflow(ctx workflow.Context, in TopUpInput) (TopUpStatus, error) {
 		t.restore(in.Carry)
 	}
 	if err := t.setup(ctx); err != nil {
-		return t.st, err
+		return t.Status, err
 	}
 	return t.run(ctx)
 }
 
-// topUp is the state of one TopUpWorkflow; mu plays the same role as in rental.
-type topUp struct {
-	in      TopUpInput
-	timeout time.Duration
-	st      TopUpStatus
-	mu      workflow.Mutex
-	v       workflow.Version // command version (historyVersion)
-	sa      searchAttrs
-
-	payments    *paymentLedger
-	actions     map[int64]bool
-	due         bool // received covers the amount: credit it
-	done        bool // cancelled or expired
-	signalsBusy int
-	intents     int // payment requests asked for, part of their keys
-	counted     []countedPayment
-	payUntil    time.Time // no payment request outlives it
-	// remined: a credited top-up's payments reverted after confirmation,
+// TopUpState is a top-up's whole state, in one serializable value, passed
+// as it is to the next run (continue-as-new); JSON names as the carry of
+// earlier releases.
+type TopUpState struct {
+	// Resume is the waiting point the next run starts at (carry.go).
+	Resume   string `json:"Phase"`
+	Status   TopUpStatus
+	Payments *paymentLedger
+	Actions  map[int64]bool
+	Due      bool // received covers the amount: credit it
+	Done     bool // cancelled or expired
+	Intents  int  // payment requests asked for, part of their keys
+	Counted  []countedPayment
+	PayUntil time.Time // no payment request outlives it
+	// ListenUntil ends a credited top-up's listening window.
+	ListenUntil time.Time
+	// Remined: a credited top-up's payments reverted after confirmation,
 	// by generation key, with the credit they no longer back.
-	remined map[string]int64
-	batch   bool // payment signals being handled in one batch (vReorgDust)
-	later   []activities.TopUpEvent
-	full    bool // the history passed its bound: continue as new at the next waiting point
-	maxHist int  // history bound
-	// listenUntil ends a credited top-up's listening window.
-	listenUntil time.Time
+	Remined map[string]int64
+	// Asset and Network of the payment, as the search attributes have them.
+	Asset, Network string
+	// Runs counts the runs before this one.
+	Runs int
+}
+
+// topUp is one TopUpWorkflow run; mu plays the same role as in rental.
+type topUp struct {
+	TopUpState
+	in          TopUpInput
+	timeout     time.Duration
+	mu          workflow.Mutex
+	v           workflow.Version // command version (historyVersion)
+	sa          searchAttrs
+	signalsBusy int
+	batch       bool // payment signals being handled in one batch (vReorgDust)
+	later       []activities.TopUpEvent
+	full        bool // the history passed its bound: continue as new at the next waiting point
+	maxHist     int  // history bound
 }
 
 func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
@@ -65,14 +77,16 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 		timeout = DefaultTopUpTimeout
 	}
 	return &topUp{
-		payUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(timeout),
-		in:       in,
-		timeout:  timeout,
-		st:       TopUpStatus{TopUpRef: in.TopUpRef, Status: domain.TopUpAwaitingPayment},
-		mu:       workflow.NewMutex(ctx),
-		payments: newPaymentLedger(),
-		actions:  map[int64]bool{},
-		remined:  map[string]int64{},
+		TopUpState: TopUpState{
+			Status:   TopUpStatus{TopUpRef: in.TopUpRef, Status: domain.TopUpAwaitingPayment},
+			PayUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(timeout),
+			Payments: newPaymentLedger(),
+			Actions:  map[int64]bool{},
+			Remined:  map[string]int64{},
+		},
+		in:      in,
+		timeout: timeout,
+		mu:      workflow.NewMutex(ctx),
 	}
 }
 
@@ -80,13 +94,13 @@ func (t *topUp) setup(ctx workflow.Context) error {
 	if err := workflow.UpsertTypedSearchAttributes(ctx,
 		saKeyRef.ValueSet(t.in.TopUpRef),
 		saKeyCustomer.ValueSet(strconv.FormatInt(t.in.AccountID, 10)),
-		saKeyStatus.ValueSet(t.st.Status),
+		saKeyStatus.ValueSet(t.Status.Status),
 		saKeyKind.ValueSet("topup"),
 	); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (TopUpStatus, error) {
-		return t.st, nil
+		return t.Status, nil
 	}); err != nil {
 		return err
 	}
@@ -107,8 +121,8 @@ func (t *topUp) setup(ctx workflow.Context) error {
 }
 
 func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
-	settled := func() bool { return t.due || t.done }
-	if t.in.Carry != nil && t.in.Carry.Phase == phaseCredited {
+	settled := func() bool { return t.Due || t.Done }
+	if t.in.Carry != nil && t.in.Carry.Resume == phaseCredited {
 		return t.listen(ctx)
 	}
 	for {
@@ -117,46 +131,46 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 		if t.v >= vReorgDust {
 			// Until the end of the payment window, which a reverted
 			// payment moves.
-			until := t.payUntil
+			until := t.PayUntil
 			ok, err = awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
-				return settled() || !t.payUntil.Equal(until) || t.full
+				return settled() || !t.PayUntil.Equal(until) || t.full
 			})
 			if err == nil && !settled() && t.full {
-				return t.st, t.continueAsNew(ctx, phasePayment)
+				return t.Status, t.continueAsNew(ctx, phasePayment)
 			}
-			if err == nil && !ok && !t.payUntil.Equal(until) {
+			if err == nil && !ok && !t.PayUntil.Equal(until) {
 				continue
 			}
 		} else {
 			ok, err = awaitOrTimeout(ctx, t.timeout, settled)
 		}
 		if err != nil {
-			return t.st, err
+			return t.Status, err
 		}
-		if !ok && len(t.payments.Pending) > 0 {
+		if !ok && len(t.Payments.Pending) > 0 {
 			// A payment seen before the deadline gets time to confirm.
 			if _, err := awaitOrTimeout(ctx, t.timeout, func() bool {
-				return settled() || len(t.payments.Pending) == 0
+				return settled() || len(t.Payments.Pending) == 0
 			}); err != nil {
-				return t.st, err
+				return t.Status, err
 			}
 		}
 		again, err := t.settle(ctx)
 		if err != nil {
-			return t.st, err
+			return t.Status, err
 		}
 		if !again {
 			break
 		}
 	}
 	if t.v >= vContinueAsNew {
-		t.listenUntil = workflow.Now(ctx).Add(t.timeout)
+		t.ListenUntil = workflow.Now(ctx).Add(t.timeout)
 		return t.listen(ctx)
 	}
-	if t.st.Status == domain.TopUpCredited {
+	if t.Status.Status == domain.TopUpCredited {
 		// Late or duplicate payments to this intent are still recorded.
 		if err := workflow.Sleep(ctx, t.timeout); err != nil {
-			return t.st, err
+			return t.Status, err
 		}
 	}
 	return t.finish(ctx)
@@ -166,12 +180,12 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 // duplicate payments to its request are still recorded; the run continues
 // as new if its history passes its bound meanwhile.
 func (t *topUp) listen(ctx workflow.Context) (TopUpStatus, error) {
-	if t.st.Status == domain.TopUpCredited {
-		if _, err := awaitOrTimeout(ctx, t.listenUntil.Sub(workflow.Now(ctx)), func() bool { return t.full }); err != nil {
-			return t.st, err
+	if t.Status.Status == domain.TopUpCredited {
+		if _, err := awaitOrTimeout(ctx, t.ListenUntil.Sub(workflow.Now(ctx)), func() bool { return t.full }); err != nil {
+			return t.Status, err
 		}
-		if t.full && workflow.Now(ctx).Before(t.listenUntil) {
-			return t.st, t.continueAsNew(ctx, phaseCredited)
+		if t.full && workflow.Now(ctx).Before(t.ListenUntil) {
+			return t.Status, t.continueAsNew(ctx, phaseCredited)
 		}
 	}
 	return t.finish(ctx)
@@ -182,7 +196,7 @@ func (t *topUp) finish(ctx workflow.Context) (TopUpStatus, error) {
 	err := workflow.Await(ctx, func() bool {
 		return workflow.AllHandlersFinished(ctx) && t.signalsBusy == 0
 	})
-	return t.st, err
+	return t.Status, err
 }
 
 // settle credits a covered top-up or expires an uncovered one; again is
@@ -192,17 +206,17 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 		return false, err
 	}
 	defer t.mu.Unlock()
-	if t.done {
+	if t.Done {
 		return false, nil
 	}
-	if !t.due && t.v >= vReorgDust && t.payUntil.After(workflow.Now(ctx)) {
+	if !t.Due && t.v >= vReorgDust && t.PayUntil.After(workflow.Now(ctx)) {
 		return true, nil
 	}
-	if !t.due {
-		t.done = true
+	if !t.Due {
+		t.Done = true
 		t.setStatus(ctx, domain.TopUpExpired)
 		msg := "Recharge expirée : le paiement n'a pas été reçu dans le délai."
-		queued := partialExceptions(t.counted, 0)
+		queued := partialExceptions(t.Counted, 0)
 		if len(queued) > 0 {
 			var cents int64
 			for _, q := range queued {
@@ -212,7 +226,7 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 		}
 		return false, t.record(ctx, activities.TopUpEvent{
 			Key: domain.KeyExpired, Kind: domain.EventExpired, Status: domain.TopUpExpired, Message: msg,
-			Data:       map[string]any{"received_cents": t.st.ReceivedCents},
+			Data:       map[string]any{"received_cents": t.Status.ReceivedCents},
 			Exceptions: queued,
 		})
 	}
@@ -225,20 +239,20 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 	}).Get(ctx, nil); err != nil {
 		return false, err
 	}
-	t.st.CreditedAt = now
+	t.Status.CreditedAt = now
 	t.setStatus(ctx, domain.TopUpCredited)
 	return false, nil
 }
 
 func (t *topUp) setStatus(ctx workflow.Context, status string) {
-	t.st.Status = status
+	t.Status.Status = status
 	t.sa.setStatus(ctx, status)
 }
 
 // awaiting reports whether the top-up still accepts payments toward its amount.
 func (t *topUp) awaiting() bool {
-	return !t.due && !t.done &&
-		(t.st.Status == domain.TopUpAwaitingPayment || t.st.Status == domain.TopUpPaymentDetected)
+	return !t.Due && !t.Done &&
+		(t.Status.Status == domain.TopUpAwaitingPayment || t.Status.Status == domain.TopUpPaymentDetected)
 }
 
 func (t *topUp) refreshPaymentStatus(ctx workflow.Context) string {
@@ -246,10 +260,10 @@ func (t *topUp) refreshPaymentStatus(ctx workflow.Context) string {
 		return ""
 	}
 	want := domain.TopUpAwaitingPayment
-	if len(t.payments.Pending) > 0 {
+	if len(t.Payments.Pending) > 0 {
 		want = domain.TopUpPaymentDetected
 	}
-	if want == t.st.Status {
+	if want == t.Status.Status {
 		return ""
 	}
 	t.setStatus(ctx, want)
@@ -261,7 +275,7 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 	var a *activities.Activities
 	ev.TopUpRef = t.in.TopUpRef
 	ev.At = workflow.Now(ctx).UTC()
-	received := t.st.ReceivedCents
+	received := t.Status.ReceivedCents
 	ev.ReceivedCents = &received
 	t.sa.flush(ctx)
 	if t.batch {
@@ -287,7 +301,7 @@ func (t *topUp) flushBatch(ctx workflow.Context) error {
 	return err
 }
 
-func (t *topUp) ledger() *paymentLedger { return t.payments }
+func (t *topUp) ledger() *paymentLedger { return t.Payments }
 func (t *topUp) targetKind() string     { return domain.TargetTopUp }
 func (t *topUp) ref() string            { return t.in.TopUpRef }
 
@@ -296,10 +310,10 @@ func (t *topUp) listenPayments(ctx workflow.Context) {
 }
 
 func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
-	if stale, err := t.payments.ordered(ctx, t.v, p, t.revertConfirmed); stale || err != nil {
+	if stale, err := t.Payments.ordered(ctx, t.v, p, t.revertConfirmed); stale || err != nil {
 		return err
 	}
-	eventKey, ok := t.payments.seen(p.Key(), p.Late)
+	eventKey, ok := t.Payments.seen(p.Key(), p.Late)
 	if !ok {
 		return nil
 	}
@@ -320,17 +334,17 @@ func (t *topUp) onSeen(ctx workflow.Context, p PaymentEvent) error {
 func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
 	key := p.Key()
 	if p.AfterConfirmation && t.v >= vReversalOrder && p.Reversals > 0 {
-		counted := t.payments.Counted[key]
-		stale, err := t.payments.ordered(ctx, t.v, p, t.revertConfirmed)
+		counted := t.Payments.Counted[key]
+		stale, err := t.Payments.ordered(ctx, t.v, p, t.revertConfirmed)
 		if stale || err != nil || counted {
 			return err
 		}
 		// Never counted here (its confirmation was not delivered): the
 		// pending payment is dropped below.
-	} else if t.payments.Counted[key] && t.v >= vReorgDust {
+	} else if t.Payments.Counted[key] && t.v >= vReorgDust {
 		return t.revertConfirmed(ctx, p)
 	}
-	if t.payments.Counted[key] {
+	if t.Payments.Counted[key] {
 		workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", key)
 		data := paymentData(p)
 		data["after_confirmation"] = true
@@ -339,7 +353,7 @@ func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
 			Message: "Un paiement déjà confirmé a été annulé par le réseau : le support est prévenu.",
 		})
 	}
-	eventKey, ok := t.payments.reverted(key)
+	eventKey, ok := t.Payments.reverted(key)
 	if !ok {
 		return nil
 	}
@@ -351,22 +365,22 @@ func (t *topUp) onReverted(ctx workflow.Context, p PaymentEvent) error {
 }
 
 func (t *topUp) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
-	if stale, err := t.payments.ordered(ctx, t.v, p, t.revertConfirmed); stale || err != nil {
+	if stale, err := t.Payments.ordered(ctx, t.v, p, t.revertConfirmed); stale || err != nil {
 		return err
 	}
 	key := p.Key()
-	if !t.payments.confirm(key) {
+	if !t.Payments.confirm(key) {
 		return nil // already counted: a watcher re-sent it
 	}
 	t.sa.notePayment(ctx, p)
 	data := paymentData(p)
-	ekey := t.payments.qkey(key)
+	ekey := t.Payments.qkey(key)
 	ev := activities.TopUpEvent{Key: domain.KeyConfirmed(ekey), Kind: domain.EventPaymentConfirmed, Data: data}
-	if gen := t.payments.Gen[key]; gen > 0 {
+	if gen := t.Payments.Gen[key]; gen > 0 {
 		// Mined again after its reversal: this generation counts once.
 		data["generation"] = gen
 		ev.Reversal = &domain.Reversal{PaymentKey: genKey(key, gen-1), Remined: true}
-		if _, ok := t.remined[ev.Reversal.PaymentKey]; ok {
+		if _, ok := t.Remined[ev.Reversal.PaymentKey]; ok {
 			return t.reminedCredited(ctx, p, ekey, ev)
 		}
 	}
@@ -397,15 +411,15 @@ func (t *topUp) count(ctx workflow.Context, key string, p *PaymentEvent, cents i
 	if p != nil {
 		key = p.Key()
 	}
-	t.st.ReceivedCents += cents
-	t.st.PaymentsConfirmed = append(t.st.PaymentsConfirmed, key)
+	t.Status.ReceivedCents += cents
+	t.Status.PaymentsConfirmed = append(t.Status.PaymentsConfirmed, key)
 	ev.Message = message
-	missing := t.in.AmountCents - t.st.ReceivedCents
+	missing := t.in.AmountCents - t.Status.ReceivedCents
 	if p != nil {
-		t.counted = append(t.counted, countedPayment{P: *p, Cents: cents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
+		t.Counted = append(t.Counted, countedPayment{P: *p, Cents: cents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
 	}
 	if missing <= 0 {
-		t.due = true
+		t.Due = true
 		if missing < 0 {
 			ev.Data["overpaid_cents"] = -missing
 			ev.Message += fmt.Sprintf(" Le montant reçu dépasse la recharge de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
@@ -424,7 +438,7 @@ func (t *topUp) count(ctx workflow.Context, key string, p *PaymentEvent, cents i
 		Kind: domain.EventPaymentPartial,
 		Message: fmt.Sprintf("Paiement partiel : il manque %s pour créditer la recharge. Complétez le paiement avant l'échéance de la demande de paiement.",
 			usd(missing)),
-		Data: map[string]any{"missing_cents": missing, "received_cents": t.st.ReceivedCents, "amount_cents": t.in.AmountCents},
+		Data: map[string]any{"missing_cents": missing, "received_cents": t.Status.ReceivedCents, "amount_cents": t.in.AmountCents},
 	})
 }
 
@@ -432,13 +446,13 @@ func (t *topUp) validateAttribution(at Attribution) error {
 	if err := at.Validate(); err != nil {
 		return refusal(err)
 	}
-	if t.actions[at.ActionID] {
+	if t.Actions[at.ActionID] {
 		return nil
 	}
 	if !t.awaiting() {
 		return reject(domain.ECodeConflict, "La recharge n'attend plus de paiement.")
 	}
-	return refusal(domain.CheckAttribution(at.AmountCents, t.in.AmountCents-t.st.ReceivedCents))
+	return refusal(domain.CheckAttribution(at.AmountCents, t.in.AmountCents-t.Status.ReceivedCents))
 }
 
 // attributePayment counts a payment support vouches for (see the rental's).
@@ -447,13 +461,13 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 		return errUnavailable()
 	}
 	defer t.mu.Unlock()
-	if err := t.validateAttribution(at); err != nil || t.actions[at.ActionID] {
+	if err := t.validateAttribution(at); err != nil || t.Actions[at.ActionID] {
 		return err
 	}
 	if err := checkAction(ctx, t.v, UpdateAttributePayment, at.Claim(t.in.TopUpRef)); err != nil {
 		return err
 	}
-	due := t.in.AmountCents - t.st.ReceivedCents
+	due := t.in.AmountCents - t.Status.ReceivedCents
 	amount := at.AmountCents
 	if amount == 0 {
 		amount = due
@@ -470,10 +484,10 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 		}
 		ev.Use = use
 		amount = c.Cents
-		t.counted = addCounted(t.counted, c)
+		t.Counted = addCounted(t.Counted, c)
 	}
-	t.actions[at.ActionID] = true
-	t.payments.confirm(key)
+	t.Actions[at.ActionID] = true
+	t.Payments.confirm(key)
 	data := supportData(domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason)
 	data["amount_cents"] = amount
 	if err := t.record(ctx, activities.TopUpEvent{
@@ -489,11 +503,11 @@ func (t *topUp) attributePayment(ctx workflow.Context, at Attribution) error {
 }
 
 func (t *topUp) validateCancel(req CancelRequest) error {
-	if req.ActionID > 0 && t.actions[req.ActionID] {
+	if req.ActionID > 0 && t.Actions[req.ActionID] {
 		return nil
 	}
 	// Only an untouched top-up: once money is on its way, support decides.
-	if !t.awaiting() || t.st.Status != domain.TopUpAwaitingPayment || t.st.ReceivedCents > 0 {
+	if !t.awaiting() || t.Status.Status != domain.TopUpAwaitingPayment || t.Status.ReceivedCents > 0 {
 		return reject(domain.ECodeConflict, "La recharge ne peut plus être annulée : un paiement a déjà été détecté ou elle est close.")
 	}
 	return nil
@@ -504,7 +518,7 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 		return errUnavailable()
 	}
 	defer t.mu.Unlock()
-	if err := t.validateCancel(req); err != nil || (req.ActionID > 0 && t.actions[req.ActionID]) {
+	if err := t.validateCancel(req); err != nil || (req.ActionID > 0 && t.Actions[req.ActionID]) {
 		return err
 	}
 	if req.ActionID > 0 {
@@ -512,11 +526,11 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 			return err
 		}
 	}
-	t.done = true
+	t.Done = true
 	t.setStatus(ctx, domain.TopUpCancelled)
 	msg := "Recharge annulée."
 	if req.ActionID > 0 {
-		t.actions[req.ActionID] = true
+		t.Actions[req.ActionID] = true
 		msg = "Recharge annulée par le support."
 		if err := t.record(ctx, activities.TopUpEvent{
 			Key: domain.KeySupport(req.ActionID, domain.ActionCancel), Kind: domain.EventSupportAction,
