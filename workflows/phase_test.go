@@ -14,11 +14,11 @@ func TestPhaseMoves(t *testing.T) {
 		{PhaseAwaitingPayment, PhaseExpired}: true, {PhaseAwaitingPayment, PhaseCancelled}: true,
 		{PhasePaymentDetected, PhaseAwaitingPayment}: true, {PhasePaymentDetected, PhasePaid}: true,
 		{PhasePaymentDetected, PhaseExpired}: true,
-		{PhasePaid, PhaseProvisioning}: true, {PhasePaid, PhaseAwaitingPayment}: true, {PhasePaid, PhasePaymentDetected}: true,
+		{PhasePaid, PhaseProvisioning}:       true, {PhasePaid, PhaseAwaitingPayment}: true, {PhasePaid, PhasePaymentDetected}: true,
 		{PhaseProvisioning, PhaseActive}: true, {PhaseProvisioning, PhaseProvisioningFailed}: true,
 		{PhaseProvisioningFailed, PhaseProvisioning}: true, {PhaseProvisioningFailed, PhaseCancelled}: true,
 		{PhaseProvisioningFailed, PhaseRefunded}: true,
-		{PhaseActive, PhaseEnding}: true, {PhaseEnding, PhaseEnded}: true,
+		{PhaseActive, PhaseEnding}:               true, {PhaseEnding, PhaseEnded}: true,
 	}
 	var phases []Phase
 	for p := range RentalMoves {

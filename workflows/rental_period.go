@@ -1,0 +1,247 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// A rental's period: from access to the end, with its reminders,
+// extensions and early end, then the teardown.
+
+func (r *rental) startPeriod(ctx workflow.Context, access activities.AccessSummary) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	start := workflow.Now(ctx).UTC()
+	r.End = start.Add(time.Duration(r.in.DurationDays+r.ExtraDays) * r.cfg.Day)
+	r.Status.PeriodStart, r.Status.PeriodEnd = start, r.End
+	r.Status.ProvisioningError = ""
+	r.transition(ctx, PhaseActive)
+	return r.record(ctx, activities.OrderEvent{
+		Key:  "access",
+		Kind: domain.EventAccessAvailable,
+		Message: fmt.Sprintf("Machine prête : les accès sont disponibles. Votre location court du %s au %s.",
+			frDate(start), frDate(r.End)),
+		// No secret here: the password stays in the database.
+		Data: map[string]any{
+			"host": access.Host, "port": access.Port, "username": access.Username,
+			"duration_days": r.in.DurationDays, "extra_days": r.ExtraDays,
+		},
+		Status:      domain.StatusActive,
+		PeriodStart: ptrTo(start),
+		PeriodEnd:   ptrTo(r.End),
+	})
+}
+
+type reminder struct {
+	key    string
+	at     time.Time // when it is due
+	end    time.Time // the end it announces
+	offset time.Duration
+}
+
+// runPeriod waits for the end of the period, sending reminders on the way.
+// Timers live in a child context cancelled and re-armed whenever the end moves.
+func (r *rental) runPeriod(ctx workflow.Context) error {
+	for !r.EndNow && workflow.Now(ctx).Before(r.End) {
+		if r.full {
+			return r.continueAsNew(ctx, phasePeriod)
+		}
+		now := workflow.Now(ctx)
+		tctx, cancelTimers := workflow.WithCancel(ctx)
+		sel := workflow.NewSelector(ctx)
+		ended, moved := false, false
+		var due []reminder
+		sel.AddFuture(workflow.NewTimer(tctx, r.End.Sub(now)), func(f workflow.Future) {
+			ended = f.Get(tctx, nil) == nil
+		})
+		for _, off := range r.cfg.ReminderOffsets {
+			rem := reminder{
+				key: fmt.Sprintf("reminder:%d:%s", r.End.Unix(), off), at: r.End.Add(-off), end: r.End, offset: off,
+			}
+			if rem.at.Before(now) || r.Reminded[rem.key] {
+				continue // too late for this one, or already sent for this end
+			}
+			sel.AddFuture(workflow.NewTimer(tctx, rem.at.Sub(now)), func(f workflow.Future) {
+				if f.Get(tctx, nil) == nil {
+					due = append(due, rem)
+				}
+			})
+		}
+		sel.AddReceive(r.wake, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			moved = true
+		})
+		for !ended && !moved {
+			sel.Select(ctx)
+			if err := ctx.Err(); err != nil {
+				cancelTimers()
+				return err
+			}
+			for _, rem := range due {
+				if err := r.sendReminder(ctx, rem); err != nil {
+					cancelTimers()
+					return err
+				}
+			}
+			due = nil
+		}
+		cancelTimers()
+	}
+	// Synchronously with the loop exit, so no update sees an active rental
+	// whose teardown has begun.
+	r.transition(ctx, PhaseEnding)
+	return nil
+}
+
+func (r *rental) sendReminder(ctx workflow.Context, rem reminder) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	if r.Reminded[rem.key] || r.EndNow || !rem.end.Equal(r.End) {
+		return nil // the end moved while waiting for the lock
+	}
+	r.Reminded[rem.key] = true
+	r.Status.RemindersSent = append(r.Status.RemindersSent, rem.at)
+	return r.record(ctx, activities.OrderEvent{
+		Key:  rem.key,
+		Kind: domain.EventReminderSent,
+		Message: fmt.Sprintf("Rappel : votre location se termine le %s ; exportez vos résultats et checkpoints avant cette échéance, puis vérifiez votre copie.",
+			frDate(rem.end)),
+		Data: map[string]any{"period_end": rem.end, "offset": rem.offset.String()},
+	})
+}
+
+// teardown revokes access, then wipes and releases the machine. Both retry
+// without limit: a machine must never stay reachable after the period.
+func (r *rental) teardown(ctx workflow.Context) error {
+	var a *activities.Activities
+	endedAt := workflow.Now(ctx).UTC()
+	mctx := machineCtx(ctx, 0)
+	if err := workflow.ExecuteActivity(mctx, a.RevokeAccess, r.in.OrderRef).Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := r.recordLocked(ctx, activities.OrderEvent{
+		Key: domain.KeyRevoked, Kind: domain.EventAccessRevoked, Status: domain.StatusEnding,
+		Message: "Période terminée : les accès sont révoqués.",
+	}); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteActivity(mctx, a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+		return err
+	}
+	if err := r.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
+	r.Status.EndedAt = endedAt
+	r.transition(ctx, PhaseEnded)
+	return r.record(ctx, activities.OrderEvent{
+		Key: domain.KeyEnded, Kind: domain.EventEnded, Status: domain.StatusEnded, EndedAt: ptrTo(endedAt),
+		Message: "Location terminée : la machine a été effacée et libérée.",
+	})
+}
+
+func (r *rental) validateExtend(e Extension) error {
+	if err := e.Validate(); err != nil {
+		return refusal(err)
+	}
+	if r.Actions[e.ActionID] {
+		return nil
+	}
+	switch r.Status.Status {
+	case domain.StatusPaid, domain.StatusProvisioning, domain.StatusProvisioningFailed:
+		if !r.closing {
+			return nil
+		}
+	case domain.StatusActive:
+		if !r.EndNow {
+			return nil
+		}
+	}
+	return reject(domain.ECodeConflict, "La location ne peut pas être prolongée dans son état actuel.")
+}
+
+func (r *rental) extend(ctx workflow.Context, e Extension) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateExtend(e); err != nil || r.Actions[e.ActionID] {
+		return err
+	}
+	if err := checkAction(ctx, r.v, UpdateExtend, e.Claim(r.in.OrderRef)); err != nil {
+		return err
+	}
+	r.Actions[e.ActionID] = true
+	ev := activities.OrderEvent{
+		Key: domain.KeyExtend(e.ActionID), Kind: domain.EventExtended,
+		Data: map[string]any{"days": e.Days, "agent": e.Agent, "reason": e.Reason},
+	}
+	if r.Status.Status == domain.StatusActive {
+		r.End = r.End.Add(time.Duration(e.Days) * r.cfg.Day)
+		r.Status.PeriodEnd = r.End
+		r.wake.SendAsync(struct{}{}) // re-arm the end and reminder timers
+		ev.PeriodEnd = ptrTo(r.End)
+		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : nouvelle fin le %s.", e.Days, frDate(r.End))
+	} else {
+		r.ExtraDays += e.Days
+		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : ils s'ajoutent à la période, qui commence quand la machine est prête.", e.Days)
+	}
+	if err := r.recordSupport(ctx, domain.ActionExtend, e.ActionID, e.Agent, e.Reason,
+		fmt.Sprintf("Le support a prolongé la location de %d jour(s).", e.Days), map[string]any{"days": e.Days}); err != nil {
+		return errUnavailable()
+	}
+	if err := r.record(ctx, ev); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+func (r *rental) validateEndEarly(a SupportAction) error {
+	if err := a.Validate(); err != nil {
+		return refusal(err)
+	}
+	if r.Actions[a.ActionID] {
+		return nil
+	}
+	if r.Status.Status != domain.StatusActive || r.EndNow {
+		return reject(domain.ECodeConflict, "Seule une location active peut être terminée par anticipation.")
+	}
+	return nil
+}
+
+func (r *rental) endEarly(ctx workflow.Context, a SupportAction) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateEndEarly(a); err != nil || r.Actions[a.ActionID] {
+		return err
+	}
+	if err := checkAction(ctx, r.v, UpdateEndEarly, a.Claim(r.in.OrderRef, domain.ActionEndEarly)); err != nil {
+		return err
+	}
+	r.Actions[a.ActionID] = true
+	r.EndNow = true
+	r.wake.SendAsync(struct{}{})
+	if err := r.recordSupport(ctx, domain.ActionEndEarly, a.ActionID, a.Agent, a.Reason,
+		"Le support a mis fin à la location par anticipation.", nil); err != nil {
+		return errUnavailable()
+	}
+	if err := r.record(ctx, activities.OrderEvent{
+		Key: domain.KeyEndEarly(a.ActionID), Kind: domain.EventEndRequested,
+		Message: "Fin anticipée de la location demandée par le support : les accès vont être révoqués.",
+		Data:    map[string]any{"agent": a.Agent, "reason": a.Reason},
+	}); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}

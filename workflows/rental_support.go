@@ -1,0 +1,218 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// Support's and the customer's actions on a rental that close it or move
+// money: cancellation and refunds (the audit helper too).
+
+// recordSupport writes the audit entry of a support action.
+func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, agent, reason, message string, extra map[string]any) error {
+	data := supportData(action, id, agent, reason)
+	for k, v := range extra {
+		data[k] = v
+	}
+	return r.record(ctx, activities.OrderEvent{
+		Key:     domain.KeySupport(id, action),
+		Kind:    domain.EventSupportAction,
+		Message: message,
+		Data:    data,
+	})
+}
+
+func (r *rental) validateCancel(req CancelRequest) error {
+	if req.ActionID > 0 && r.Actions[req.ActionID] {
+		return nil
+	}
+	if r.Status.Status == domain.StatusProvisioningFailed && req.ActionID > 0 && !r.Retry && !r.closing {
+		// Support's way to close an order whose machine cannot be prepared
+		// and that holds no received money (paid by an attribution alone):
+		// otherwise a refund of what is refundable closes it.
+		if r.refundable() > 0 {
+			return reject(domain.ECodeConflict, "Un montant reçu reste remboursable : remboursez-le pour clore la commande.")
+		}
+		return nil
+	}
+	switch {
+	case !r.unpaid():
+		return reject(domain.ECodeConflict, "La commande ne peut plus être annulée : elle n'est plus en attente de paiement.")
+	case r.balanceBusy:
+		return reject(domain.ECodeConflict, "Un paiement par solde est en cours : la commande ne peut pas être annulée.")
+	case len(r.Payments.Pending) > 0:
+		return reject(domain.ECodeConflict, "Un paiement est en cours de confirmation : la commande ne peut pas être annulée. Contactez le support.")
+	case r.netPaid() > 0:
+		return reject(domain.ECodeConflict, "Un paiement partiel a déjà été reçu : la commande ne peut pas être annulée. Contactez le support.")
+	}
+	return nil
+}
+
+func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if err := r.validateCancel(req); err != nil || (req.ActionID > 0 && r.Actions[req.ActionID]) {
+		return err
+	}
+	if req.ActionID > 0 {
+		if err := checkAction(ctx, r.v, UpdateCancel, req.Claim(r.in.OrderRef)); err != nil {
+			return err
+		}
+	}
+	if r.Status.Status == domain.StatusProvisioningFailed {
+		// Whatever the failed attempt reserved is given back first.
+		var a *activities.Activities
+		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+			return errUnavailable()
+		}
+	}
+	r.Done = true
+	r.transition(ctx, PhaseCancelled)
+	msg := "Commande annulée."
+	if req.ActionID > 0 {
+		r.Actions[req.ActionID] = true
+		msg = "Commande annulée par le support."
+		if err := r.recordSupport(ctx, domain.ActionCancel, req.ActionID, req.Agent, req.Reason, msg, nil); err != nil {
+			return errUnavailable()
+		}
+	}
+	if err := r.record(ctx, activities.OrderEvent{
+		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Status: domain.StatusCancelled, Message: msg,
+		Data: map[string]any{"by": req.By, "reason": req.Reason},
+	}); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
+
+// refundable is the order's counted money that came in (not attributed
+// without a payment, not the excess queued for support) and was not
+// refunded yet.
+func (r *rental) refundable() int64 {
+	if r.OverRefundable {
+		return r.Status.PaidCents - r.Status.UnbackedCents - r.refundedBacked()
+	}
+	return r.Status.PaidCents - r.Status.UnbackedCents - r.Over - r.refundedBacked()
+}
+
+func (r *rental) validateRefund(rf Refund) error {
+	if err := rf.Validate(); err != nil {
+		return refusal(err)
+	}
+	if r.Actions[rf.ActionID] {
+		return nil
+	}
+	if r.Done || r.closing {
+		return reject(domain.ECodeConflict, "La commande est close : un montant reçu en attente se rembourse depuis la file du support.")
+	}
+	return refusal(domain.CheckRefund(rf.AmountCents, r.refundable()))
+}
+
+// refund credits an amount of the order's counted money to the balance, in
+// one transition (event, refunded amount, ledger posting, and the status
+// when it closes the order). In provisioning_failed, refunding all that is
+// refundable closes the order (the machine is released, the workflow ends);
+// a smaller refund leaves the rest refundable.
+func (r *rental) refund(ctx workflow.Context, rf Refund) error {
+	if err := r.mu.Lock(ctx); err != nil {
+		return errUnavailable()
+	}
+	defer r.mu.Unlock()
+	if r.Actions[rf.ActionID] {
+		return nil
+	}
+	if workflow.GetVersion(ctx, "refund-transition", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return r.refundV0(ctx, rf)
+	}
+	r.OverRefundable = workflow.GetVersion(ctx, "refund-over", workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	if err := r.validateRefund(rf); err != nil {
+		return err
+	}
+	if err := checkAction(ctx, r.v, UpdateRefund, rf.Claim(r.in.OrderRef)); err != nil {
+		return err
+	}
+	var a *activities.Activities
+	r.Actions[rf.ActionID] = true
+	r.closing = r.Status.Status == domain.StatusProvisioningFailed && rf.AmountCents == r.refundable()
+	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
+		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
+		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
+		r.Actions[rf.ActionID], r.closing = false, false
+		return errUnavailable()
+	}
+	if r.closing {
+		// Whatever the failed attempt reserved is given back first.
+		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+			return errUnavailable()
+		}
+	}
+	refunded := r.Status.RefundedCents + rf.AmountCents
+	ev := activities.OrderEvent{
+		Key: domain.KeyRefund(rf.ActionID), Kind: domain.EventRefunded,
+		Message:       fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
+		Data:          map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": refunded, "agent": rf.Agent, "reason": rf.Reason},
+		RefundedCents: &refunded,
+		Posting:       &domain.Posting{Kind: domain.PostingRefund, AccountID: r.in.AccountID, Cents: rf.AmountCents, Memo: rf.Reason},
+	}
+	if r.closing {
+		ev.Status = domain.StatusRefunded
+		ev.Message += " La commande est close."
+	}
+	if err := r.record(ctx, ev); err != nil {
+		r.Actions[rf.ActionID], r.closing = false, false
+		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
+	}
+	r.Status.RefundedCents = refunded
+	if r.closing {
+		r.Done, r.closing = true, false
+		r.transition(ctx, PhaseRefunded)
+	}
+	return nil
+}
+
+// refundV0 replays refunds of rentals started before refunds became one
+// transition: the ledger activity, then the event.
+func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
+	var a *activities.Activities
+	r.Actions[rf.ActionID] = true
+	r.closing = r.Status.Status == domain.StatusProvisioningFailed
+	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
+		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
+		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
+		r.Actions[rf.ActionID], r.closing = false, false
+		return errUnavailable()
+	}
+	now := workflow.Now(ctx).UTC()
+	if err := workflow.ExecuteActivity(timelineCtx(ctx), a.RefundToBalance, activities.RefundInput{
+		Ref: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: rf.AmountCents,
+		ActionID: rf.ActionID, Agent: rf.Agent, Reason: rf.Reason, At: now,
+	}).Get(ctx, nil); err != nil {
+		r.Actions[rf.ActionID], r.closing = false, false
+		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
+	}
+	r.Status.RefundedCents += rf.AmountCents
+	ev := activities.OrderEvent{
+		Key: domain.KeyRefund(rf.ActionID), Kind: domain.EventRefunded,
+		Message: fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
+		Data:    map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": r.Status.RefundedCents, "agent": rf.Agent, "reason": rf.Reason},
+	}
+	if r.closing {
+		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+			return errUnavailable()
+		}
+		r.Done, r.closing = true, false
+		r.transition(ctx, PhaseRefunded)
+		ev.Status = domain.StatusRefunded
+		ev.Message += " La commande est close."
+	}
+	if err := r.record(ctx, ev); err != nil {
+		return errUnavailable()
+	}
+	return nil
+}
