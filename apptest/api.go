@@ -1,4 +1,4 @@
-package watchtest
+package apptest
 
 import (
 	"net/http/httptest"

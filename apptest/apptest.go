@@ -1,9 +1,10 @@
-// Package watchtest is the shared harness of the chain watchers' integration
-// tests: a real Temporal dev server, a worker with the real activities and the
+// Package apptest runs the whole application for integration tests (the
+// chain watchers', the site's browser tests, the end-to-end payment tests):
+// a real Temporal dev server, a worker with the real activities and the
 // local provisioning driver, a fresh PostgreSQL database, and a payments
 // service with fixed rates, so a test pays a real order on a real local chain
 // and follows it through its RentalWorkflow.
-package watchtest
+package apptest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package watchtest
+package apptest
 
 // Helpers added for the UTXO watchers' tests (chainwatch/utxo); usable by
 // any watcher test that runs a watcher as a child process.

@@ -10,7 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/payments"
@@ -31,7 +31,7 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := watchtest.New(t, watchtest.Options{
+	w := apptest.New(t, apptest.Options{
 		Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}},
 		Rates:    map[string]string{"BTC": "65000.12"},
 	})
@@ -126,7 +126,7 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 		t.Fatalf("intents on the order: %v", intents)
 	}
 	// Support sees the request too.
-	sup := e.must(http.StatusOK, "GET", "/v1/support/orders/"+ref, watchtest.AgentToken, nil)
+	sup := e.must(http.StatusOK, "GET", "/v1/support/orders/"+ref, apptest.AgentToken, nil)
 	if pis := asList(sup["payment_intents"]); len(pis) != 1 || str(pis[0].(map[string]any)["id"]) != id {
 		t.Fatalf("support view of the requests: %v", sup["payment_intents"])
 	}
@@ -152,7 +152,7 @@ func TestRequestDeadlineNeverPassesExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := watchtest.New(t, watchtest.Options{Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}}})
+	w := apptest.New(t, apptest.Options{Networks: map[string]payments.Network{"bitcoin": {Deriver: acc}}})
 	id := w.NewAccount("deadline@example.com")
 	start := func(unpaid time.Duration) (domain.Order, time.Time) {
 		item, err := w.DB.CatalogItem(w.Ctx, "rtx-a5000")

@@ -6,8 +6,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/params"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -27,7 +27,7 @@ func TestOtherAssetToARequestAddressGoesToSupport(t *testing.T) {
 		p            paidOrder
 		asset, units string
 	}{{eth, "USDT", "5000000"}, {usdt, "ETH", "10000000000000000"}} {
-		var rows []watchtest.ChainPayment
+		var rows []apptest.ChainPayment
 		f.env.WaitFor(c.asset+" to a "+c.p.asset+" request's address recorded", func() bool {
 			rows = f.env.ChainPayments(c.p.intent.ID)
 			return len(rows) == 1 && rows[0].State == chainwatch.StateConfirmed
@@ -38,7 +38,7 @@ func TestOtherAssetToARequestAddressGoesToSupport(t *testing.T) {
 			t.Fatalf("%s request: %+v", c.p.asset, r)
 		}
 		evs := f.env.EventsOfKind(c.p.order.Ref, "payment_to_support")
-		if len(evs) != 1 || watchtest.EventData(evs[0])["txid"] != r.TxID || watchtest.EventData(evs[0])["reason"] != "other_asset" {
+		if len(evs) != 1 || apptest.EventData(evs[0])["txid"] != r.TxID || apptest.EventData(evs[0])["reason"] != "other_asset" {
 			t.Fatalf("%s request: support events %+v", c.p.asset, evs)
 		}
 		o := f.env.Order(c.p.order.Ref)
@@ -84,7 +84,7 @@ func TestOtherAssetToARequestAddressGoesToSupport(t *testing.T) {
 }
 
 // queued reports whether the exception is in support's open queue.
-func queued(t *testing.T, env *watchtest.Env, id int64) bool {
+func queued(t *testing.T, env *apptest.Env, id int64) bool {
 	t.Helper()
 	open, err := env.DB.OpenExceptions(env.Ctx)
 	if err != nil {
@@ -132,7 +132,7 @@ func TestReorgAfterConfirmationIsSignalled(t *testing.T) {
 		}
 		f.env.WaitFor(p.asset+" reverted after confirmation on the timeline", func() bool {
 			for _, ev := range f.env.EventsOfKind(p.order.Ref, domain.EventPaymentReverted) {
-				if watchtest.EventData(ev)["after_confirmation"] == true {
+				if apptest.EventData(ev)["after_confirmation"] == true {
 					return true
 				}
 			}

@@ -14,9 +14,9 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/chainwatch/evm"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/payments"
 )
@@ -31,7 +31,7 @@ var assets = []string{"ETH", "USDT", "USDC"}
 type fixture struct {
 	t       *testing.T
 	sc      *simChain
-	env     *watchtest.Env
+	env     *apptest.Env
 	der     *testDeriver
 	watcher *chainwatch.Watcher
 	account int64
@@ -44,7 +44,7 @@ func newFixture(t *testing.T, deadline time.Duration) *fixture {
 	}
 	sc := newSimChain(t)
 	der := newTestDeriver("kernodeck-evm-" + t.Name())
-	env := watchtest.New(t, watchtest.Options{
+	env := apptest.New(t, apptest.Options{
 		Networks: map[string]payments.Network{
 			evm.Network: {Deriver: der, Tokens: sc.tokenConfig(true), ChainID: 1337},
 		},
@@ -114,7 +114,7 @@ func (f *fixture) pay(p paidOrder, amount *big.Int) *types.Transaction {
 }
 
 // payments returns an intent's chain_payments rows, checking their count.
-func (f *fixture) payments(p paidOrder, n int) []watchtest.ChainPayment {
+func (f *fixture) payments(p paidOrder, n int) []apptest.ChainPayment {
 	f.t.Helper()
 	rows := f.env.ChainPayments(p.intent.ID)
 	if len(rows) != n {
@@ -164,7 +164,7 @@ func (f *fixture) waitActive(p paidOrder, paidCents int64) {
 	}
 }
 
-func sumAmounts(rows []watchtest.ChainPayment) (*big.Int, int64) {
+func sumAmounts(rows []apptest.ChainPayment) (*big.Int, int64) {
 	sum, cents := new(big.Int), int64(0)
 	for _, r := range rows {
 		a, _ := new(big.Int).SetString(r.AmountBase, 10)
@@ -267,7 +267,7 @@ func TestEthereumPayments(t *testing.T) {
 			if len(evs) != 1 {
 				t.Fatalf("%s: %d payment_confirmed events", p.asset, len(evs))
 			}
-			if got := watchtest.EventData(evs[0])["overpaid_cents"]; got != float64(p.order.TotalCents) {
+			if got := apptest.EventData(evs[0])["overpaid_cents"]; got != float64(p.order.TotalCents) {
 				t.Fatalf("%s: overpaid_cents %v, want %d (data %s)", p.asset, got, p.order.TotalCents, evs[0].Data)
 			}
 		}
@@ -456,7 +456,7 @@ func TestEthereumLatePayments(t *testing.T) {
 			return len(f.env.EventsOfKind(p.order.Ref, domain.EventPaymentConfirmed)) == 1
 		})
 		ev := f.env.EventsOfKind(p.order.Ref, domain.EventPaymentConfirmed)[0]
-		if d := watchtest.EventData(ev); d["to_support"] != true || d["late"] != true || d["txid"] != rows[0].TxID {
+		if d := apptest.EventData(ev); d["to_support"] != true || d["late"] != true || d["txid"] != rows[0].TxID {
 			t.Fatalf("%s: late confirmation data %s", p.asset, ev.Data)
 		}
 	}

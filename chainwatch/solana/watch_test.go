@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/workflows"
@@ -23,7 +23,7 @@ func TestSolanaOrderThroughRentalWorkflow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: needs the Temporal CLI and PostgreSQL")
 	}
-	env := watchtest.New(t, watchtest.Options{Networks: map[string]payments.Network{
+	env := apptest.New(t, apptest.Options{Networks: map[string]payments.Network{
 		Network: {ShopAddress: shop},
 	}})
 	node := newSolanaStandIn(t, time.Now().UTC())
@@ -113,7 +113,7 @@ func TestSolanaDustTransfersSummarised(t *testing.T) {
 		t.Skip("integration test: needs the Temporal CLI and PostgreSQL")
 	}
 	const transfers = 5000
-	env := watchtest.New(t, watchtest.Options{Networks: map[string]payments.Network{Network: {ShopAddress: shop}}})
+	env := apptest.New(t, apptest.Options{Networks: map[string]payments.Network{Network: {ShopAddress: shop}}})
 	// The stand-in puts its transactions 2 s apart: the last one, the
 	// payment, lands now, before the request's deadline.
 	node := newSolanaStandIn(t, time.Now().UTC().Add(-transfers*2*time.Second))

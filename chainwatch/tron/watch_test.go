@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/payments"
 )
@@ -26,7 +26,7 @@ func (d testDeriver) Address(index uint32) (string, error) {
 // waitActive waits until the order's RentalWorkflow counted the payment
 // (payment_confirmed, then paid, then provisioning) and the rental is
 // active, paid in full.
-func waitActive(t *testing.T, env *watchtest.Env, o domain.Order) {
+func waitActive(t *testing.T, env *apptest.Env, o domain.Order) {
 	t.Helper()
 	env.WaitFor(o.Ref+" paid and provisioning", func() bool {
 		return len(env.EventsOfKind(o.Ref, domain.EventPaid)) == 1 &&
@@ -50,7 +50,7 @@ func TestTronOrdersThroughRentalWorkflow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: needs the Temporal CLI and PostgreSQL")
 	}
-	env := watchtest.New(t, watchtest.Options{Networks: map[string]payments.Network{
+	env := apptest.New(t, apptest.Options{Networks: map[string]payments.Network{
 		Network: {Deriver: testDeriver{seed: t.Name()}, Tokens: map[string]string{"USDT": usdtMainnet}},
 	}})
 	node := newTronStandIn(t, time.Now().UTC())

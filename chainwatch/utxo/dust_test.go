@@ -11,8 +11,8 @@ import (
 	"github.com/btcsuite/btcd/txscript"
 	"github.com/btcsuite/btcd/wire"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
@@ -25,7 +25,7 @@ import (
 func TestDustOutputsSummarised(t *testing.T) {
 	skipShort(t)
 	n := startBtcd(t)
-	f := newFixture(t, n, watchtest.Options{})
+	f := newFixture(t, n, apptest.Options{})
 	f.runWatcher("watcher", func(w *chainwatch.Watcher) { w.Dust = map[string]*big.Int{"BTC": big.NewInt(1000)} })
 	o, in := f.order()
 

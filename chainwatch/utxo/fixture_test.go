@@ -9,9 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/payments"
 )
@@ -20,7 +20,7 @@ import (
 // payments service deriving from a fresh watch-only account) on one node.
 type fixture struct {
 	t       *testing.T
-	e       *watchtest.Env
+	e       *apptest.Env
 	n       node
 	chain   *utxo.Chain
 	network string
@@ -28,11 +28,11 @@ type fixture struct {
 	account int64
 }
 
-func newFixture(t *testing.T, n node, opts watchtest.Options) *fixture {
+func newFixture(t *testing.T, n node, opts apptest.Options) *fixture {
 	t.Helper()
 	cfg := n.cfg()
 	opts.Networks = map[string]payments.Network{cfg.Network: {Deriver: newAccount(t, n.hdNetwork())}}
-	e := watchtest.New(t, opts)
+	e := apptest.New(t, opts)
 	chain := newChain(t, cfg)
 	asset := map[string]string{"bitcoin": "BTC", "litecoin": "LTC"}[cfg.Network]
 	return &fixture{t: t, e: e, n: n, chain: chain, network: cfg.Network, asset: asset,
@@ -79,9 +79,9 @@ func (f *fixture) order() (domain.Order, domain.Intent) {
 func (f *fixture) confirmRest() { f.n.mine(int(f.n.policy()) - 1) }
 
 // waitPayments waits until the intent's chain_payments satisfy cond.
-func (f *fixture) waitPayments(what, intentID string, cond func([]watchtest.ChainPayment) bool) []watchtest.ChainPayment {
+func (f *fixture) waitPayments(what, intentID string, cond func([]apptest.ChainPayment) bool) []apptest.ChainPayment {
 	f.t.Helper()
-	var got []watchtest.ChainPayment
+	var got []apptest.ChainPayment
 	f.e.WaitFor(what, func() bool {
 		got = f.e.ChainPayments(intentID)
 		return cond(got)
@@ -89,8 +89,8 @@ func (f *fixture) waitPayments(what, intentID string, cond func([]watchtest.Chai
 	return got
 }
 
-func onePayment(state string) func([]watchtest.ChainPayment) bool {
-	return func(ps []watchtest.ChainPayment) bool {
+func onePayment(state string) func([]apptest.ChainPayment) bool {
+	return func(ps []apptest.ChainPayment) bool {
 		return len(ps) == 1 && ps[0].State == state && ps[0].SignaledState != nil && *ps[0].SignaledState == state
 	}
 }
@@ -149,7 +149,7 @@ func (f *fixture) checkBlockAgainstRaw(hash string) {
 
 func amountOf(in domain.Intent) int64 { return in.AmountBase.Int64() }
 
-func sumCents(ps []watchtest.ChainPayment) int64 {
+func sumCents(ps []apptest.ChainPayment) int64 {
 	var s int64
 	for _, p := range ps {
 		s += p.AmountCents

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -54,7 +54,7 @@ func TestLitecoinLatePayment(t *testing.T) {
 // removes a seen payment before its confirmation. They run in sequence on
 // the same *testing.T (the harness fails through it), each on its own order.
 func paymentScenarios(t *testing.T, n node) {
-	f := newFixture(t, n, watchtest.Options{})
+	f := newFixture(t, n, apptest.Options{})
 	f.runWatcher("watcher-" + f.network)
 
 	t.Log("scenario: exact")
@@ -105,7 +105,7 @@ func paymentScenarios(t *testing.T, n node) {
 		n.pay(in.Address, amountOf(in)-first)
 		n.mine(int(n.policy()))
 		got := f.e.WaitOrderStatus(o.Ref, domain.StatusActive)
-		ps := f.waitPayments("both parts confirmed", in.ID, func(ps []watchtest.ChainPayment) bool {
+		ps := f.waitPayments("both parts confirmed", in.ID, func(ps []apptest.ChainPayment) bool {
 			return len(ps) == 2 && ps[0].State == "confirmed" && ps[1].State == "confirmed"
 		})
 		sum := new(big.Int)
@@ -140,7 +140,7 @@ func paymentScenarios(t *testing.T, n node) {
 		if len(evs) != 1 {
 			t.Fatalf("%d payment_confirmed events", len(evs))
 		}
-		over, _ := watchtest.EventData(evs[0])["overpaid_cents"].(float64)
+		over, _ := apptest.EventData(evs[0])["overpaid_cents"].(float64)
 		if int64(over) != wantCents.Int64()-o.TotalCents || over <= 0 {
 			t.Fatalf("overpaid_cents %v, want %d (event %s)", over, wantCents.Int64()-o.TotalCents, evs[0].Data)
 		}
@@ -244,7 +244,7 @@ func paymentScenarios(t *testing.T, n node) {
 // never provisioned automatically, handed to support.
 func latePayment(t *testing.T, n node) {
 	const deadline = 3 * time.Second
-	f := newFixture(t, n, watchtest.Options{Deadline: deadline})
+	f := newFixture(t, n, apptest.Options{Deadline: deadline})
 	f.runWatcher("watcher-" + f.network)
 	o, in := f.order()
 	// Block times have a one-second resolution and must be after the
@@ -264,7 +264,7 @@ func latePayment(t *testing.T, n node) {
 		}
 		return len(evs) > 0
 	})
-	data := watchtest.EventData(ev)
+	data := apptest.EventData(ev)
 	if data["late"] != true || data["to_support"] != true || !strings.Contains(ev.Message, "support") {
 		t.Fatalf("late payment event: %s %s", ev.Message, ev.Data)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -53,7 +53,7 @@ func TestConfirmationLatency(t *testing.T) {
 		}
 	}
 	forEachNode(t, func(t *testing.T, n node) {
-		f := newFixture(t, n, watchtest.Options{})
+		f := newFixture(t, n, apptest.Options{})
 		for _, push := range []bool{false, true} {
 			mode := "polling"
 			if push {

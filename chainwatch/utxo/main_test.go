@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/postgres"
 )
 
@@ -66,7 +66,7 @@ func runChildWatcher(spec string) int {
 	w := &chainwatch.Watcher{
 		Chain:    chain,
 		Store:    db,
-		Signaler: watchtest.HTTPSignaler{URL: cfg.RelayURL},
+		Signaler: apptest.HTTPSignaler{URL: cfg.RelayURL},
 		Policy:   chainwatch.Policy{Confirmations: cfg.Confirmations},
 		Holder:   cfg.Holder,
 		LeaseTTL: cfg.LeaseTTL,

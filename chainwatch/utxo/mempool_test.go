@@ -13,9 +13,9 @@ import (
 	"github.com/btcsuite/btcd/txscript"
 	"github.com/btcsuite/btcd/wire"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -28,7 +28,7 @@ import (
 func TestMempoolPaymentDetectedThenReplaced(t *testing.T) {
 	skipShort(t)
 	forEachNode(t, func(t *testing.T, n node) {
-		f := newFixture(t, n, watchtest.Options{})
+		f := newFixture(t, n, apptest.Options{})
 		f.runWatcher("watcher", func(w *chainwatch.Watcher) {
 			w.Notifier, w.Poll = n.notifier(), time.Minute
 		})

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestWatcherKilledBetweenSeenAndConfirmed(t *testing.T) {
 	skipShort(t)
 	forEachNode(t, func(t *testing.T, n node) {
-		f := newFixture(t, n, watchtest.Options{})
+		f := newFixture(t, n, apptest.Options{})
 		relay := f.e.SignalRelay()
 		const lease = 2 * time.Second
 		first := f.startChild(relay, "watcher-a", lease)
@@ -64,7 +64,7 @@ func TestWatcherKilledBetweenSeenAndConfirmed(t *testing.T) {
 func TestTwoWatchersRecordOnce(t *testing.T) {
 	skipShort(t)
 	n := startBtcd(t)
-	f := newFixture(t, n, watchtest.Options{})
+	f := newFixture(t, n, apptest.Options{})
 	relay := f.e.SignalRelay()
 	// A long lease: under load a renewal must not lapse, so that exactly
 	// one of the two is ever active.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -27,7 +27,7 @@ func TestWatcherStoppedLongerThanTheWatchWindow(t *testing.T) {
 	// on time and the second one after the window.
 	n.mine(20) // as much as paying may mine, for mature coins
 	ahead := time.Until(tipTime(t, n)) + 10*time.Second
-	f := newFixture(t, n, watchtest.Options{Deadline: max(ahead, 0) + 30*time.Second, WatchAfter: time.Second})
+	f := newFixture(t, n, apptest.Options{Deadline: max(ahead, 0) + 30*time.Second, WatchAfter: time.Second})
 	stop := f.startWatcher("watcher-before", nil)
 	o, in := f.order()
 	stored, err := f.e.DB.Intent(f.e.Ctx, in.ID)
@@ -116,7 +116,7 @@ func tipTime(t *testing.T, n node) time.Time {
 func TestReorgAfterConfirmationOnBtcd(t *testing.T) {
 	skipShort(t)
 	n := startBtcd(t)
-	f := newFixture(t, n, watchtest.Options{})
+	f := newFixture(t, n, apptest.Options{})
 	f.startWatcher("watcher", nil)
 	o, in := f.order()
 	n.pay(in.Address, amountOf(in))
@@ -136,7 +136,7 @@ func TestReorgAfterConfirmationOnBtcd(t *testing.T) {
 	}
 	f.e.WaitFor("reverted after confirmation on the timeline", func() bool {
 		for _, ev := range f.e.EventsOfKind(o.Ref, domain.EventPaymentReverted) {
-			if watchtest.EventData(ev)["after_confirmation"] == true {
+			if apptest.EventData(ev)["after_confirmation"] == true {
 				return true
 			}
 		}

@@ -24,8 +24,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
-	"github.com/kernodeck/kernodeck/chainwatch/watchtest"
 	"github.com/kernodeck/kernodeck/devnodes"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
@@ -41,7 +41,7 @@ const ltcConfirmations = 2
 // litecoin) a Litecoin Core regtest node followed by a real chain watcher.
 type shop struct {
 	t      *testing.T
-	env    *watchtest.Env
+	env    *apptest.Env
 	srv    *httptest.Server
 	ltcURL string
 }
@@ -86,7 +86,7 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		}
 		networks[domain.NetworkLitecoin] = payments.Network{Deriver: acc}
 	}
-	env := watchtest.New(t, watchtest.Options{Networks: networks, Deadline: o.deadline})
+	env := apptest.New(t, apptest.Options{Networks: networks, Deadline: o.deadline})
 	if o.litecoin {
 		// The watcher stops before the harness closes its database.
 		wctx, stop := context.WithCancel(env.Ctx)
@@ -360,7 +360,7 @@ func (s *shop) support(t *testing.T, method, path string, body any) map[string]a
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, s.srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+watchtest.AgentToken)
+	req.Header.Set("Authorization", "Bearer "+apptest.AgentToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -407,7 +407,7 @@ func kernodeckCLI(t *testing.T) string {
 func (s *shop) cli(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(kernodeckCLI(t), args...)
-	cmd.Env = append(os.Environ(), "KERNODECK_SUPPORT_URL="+s.srv.URL, "KERNODECK_SUPPORT_TOKEN="+watchtest.AgentToken)
+	cmd.Env = append(os.Environ(), "KERNODECK_SUPPORT_URL="+s.srv.URL, "KERNODECK_SUPPORT_TOKEN="+apptest.AgentToken)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kernodeck %v: %v\n%s", args, err, out)
