@@ -157,7 +157,7 @@ func (s *Server) decodeAttribution(c *gin.Context) (attributeRequest, int64, boo
 		amount = *req.AmountCents
 	}
 	// The same rule as the workflow's (the action ID is given later).
-	if err := (domain.Attribution{ActionID: 1, AmountCents: amount}).Validate(); err != nil {
+	if err := (domain.Attribution{AmountCents: amount}).ValidateParams(); err != nil {
 		s.fail(c, err)
 		return req, 0, false
 	}
@@ -203,7 +203,7 @@ func (s *Server) supportExtend(c *gin.Context) {
 		return
 	}
 	// The workflow validates the same domain type the same way.
-	if err := (domain.Extension{ActionID: 1, Days: req.Days}).Validate(); err != nil {
+	if err := (domain.Extension{Days: req.Days}).ValidateParams(); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -274,7 +274,7 @@ func (s *Server) supportRefund(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if err := (domain.Refund{ActionID: 1, AmountCents: req.AmountCents}).Validate(); err != nil {
+	if err := (domain.Refund{AmountCents: req.AmountCents}).ValidateParams(); err != nil {
 		s.fail(c, err)
 		return
 	}

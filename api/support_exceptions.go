@@ -67,7 +67,7 @@ func (s *Server) exceptionRequestBody(c *gin.Context) (domain.Exception, excepti
 		s.fail(c, err)
 		return domain.Exception{}, req, false
 	}
-	if err := (domain.ExceptionRefund{ExceptionID: id, ActionID: 1, AmountCents: req.AmountCents}).Validate(); err != nil {
+	if err := (domain.ExceptionRefund{ExceptionID: id, AmountCents: req.AmountCents}).ValidateParams(); err != nil {
 		s.fail(c, err)
 		return domain.Exception{}, req, false
 	}

@@ -53,12 +53,21 @@ type Extension struct {
 	Reason   string
 }
 
-// Validate checks the extension's bounds.
+// Validate checks the extension's bounds and its action.
 func (e Extension) Validate() error {
+	if err := e.ValidateParams(); err != nil {
+		return err
+	}
+	return validateActionID(e.ActionID)
+}
+
+// ValidateParams checks what support asks (the API, before the action is
+// recorded and has its ID).
+func (e Extension) ValidateParams() error {
 	if e.Days < MinExtendDays || e.Days > MaxExtendDays {
 		return FieldError("days", fmt.Sprintf("La prolongation est de %d à %d jours entiers.", MinExtendDays, MaxExtendDays))
 	}
-	return validateActionID(e.ActionID)
+	return nil
 }
 
 // Refund credits an amount of an order back to the customer's balance.
@@ -73,10 +82,18 @@ type Refund struct {
 // Validate checks the amount's shape; CheckRefund checks it against what
 // may still be refunded.
 func (r Refund) Validate() error {
+	if err := r.ValidateParams(); err != nil {
+		return err
+	}
+	return validateActionID(r.ActionID)
+}
+
+// ValidateParams checks the amount alone (see Extension.ValidateParams).
+func (r Refund) ValidateParams() error {
 	if r.AmountCents <= 0 || r.AmountCents > MaxSupportCents {
 		return FieldError("amount_cents", "Indiquez le montant à rembourser sur le solde, en cents (positif).")
 	}
-	return validateActionID(r.ActionID)
+	return nil
 }
 
 // CheckRefund refuses a refund above what was received and is neither
@@ -114,10 +131,18 @@ type Attribution struct {
 
 // Validate checks the attribution's shape.
 func (a Attribution) Validate() error {
+	if err := a.ValidateParams(); err != nil {
+		return err
+	}
+	return validateActionID(a.ActionID)
+}
+
+// ValidateParams checks the amount alone (see Extension.ValidateParams).
+func (a Attribution) ValidateParams() error {
 	if a.AmountCents < 0 || a.AmountCents > MaxSupportCents {
 		return FieldError("amount_cents", "Le montant attribué doit être positif (0 : le montant dû).")
 	}
-	return validateActionID(a.ActionID)
+	return nil
 }
 
 // CheckAttribution refuses an attribution above what is still due.
@@ -363,13 +388,22 @@ type ExceptionRefund struct {
 
 // Validate checks the refund's shape.
 func (r ExceptionRefund) Validate() error {
+	if err := r.ValidateParams(); err != nil {
+		return err
+	}
+	return validateActionID(r.ActionID)
+}
+
+// ValidateParams checks the queued amount and the amount alone (see
+// Extension.ValidateParams).
+func (r ExceptionRefund) ValidateParams() error {
 	if r.ExceptionID <= 0 {
 		return FieldError("id", "Indiquez le montant en attente à rembourser.")
 	}
 	if r.AmountCents < 0 || r.AmountCents > MaxSupportCents {
 		return FieldError("amount_cents", "Le montant à rembourser doit être positif (0 : tout ce qui reste).")
 	}
-	return validateActionID(r.ActionID)
+	return nil
 }
 
 // Workflow IDs of an order's and a top-up's workflows, and of the
