@@ -441,3 +441,53 @@ func TestAccountGetsTheGPUGroupsItNeeds(t *testing.T) {
 		t.Fatalf("NVIDIA customer: %v %q", err, out)
 	}
 }
+
+// A GPU device node held open by another non-system account (a process the
+// customer's teardown does not touch: not theirs) keeps the host out: the
+// release marks it broken, says who holds the GPU and tries no reset; the
+// repair refuses until that process is gone, then passes.
+func TestGPUHeldByAnotherAccountKeepsTheHostOut(t *testing.T) {
+	sshtest.RequireRoot(t)
+	ctx := context.Background()
+	f := newFixture(t)
+	h := sshtest.Start(t, sshtest.RTXA5000, sshtest.Options{GPUNodes: []string{"/dev/nvidia0", "/dev/nvidiactl"}})
+	f.addHost("gpu-held-node", h, h.Fingerprint, "rtx-a5000", 1)
+	d := driver(f.db, h, t)
+	ref := f.order("rtx-a5000", 1, "python", "")
+	f.provision(d, ref, "rtx-a5000", 1, "python")
+	other := h.UIDMax // a uid of the host's account range, no account of this order
+	if _, err := h.AdminRun(fmt.Sprintf("setpriv --reuid=%d --regid=%d --clear-groups setsid sh -c 'exec sleep 3600' </dev/nvidia0 >/dev/null 2>&1 &", other, other)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other account's process", func() bool { return sshtest.ProcessCount(other) == 1 })
+	if err := d.RevokeAccess(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	var state, note string
+	var reset *string
+	_ = f.db.QueryRow(`SELECT state, note, gpu_reset FROM gpu_hosts WHERE name = 'gpu-held-node'`).Scan(&state, &note, &reset)
+	if state != sshhost.StateBroken || !strings.Contains(note, "GPU encore ouverts par") || !strings.Contains(note, strconv.Itoa(other)) || reset != nil {
+		t.Fatalf("host %s, note %q, reset %v", state, note, reset)
+	}
+	// Not the customer's: the teardown left it alone.
+	if n := sshtest.ProcessCount(other); n != 1 {
+		t.Fatalf("the other account's process was killed by the customer's teardown (%d left)", n)
+	}
+	if err := d.RepairHost(ctx, "gpu-held-node", ""); !errors.Is(err, sshhost.ErrHostDirty) {
+		t.Fatalf("repair while the GPU is held: %v", err)
+	}
+	if _, err := h.AdminRun(fmt.Sprintf("pkill -KILL -U %d", other)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other account's process to end", func() bool { return sshtest.ProcessCount(other) == 0 })
+	if err := d.RepairHost(ctx, "gpu-held-node", "GPU released"); err != nil {
+		t.Fatalf("repair once the GPU is free: %v", err)
+	}
+	_ = f.db.QueryRow(`SELECT state, gpu_reset FROM gpu_hosts WHERE name = 'gpu-held-node'`).Scan(&state, &reset)
+	if state != sshhost.StateAvailable || reset == nil {
+		t.Fatalf("host %s, reset %v after the repair", state, reset)
+	}
+}

@@ -92,9 +92,19 @@ echo "KD_GROUPS $(id -nG "$KD_USER")"
 step account
 
 # Every world-writable directory of the host's local filesystems, where a
-# customer can leave files: kept in root's state for the teardown (a
-# directory only root can traverse is not searched further: the customer
-# cannot reach what is inside).
+# customer can leave files: kept in root's state for the teardown. A
+# directory others cannot traverse is not searched further (the customer
+# cannot reach what is inside), nor a mount point below one (containers'
+# root filesystems under /var/lib/docker...). On a host whose filesystems
+# are too large to scan in 10 minutes, what the scan found is added to the
+# last complete list.
+kd_reachable() { # kd_reachable PATH: every directory above PATH lets others through
+	local p=$1
+	while [ "$p" != / ] && [ -n "$p" ]; do
+		p=$(dirname -- "$p")
+		[ -n "$(find -P "$p" -maxdepth 0 -perm -0001 2>/dev/null)" ] || return 1
+	done
+}
 kd_writable_dirs() {
 	awk '{print $2, $3}' /proc/self/mounts | while read -r mp fstype; do
 		case "$fstype" in
@@ -104,11 +114,18 @@ kd_writable_dirs() {
 			;;
 		esac
 		mp=$(printf '%b' "$mp")
-		find -P "$mp" -xdev \( -type d ! -perm -0001 -prune \) -o \( -type d -perm -0002 -print0 -prune \) 2>/dev/null || true
+		kd_reachable "$mp" || continue
+		timeout 600 find -P "$mp" -xdev \( -type d ! -perm -0001 -prune \) -o \( -type d -perm -0002 -print0 -prune \) 2>/dev/null || true
 	done
 }
 t=$(mktemp "$KD_STATE/.writable-dirs.XXXXXX")
+started=$(date +%s)
 kd_writable_dirs | sort -z -u >"$t"
+if [ $(($(date +%s) - started)) -ge 600 ] && [ -r "$KD_STATE/writable-dirs" ]; then
+	echo "KD_WARN world-writable directories: scan cut short, merged with the last list" >&2
+	sort -z -u "$t" "$KD_STATE/writable-dirs" >"$t.all"
+	mv -f -- "$t.all" "$t"
+fi
 mv -f -- "$t" "$KD_STATE/writable-dirs"
 step writable-dirs
 

@@ -49,7 +49,13 @@ if [ -n "$uid" ]; then
 	ranges="$uid 1"
 	[ ! -r "$ids_file" ] || ranges="$ranges
 $(tail -n +2 "$ids_file")"
-	for r in ${KD_IDS#* }; do
+	# KD_IDS: "uid:gid" then the ranges, "first:count" each.
+	set -f
+	# shellcheck disable=SC2086 # split on spaces, no globbing
+	set -- ${KD_IDS:-}
+	set +f
+	[ $# -eq 0 ] || shift
+	for r in "$@"; do
 		case "$r" in *:*) ranges="$ranges
 ${r%%:*} ${r#*:}" ;; esac
 	done
