@@ -58,8 +58,15 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// inTx runs fn in a transaction, committing on nil and rolling back otherwise.
+// inTx runs fn in a transaction of the store (InTx).
 func (db *DB) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	return InTx(ctx, db.DB, fn)
+}
+
+// InTx runs fn in a transaction, committing on nil and rolling back
+// otherwise: the one transaction helper of every package that writes to
+// PostgreSQL (the stores, the provisioning drivers).
+func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

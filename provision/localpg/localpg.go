@@ -35,23 +35,11 @@ type Provisioner struct {
 
 var _ activities.Provisioner = (*Provisioner)(nil)
 
-func (p *Provisioner) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
-	tx, err := p.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
 // Reserve takes GPUs of the model for the order. The inventory row is locked
 // so two orders never get the same GPUs; a second call for the same order is
 // a no-op.
 func (p *Provisioner) Reserve(ctx context.Context, in activities.ReserveInput) error {
-	return p.inTx(ctx, func(tx *sqlx.Tx) error {
+	return postgres.InTx(ctx, p.DB, func(tx *sqlx.Tx) error {
 		var total int
 		err := tx.GetContext(ctx, &total, `SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $1 FOR UPDATE`, in.GPUModel)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/lib/pq"
 )
 
@@ -86,7 +87,7 @@ func (d *Driver) RepairHost(ctx context.Context, name, note string) error {
 			reboot = t.Reboot
 		}
 	}
-	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM gpu_hosts WHERE id = $1 FOR UPDATE`, h.ID); err != nil {
 			return err
 		}

@@ -138,21 +138,6 @@ func (d *Driver) UnixUser(orderRef string) (string, error) {
 	return u, nil
 }
 
-func (d *Driver) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
-	tx, err := d.DB.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // reservation is an order's active hold on a host, with the host.
 type reservation struct {
 	ID         int64          `db:"id"`
@@ -203,7 +188,7 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 	if err != nil {
 		return err
 	}
-	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		if _, ok, err := d.activeReservation(ctx, tx, in.OrderRef); err != nil || ok {
 			return err
 		}
@@ -263,7 +248,7 @@ func (d *Driver) setAside(ctx context.Context, r reservation, reason string, see
 	if seen != nil {
 		model, count, drv, cuda = seen.model(), len(seen.Names), seen.Driver, seen.CUDA
 	}
-	err := d.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE host_reservations SET state = 'failed', failure = $2,
 			gpu_model_seen = $3, gpu_count_seen = $4, driver_version = $5, cuda_version = $6, released_at = now()
 			WHERE id = $1 AND state = 'active'`, r.ID, reason, model, count, drv, cuda); err != nil {
@@ -602,7 +587,7 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 	if jupyterURL != nil {
 		v.Notes = strings.TrimSpace(v.Notes + " " + jupyterTunnelNote(r, d.jupyterPort()))
 	}
-	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO order_access (order_ref, host, port, username, password, private_key, key_fingerprint,
 				jupyter_url, jupyter_token, gpu_model_seen, gpu_count_seen, driver_version, cuda_version, notes)
@@ -783,7 +768,7 @@ func (d *Driver) Release(ctx context.Context, orderRef string) error {
 	if err := d.flagCustomer(ctx, r.ID, t.Customer); err != nil {
 		return fmt.Errorf("release %s: %w", orderRef, err)
 	}
-	return d.inTx(ctx, func(tx *sqlx.Tx) error {
+	return postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		var failure any
 		if reason := t.reason(); reason != "" {
 			failure = reason
@@ -909,7 +894,7 @@ func (d *Driver) ReplaceKey(ctx context.Context, orderRef, publicKey string) err
 	}
 	// Only the key itself is written on the host (no comment, no options).
 	publicKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pk)))
-	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE orders SET ssh_public_key = $2 WHERE ref = $1`, orderRef, publicKey); err != nil {
 			return err
 		}
@@ -940,7 +925,7 @@ func (d *Driver) ReissueKey(ctx context.Context, orderRef string) error {
 	if err != nil {
 		return err
 	}
-	err = d.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE orders SET ssh_public_key = NULL WHERE ref = $1`, orderRef); err != nil {
 			return err
 		}
