@@ -46,7 +46,7 @@ func (s *Store) openPassword(ref string, a *domain.Access) error {
 	if !secrets.IsSealed(a.Password) {
 		return nil // written before secrets were sealed (or empty)
 	}
-	clear, err := s.Keyring.Open(a.Password, "order_access.password:"+ref)
+	clear, err := AccessPassword.Open(s.Keyring, ref, a.Password)
 	if err != nil {
 		return fmt.Errorf("access %s: %w", ref, err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) ownerView(ref string, a *domain.Access, hasKey bool, jupyterToke
 	a.PrivateKeyAvailable = hasKey && a.RevokedAt == nil &&
 		(a.PrivateKeyShownAt == nil || now.Sub(*a.PrivateKeyShownAt) < s.KeyShowWindow)
 	if jupyterToken.Valid {
-		tok, err := s.Keyring.Open(jupyterToken.String, "order_access.jupyter_token:"+ref)
+		tok, err := AccessJupyterToken.Open(s.Keyring, ref, jupyterToken.String)
 		if err != nil {
 			return fmt.Errorf("access %s: %w", ref, err)
 		}
@@ -107,7 +107,7 @@ func (s *Store) RevealPrivateKey(ctx context.Context, ref string) (key string, s
 		first := !row.ShownAt.Valid
 		inWindow := first || row.Now.Sub(row.ShownAt.Time) < s.KeyShowWindow
 		if inWindow {
-			k, err := s.Keyring.Open(row.PrivateKey.String, "order_access.private_key:"+ref)
+			k, err := AccessPrivateKey.Open(s.Keyring, ref, row.PrivateKey.String)
 			if err != nil {
 				return fmt.Errorf("access %s: %w", ref, err)
 			}

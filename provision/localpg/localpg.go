@@ -131,7 +131,7 @@ func (p *Provisioner) CreateAccess(ctx context.Context, in activities.CreateAcce
 		return activities.AccessSummary{}, fmt.Errorf("create access %s: no keyring to seal the password", in.OrderRef)
 	}
 	user := "kd" + strings.ToLower(strings.ReplaceAll(in.OrderRef, "-", ""))
-	password := p.Keyring.Seal(rand.Text(), "order_access.password:"+in.OrderRef)
+	password := postgres.AccessPassword.Seal(p.Keyring, in.OrderRef, rand.Text())
 	// As the SSH driver does: the customer's own key, or a generated pair
 	// whose private key the owner downloads once.
 	var customerKey sql.NullString
@@ -145,7 +145,7 @@ func (p *Provisioner) CreateAccess(ctx context.Context, in activities.CreateAcce
 		if err != nil {
 			return activities.AccessSummary{}, err
 		}
-		pubLine, privKey = pub, p.Keyring.Seal(priv, "order_access.private_key:"+in.OrderRef)
+		pubLine, privKey = pub, postgres.AccessPrivateKey.Seal(p.Keyring, in.OrderRef, priv)
 	}
 	var fingerprint any
 	if pk, _, _, _, err := ssh.ParseAuthorizedKey([]byte(pubLine)); err == nil {

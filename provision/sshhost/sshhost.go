@@ -292,8 +292,6 @@ func (d *Driver) step(ctx context.Context, orderRef string) func(string) {
 	}
 }
 
-func aad(field, orderRef string) string { return field + ":" + orderRef }
-
 // ensureSecrets generates the order's key pair (when the customer gave no
 // public key) and Jupyter token once, stores them sealed on the reservation
 // and returns the public key to install and the token. A retry finds them.
@@ -304,7 +302,7 @@ func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, 
 			return "", "", fmt.Errorf("generate key pair: %w", err)
 		}
 		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET private_key = $2, public_key = $3
-			WHERE id = $1 AND public_key IS NULL`, r.ID, d.Keyring.Seal(priv, aad("host_reservations.private_key", r.OrderRef)), pub); err != nil {
+			WHERE id = $1 AND public_key IS NULL`, r.ID, postgres.ReservationPrivateKey.Seal(d.Keyring, r.OrderRef, priv), pub); err != nil {
 			return "", "", fmt.Errorf("store key pair: %w", err)
 		}
 	}
@@ -312,7 +310,7 @@ func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, 
 		var b [24]byte
 		_, _ = rand.Read(b[:])
 		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET jupyter_token = $2
-			WHERE id = $1 AND jupyter_token IS NULL`, r.ID, d.Keyring.Seal(hex.EncodeToString(b[:]), aad("host_reservations.jupyter_token", r.OrderRef))); err != nil {
+			WHERE id = $1 AND jupyter_token IS NULL`, r.ID, postgres.ReservationJupyterToken.Seal(d.Keyring, r.OrderRef, hex.EncodeToString(b[:]))); err != nil {
 			return "", "", fmt.Errorf("store jupyter token: %w", err)
 		}
 	}
@@ -327,7 +325,7 @@ func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, 
 		pubKey = pub.String
 	}
 	if tok.Valid {
-		if jupyterToken, err = d.Keyring.Open(tok.String, aad("host_reservations.jupyter_token", r.OrderRef)); err != nil {
+		if jupyterToken, err = postgres.ReservationJupyterToken.Open(d.Keyring, r.OrderRef, tok.String); err != nil {
 			return "", "", err
 		}
 	}
@@ -555,11 +553,11 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 	}
 	var privKey, fingerprint, jupyterURL, jupyterTok any
 	if r.PrivateKey.Valid {
-		pem, err := d.Keyring.Open(r.PrivateKey.String, aad("host_reservations.private_key", in.OrderRef))
+		pem, err := postgres.ReservationPrivateKey.Open(d.Keyring, in.OrderRef, r.PrivateKey.String)
 		if err != nil {
 			return activities.AccessSummary{}, err
 		}
-		privKey = d.Keyring.Seal(pem, aad("order_access.private_key", in.OrderRef))
+		privKey = postgres.AccessPrivateKey.Seal(d.Keyring, in.OrderRef, pem)
 	}
 	var customerKey sql.NullString
 	if err := d.DB.GetContext(ctx, &customerKey, `SELECT ssh_public_key FROM orders WHERE ref = $1`, in.OrderRef); err != nil {
@@ -573,11 +571,11 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 		fingerprint = ssh.FingerprintSHA256(pk)
 	}
 	if r.JupyterTok.Valid {
-		tok, err := d.Keyring.Open(r.JupyterTok.String, aad("host_reservations.jupyter_token", in.OrderRef))
+		tok, err := postgres.ReservationJupyterToken.Open(d.Keyring, in.OrderRef, r.JupyterTok.String)
 		if err != nil {
 			return activities.AccessSummary{}, err
 		}
-		jupyterTok = d.Keyring.Seal(tok, aad("order_access.jupyter_token", in.OrderRef))
+		jupyterTok = postgres.AccessJupyterToken.Seal(d.Keyring, in.OrderRef, tok)
 		jupyterURL = fmt.Sprintf("http://127.0.0.1:%d/lab", d.jupyterPort())
 	}
 	v := in.Verification
@@ -933,7 +931,7 @@ func (d *Driver) ReissueKey(ctx context.Context, orderRef string) error {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE order_access SET private_key = $2, key_fingerprint = $3, private_key_shown_at = NULL
-			WHERE order_ref = $1`, orderRef, d.Keyring.Seal(priv, aad("order_access.private_key", orderRef)), ssh.FingerprintSHA256(pk))
+			WHERE order_ref = $1`, orderRef, postgres.AccessPrivateKey.Seal(d.Keyring, orderRef, priv), ssh.FingerprintSHA256(pk))
 		return err
 	})
 	if err != nil {
