@@ -8,6 +8,11 @@
 //	kdload api      GET /v1/orders/{ref} and POST /v1/orders at rising
 //	                concurrency beside GET /healthz, and a bare
 //	                StartWorkflow + INSERT loop, as ratios
+//	kdload burst    N orders with an LTC payment request paid by one block
+//	                of a few transactions with thousands of outputs: per
+//	                order block -> paid and -> active, then a bare loop
+//	                (signal -> activity -> row) for the same N; run on
+//	                scripts/prodlike.sh's deployment (issue 23)
 //
 // scripts/load.sh starts the service and runs both; BENCHMARKS.md records
 // the results. Every loop is bounded in count and time.
@@ -30,7 +35,7 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `usage: kdload rentals|api [flags] (kdload CMD -h for the flags)
+const usage = `usage: kdload rentals|api|burst [flags] (kdload CMD -h for the flags)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,6 +60,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		err = r.run(ctx, stdout)
+	case "burst":
+		b := burst{}
+		b.flagsBurst(fs)
+		if err = fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		err = b.run(ctx, stdout)
 	case "api":
 		a := apiLoad{}
 		a.flags(fs)

@@ -1,0 +1,547 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/kernodeck/kernodeck/apiclient"
+)
+
+// burst is issue 23's busy block: n orders, each with an LTC payment
+// request, paid by a few transactions of thousands of outputs mined in one
+// block; then, per order, the time from the confirming block to `paid` and
+// to `active`, and the bare ceiling: a signal to a minimal workflow that
+// writes one row through an activity, for the same n.
+type burst struct {
+	common
+	api2     string
+	n, conc  int
+	ltcURL   string
+	perTx    int
+	days     int
+	conf     int
+	bare     bool
+	detect   time.Duration
+	timeout  time.Duration
+	clients  [2]*apiclient.Client
+	bareDB   *sqlx.DB
+	bareRun  string
+	checkRun bool
+}
+
+func (b *burst) flagsBurst(fs *flag.FlagSet) {
+	b.flags(fs)
+	env := func(k, def string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	// scripts/prodlike.sh exports these for a command it runs.
+	for flagName, k := range map[string]string{"api": "KD_PRODLIKE_API1", "db": "KERNODECK_DATABASE_URL", "namespace": "TEMPORAL_NAMESPACE"} {
+		if v := os.Getenv(k); v != "" {
+			_ = fs.Set(flagName, v)
+		}
+	}
+	fs.StringVar(&b.api2, "api2", env("KD_PRODLIKE_API2", ""), "a second API replica (requests alternate between the two)")
+	fs.StringVar(&b.ltcURL, "ltc", env("KD_PRODLIKE_LTC_URL", ""), "Litecoin Core wallet RPC URL (http://user:pass@127.0.0.1:port/wallet/NAME)")
+	fs.IntVar(&b.n, "n", 500, "orders in the burst (at most 20000)")
+	fs.IntVar(&b.conc, "c", 16, "concurrent API clients while creating the orders")
+	fs.IntVar(&b.perTx, "per-tx", 1000, "outputs per paying transaction")
+	fs.IntVar(&b.days, "days", 3, "rental length of each order (3 days keeps the LTC needed low)")
+	fs.IntVar(&b.conf, "conf", 6, "Litecoin confirmations of the deployment's policy (blocks mined after the broadcast)")
+	fs.BoolVar(&b.bare, "bare", true, "also run the bare loop (signal -> activity -> row) for the same n")
+	fs.DurationVar(&b.detect, "detect", 3*time.Minute, "wait at most this long for every payment to be seen in the mempool before mining")
+	fs.DurationVar(&b.timeout, "timeout", 0, "give up after (default 10 min + 0.5 s per order)")
+	fs.BoolVar(&b.checkRun, "check", true, "check afterwards, order by order, that the chain and the books agree")
+}
+
+func (b *burst) run(ctx context.Context, out io.Writer) error {
+	if b.n < 1 || b.n > 20000 || b.conc < 1 || b.conc > 256 || b.perTx < 1 || b.perTx > 2500 || b.conf < 1 {
+		return fmt.Errorf("-n must be 1..20000, -c 1..256, -per-tx 1..2500, -conf >= 1")
+	}
+	if b.ltcURL == "" {
+		return fmt.Errorf("-ltc (the Litecoin wallet's RPC URL) is required")
+	}
+	if v := os.Getenv("TEMPORAL_ADDRESS"); v != "" {
+		b.temporal = v
+	}
+	if v := os.Getenv("TEMPORAL_NAMESPACE"); v != "" {
+		b.namespace = v
+	}
+	if err := b.loopbackOnly(); err != nil {
+		return err
+	}
+	b.clients = [2]*apiclient.Client{b.client, b.client}
+	if b.api2 != "" {
+		save := b.api
+		b.api = b.api2
+		if err := b.loopbackOnly(); err != nil {
+			return err
+		}
+		b.clients[1] = b.client
+		b.api = save
+		b.client = b.clients[0]
+	}
+	if b.timeout == 0 {
+		b.timeout = 10*time.Minute + time.Duration(b.n)*time.Second/2
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	db, err := sqlx.Open("postgres", b.dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(out, "# burst of %d orders, %s, %d cores, load average %s\n", b.n, time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadavg())
+	if _, err := db.ExecContext(ctx, `UPDATE gpu_inventory SET total_gpus = total_gpus + $1 WHERE gpu_model = $2`, 2*b.n*8, b.model); err != nil {
+		return fmt.Errorf("capacity: %w", err)
+	}
+
+	// Customers, a hundred orders each (their addresses confirmed).
+	run := time.Now().UnixNano()
+	tokens := make([]string, (b.n+ordersPerCustomer-1)/ordersPerCustomer)
+	if err := parallel(ctx, len(tokens), min(b.conc, 4), func(ctx context.Context, i int) error {
+		t, err := b.customer(ctx, fmt.Sprintf("burst-%d-%d@example.com", run, i), i)
+		tokens[i] = t
+		return err
+	}); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE accounts SET email_verified_at = now() WHERE email LIKE $1`,
+		fmt.Sprintf("burst-%d-%%@example.com", run)); err != nil {
+		return err
+	}
+
+	// Orders and their payment requests, through both API replicas.
+	type order struct{ ref, address, amount string }
+	orders := make([]order, b.n)
+	start := time.Now()
+	if err := parallel(ctx, b.n, b.conc, func(ctx context.Context, i int) error {
+		api := b.clients[i%2]
+		tok := tokens[i/ordersPerCustomer]
+		ref, err := api.CreateOrder(ctx, tok, b.model, b.days)
+		if err != nil {
+			return fmt.Errorf("order %d: %w", i, err)
+		}
+		// The workflow may still be starting: retry a few times.
+		for attempt := 0; ; attempt++ {
+			addr, amount, err := api.PaymentRequest(ctx, tok, ref, "LTC", "litecoin")
+			if err == nil {
+				orders[i] = order{ref, addr, amount}
+				return nil
+			}
+			if attempt == 30 {
+				return fmt.Errorf("payment request of %s: %w", ref, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	setup := time.Since(start)
+	fmt.Fprintf(out, "%d orders with an LTC payment request in %.1f s (%.0f/s, c=%d, two API replicas)\n",
+		b.n, setup.Seconds(), float64(b.n)/setup.Seconds(), b.conc)
+
+	// Enough mature coins, then the paying transactions.
+	need := new(big.Rat)
+	for _, o := range orders {
+		a, ok := new(big.Rat).SetString(o.amount)
+		if !ok {
+			return fmt.Errorf("amount %q of %s", o.amount, o.ref)
+		}
+		need.Add(need, a)
+	}
+	needF, _ := need.Float64()
+	if err := b.fund(ctx, needF+1); err != nil {
+		return err
+	}
+	refs := make([]string, b.n)
+	for i, o := range orders {
+		refs[i] = o.ref
+	}
+	var txids []string
+	tBroadcast := time.Now()
+	for lo := 0; lo < b.n; lo += b.perTx {
+		outs := map[string]json.Number{}
+		for _, o := range orders[lo:min(lo+b.perTx, b.n)] {
+			outs[o.address] = json.Number(o.amount)
+		}
+		var txid string
+		if err := ltcRPC(ctx, b.ltcURL, "sendmany", []any{"", outs}, &txid); err != nil {
+			return fmt.Errorf("sendmany: %w", err)
+		}
+		txids = append(txids, txid)
+	}
+	fmt.Fprintf(out, "broadcast %d transactions (%d outputs each at most, %.4f LTC in all) in %.1f s\n",
+		len(txids), b.perTx, needF, time.Since(tBroadcast).Seconds())
+
+	// Push: the watcher, a peer of the node, sees them in the mempool.
+	detected, err := b.waitStatus(ctx, db, refs, []string{"payment_detected", "paid", "provisioning", "active"}, b.detect)
+	if err != nil {
+		return err
+	}
+	lastDetected := time.Duration(0)
+	for _, t := range detected {
+		if !t.IsZero() {
+			lastDetected = max(lastDetected, t.Sub(tBroadcast))
+		}
+	}
+	fmt.Fprintf(out, "broadcast -> payment_detected: %d of %d within %.1f s (last at %.1f s)\n",
+		countSet(detected), b.n, b.detect.Seconds(), lastDetected.Seconds())
+
+	// One block pays them all; the policy's confirmations follow at once.
+	var addr string
+	if err := ltcRPC(ctx, b.ltcURL, "getnewaddress", nil, &addr); err != nil {
+		return err
+	}
+	var blocks []string
+	if err := ltcRPC(ctx, b.ltcURL, "generatetoaddress", []any{b.conf, addr}, &blocks); err != nil {
+		return err
+	}
+	tBlock := time.Now()
+	var blk struct {
+		Tx     []string `json:"tx"`
+		Height int64    `json:"height"`
+	}
+	if err := ltcRPC(ctx, b.ltcURL, "getblock", []any{blocks[0], 1}, &blk); err != nil {
+		return err
+	}
+	inBlock := 0
+	for _, t := range txids {
+		if slices.Contains(blk.Tx, t) {
+			inBlock++
+		}
+	}
+	fmt.Fprintf(out, "block %d holds %d of the %d paying transactions (%d transactions in all); %d confirmations mined\n",
+		blk.Height, inBlock, len(txids), len(blk.Tx), b.conf)
+
+	states := map[string][]string{
+		"paid":   {"paid", "provisioning", "active"},
+		"active": {"active"},
+	}
+	var paid, active []time.Time
+	var wg sync.WaitGroup
+	var perr, aerr error
+	wg.Add(2)
+	go func() { defer wg.Done(); paid, perr = b.waitStatus(ctx, db, refs, states["paid"], 0) }()
+	go func() { defer wg.Done(); active, aerr = b.waitStatus(ctx, db, refs, states["active"], 0) }()
+	wg.Wait()
+	if perr != nil {
+		return perr
+	}
+	if aerr != nil {
+		return aerr
+	}
+	toPaid := since(paid, tBlock)
+	toActive := since(active, tBlock)
+	fmt.Fprintf(out, "block -> paid:   p50 %s p95 %s max %s (%d orders; %.0f orders/s to the last)\n",
+		sec(toPaid.q(.5)), sec(toPaid.q(.95)), sec(toPaid.q(1)), len(toPaid), float64(len(toPaid))/toPaid.q(1).Seconds())
+	fmt.Fprintf(out, "block -> active: p50 %s p95 %s max %s (%d orders; %.0f orders/s to the last)\n",
+		sec(toActive.q(.5)), sec(toActive.q(.95)), sec(toActive.q(1)), len(toActive), float64(len(toActive))/toActive.q(1).Seconds())
+	fmt.Fprintf(out, "load average after: %s\n", loadavg())
+
+	if b.checkRun {
+		if err := b.check(ctx, out, db, refs); err != nil {
+			return err
+		}
+	}
+	if b.bare {
+		rate, err := b.bareLoop(ctx, out, db)
+		if err != nil {
+			return fmt.Errorf("bare loop: %w", err)
+		}
+		fmt.Fprintf(out, "ratio to the bare loop: paid %.0f %%, active %.0f %%\n",
+			100*float64(len(toPaid))/toPaid.q(1).Seconds()/rate, 100*float64(len(toActive))/toActive.q(1).Seconds()/rate)
+	}
+	return nil
+}
+
+// fund mines blocks to the wallet until its mature balance covers need LTC
+// (regtest: 50 LTC a block below height 150, halved every 150; Litecoin
+// Core 0.21 cannot mine past height ~431 with wallet transactions pending).
+func (b *burst) fund(ctx context.Context, need float64) error {
+	for {
+		var bal float64
+		if err := ltcRPC(ctx, b.ltcURL, "getbalance", nil, &bal); err != nil {
+			return err
+		}
+		if bal >= need {
+			return nil
+		}
+		var h int64
+		if err := ltcRPC(ctx, b.ltcURL, "getblockcount", nil, &h); err != nil {
+			return err
+		}
+		if h > 400 {
+			return fmt.Errorf("the wallet holds %.2f LTC, %.2f needed, and the chain is at %d: start a fresh deployment", bal, need, h)
+		}
+		var addr string
+		if err := ltcRPC(ctx, b.ltcURL, "getnewaddress", nil, &addr); err != nil {
+			return err
+		}
+		if err := ltcRPC(ctx, b.ltcURL, "generatetoaddress", []any{10, addr}, nil); err != nil {
+			return err
+		}
+	}
+}
+
+// waitStatus polls the orders' statuses every 100 ms and returns, per
+// order, when it was first seen in one of the states (zero if never). With
+// within 0 it waits until every order is seen (or ctx ends: an error);
+// otherwise at most within.
+func (b *burst) waitStatus(ctx context.Context, db *sqlx.DB, refs []string, statuses []string, within time.Duration) ([]time.Time, error) {
+	idx := make(map[string]int, len(refs))
+	for i, r := range refs {
+		idx[r] = i
+	}
+	seen := make([]time.Time, len(refs))
+	left := len(refs)
+	deadline := time.Now().Add(within)
+	for left > 0 {
+		var got []string
+		if err := db.SelectContext(ctx, &got, `SELECT ref FROM orders WHERE ref = ANY($1) AND status = ANY($2)`,
+			pq.Array(refs), pq.Array(statuses)); err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		for _, r := range got {
+			if i := idx[r]; seen[i].IsZero() {
+				seen[i] = now
+				left--
+			}
+		}
+		if left == 0 || (within > 0 && now.After(deadline)) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d of %d orders never reached %v: %w", left, len(refs), statuses, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return seen, nil
+}
+
+// check compares, order by order, the chain with the books: one confirmed
+// chain payment of exactly the request's amount per order, the order paid
+// its total, one reservation, and each of paid / payment_confirmed /
+// access_available once on its timeline.
+func (b *burst) check(ctx context.Context, out io.Writer, db *sqlx.DB, refs []string) error {
+	var bad []string
+	if err := db.SelectContext(ctx, &bad, `
+		SELECT o.ref FROM orders o
+		WHERE o.ref = ANY($1) AND (
+			o.status <> 'active' OR o.paid_cents <> o.total_cents
+			OR (SELECT count(*) FROM chain_payments c JOIN payment_intents i ON i.id = c.intent_id
+			    WHERE i.target_ref = o.ref AND c.state = 'confirmed' AND c.amount_base = i.amount_base) <> 1
+			OR (SELECT count(*) FROM chain_payments c JOIN payment_intents i ON i.id = c.intent_id
+			    WHERE i.target_ref = o.ref) <> 1
+			OR (SELECT count(*) FROM gpu_reservations r WHERE r.order_ref = o.ref) <> 1
+			OR (SELECT count(*) FROM timeline_events e WHERE e.ref = o.ref AND e.kind = 'payment_confirmed') <> 1
+			OR (SELECT count(*) FROM timeline_events e WHERE e.ref = o.ref AND e.kind = 'access_available') <> 1)`,
+		pq.Array(refs)); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("check: %d orders where the chain and the books disagree, e.g. %v", len(bad), bad[:min(5, len(bad))])
+	}
+	var unbalanced int
+	if err := db.GetContext(ctx, &unbalanced, `SELECT count(*) FROM (SELECT transaction_id FROM ledger_entries GROUP BY transaction_id HAVING sum(amount_cents) <> 0) t`); err != nil {
+		return err
+	}
+	if unbalanced > 0 {
+		return fmt.Errorf("check: %d unbalanced ledger transactions", unbalanced)
+	}
+	fmt.Fprintf(out, "check: every order active, paid its total by exactly one confirmed chain payment of its request's amount, one reservation, each step once on its timeline\n")
+	return nil
+}
+
+// --- the bare loop -----------------------------------------------------------
+
+const bareSignal = "pay"
+
+// BareWorkflow waits for one signal, writes one row through an activity, and
+// ends: the least a payment signal can cost on this deployment.
+func BareWorkflow(ctx workflow.Context, key string) error {
+	workflow.GetSignalChannel(ctx, bareSignal).Receive(ctx, nil)
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second},
+	})
+	return workflow.ExecuteActivity(ctx, "BareWrite", key).Get(ctx, nil)
+}
+
+func (b *burst) bareWrite(ctx context.Context, key string) error {
+	_, err := b.bareDB.ExecContext(ctx, `INSERT INTO kdload_bare (run, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, b.bareRun, key)
+	if err != nil {
+		activity.GetLogger(ctx).Warn("bare write", "err", err)
+	}
+	return err
+}
+
+// bareLoop starts n minimal workflows (not timed), then signals them all at
+// once, b.conc at a time, and times the signals until the n-th row.
+func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (float64, error) {
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
+	if err != nil {
+		return 0, err
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = b.temporal
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = b.namespace
+	}
+	opts.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	tc, err := client.Dial(opts)
+	if err != nil {
+		return 0, err
+	}
+	defer tc.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS kdload_bare (run TEXT NOT NULL, key TEXT NOT NULL,
+		at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (run, key))`); err != nil {
+		return 0, err
+	}
+	b.bareDB = db
+	b.bareRun = fmt.Sprintf("bare-%d", time.Now().UnixNano())
+	queue := "kdload-" + b.bareRun
+	w := worker.New(tc, queue, worker.Options{})
+	w.RegisterWorkflow(BareWorkflow)
+	w.RegisterActivityWithOptions(b.bareWrite, activity.RegisterOptions{Name: "BareWrite"})
+	if err := w.Start(); err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	ids := make([]string, b.n)
+	if err := parallel(ctx, b.n, b.conc, func(ctx context.Context, i int) error {
+		ids[i] = fmt.Sprintf("%s-%d", b.bareRun, i)
+		_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: queue}, BareWorkflow, ids[i])
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	// Let the first workflow tasks (the wait for the signal) run.
+	time.Sleep(5 * time.Second)
+	t0 := time.Now()
+	if err := parallel(ctx, b.n, b.conc, func(ctx context.Context, i int) error {
+		return tc.SignalWorkflow(ctx, ids[i], "", bareSignal, nil)
+	}); err != nil {
+		return 0, err
+	}
+	signalled := time.Since(t0)
+	for {
+		var n int
+		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM kdload_bare WHERE run = $1`, b.bareRun); err != nil {
+			return 0, err
+		}
+		if n >= b.n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%d of %d rows: %w", n, b.n, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	total := time.Since(t0)
+	rate := float64(b.n) / total.Seconds()
+	fmt.Fprintf(out, "bare loop: %d signals sent in %.1f s (c=%d), %d rows written by activities %.1f s after the first: %.0f/s\n",
+		b.n, signalled.Seconds(), b.conc, b.n, total.Seconds(), rate)
+	return rate, nil
+}
+
+// --- helpers -------------------------------------------------------------------
+
+// ltcRPC is one JSON-RPC call to Litecoin Core (sendmany of thousands of
+// outputs takes a while: a long timeout).
+func ltcRPC(ctx context.Context, url, method string, params []any, out any) error {
+	if params == nil {
+		params = []any{}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return fmt.Errorf("%s: %s: %w", method, resp.Status, err)
+	}
+	if r.Error != nil {
+		return fmt.Errorf("%s: %s (%d)", method, r.Error.Message, r.Error.Code)
+	}
+	if out != nil {
+		return json.Unmarshal(r.Result, out)
+	}
+	return nil
+}
+
+func since(ts []time.Time, t0 time.Time) latencies {
+	var l latencies
+	for _, t := range ts {
+		if !t.IsZero() {
+			l = append(l, max(0, t.Sub(t0)))
+		}
+	}
+	return l
+}
+
+func countSet(ts []time.Time) int {
+	n := 0
+	for _, t := range ts {
+		if !t.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func loadavg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	return strings.Join(f[:min(3, len(f))], " ")
+}

@@ -1,0 +1,485 @@
+#!/usr/bin/env bash
+# A production-shaped Kernodeck on this one machine (issue 23), not part of
+# scripts/test.sh:
+#   - the Temporal server itself (go.temporal.io/server v1.29.1, all four
+#     services in one process, built once and cached) on PostgreSQL
+#     persistence, its schemas set up by its own SQL tool in databases of its
+#     own, its frontend behind mutual TLS (a throwaway CA and certificates made
+#     with openssl), configured by deploy/temporal/production.yaml, the file
+#     the systemd recipe uses;
+#   - its namespace and Kernodeck's search attributes registered;
+#   - Litecoin Core in regtest with a funded wallet, its peer-to-peer port
+#     open to the watchers (push);
+#   - two `kernodeck api` (different ports), two `kernodeck worker` (local
+#     provisioning driver), two `kernodeck chainwatch` (one holds the
+#     Litecoin lease, the other waits to take over);
+# then it waits until Ctrl-C (or SIGTERM), which stops everything it started
+# and waits for it.
+#
+# Usage:
+#   scripts/prodlike.sh                 start, print the endpoints, wait for Ctrl-C
+#   scripts/prodlike.sh -- CMD [ARG...] start, run CMD with the deployment's
+#                                       environment ($KD_PRODLIKE_ENV), stop,
+#                                       exit with CMD's status
+#   scripts/prodlike.sh build-tools     only build the cached Temporal binaries
+#
+# Environment (all optional):
+#   KD_PRODLIKE_DIR        state directory (certificates, logs, chain, env files);
+#                          default /tmp/kd-prodlike
+#   KD_PRODLIKE_PORT_BASE  every port is this + a fixed offset; default 27000
+#                          (at most 31800: Temporal stores membership ports as
+#                          a PostgreSQL smallint, and ports below 32768 stay
+#                          clear of the kernel's ephemeral range):
+#                          Temporal frontend +233 (HTTP +243, history +234,
+#                          matching +235, worker +239, membership +933..+939,
+#                          metrics +900), api +80 and +81, metrics: api +91/+92,
+#                          worker +93/+94, chainwatch +95/+96; Litecoin RPC +443,
+#                          peer-to-peer +444
+#   KD_PRODLIKE_DB         Kernodeck's database; default kd_prodlike
+#   KD_TEMPORAL_DB, KD_TEMPORAL_VISIBILITY_DB
+#                          Temporal's; default kd_temporal, kd_temporal_visibility
+#   KD_PRODLIKE_KEEP=1     keep the databases and the chain of the last run
+#                          (default: dropped and made again, so every run starts
+#                          the same)
+#   KD_TOOLS_DIR           where temporal-server and temporal-sql-tool are
+#                          cached; default $GOBIN if set, else ~/.cache/kernodeck-tools
+#   PGHOST/PGPORT/PGUSER   the PostgreSQL server; default 127.0.0.1, 5432, postgres
+#                          (trust authentication, as on the development machine)
+# Any KERNODECK_* variable exported by the caller reaches every Kernodeck
+# process (e.g. KERNODECK_CONFIRMATIONS=litecoin=2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+
+TEMPORAL_VERSION=v1.29.1
+DIR="${KD_PRODLIKE_DIR:-/tmp/kd-prodlike}"
+BASE="${KD_PRODLIKE_PORT_BASE:-27000}"
+KD_DB="${KD_PRODLIKE_DB:-kd_prodlike}"
+T_DB="${KD_TEMPORAL_DB:-kd_temporal}"
+TV_DB="${KD_TEMPORAL_VISIBILITY_DB:-kd_temporal_visibility}"
+PGHOST="${PGHOST:-127.0.0.1}"
+PGPORT="${PGPORT:-5432}"
+PGUSER="${PGUSER:-postgres}"
+export PGHOST PGPORT PGUSER
+SERVER_NAME=temporal.kernodeck.internal
+NAMESPACE=kernodeck
+# workflows.SearchAttributeNames (deploy/deploy_test.go checks the two agree).
+SEARCH_ATTRIBUTES="KdRef KdCustomer KdStatus KdGPU KdAsset KdNetwork KdKind"
+# The shards of Temporal's history: fixed when its databases are set up.
+SHARDS="${KD_TEMPORAL_HISTORY_SHARDS:-16}"
+
+GOBIN_DIR="$(go env GOBIN)"
+TOOLS="${KD_TOOLS_DIR:-${GOBIN_DIR:-$HOME/.cache/kernodeck-tools}}"
+MODDIR="$(go env GOMODCACHE)/go.temporal.io/server@$TEMPORAL_VERSION"
+[ -n "$GOBIN_DIR" ] || GOBIN_DIR="$(go env GOPATH)/bin"
+export PATH="$TOOLS:$GOBIN_DIR:$PATH"
+
+log() { printf '[prodlike %s] %s\n' "$(date -u +%T)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- tools ---------------------------------------------------------------
+
+# build_tools builds the Temporal server and its SQL tool from the Go module
+# once (several minutes on two cores) and keeps them under $TOOLS.
+build_tools() {
+	mkdir -p "$TOOLS"
+	if [ -x "$TOOLS/temporal-server" ] && [ -x "$TOOLS/temporal-sql-tool" ] &&
+		"$TOOLS/temporal-server" --version 2>/dev/null | grep -q "${TEMPORAL_VERSION#v}"; then
+		return
+	fi
+	local tmp
+	tmp="$(mktemp -d)"
+	log "building go.temporal.io/server $TEMPORAL_VERSION (server and sql tool; several minutes the first time)"
+	(cd "$tmp" && GOBIN="$tmp" go install "go.temporal.io/server/cmd/server@$TEMPORAL_VERSION" \
+		"go.temporal.io/server/cmd/tools/sql@$TEMPORAL_VERSION")
+	mv "$tmp/server" "$TOOLS/temporal-server"
+	mv "$tmp/sql" "$TOOLS/temporal-sql-tool"
+	rmdir "$tmp"
+}
+
+if [ "${1:-}" = build-tools ]; then
+	build_tools
+	exit 0
+fi
+CMD=()
+if [ "${1:-}" = -- ]; then
+	shift
+	[ $# -gt 0 ] || die "nothing to run after --"
+	CMD=("$@")
+elif [ $# -gt 0 ]; then
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+	exit 2
+fi
+
+command -v openssl >/dev/null || die "openssl is needed (apt-get install -y openssl)"
+command -v psql >/dev/null || die "psql is needed (the PostgreSQL client)"
+command -v curl >/dev/null || die "curl is needed"
+command -v jq >/dev/null || die "jq is needed"
+command -v temporal >/dev/null || die "the Temporal CLI is needed (scripts/ensure-tools.sh installs it)"
+LITECOIND=/usr/lib/litecoin/litecoind
+[ -x "$LITECOIND" ] || die "Litecoin Core is needed (apt-get install -y litecoind; scripts/ensure-tools.sh)"
+[ -d "$MODDIR/schema/postgresql/v12" ] || (cd "$(mktemp -d)" && go mod download "go.temporal.io/server@$TEMPORAL_VERSION")
+build_tools
+
+# --- ports ---------------------------------------------------------------
+
+[ "$BASE" -ge 1024 ] && [ "$BASE" -le 31800 ] || die "KD_PRODLIKE_PORT_BASE must be 1024..31800"
+P_FRONTEND=$((BASE + 233))
+P_HTTP=$((BASE + 243))
+P_HISTORY=$((BASE + 234))
+P_MATCHING=$((BASE + 235))
+P_TWORKER=$((BASE + 239))
+P_TMETRICS=$((BASE + 900))
+P_API1=$((BASE + 80))
+P_API2=$((BASE + 81))
+P_LTC_RPC=$((BASE + 443))
+P_LTC_P2P=$((BASE + 444))
+ALL_PORTS="$P_FRONTEND $P_HTTP $P_HISTORY $P_MATCHING $P_TWORKER $((BASE + 933)) $((BASE + 934)) $((BASE + 935)) $((BASE + 939)) $P_TMETRICS $P_API1 $P_API2 $(seq $((BASE + 91)) $((BASE + 96))) $P_LTC_RPC $P_LTC_P2P"
+for port in $ALL_PORTS; do
+	if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+		die "port $port is in use (another deployment?): stop it, or set KD_PRODLIKE_PORT_BASE"
+	fi
+done
+
+# --- processes and shutdown ------------------------------------------------
+
+PIDS=()
+NAMES=()
+STOPPING=0
+# stop ends every child, Kernodeck's processes first, then the Temporal
+# server and the node, and waits for them (SIGKILL after 20 s).
+stop() {
+	[ "$STOPPING" = 0 ] || return 0
+	STOPPING=1
+	log "stopping"
+	local i
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${PIDS[$i]}" 2>/dev/null || true
+		# Kernodeck's processes together, then the server, then the node.
+		case "${NAMES[$i]}" in temporal-server | litecoind) wait_pid "${PIDS[$i]}" 20 ;; esac
+	done
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do wait_pid "${PIDS[$i]}" 20; done
+	log "stopped; logs in $DIR/logs"
+}
+wait_pid() {
+	local pid=$1 secs=$2 n=0
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ $n -ge $((secs * 10)) ]; then
+			kill -KILL "$pid" 2>/dev/null || true
+			break
+		fi
+		sleep 0.1
+		n=$((n + 1))
+	done
+	wait "$pid" 2>/dev/null || true
+}
+trap 'stop' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# spawn NAME CMD...: starts a child with its output in $DIR/logs/NAME.log.
+spawn() {
+	local name=$1
+	shift
+	"$@" >>"$DIR/logs/$name.log" 2>&1 &
+	PIDS+=($!)
+	NAMES+=("$name")
+	log "started $name (pid $!)"
+}
+# wait_until WHAT SECONDS CMD...: retries CMD every half second.
+wait_until() {
+	local what=$1 secs=$2 n=0
+	shift 2
+	until "$@" >/dev/null 2>&1; do
+		local i
+		for i in "${!PIDS[@]}"; do
+			kill -0 "${PIDS[$i]}" 2>/dev/null || die "${NAMES[$i]} exited while waiting for $what: see $DIR/logs/${NAMES[$i]}.log"
+		done
+		[ $n -lt $((secs * 2)) ] || die "$what not ready after ${secs}s"
+		sleep 0.5
+		n=$((n + 1))
+	done
+}
+
+# --- state directory -------------------------------------------------------
+
+if [ "${KD_PRODLIKE_KEEP:-0}" != 1 ]; then
+	rm -rf "$DIR"
+fi
+mkdir -p "$DIR/logs" "$DIR/tls" "$DIR/bin"
+chmod 700 "$DIR/tls"
+
+# --- certificates (throwaway CA, frontend, system worker, clients) ---------
+
+TLS="$DIR/tls"
+if [ ! -f "$TLS/ca.pem" ]; then
+	log "certificates: a throwaway CA, the frontend's, the system worker's, the clients'"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+		-subj "/CN=Kernodeck prodlike Temporal CA" -keyout "$TLS/ca.key" -out "$TLS/ca.pem" 2>/dev/null
+	# cert NAME CN EXT: a certificate signed by the CA.
+	cert() {
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
+			-keyout "$TLS/$1.key" -out "$TLS/$1.csr" 2>/dev/null
+		printf '%s\n' "$3" >"$TLS/$1.ext"
+		openssl x509 -req -in "$TLS/$1.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -CAcreateserial \
+			-days 30 -extfile "$TLS/$1.ext" -out "$TLS/$1.pem" 2>/dev/null
+		rm -f "$TLS/$1.csr" "$TLS/$1.ext"
+	}
+	cert frontend "$SERVER_NAME" "subjectAltName=DNS:$SERVER_NAME,DNS:localhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth
+keyUsage=digitalSignature"
+	cert system-worker temporal-system-worker "extendedKeyUsage=clientAuth
+keyUsage=digitalSignature"
+	cert kernodeck kernodeck "extendedKeyUsage=clientAuth
+keyUsage=digitalSignature"
+	cert operator operator "extendedKeyUsage=clientAuth
+keyUsage=digitalSignature"
+	chmod 600 "$TLS"/*.key
+fi
+# A certificate of another CA, for checking that the frontend refuses it.
+if [ ! -f "$TLS/stranger.pem" ]; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+		-subj "/CN=stranger" -keyout "$TLS/stranger.key" -out "$TLS/stranger.pem" 2>/dev/null
+fi
+
+# --- PostgreSQL: databases and Temporal's schemas ---------------------------
+
+psql -qAt -d postgres -c 'SELECT 1' >/dev/null || die "PostgreSQL at $PGHOST:$PGPORT does not answer"
+db_exists() { [ "$(psql -qAt -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$1'")" = 1 ]; }
+if [ "${KD_PRODLIKE_KEEP:-0}" != 1 ]; then
+	for db in "$KD_DB" "$T_DB" "$TV_DB"; do
+		psql -q -d postgres -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)"
+	done
+fi
+SQLTOOL=(temporal-sql-tool --plugin postgres12 --ep "$PGHOST" -p "$PGPORT" -u "$PGUSER")
+schema() { # DB KIND(temporal|visibility)
+	if ! db_exists "$1"; then
+		log "Temporal database $1: create, setup-schema -v 0.0, update-schema"
+		"${SQLTOOL[@]}" --db "$1" create >>"$DIR/logs/sql-tool.log" 2>&1
+		"${SQLTOOL[@]}" --db "$1" setup-schema -v 0.0 >>"$DIR/logs/sql-tool.log" 2>&1
+	fi
+	# Idempotent: applies only the versions the database lacks (an upgrade
+	# of the server runs exactly this before its new binary starts).
+	"${SQLTOOL[@]}" --db "$1" update-schema -d "$MODDIR/schema/postgresql/v12/$2/versioned" >>"$DIR/logs/sql-tool.log" 2>&1 ||
+		die "update-schema $1: see $DIR/logs/sql-tool.log"
+}
+schema "$T_DB" temporal
+schema "$TV_DB" visibility
+db_exists "$KD_DB" || psql -q -d postgres -c "CREATE DATABASE \"$KD_DB\""
+
+# --- Temporal server ---------------------------------------------------------
+
+cat >"$DIR/temporal.env" <<EOF
+KD_TEMPORAL_LOG_LEVEL=warn
+KD_TEMPORAL_HISTORY_SHARDS=$SHARDS
+KD_TEMPORAL_DB=$T_DB
+KD_TEMPORAL_VISIBILITY_DB=$TV_DB
+KD_TEMPORAL_DB_ADDR=$PGHOST:$PGPORT
+KD_TEMPORAL_DB_USER=$PGUSER
+KD_TEMPORAL_BIND_IP=127.0.0.1
+KD_TEMPORAL_FRONTEND_PORT=$P_FRONTEND
+KD_TEMPORAL_HTTP_PORT=$P_HTTP
+KD_TEMPORAL_HISTORY_PORT=$P_HISTORY
+KD_TEMPORAL_MATCHING_PORT=$P_MATCHING
+KD_TEMPORAL_WORKER_PORT=$P_TWORKER
+KD_TEMPORAL_FRONTEND_MEMBERSHIP_PORT=$((BASE + 933))
+KD_TEMPORAL_HISTORY_MEMBERSHIP_PORT=$((BASE + 934))
+KD_TEMPORAL_MATCHING_MEMBERSHIP_PORT=$((BASE + 935))
+KD_TEMPORAL_WORKER_MEMBERSHIP_PORT=$((BASE + 939))
+KD_TEMPORAL_METRICS_ADDR=127.0.0.1:$P_TMETRICS
+KD_TEMPORAL_FRONTEND_CERT=$TLS/frontend.pem
+KD_TEMPORAL_FRONTEND_KEY=$TLS/frontend.key
+KD_TEMPORAL_CLIENT_CA=$TLS/ca.pem
+KD_TEMPORAL_SYSTEM_WORKER_CERT=$TLS/system-worker.pem
+KD_TEMPORAL_SYSTEM_WORKER_KEY=$TLS/system-worker.key
+KD_TEMPORAL_SERVER_NAME=$SERVER_NAME
+KD_TEMPORAL_SERVER_CA=$TLS/ca.pem
+KD_TEMPORAL_DYNAMIC_CONFIG=$ROOT/deploy/temporal/dynamicconfig.yaml
+EOF
+# The same file, in systemd's EnvironmentFile format, is what
+# deploy/systemd/temporal-server.service reads from /etc/kernodeck/temporal.env.
+mapfile -t TENV < <(grep -v '^#' "$DIR/temporal.env")
+spawn temporal-server env "${TENV[@]}" temporal-server --root / --config "$ROOT/deploy/temporal" --env production --allow-no-auth start
+
+# The operators' CLI, with the operator's certificate.
+TBASE=(temporal --disable-config-file --disable-config-env --address "127.0.0.1:$P_FRONTEND"
+	--tls-ca-path "$TLS/ca.pem" --tls-server-name "$SERVER_NAME")
+TCLI=("${TBASE[@]}" --tls-cert-path "$TLS/operator.pem" --tls-key-path "$TLS/operator.key")
+wait_until "the Temporal frontend (mTLS)" 120 "${TCLI[@]}" operator cluster health
+if "${TBASE[@]}" --tls-cert-path "$TLS/stranger.pem" --tls-key-path "$TLS/stranger.key" \
+	--command-timeout 5s operator cluster health >/dev/null 2>&1; then
+	die "the frontend accepted a client certificate of another CA"
+fi
+if "${TBASE[@]}" --tls --command-timeout 5s operator cluster health >/dev/null 2>&1; then
+	die "the frontend accepted a client without a certificate"
+fi
+log "Temporal frontend on 127.0.0.1:$P_FRONTEND: mutual TLS (no certificate, or another CA's: refused)"
+
+if ! "${TCLI[@]}" operator namespace describe -n "$NAMESPACE" >/dev/null 2>&1; then
+	"${TCLI[@]}" operator namespace create -n "$NAMESPACE" --retention 72h >>"$DIR/logs/temporal-cli.log" 2>&1
+fi
+wait_until "namespace $NAMESPACE" 60 "${TCLI[@]}" operator namespace describe -n "$NAMESPACE"
+# A new namespace reaches the server's namespace cache within seconds:
+# retried until then.
+register_search_attributes() {
+	local have sa
+	have="$("${TCLI[@]}" operator search-attribute list -n "$NAMESPACE")" || return 1
+	for sa in $SEARCH_ATTRIBUTES; do
+		grep -qw "$sa" <<<"$have" ||
+			"${TCLI[@]}" operator search-attribute create -n "$NAMESPACE" --name "$sa" --type Keyword >>"$DIR/logs/temporal-cli.log" 2>&1 ||
+			return 1
+	done
+}
+wait_until "search attributes" 60 register_search_attributes
+log "namespace $NAMESPACE and search attributes $SEARCH_ATTRIBUTES registered"
+
+# --- Litecoin Core (regtest, push) --------------------------------------------
+
+LTC_URL="http://kernodeck:prodlike@127.0.0.1:$P_LTC_RPC"
+mkdir -p "$DIR/litecoin"
+spawn litecoind "$LITECOIND" -regtest -datadir="$DIR/litecoin" -server -listen=1 -bind="127.0.0.1:$P_LTC_P2P" \
+	-port="$P_LTC_P2P" -discover=0 -dnsseed=0 -whitelist=noban@127.0.0.1 -mempoolreplacement=1 \
+	-rpcbind=127.0.0.1 -rpcallowip=127.0.0.1 -rpcport="$P_LTC_RPC" -rpcuser=kernodeck -rpcpassword=prodlike \
+	-txindex=1 -fallbackfee=0.0001 -rpcworkqueue=64 -printtoconsole=0
+ltc() { # METHOD [JSON params]
+	curl -sf --data-binary "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"$1\",\"params\":${2:-[]}}" \
+		-H 'content-type: text/plain' "$LTC_URL/${WALLET_PATH:-}"
+}
+wait_until "Litecoin Core RPC" 60 ltc getblockchaininfo
+ltc createwallet '["dev"]' >/dev/null || ltc loadwallet '["dev"]' >/dev/null || true
+WALLET_PATH=wallet/dev
+height="$(ltc getblockcount | jq -r .result)"
+if [ "$height" -lt 101 ]; then
+	addr="$(ltc getnewaddress | jq -r .result)"
+	ltc generatetoaddress "[$((101 - height)), \"$addr\"]" >/dev/null
+fi
+log "Litecoin Core regtest: RPC 127.0.0.1:$P_LTC_RPC (wallet dev), peer-to-peer 127.0.0.1:$P_LTC_P2P"
+
+# --- Kernodeck -----------------------------------------------------------------
+
+go build -o "$DIR/bin/kernodeck" ./cmd/kernodeck
+KD="$DIR/bin/kernodeck"
+if [ ! -f "$DIR/secrets.env" ]; then
+	umask 077
+	{
+		echo "KERNODECK_SECRET_KEYS=$("$KD" keygen prodlike1)"
+		echo "KERNODECK_SUPPORT_TOKENS=prodlike-agent:prodlike-$(openssl rand -hex 16)"
+	} >"$DIR/secrets.env"
+	umask 022
+fi
+# What every Kernodeck process shares (systemd: /etc/kernodeck/kernodeck.env,
+# see deploy/systemd/kernodeck.env.example); each adds its own addresses.
+cat >"$DIR/kernodeck.env" <<EOF
+KERNODECK_DATABASE_URL=postgres://$PGUSER@$PGHOST:$PGPORT/$KD_DB?sslmode=disable
+TEMPORAL_ADDRESS=127.0.0.1:$P_FRONTEND
+TEMPORAL_NAMESPACE=$NAMESPACE
+TEMPORAL_TLS=true
+TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/kernodeck.pem
+TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/kernodeck.key
+TEMPORAL_TLS_SERVER_CA_CERT_PATH=$TLS/ca.pem
+TEMPORAL_TLS_SERVER_NAME=$SERVER_NAME
+TEMPORAL_CONFIG_FILE=$DIR/no-temporal-profile.toml
+KERNODECK_PROVISIONER=localpg
+KERNODECK_RATES=static
+KERNODECK_STATIC_RATES=${KERNODECK_STATIC_RATES:-BTC=65000,ETH=3000,USDT=1,USDC=1,TRX=0.25,SOL=150,LTC=90}
+KERNODECK_LITECOIN_NODE_URL=$LTC_URL
+KERNODECK_LITECOIN_P2P=127.0.0.1:$P_LTC_P2P
+KERNODECK_XPUB_LITECOIN=tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M
+KERNODECK_LITECOIN_KEY_NETWORK=litecoin-regtest
+KERNODECK_COOKIE_SECURE=false
+KERNODECK_TRUSTED_PROXIES=127.0.0.1
+KERNODECK_PUBLIC_URL=http://127.0.0.1:$P_API1
+KERNODECK_LOG_LEVEL=${KERNODECK_LOG_LEVEL:-warn}
+EOF
+cat "$DIR/secrets.env" >>"$DIR/kernodeck.env"
+# The caller's KERNODECK_* settings win (exported last).
+CALLER_KD="$(env | grep '^KERNODECK_' || true)"
+set -a
+# shellcheck disable=SC1091
+. "$DIR/kernodeck.env"
+set +a
+while IFS= read -r kv; do [ -n "$kv" ] && export "${kv?}"; done <<<"$CALLER_KD"
+
+"$KD" migrate >>"$DIR/logs/migrate.log" 2>&1 || die "kernodeck migrate: see $DIR/logs/migrate.log"
+log "kernodeck migrate: $KD_DB up to date"
+
+kd() { # NAME METRICS_PORT [VAR=VALUE...] -- SUBCOMMAND
+	local name=$1 mport=$2
+	shift 2
+	local vars=()
+	while [ "$1" != -- ]; do
+		vars+=("$1")
+		shift
+	done
+	shift
+	spawn "$name" env KERNODECK_METRICS_ADDR="127.0.0.1:$mport" "${vars[@]}" "$KD" "$@"
+}
+# Watchers first (deploy chainwatch before the workers on an upgrade), then
+# the workers, then the API replicas.
+kd chainwatch-1 $((BASE + 95)) -- chainwatch
+kd chainwatch-2 $((BASE + 96)) -- chainwatch
+kd worker-1 $((BASE + 93)) -- worker
+kd worker-2 $((BASE + 94)) -- worker
+kd api-1 $((BASE + 91)) KERNODECK_HTTP_ADDR="127.0.0.1:$P_API1" -- api
+kd api-2 $((BASE + 92)) KERNODECK_HTTP_ADDR="127.0.0.1:$P_API2" -- api
+for port in $(seq $((BASE + 91)) $((BASE + 96))); do
+	wait_until "readiness on :$port" 120 curl -sf "http://127.0.0.1:$port/readyz"
+done
+wait_until "api-1" 60 curl -sf "http://127.0.0.1:$P_API1/healthz"
+wait_until "api-2" 60 curl -sf "http://127.0.0.1:$P_API2/healthz"
+# One watcher holds the Litecoin lease; the other waits for it to lapse.
+test_lease() { [ -n "$(lease_holder 2>/dev/null)" ]; }
+lease_holder() { psql -qAt -d "$KD_DB" -c "SELECT holder FROM watcher_leases WHERE network = 'litecoin' AND expires_at > now()"; }
+wait_until "the Litecoin watcher's lease" 60 test_lease
+
+
+# Environment for clients and commands run against this deployment.
+cat >"$DIR/env.sh" <<EOF
+# source $DIR/env.sh
+set -a
+. "$DIR/kernodeck.env"
+KD_PRODLIKE_DIR=$DIR
+KD_PRODLIKE_API1=http://127.0.0.1:$P_API1
+KD_PRODLIKE_API2=http://127.0.0.1:$P_API2
+KD_PRODLIKE_LTC_URL=$LTC_URL/wallet/dev
+KD_PRODLIKE_METRICS="api-1=127.0.0.1:$((BASE + 91)) api-2=127.0.0.1:$((BASE + 92)) worker-1=127.0.0.1:$((BASE + 93)) worker-2=127.0.0.1:$((BASE + 94)) chainwatch-1=127.0.0.1:$((BASE + 95)) chainwatch-2=127.0.0.1:$((BASE + 96))"
+KD_PRODLIKE_TEMPORAL_METRICS=http://127.0.0.1:$P_TMETRICS/metrics
+KD_PRODLIKE_PIDS="$(for i in "${!PIDS[@]}"; do printf '%s=%s ' "${NAMES[$i]}" "${PIDS[$i]}"; done)"
+set +a
+EOF
+export KD_PRODLIKE_ENV="$DIR/env.sh"
+# shellcheck disable=SC1091
+. "$DIR/env.sh"
+while IFS= read -r kv; do [ -n "$kv" ] && export "${kv?}"; done <<<"$CALLER_KD"
+
+cat >&2 <<EOF
+
+Kernodeck, production-shaped, ready ($(date -u +%T) UTC):
+  API replicas      http://127.0.0.1:$P_API1  http://127.0.0.1:$P_API2  (web site on both)
+  support token     $(sed -n 's/^KERNODECK_SUPPORT_TOKENS=[^:]*:\(.*\)/\1/p' "$DIR/secrets.env") (agent prodlike-agent)
+  Temporal          127.0.0.1:$P_FRONTEND, mutual TLS, namespace $NAMESPACE, PostgreSQL $T_DB + $TV_DB
+                    CLI: temporal --address 127.0.0.1:$P_FRONTEND --namespace $NAMESPACE --tls-cert-path $TLS/operator.pem \\
+                         --tls-key-path $TLS/operator.key --tls-ca-path $TLS/ca.pem --tls-server-name $SERVER_NAME workflow list
+  metrics/readyz    api 127.0.0.1:$((BASE + 91)),$((BASE + 92))  worker :$((BASE + 93)),$((BASE + 94))  chainwatch :$((BASE + 95)),$((BASE + 96))  temporal :$P_TMETRICS
+  Litecoin regtest  $LTC_URL (wallet dev), peer-to-peer 127.0.0.1:$P_LTC_P2P
+  lease             litecoin held by $(lease_holder)
+  environment       source $DIR/env.sh     logs: $DIR/logs/
+EOF
+
+if [ ${#CMD[@]} -gt 0 ]; then
+	set +e
+	"${CMD[@]}"
+	status=$?
+	set -e
+	log "command exited with status $status"
+	exit "$status"
+fi
+log "Ctrl-C stops everything"
+# Wait for a signal, or for a child to die (then stop the rest and fail).
+while :; do
+	for i in "${!PIDS[@]}"; do
+		kill -0 "${PIDS[$i]}" 2>/dev/null || die "${NAMES[$i]} exited: see $DIR/logs/${NAMES[$i]}.log"
+	done
+	sleep 1 &
+	wait $! || true
+done
