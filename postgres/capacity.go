@@ -48,12 +48,32 @@ func LockCapacity(ctx context.Context, tx sqlx.ExecerContext, model string) erro
 	return nil
 }
 
-// FreeHostSQL selects the free hosts an order ($1: model, $2: GPU count, $3:
-// the order) may take: available, that configuration, held by no other
-// order. Drivers and Capacity share it.
-const FreeHostSQL = `SELECT h.id, h.name FROM gpu_hosts h
+// freeHostSQL selects the free hosts an order ($1: model, $2: GPU count,
+// $3: the order) may take: available, that configuration, held by no other
+// order. Capacity and the SSH driver (through FreeHost) share it.
+const freeHostSQL = `SELECT h.id, h.name FROM gpu_hosts h
 	WHERE h.state = 'available' AND h.gpu_model = $1 AND h.gpu_count = $2
 	AND NOT EXISTS (SELECT 1 FROM live_capacity_holds l WHERE l.host_id = h.id AND l.order_ref <> $3)`
+
+// FreeHost picks, and locks (SKIP LOCKED: a host another transaction is
+// taking is passed over), a free host gpus GPUs of model that orderRef may
+// take, prefer first (the host it holds; 0: none), else the lowest ID.
+// found is false when none is free.
+func FreeHost(ctx context.Context, q sqlx.QueryerContext, model string, gpus int, orderRef string, prefer int64) (id int64, name string, found bool, err error) {
+	var h struct {
+		ID   int64  `db:"id"`
+		Name string `db:"name"`
+	}
+	err = sqlx.GetContext(ctx, q, &h, freeHostSQL+` ORDER BY h.id = $4 DESC, h.id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		model, gpus, orderRef, prefer)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", false, nil
+	}
+	if err != nil {
+		return 0, "", false, fmt.Errorf("free host of %s: %w", model, err)
+	}
+	return h.ID, h.Name, true, nil
+}
 
 // freeGPUsSQL counts the local driver's free GPUs of model $1 for order $2:
 // inventory minus reservations minus other orders' live holds.
@@ -83,7 +103,7 @@ func (c Capacity) Availability(ctx context.Context, model string, gpus, gpusPerL
 		return a, err
 	}
 	var free int
-	if err := c.DB.GetContext(ctx, &free, `SELECT count(*) FROM (`+FreeHostSQL+`) f`, model, gpus, ""); err != nil {
+	if err := c.DB.GetContext(ctx, &free, `SELECT count(*) FROM (`+freeHostSQL+`) f`, model, gpus, ""); err != nil {
 		return domain.Availability{}, fmt.Errorf("availability: %w", err)
 	}
 	sizes, err := c.hostSizes(ctx, c.DB, model)
@@ -220,7 +240,7 @@ func (c Capacity) hold(ctx context.Context, orderRef string, until time.Time, li
 				ID   int64  `db:"id"`
 				Name string `db:"name"`
 			}
-			err := tx.GetContext(ctx, &h, FreeHostSQL+` ORDER BY h.id LIMIT 1`, o.Model, o.GPUs, orderRef)
+			err := tx.GetContext(ctx, &h, freeHostSQL+` ORDER BY h.id LIMIT 1`, o.Model, o.GPUs, orderRef)
 			if errors.Is(err, sql.ErrNoRows) {
 				sizes, serr := c.hostSizes(ctx, tx, o.Model)
 				if serr != nil {

@@ -124,8 +124,9 @@ func TestLapsedHoldDoesNotComeBackWhenPaidLate(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "a's lapsed hold counts again")
 	// b's reservation still finds its host free of any other live hold.
-	var free int64
-	require.NoError(t, db.Get(&free, `SELECT id FROM (`+postgres.FreeHostSQL+`) f ORDER BY id LIMIT 1`, "rtx-a5000", 1, b.Ref))
+	free, _, found, err := postgres.FreeHost(ctx, db, "rtx-a5000", 1, b.Ref, 0)
+	require.NoError(t, err)
+	require.True(t, found)
 	require.Equal(t, held, free)
 }
 

@@ -200,17 +200,17 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 			return err
 		}
 		var h struct {
-			ID   int64  `db:"id"`
-			Name string `db:"name"`
+			ID   int64
+			Name string
 		}
-		err = tx.GetContext(ctx, &h, postgres.FreeHostSQL+` ORDER BY h.id = $4 DESC, h.id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-			in.GPUModel, in.GPUs, in.OrderRef, held)
-		if errors.Is(err, sql.ErrNoRows) {
-			return domain.Errorf(domain.ECodeNoCapacity,
-				"Aucune machine libre avec %d GPU %s pour le moment.", in.GPUs, in.GPUModel)
-		}
+		var found bool
+		h.ID, h.Name, found, err = postgres.FreeHost(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef, held)
 		if err != nil {
 			return fmt.Errorf("pick host: %w", err)
+		}
+		if !found {
+			return domain.Errorf(domain.ECodeNoCapacity,
+				"Aucune machine libre avec %d GPU %s pour le moment.", in.GPUs, in.GPUModel)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO host_reservations (order_ref, host_id, host_name, unix_user, state)
 			VALUES ($1, $2, $3, $4, 'active')`, in.OrderRef, h.ID, h.Name, user); err != nil {
