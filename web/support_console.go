@@ -98,11 +98,20 @@ var actionLabels = map[string]string{
 	domain.ActionValueException:    "Valeur d'un autre actif",
 }
 
+// stateLabels name payment requests' and chain payments' states.
+var stateLabels = map[string]string{
+	domain.IntentOpen: "ouverte", domain.IntentSuperseded: "remplacée par une autre",
+	"seen": "vu, non confirmé", "confirmed": "confirmé",
+	"active": "active", "released": "libérée", "failed": "en échec",
+	"available": "disponible", "reserved": "réservé", "in_use": "en service", "draining": "en retrait", "broken": "en panne",
+}
+
 func (s *Site) consoleFuncs() template.FuncMap {
 	return template.FuncMap{
 		"explorer":        s.explorerURL,
 		"exceptionReason": func(r string) string { return label(exceptionReasons, r) },
 		"actionLabel":     func(a string) string { return label(actionLabels, a) },
+		"stateLabel":      func(st string) string { return label(stateLabels, st) },
 		"derefStr": func(p *string) string {
 			if p == nil {
 				return ""

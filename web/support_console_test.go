@@ -353,7 +353,7 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 
 	queue := b.get("/support")
 	for _, want := range []string{"1 montant ouvert", "Confirmé après l&#39;échéance (1)", `href="/support/orders/` + ref + `"`,
-		"late@example.com", "23,57 USD BTC"} {
+		"late@example.com", "23,57 USD en BTC"} {
 		if !strings.Contains(queue, want) && !strings.Contains(queue, strings.ReplaceAll(want, "\u202f", " ")) {
 			t.Fatalf("queue lacks %q:\n%s", want, queue)
 		}
@@ -480,7 +480,7 @@ func TestConsoleEndEarly(t *testing.T) {
 	b := ch.browser()
 	b.signIn(consoleToken)
 	file := b.get("/support/orders/" + ref)
-	for _, want := range []string{"<code>gpu-host-7</code> · compte <code>kd_cust1</code>", "broken : ventilateur HS", "failed : nvidia-smi: 0 GPU vu"} {
+	for _, want := range []string{"<code>gpu-host-7</code> · compte <code>kd_cust1</code>", "en panne : ventilateur HS", "en échec : nvidia-smi: 0 GPU vu"} {
 		if !strings.Contains(file, want) {
 			t.Fatalf("file lacks %q:\n%s", want, file)
 		}

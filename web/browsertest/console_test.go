@@ -1,0 +1,146 @@
+package browsertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/kernodeck/kernodeck/apptest"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// The support console, on the whole service (real workflows): an agent
+// signs in with the token, finds a late payment in the queue and by its
+// txid and the customer's email, opens the order's file, refunds the
+// amount to the balance with a reason through the confirmation page: the
+// settlement workflow carries it out, the queue shrinks and the customer's
+// balance grows. The same confirmation posted again is refused. A customer's session opens no console page.
+func TestSupportConsoleRefundsALatePayment(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	customer := browser(t)
+	s.register(t, customer, "Eve", "eve@example.com")
+	ref := s.orderThroughSite(t, customer, "rtx-a5000", 1, 3)
+
+	// A payment confirmed after its request's deadline: on chain (1
+	// confirmation of 2) and in support's queue, as the watcher's store and
+	// the workflow's transition write them.
+	intent := s.writeIntent(t, ref, "1 hour")
+	const txid = "late-tx-0001"
+	s.execSQL(t, `INSERT INTO chain_blocks (network, height, hash) VALUES ('litecoin', 100, 'block-100')`)
+	s.execSQL(t, `INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base, amount_cents, late, state, block_height, block_hash)
+		SELECT network, $2, 0, asset, id, address, amount_base, usd_cents, true, 'confirmed', 100, 'block-100' FROM payment_intents WHERE id = $1`, intent, txid)
+	if err := s.env.DB.RecordOrderEvent(s.env.Ctx, domain.OrderEvent{OrderRef: ref, Key: domain.KeyConfirmed("litecoin:" + txid + ":0"),
+		Kind: domain.EventPaymentConfirmed, Message: "Paiement confirmé après l'échéance : transmis au support.", At: time.Now(),
+		Exceptions: []domain.NewException{{Reason: domain.ExceptionLate, PaymentKey: "litecoin:" + txid + ":0", Network: domain.NetworkLitecoin,
+			TxID: txid, Asset: "LTC", AmountBase: "2357000000", AmountCents: 2357}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	agent := browser(t)
+	run(t, agent, "sign in",
+		chromedp.Navigate(s.srv.URL+"/support"),
+		visible(`form[action="/support/login"]`),
+		typeIn("#token", apptest.AgentToken),
+		click(`form[action="/support/login"] button[type=submit]`),
+		visible("table.queue"),
+	)
+	if got := text(t, agent, ".who"); got != "Agent connecté : watchtest-agent" {
+		t.Fatalf("signed in as %q", got)
+	}
+	if got := text(t, agent, "table.queue tbody"); !strings.Contains(got, ref) || !strings.Contains(got, "eve@example.com") ||
+		!strings.Contains(got, "Confirmé après l'échéance") || !strings.Contains(got, "23,57 USD") {
+		t.Fatalf("queue: %q", got)
+	}
+	screenshots(t, agent, "console-queue")
+
+	// Found by its txid (the form) and by the customer's email.
+	run(t, agent, "find by txid",
+		chromedp.Navigate(s.srv.URL+"/support/find"),
+		typeIn("#q", txid),
+		click(`form[action="/support/find"] button[type=submit]`),
+		visible("table.results"),
+		click(`table.results a[href="/support/orders/`+ref+`"]`),
+		visible("section.exceptions"),
+	)
+	if got := text(t, agent, "h1"); got != "Commande "+ref {
+		t.Fatalf("file: %q", got)
+	}
+	run(t, agent, "find by email", chromedp.Navigate(s.srv.URL+"/support/find?q=eve%40example.com"), visible("table.results"))
+	if got := text(t, agent, "table.results tbody"); !strings.Contains(got, ref) {
+		t.Fatalf("find by email: %q", got)
+	}
+
+	// The file, then the refund's form and its confirmation page.
+	run(t, agent, "file", chromedp.Navigate(s.srv.URL+"/support/orders/"+ref), visible("section.exceptions"))
+	if got := text(t, agent, "tr.chain-payment"); !strings.Contains(got, txid) || !strings.Contains(got, "1 sur 2") {
+		t.Fatalf("chain payment: %q", got)
+	}
+	screenshots(t, agent, "console-order")
+	run(t, agent, "refund form",
+		click(`article.exception details.action summary`),
+		typeIn(`article.exception details.action textarea`, "paiement arrivé après l'échéance, client prévenu"),
+		click(`article.exception details.action button[type=submit]`),
+		visible("ul.changes"),
+	)
+	if got := text(t, agent, "ul.changes"); !strings.Contains(got, "23,57 USD du montant en attente") ||
+		!strings.Contains(got, "remboursés au solde de Eve Testeur (eve@example.com)") {
+		t.Fatalf("confirmation: %q", got)
+	}
+	screenshots(t, agent, "console-confirm")
+	// What the confirmation posts, to post it again later (as a browser's
+	// resubmission would).
+	confirmed := eval[map[string]string](t, agent, `Object.fromEntries(new FormData(document.querySelector("form.actions")))`)
+	action := eval[string](t, agent, `document.querySelector("form.actions").getAttribute("action")`)
+	run(t, agent, "confirm", click(`form.actions button[type=submit]`), visible(".alert.notice"))
+	if got := text(t, agent, ".alert.notice"); !strings.Contains(got, "Remboursement d'un montant en attente") || !strings.Contains(got, "effectuée") {
+		t.Fatalf("after the refund: %q", got)
+	}
+	if got := text(t, agent, "section.support-actions tbody"); !strings.Contains(got, "watchtest-agent") ||
+		!strings.Contains(got, "paiement arrivé après l'échéance, client prévenu") {
+		t.Fatalf("support actions: %q", got)
+	}
+
+	// The queue shrank; the customer's balance grew.
+	run(t, agent, "queue", chromedp.Navigate(s.srv.URL+"/support"), visible(".lead"))
+	if got := text(t, agent, ".lead"); !strings.HasPrefix(got, "0 montant ouvert") {
+		t.Fatalf("queue after the refund: %q", got)
+	}
+	run(t, customer, "balance", chromedp.Navigate(s.srv.URL+"/balance"), visible(".available"))
+	if got := text(t, customer, ".available"); got != "23,57 USD" {
+		t.Fatalf("balance after the refund: %q", got)
+	}
+
+	// The same confirmation posted again: refused.
+	run(t, agent, "a console page", chromedp.Navigate(s.srv.URL+"/support"), visible(".lead"))
+	js, err := json.Marshal(confirmed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eval[bool](t, agent, fmt.Sprintf(`(() => {
+		const f = document.createElement("form");
+		f.method = "post"; f.action = %q;
+		for (const [k, v] of Object.entries(%s)) {
+			const i = document.createElement("input"); i.type = "hidden"; i.name = k; i.value = v; f.append(i);
+		}
+		document.body.append(f); f.submit(); return true;
+	})()`, action, js))
+	run(t, agent, "confirmed again", visible(".alert.error"))
+	if got := text(t, agent, ".alert.error"); !strings.HasPrefix(got, "Action refusée") {
+		t.Fatalf("second refund: %q", got)
+	}
+	run(t, customer, "balance again", chromedp.Navigate(s.srv.URL+"/balance"), visible(".available"))
+	if got := text(t, customer, ".available"); got != "23,57 USD" {
+		t.Fatalf("balance after the refused refund: %q", got)
+	}
+
+	// A customer's session opens no console page.
+	run(t, customer, "customer on the console", chromedp.Navigate(s.srv.URL+"/support"), visible(`form[action="/support/login"]`))
+
+	// Sign-out.
+	run(t, agent, "sign out", click(`form[action="/support/logout"] button`), visible(`form[action="/support/login"]`))
+	run(t, agent, "signed out", chromedp.Navigate(s.srv.URL+"/support/orders/"+ref), visible(`form[action="/support/login"]`))
+}
