@@ -187,7 +187,7 @@ echo hostile-ready
 		t.Errorf("the home's chown is not recorded as the customer's doing: flag %v, note %q", flag, note)
 	}
 	if reset == nil || !strings.Contains(*reset, "nvidia-smi --gpu-reset") {
-		t.Errorf("GPU reset outcome: %v", reset)
+		t.Fatalf("GPU reset outcome: %v", reset)
 	}
 	t.Logf("host note: %s; GPU reset: %s", note, *reset)
 
