@@ -515,6 +515,7 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
 	sup.GET("/exceptions", s.supportExceptions)
 	sup.GET("/provisioning-failures", s.supportProvisioningFailures)
+	sup.GET("/accounts/:id", s.supportGetAccount)
 	sup.POST("/exceptions/:id/refund", s.supportRefundException)
 	sup.POST("/exceptions/:id/count", s.supportCountException)
 	sup.POST("/exceptions/:id/resolve", s.supportResolveException)

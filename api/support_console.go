@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -68,6 +69,8 @@ type (
 	ExceptionView = exceptionView
 	// SupportActionError is the body of a refused support action.
 	SupportActionError = supportActionError
+	// SupportCustomerDetail is GET /v1/support/accounts/{id}.
+	SupportCustomerDetail = supportCustomerDetail
 )
 
 type agentSessionResponse struct {
@@ -250,4 +253,57 @@ func (s *Server) supportProvisioningFailures(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"orders": orders})
+}
+
+// supportCustomerDetail is what support sees of a customer: the account,
+// its balance, its orders and top-ups (newest first) and the balance's
+// movements (newest first, at most 200).
+type supportCustomerDetail struct {
+	Customer  domain.Account           `json:"customer"`
+	Balance   domain.Balance           `json:"balance"`
+	Orders    []orderView              `json:"orders"`
+	TopUps    []topUpView              `json:"topups"`
+	Movements []domain.BalanceMovement `json:"movements"`
+}
+
+func (s *Server) supportGetAccount(c *gin.Context) {
+	ctx := c.Request.Context()
+	notFound := domain.Errorf(domain.ECodeNotFound, "Client introuvable.")
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(c, notFound)
+		return
+	}
+	var d supportCustomerDetail
+	if d.Customer, err = s.store.Account(ctx, id); err != nil {
+		s.fail(c, notFoundAs(err, notFound))
+		return
+	}
+	if d.Balance, err = s.store.Balance(ctx, id); err != nil {
+		s.fail(c, err)
+		return
+	}
+	orders, err := s.store.ListOrders(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	d.Orders = make([]orderView, len(orders))
+	for i, o := range orders {
+		d.Orders[i] = viewOrder(o)
+	}
+	topups, err := s.store.ListTopUps(ctx, id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	d.TopUps = make([]topUpView, len(topups))
+	for i, t := range topups {
+		d.TopUps[i] = viewTopUp(t)
+	}
+	if d.Movements, err = s.store.BalanceHistory(ctx, id, maxBalanceHistory); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
 }

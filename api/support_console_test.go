@@ -187,3 +187,22 @@ func TestSupportProvisioningFailures(t *testing.T) {
 	require.Equal(t, "stuck@example.com", orders[0].(map[string]any)["customer_email"])
 	require.Equal(t, http.StatusUnauthorized, h.do("GET", "/v1/support/provisioning-failures", nil, c.web).Code)
 }
+
+func TestSupportCustomerFile(t *testing.T) {
+	h := newHarness(t)
+	c := h.register("file@example.com")
+	ref := h.order(c)
+	tu := h.do("POST", "/v1/topups", map[string]any{"amount_cents": 50000}, c.auth)
+	require.Equal(t, http.StatusCreated, tu.Code, tu.Body.String())
+	r := h.do("GET", fmt.Sprintf("/v1/support/accounts/%d", c.id), nil, auth{bearer: agentToken})
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
+	require.Equal(t, "file@example.com", r.obj("customer")["email"])
+	orders := r.body["orders"].([]any)
+	require.Len(t, orders, 1)
+	require.Equal(t, ref, orders[0].(map[string]any)["reference"])
+	require.Len(t, r.body["topups"], 1)
+	require.Equal(t, float64(50000), r.obj("balance")["pending_topups_cents"])
+	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/support/accounts/999999", nil, auth{bearer: agentToken}).Code)
+	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/support/accounts/x", nil, auth{bearer: agentToken}).Code)
+	require.Equal(t, http.StatusUnauthorized, h.do("GET", fmt.Sprintf("/v1/support/accounts/%d", c.id), nil, c.web).Code)
+}

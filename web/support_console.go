@@ -61,6 +61,7 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.GET("/find", s.consoleFind)
 	g.GET("/orders/:ref", s.consoleOrder)
 	g.GET("/topups/:ref", s.consoleTopUp)
+	g.GET("/customers/:id", s.consoleCustomer)
 	g.POST("/orders/:ref/confirm", s.consoleConfirm)
 	g.POST("/orders/:ref/act", s.consoleAct)
 	g.POST("/topups/:ref/confirm", s.consoleConfirm)
@@ -687,6 +688,15 @@ func (s *Site) consoleConfirm(c *gin.Context) {
 		s.fileWithError(c, a, d, act, err)
 		return
 	}
+	if cents := credit(act, d); cents > 0 {
+		cust, err := s.loadCustomer(c, d.Case.Customer.ID)
+		if err != nil {
+			s.consoleFail(c, a, err)
+			return
+		}
+		changes = append(changes, fmt.Sprintf("Solde disponible du client : %s aujourd'hui, %s après l'action.",
+			usd(cust.Balance.AvailableCents), usd(cust.Balance.AvailableCents+cents)))
+	}
 	p := agentPage(a, "Confirmer : "+actionSpecs[act.Action].Label)
 	base := caseURL(act.Kind, act.Ref)
 	p.Data = consoleConfirmData{Action: act, Label: actionSpecs[act.Action].Label, Changes: changes, Back: base, Post: base + "/act"}
@@ -736,6 +746,55 @@ func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act co
 	d.Form = act
 	p.Data = d
 	s.render(c, statusOf(err), "support_file", p)
+}
+
+// credit is what act adds to the customer's available balance (0: none).
+func credit(act consoleAction, d consoleFileData) int64 {
+	switch {
+	case act.Action == "refund":
+		return act.AmountCents
+	case act.Action == "refund-exception":
+		if act.AmountCents > 0 {
+			return act.AmountCents
+		}
+		for _, e := range d.Case.Exceptions {
+			if e.ID == act.ExceptionID {
+				return e.RemainingCents
+			}
+		}
+	case act.Action == "attribute-payment" && d.TopUp != nil:
+		return d.TopUp.TopUp.AmountCents
+	}
+	return 0
+}
+
+// loadCustomer reads a customer's file from the API.
+func (s *Site) loadCustomer(c *gin.Context, id int64) (api.SupportCustomerDetail, error) {
+	var d api.SupportCustomerDetail
+	err := s.api.call(c, http.MethodGet, "/v1/support/accounts/"+strconv.FormatInt(id, 10), "", nil, &d)
+	return d, err
+}
+
+// consoleCustomer is a customer's file: account, balance, orders, top-ups
+// and the balance's movements.
+func (s *Site) consoleCustomer(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.consoleFail(c, a, domain.Errorf(domain.ECodeNotFound, "Client introuvable."))
+		return
+	}
+	d, err := s.loadCustomer(c, id)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	p := agentPage(a, "Client "+d.Customer.Email)
+	p.Data = d
+	s.render(c, http.StatusOK, "support_customer", p)
 }
 
 // describe says, in French, exactly what act will change on the file d

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"io"
 	"log/slog"
@@ -397,7 +398,8 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 	confirm := rec.Body.String()
 	if rec.Code != http.StatusOK || !strings.Contains(confirm, "23,57 USD du montant en attente n° "+excID) ||
 		!strings.Contains(confirm, "sont remboursés au solde de Ada Lovelace (late@example.com)") ||
-		!strings.Contains(confirm, "Il restera 0,00 USD en attente") {
+		!strings.Contains(confirm, "Il restera 0,00 USD en attente") ||
+		!strings.Contains(confirm, "Solde disponible du client : 0,00 USD aujourd&#39;hui, 23,57 USD après l&#39;action.") {
 		t.Fatalf("confirmation page: %d %s", rec.Code, confirm)
 	}
 	if n := ch.count(`SELECT count(*) FROM support_actions`); n != 0 || len(ch.wf.recorded()) != 0 {
@@ -442,6 +444,18 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 	}
 	if queue := b.get("/support"); !strings.Contains(queue, "0 montant ouvert") {
 		t.Fatalf("the queue did not shrink: %s", queue)
+	}
+	// The customer's file: the balance, the order, the refund in the movements.
+	customerURL := fmt.Sprintf("/support/customers/%d", accountID)
+	if !strings.Contains(after, `<a href="`+customerURL+`">`) {
+		t.Fatalf("no link to the customer's file: %s", after)
+	}
+	cust := b.get(customerURL)
+	for _, want := range []string{`<dd class="available">23,57 USD</dd>`, `href="/support/orders/` + ref + `"`,
+		"<td>Remboursement sur le solde</td><td>" + ref + `</td><td class="num">23,57 USD</td>`} {
+		if !strings.Contains(cust, want) {
+			t.Fatalf("customer file lacks %q:\n%s", want, cust)
+		}
 	}
 
 	// The same confirmation posted again: refused (nothing remains), recorded
