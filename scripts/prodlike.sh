@@ -14,7 +14,9 @@
 #     provisioning driver), two `kernodeck chainwatch` (one holds the
 #     Litecoin lease, the other waits to take over);
 # then it waits until Ctrl-C (or SIGTERM), which stops everything it started
-# and waits for it.
+# and waits for it. Meanwhile a Kernodeck process that exits is started again
+# a second later (as systemd's Restart=always would): a test may kill one
+# (its PID: $KD_PRODLIKE_DIR/pids/NAME).
 #
 # Usage:
 #   scripts/prodlike.sh                 start, print the endpoints, wait for Ctrl-C
@@ -153,6 +155,7 @@ stop() {
 	STOPPING=1
 	log "stopping"
 	local i
+	[ -z "${CMDPID:-}" ] || { kill -TERM "$CMDPID" 2>/dev/null || true; wait_pid "$CMDPID" 20; }
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
 		kill -TERM "${PIDS[$i]}" 2>/dev/null || true
 		# Kernodeck's processes together, then the server, then the node.
@@ -178,13 +181,36 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # spawn NAME CMD...: starts a child with its output in $DIR/logs/NAME.log.
+# Its PID is in $DIR/pids/NAME (kept current across restarts).
+CMDS=()
 spawn() {
 	local name=$1
 	shift
 	"$@" >>"$DIR/logs/$name.log" 2>&1 &
 	PIDS+=($!)
 	NAMES+=("$name")
+	CMDS+=("$(printf '%q ' "$@")")
+	echo $! >"$DIR/pids/$name"
 	log "started $name (pid $!)"
+}
+# supervise: like systemd's Restart=always, a Kernodeck process that exited
+# (killed by a test, or crashed) starts again after a second; the server or
+# the node exiting stops everything.
+supervise() {
+	local i st
+	for i in "${!PIDS[@]}"; do
+		kill -0 "${PIDS[$i]}" 2>/dev/null && continue
+		case "${NAMES[$i]}" in
+		temporal-server | litecoind) die "${NAMES[$i]} exited: see $DIR/logs/${NAMES[$i]}.log" ;;
+		esac
+		st=0
+		wait "${PIDS[$i]}" 2>/dev/null || st=$?
+		sleep 1
+		eval "${CMDS[$i]}" '>>"$DIR/logs/${NAMES[$i]}.log" 2>&1 &'
+		PIDS[$i]=$!
+		echo $! >"$DIR/pids/${NAMES[$i]}"
+		log "restarted ${NAMES[$i]} (pid $!) after it exited with status $st"
+	done
 }
 # wait_until WHAT SECONDS CMD...: retries CMD every half second.
 wait_until() {
@@ -206,7 +232,7 @@ wait_until() {
 if [ "${KD_PRODLIKE_KEEP:-0}" != 1 ]; then
 	rm -rf "$DIR"
 fi
-mkdir -p "$DIR/logs" "$DIR/tls" "$DIR/bin"
+mkdir -p "$DIR/logs" "$DIR/tls" "$DIR/bin" "$DIR/pids"
 chmod 700 "$DIR/tls"
 
 # --- certificates (throwaway CA, frontend, system worker, clients) ---------
@@ -444,7 +470,6 @@ KD_PRODLIKE_API2=http://127.0.0.1:$P_API2
 KD_PRODLIKE_LTC_URL=$LTC_URL/wallet/dev
 KD_PRODLIKE_METRICS="api-1=127.0.0.1:$((BASE + 91)) api-2=127.0.0.1:$((BASE + 92)) worker-1=127.0.0.1:$((BASE + 93)) worker-2=127.0.0.1:$((BASE + 94)) chainwatch-1=127.0.0.1:$((BASE + 95)) chainwatch-2=127.0.0.1:$((BASE + 96))"
 KD_PRODLIKE_TEMPORAL_METRICS=http://127.0.0.1:$P_TMETRICS/metrics
-KD_PRODLIKE_PIDS="$(for i in "${!PIDS[@]}"; do printf '%s=%s ' "${NAMES[$i]}" "${PIDS[$i]}"; done)"
 set +a
 EOF
 export KD_PRODLIKE_ENV="$DIR/env.sh"
@@ -467,19 +492,23 @@ Kernodeck, production-shaped, ready ($(date -u +%T) UTC):
 EOF
 
 if [ ${#CMD[@]} -gt 0 ]; then
-	set +e
-	"${CMD[@]}"
-	status=$?
-	set -e
+	# The command runs beside the supervision (it may kill processes).
+	"${CMD[@]}" &
+	CMDPID=$!
+	while kill -0 "$CMDPID" 2>/dev/null; do
+		supervise
+		sleep 1 &
+		wait $! || true
+	done
+	status=0
+	wait "$CMDPID" || status=$?
+	CMDPID=
 	log "command exited with status $status"
 	exit "$status"
 fi
 log "Ctrl-C stops everything"
-# Wait for a signal, or for a child to die (then stop the rest and fail).
 while :; do
-	for i in "${!PIDS[@]}"; do
-		kill -0 "${PIDS[$i]}" 2>/dev/null || die "${NAMES[$i]} exited: see $DIR/logs/${NAMES[$i]}.log"
-	done
+	supervise
 	sleep 1 &
 	wait $! || true
 done

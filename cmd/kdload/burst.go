@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -50,6 +51,8 @@ type burst struct {
 	bareDB   *sqlx.DB
 	bareRun  string
 	checkRun bool
+	kill     bool
+	dir      string
 }
 
 func (b *burst) flagsBurst(fs *flag.FlagSet) {
@@ -77,6 +80,9 @@ func (b *burst) flagsBurst(fs *flag.FlagSet) {
 	fs.DurationVar(&b.detect, "detect", 3*time.Minute, "wait at most this long for every payment to be seen in the mempool before mining")
 	fs.DurationVar(&b.timeout, "timeout", 0, "give up after (default 10 min + 0.5 s per order)")
 	fs.BoolVar(&b.checkRun, "check", true, "check afterwards, order by order, that the chain and the books agree")
+	fs.BoolVar(&b.kill, "kill", false, "after the block: SIGKILL the chainwatch holding the lease (+1 s), worker-1 (+4 s) and api-1 (+7 s) "+
+		"of scripts/prodlike.sh, which restarts them; customers read their orders meanwhile")
+	fs.StringVar(&b.dir, "dir", env("KD_PRODLIKE_DIR", ""), "scripts/prodlike.sh's state directory (pids/NAME), for -kill")
 }
 
 func (b *burst) run(ctx context.Context, out io.Writer) error {
@@ -253,7 +259,23 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); paid, perr = b.waitStatus(ctx, db, refs, states["paid"], 0) }()
 	go func() { defer wg.Done(); active, aerr = b.waitStatus(ctx, db, refs, states["active"], 0) }()
+	var kills *killReport
+	readers := &readReport{}
+	kctx, kcancel := context.WithCancel(ctx)
+	defer kcancel()
+	var kwg sync.WaitGroup
+	if b.kill {
+		kills = &killReport{}
+		kwg.Add(5)
+		go func() { defer kwg.Done(); b.killReplicas(kctx, db, tBlock, kills) }()
+		// Customers read their orders through both replicas meanwhile.
+		for r := range 4 {
+			go func() { defer kwg.Done(); b.readOrders(kctx, r, refs, tokens, readers) }()
+		}
+	}
 	wg.Wait()
+	kcancel()
+	kwg.Wait()
 	if perr != nil {
 		return perr
 	}
@@ -267,6 +289,17 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "block -> active: p50 %s p95 %s max %s (%d orders; %.0f orders/s to the last)\n",
 		sec(toActive.q(.5)), sec(toActive.q(.95)), sec(toActive.q(1)), len(toActive), float64(len(toActive))/toActive.q(1).Seconds())
 	fmt.Fprintf(out, "load average after: %s\n", loadavg())
+	if kills != nil {
+		kills.mu.Lock()
+		for _, line := range kills.lines {
+			fmt.Fprintln(out, line)
+		}
+		kills.mu.Unlock()
+		readers.mu.Lock()
+		fmt.Fprintf(out, "customers' order reads during the burst: %d answered 2xx, %d 5xx, %d other statuses, %d failed connections (the killed api-1's)\n",
+			readers.ok, readers.s5xx, readers.other, readers.failed)
+		readers.mu.Unlock()
+	}
 
 	if b.checkRun {
 		if err := b.check(ctx, out, db, refs); err != nil {
@@ -382,6 +415,130 @@ func (b *burst) check(ctx context.Context, out io.Writer, db *sqlx.DB, refs []st
 	}
 	fmt.Fprintf(out, "check: every order active, paid its total by exactly one confirmed chain payment of its request's amount, one reservation, each step once on its timeline\n")
 	return nil
+}
+
+// --- replicas killed during the burst ----------------------------------------
+
+type killReport struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (k *killReport) add(format string, args ...any) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lines = append(k.lines, fmt.Sprintf(format, args...))
+}
+
+type readReport struct {
+	mu                      sync.Mutex
+	ok, s5xx, other, failed int
+}
+
+// prodlikePID is the PID scripts/prodlike.sh recorded for one of its
+// processes.
+func (b *burst) prodlikePID(name string) (int, error) {
+	raw, err := os.ReadFile(b.dir + "/pids/" + name)
+	if err != nil {
+		return 0, err
+	}
+	var pid int
+	_, err = fmt.Sscan(string(raw), &pid)
+	return pid, err
+}
+
+// killReplicas SIGKILLs, after the block, the chainwatch holding the
+// Litecoin lease (then times the takeover: the lease held by another
+// process), worker-1 and api-1; scripts/prodlike.sh restarts each.
+func (b *burst) killReplicas(ctx context.Context, db *sqlx.DB, tBlock time.Time, rep *killReport) {
+	sleepUntil := func(t time.Time) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(t)):
+			return true
+		}
+	}
+	holder := func() string {
+		var h []string
+		_ = db.SelectContext(ctx, &h, `SELECT holder FROM watcher_leases WHERE network = 'litecoin' AND expires_at > now()`)
+		if len(h) == 0 {
+			return ""
+		}
+		return h[0]
+	}
+	if !sleepUntil(tBlock.Add(time.Second)) {
+		return
+	}
+	old := holder()
+	var pid int
+	_, _ = fmt.Sscanf(old[strings.LastIndex(old, ":")+1:], "%d", &pid)
+	killed, standby, standbyPID := "", "", 0
+	for _, name := range []string{"chainwatch-1", "chainwatch-2"} {
+		if p, err := b.prodlikePID(name); err == nil && p == pid {
+			killed = name
+		} else if err == nil {
+			standby, standbyPID = name, p
+		}
+	}
+	if killed == "" || pid <= 0 {
+		rep.add("kill: the lease holder %q is not one of prodlike's chainwatch processes: not killed", old)
+	} else {
+		tKill := time.Now()
+		_ = syscallKill(pid)
+		for ctx.Err() == nil {
+			if h := holder(); h != "" && h != old {
+				who := "the restarted " + killed
+				if strings.HasSuffix(h, fmt.Sprintf(":%d", standbyPID)) {
+					who = "the standby " + standby
+				}
+				rep.add("kill: %s (%s, lease holder) SIGKILLed %.1f s after the block; lease taken by %s (%s) %.1f s after the kill",
+					killed, old, tKill.Sub(tBlock).Seconds(), who, h, time.Since(tKill).Seconds())
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, k := range []struct {
+		name string
+		at   time.Duration
+	}{{"worker-1", 4 * time.Second}, {"api-1", 7 * time.Second}} {
+		if !sleepUntil(tBlock.Add(k.at)) {
+			return
+		}
+		p, err := b.prodlikePID(k.name)
+		if err != nil {
+			rep.add("kill: %s: %v", k.name, err)
+			continue
+		}
+		_ = syscallKill(p)
+		rep.add("kill: %s (pid %d) SIGKILLed %.1f s after the block (prodlike restarts it a second later)", k.name, p, time.Since(tBlock).Seconds())
+	}
+}
+
+// readOrders is a customer reading orders (GET /v1/orders/{ref}) through
+// both replicas in turn until ctx ends.
+func (b *burst) readOrders(ctx context.Context, r int, refs, tokens []string, rep *readReport) {
+	for i := r; ctx.Err() == nil; i += 4 {
+		j := i % len(refs)
+		st, err := b.clients[i%2].Call(ctx, "", "GET", "/v1/orders/"+refs[j], tokens[j/ordersPerCustomer], nil, nil)
+		if ctx.Err() != nil {
+			return
+		}
+		rep.mu.Lock()
+		switch {
+		case err != nil && st == 0:
+			rep.failed++
+		case st >= 500:
+			rep.s5xx++
+		case st >= 200 && st < 300:
+			rep.ok++
+		default:
+			rep.other++
+		}
+		rep.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // --- the bare loop -----------------------------------------------------------
@@ -534,6 +691,8 @@ func countSet(ts []time.Time) int {
 	}
 	return n
 }
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 func sec(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
