@@ -183,6 +183,12 @@ echo hostile-ready
 	if state != sshhost.StateAvailable {
 		t.Errorf("host %s: %s", state, note)
 	}
+	// The range granted after prepare is on the driver's record too.
+	var subIDs string
+	_ = f.db.Get(&subIDs, `SELECT sub_ids FROM host_reservations WHERE order_ref = $1`, ref)
+	if !strings.Contains(subIDs, fmt.Sprintf("%d:%d", sub, h.SubUIDCount)) {
+		t.Errorf("sub_ids recorded: %q", subIDs)
+	}
 	if flag == nil || !strings.Contains(*flag, "/home/"+user) || !strings.Contains(note, ref) {
 		t.Errorf("the home's chown is not recorded as the customer's doing: flag %v, note %q", flag, note)
 	}

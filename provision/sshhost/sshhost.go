@@ -681,6 +681,14 @@ func (d *Driver) teardown(ctx context.Context, r reservation, mode string) (tear
 	if out == nil {
 		return teardownResult{}, fmt.Errorf("%s %s on %s: script ended early", mode, r.OrderRef, r.Name)
 	}
+	// Ranges the account got after prepare: recorded, so a later repair
+	// searches them even if the host lost its own record.
+	if uid, sub, ok := parseIDs(res.Stdout); ok {
+		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET unix_uid = COALESCE(unix_uid, $2), sub_ids = $3
+			WHERE id = $1`, r.ID, uid, mergeIDs(r.SubIDs, sub)); err != nil {
+			return teardownResult{}, fmt.Errorf("%s %s: record ids: %w", mode, r.OrderRef, err)
+		}
+	}
 	if len(out.Dirty) > 0 {
 		d.logger().Warn("host not clean after "+mode, "host", r.Name, "order", r.OrderRef, "left", out.Dirty)
 	}

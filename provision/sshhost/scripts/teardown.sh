@@ -29,7 +29,8 @@ kd_account
 home="/home/$KD_USER"
 ids_file="$KD_STATE/$KD_USER.ids"
 if [ -n "$uid" ]; then
-	kd_record_ids >/dev/null
+	# Ranges granted since prepare are recorded too (and told the driver).
+	kd_record_ids
 elif [ -r "$ids_file" ]; then
 	read -r uid gid <"$ids_file"
 elif [ -r "/run/kernodeck/$KD_USER.uid" ]; then
