@@ -12,6 +12,9 @@ package web
 // console holds no rule of its own.
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -58,6 +61,9 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.POST("/login", s.consoleLogin)
 	g.POST("/logout", s.consoleLogout)
 	g.GET("", s.consoleQueue)
+	g.GET("/live", s.consoleQueue)
+	g.GET("/orders/:ref/live", s.consoleOrder)
+	g.GET("/topups/:ref/live", s.consoleTopUp)
 	g.GET("/find", s.consoleFind)
 	g.GET("/orders/:ref", s.consoleOrder)
 	g.GET("/topups/:ref", s.consoleTopUp)
@@ -166,8 +172,15 @@ func (s *Site) signedInAgent(c *gin.Context) (*agent, bool) {
 
 func (s *Site) toConsoleLogin(c *gin.Context) {
 	next := "/support"
-	if c.Request.Method == http.MethodGet {
+	if c.Request.Method == http.MethodGet && !strings.HasSuffix(c.Request.URL.Path, "/live") {
 		next = c.Request.URL.RequestURI()
+	}
+	if c.GetHeader("HX-Request") != "" {
+		// A live part's request: htmx follows this with a full navigation
+		// (a redirect would be followed by the request and swapped in).
+		c.Header("HX-Redirect", "/support/login?next="+url.QueryEscape(next))
+		c.Status(http.StatusUnauthorized)
+		return
 	}
 	c.Redirect(http.StatusSeeOther, "/support/login?next="+url.QueryEscape(next))
 }
@@ -353,7 +366,12 @@ func (s *Site) consoleQueue(c *gin.Context) {
 	}
 	p := agentPage(a, "File d'attente du support")
 	p.Data = d
-	s.render(c, http.StatusOK, "support_queue", p)
+	live := "/support/live"
+	if q := c.Request.URL.Query(); len(q) > 0 {
+		q.Del("v")
+		live += "?" + q.Encode()
+	}
+	s.renderConsole(c, http.StatusOK, "support_queue", p, live)
 }
 
 type consoleFindData struct {
@@ -479,7 +497,7 @@ func (s *Site) consoleFile(c *gin.Context, kind string) {
 		p.Notice = "Réponse envoyée : elle s'affiche sur le suivi de la commande et part par email au client."
 	}
 	p.Data = d
-	s.render(c, http.StatusOK, "support_file", p)
+	s.renderConsole(c, http.StatusOK, "support_file", p, caseURL(kind, d.Ref)+"/live")
 }
 
 func fileTitle(kind, ref string) string {
@@ -745,7 +763,7 @@ func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act co
 	}
 	d.Form = act
 	p.Data = d
-	s.render(c, statusOf(err), "support_file", p)
+	s.renderConsole(c, statusOf(err), "support_file", p, caseURL(d.Kind, d.Ref)+"/live")
 }
 
 // credit is what act adds to the customer's available balance (0: none).
@@ -957,5 +975,34 @@ func (s *Site) consoleAnswer(c *gin.Context) {
 		p.Error = "Réponse non envoyée : " + de.Message
 	}
 	p.Data = d
-	s.render(c, statusOf(err), "support_file", p)
+	s.renderConsole(c, statusOf(err), "support_file", p, caseURL(d.Kind, d.Ref)+"/live")
+}
+
+// consoleTrigger: the queue and a file are fetched again every 10 seconds
+// while open; the answer is 204 No Content while nothing changed, so the
+// page stays as it is.
+const consoleTrigger = "every 10s"
+
+// renderConsole renders a console page whose evidence is live (tmpl's
+// <tmpl>_live template: no form in it, so nothing typed is lost when it
+// changes). On its live address (a path ending in /live) it answers that
+// part alone, or 204 if the client has this version.
+func (s *Site) renderConsole(c *gin.Context, status int, tmpl string, p page, liveURL string) {
+	var buf bytes.Buffer
+	if err := s.pages[tmpl].ExecuteTemplate(&buf, tmpl+"_live", p); err != nil {
+		s.consoleFail(c, p.Agent, fmt.Errorf("render %s: %w", tmpl, err))
+		return
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	version := hex.EncodeToString(sum[:8])
+	p.Live = liveRegion{HTML: template.HTML(buf.String()), Version: version, URL: liveURL, Trigger: consoleTrigger}
+	if !strings.HasSuffix(c.Request.URL.Path, "/live") {
+		s.render(c, status, tmpl, p)
+		return
+	}
+	if c.Query("v") == version {
+		c.Status(http.StatusNoContent)
+		return
+	}
+	s.render(c, http.StatusOK, "live", p)
 }

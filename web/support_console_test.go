@@ -250,6 +250,14 @@ func TestConsoleSignInAndOut(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/support/login?next=%2Fsupport%2Forders%2FKD-NOPE" {
 		t.Fatalf("signed out: %d %q", rec.Code, rec.Header().Get("Location"))
 	}
+	// A live part asked for by htmx, signed out: htmx is told to navigate.
+	req := httptest.NewRequest(http.MethodGet, "/support/orders/KD-NOPE/live?v=x", nil)
+	req.Header.Set("HX-Request", "true")
+	rec = httptest.NewRecorder()
+	ch.h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized || rec.Header().Get("HX-Redirect") != "/support/login?next=%2Fsupport" {
+		t.Fatalf("signed-out live part: %d %q", rec.Code, rec.Header().Get("HX-Redirect"))
+	}
 	login := b.get("/support/login")
 	if !strings.Contains(login, `name="token"`) || !strings.Contains(login, `type="password"`) {
 		t.Fatalf("sign-in form: %s", login)
@@ -338,6 +346,8 @@ func TestConsoleRefusesCustomers(t *testing.T) {
 	}
 }
 
+var liveVersion = regexp.MustCompile(`id="live-version" name="v" value="([0-9a-f]+)"`)
+
 var txLink = regexp.MustCompile(`<a href="https://explorer.example/tx/latetx0001" rel="noreferrer noopener" target="_blank">`)
 
 // The queue and an order's file show what PostgreSQL holds; a refund of
@@ -379,6 +389,18 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 	}
 	if !txLink.MatchString(file) {
 		t.Fatalf("no explorer link for the payment:\n%s", file)
+	}
+	// The evidence is live: fetched again every 10 s, 204 while unchanged.
+	if !strings.Contains(file, `hx-get="/support/orders/`+ref+`/live" hx-include="#live-version" hx-trigger="every 10s"`) {
+		t.Fatalf("file not live: %s", file)
+	}
+	fileVersion := liveVersion.FindStringSubmatch(file)[1]
+	if rec := b.do(http.MethodGet, "/support/orders/"+ref+"/live?v="+fileVersion, nil); rec.Code != http.StatusNoContent {
+		t.Fatalf("live part unchanged: %d", rec.Code)
+	}
+	queueVersion := liveVersion.FindStringSubmatch(queue)[1]
+	if rec := b.do(http.MethodGet, "/support/live?v="+queueVersion, nil); rec.Code != http.StatusNoContent {
+		t.Fatalf("live queue unchanged: %d", rec.Code)
 	}
 	csrf := agentCSRF(t, file)
 	var excID string
@@ -444,6 +466,14 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 	}
 	if queue := b.get("/support"); !strings.Contains(queue, "0 montant ouvert") {
 		t.Fatalf("the queue did not shrink: %s", queue)
+	}
+	// An open page's live parts now answer the change.
+	live := b.get("/support/orders/" + ref + "/live?v=" + fileVersion)
+	if strings.Contains(live, "<html") || !strings.Contains(live, "Remboursement d&#39;un montant en attente") {
+		t.Fatalf("file's live part after the refund: %s", live)
+	}
+	if live := b.get("/support/live?v=" + queueVersion); !strings.Contains(live, "0 montant ouvert") {
+		t.Fatalf("queue's live part after the refund: %s", live)
 	}
 	// The customer's file: the balance, the order, the refund in the movements.
 	customerURL := fmt.Sprintf("/support/customers/%d", accountID)

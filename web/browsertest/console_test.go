@@ -81,9 +81,9 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 	}
 	screenshots(t, agent, "console-order")
 	run(t, agent, "refund form",
-		click(`article.exception details.action summary`),
-		typeIn(`article.exception details.action textarea`, "paiement arrivé après l'échéance, client prévenu"),
-		click(`article.exception details.action button[type=submit]`),
+		click(`section.file-actions details.action summary`),
+		typeIn(`section.file-actions details.action textarea`, "paiement arrivé après l'échéance, client prévenu"),
+		click(`section.file-actions details.action button[type=submit]`),
 		visible("ul.changes"),
 	)
 	if got := text(t, agent, "ul.changes"); !strings.Contains(got, "23,57 USD du montant en attente") ||
@@ -136,6 +136,19 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 	if got := text(t, customer, ".available"); got != "23,57 USD" {
 		t.Fatalf("balance after the refused refund: %q", got)
 	}
+
+	// The file, left open, shows a support request the customer writes
+	// meanwhile, without a reload (its evidence is fetched again every 10 s).
+	run(t, agent, "file open", chromedp.Navigate(s.srv.URL+"/support/orders/"+ref), visible("section.support-requests"))
+	markUnreloaded(t, agent)
+	run(t, customer, "support request",
+		chromedp.Navigate(s.srv.URL+"/orders/"+ref+"/support"),
+		typeIn("#message", "J'ai payé après l'échéance, où est mon argent ?"),
+		click(`form[action="/orders/`+ref+`/support"] button[type=submit]`),
+		visible("#support .thread"),
+	)
+	waitText(t, agent, "section.support-requests", "J'ai payé après l'échéance, où est mon argent ?")
+	checkUnreloaded(t, agent)
 
 	// A customer's session opens no console page.
 	run(t, customer, "customer on the console", chromedp.Navigate(s.srv.URL+"/support"), visible(`form[action="/support/login"]`))
