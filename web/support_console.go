@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"math/big"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -533,6 +534,8 @@ type consoleAction struct {
 	AmountCents int64
 	Amount      string // as typed
 	Days        int
+	// ReturnedOnChain (value-exception): sent back on chain, no value.
+	ReturnedOnChain bool
 }
 
 // actionSpec is one action the console offers: where it applies, its
@@ -564,6 +567,8 @@ var actionSpecs = map[string]actionSpec{
 		path: func(a consoleAction) string { return exceptionPath(a) + "/count" }},
 	"resolve-exception": {Label: "Clore le signalement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
 		path: func(a consoleAction) string { return exceptionPath(a) + "/resolve" }},
+	"value-exception": {Label: "Indiquer la valeur de l'autre actif", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/value" }},
 }
 
 func targetPath(a consoleAction) string {
@@ -585,6 +590,12 @@ func (a consoleAction) body() map[string]any {
 		b["days"] = a.Days
 	case "attribute-payment", "refund", "refund-exception", "count-exception":
 		if a.AmountCents > 0 || a.Action == "refund" {
+			b["amount_cents"] = a.AmountCents
+		}
+	case "value-exception":
+		if a.ReturnedOnChain {
+			b["returned_on_chain"] = true
+		} else {
 			b["amount_cents"] = a.AmountCents
 		}
 	}
@@ -625,6 +636,15 @@ func readAction(c *gin.Context) (consoleAction, error) {
 	}
 	if a.Action == "refund" && a.AmountCents <= 0 {
 		return a, domain.FieldError("amount", "Indiquez le montant à rembourser, en USD.")
+	}
+	if a.Action == "value-exception" {
+		a.ReturnedOnChain = c.PostForm("returned_on_chain") == "1"
+		switch {
+		case a.ReturnedOnChain && a.AmountCents > 0:
+			return a, domain.FieldError("amount", "Un montant renvoyé sur la chaîne n'a pas de valeur à indiquer.")
+		case !a.ReturnedOnChain && a.AmountCents <= 0:
+			return a, domain.FieldError("amount", "Indiquez la valeur en USD, ou cochez « renvoyé sur la chaîne ».")
+		}
 	}
 	if a.Action == "extend" {
 		n, err := strconv.Atoi(strings.TrimSpace(c.PostForm("days")))
@@ -893,7 +913,7 @@ func describe(act consoleAction, d consoleFileData) ([]string, error) {
 }
 
 func describeException(act consoleAction, e api.ExceptionView, d consoleFileData, who string) ([]string, error) {
-	what := fmt.Sprintf("montant en attente n° %d (%s, %s", e.ID, label(exceptionReasons, e.Reason), e.Asset)
+	what := fmt.Sprintf("montant en attente n° %d (%s, %s", e.ID, label(exceptionReasons, e.Reason), assetAmount(e, d))
 	if e.TxID != "" {
 		what += ", transaction " + e.TxID
 	}
@@ -929,6 +949,15 @@ func describeException(act consoleAction, e api.ExceptionView, d consoleFileData
 		t := d.TopUp.TopUp
 		return []string{fmt.Sprintf("%s du %s sont comptés pour la recharge %s de %s, au plus ce qui lui manque ; le reste demeure en attente.", usd(amount), what, t.Ref, usd(t.AmountCents)),
 			"Seulement si la recharge attend encore un paiement : sinon le workflow refuse."}, nil
+	case "value-exception":
+		if !e.NeedsValue {
+			return nil, domain.Errorf(domain.ECodeConflict, "La valeur de ce montant est déjà connue.")
+		}
+		if act.ReturnedOnChain {
+			return []string{fmt.Sprintf("Le %s est clos comme renvoyé sur la chaîne : rien n'est dû au client, rien n'est crédité.", what)}, nil
+		}
+		return []string{fmt.Sprintf("Le %s vaut désormais %s (une seule fois) : il se rembourse ou se compte ensuite comme les autres montants en attente.", what, usd(act.AmountCents)),
+			"Rien n'est crédité par cette action."}, nil
 	case "resolve-exception":
 		if e.Reason != domain.ExceptionReverted {
 			return nil, domain.Errorf(domain.ECodeConflict, "Seul un signalement de paiement annulé se clôt ; un montant se rembourse ou se compte.")
@@ -1005,4 +1034,20 @@ func (s *Site) renderConsole(c *gin.Context, status int, tmpl string, p page, li
 		return
 	}
 	s.render(c, http.StatusOK, "live", p)
+}
+
+// assetAmount is what a queued amount received in its asset ("0.00036262
+// BTC"), when a payment request of the file says the asset's decimals;
+// else the asset alone.
+func assetAmount(e api.ExceptionView, d consoleFileData) string {
+	base, ok := new(big.Int).SetString(e.AmountBase, 10)
+	if !ok {
+		return e.Asset
+	}
+	for _, in := range d.Case.PaymentIntents {
+		if in.Asset == e.Asset && in.Network == e.Network {
+			return domain.FormatUnits(base, in.Decimals) + " " + e.Asset
+		}
+	}
+	return e.Asset
 }

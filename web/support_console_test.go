@@ -418,7 +418,7 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 	form.Set("reason", "paiement arrivé après l'échéance, client prévenu")
 	rec := b.do(http.MethodPost, "/support/orders/"+ref+"/confirm", form)
 	confirm := rec.Body.String()
-	if rec.Code != http.StatusOK || !strings.Contains(confirm, "23,57 USD du montant en attente n° "+excID) ||
+	if rec.Code != http.StatusOK || !strings.Contains(confirm, "23,57 USD du montant en attente n° "+excID+" (Confirmé après l&#39;échéance, 0.00036262 BTC, transaction latetx0001)") ||
 		!strings.Contains(confirm, "sont remboursés au solde de Ada Lovelace (late@example.com)") ||
 		!strings.Contains(confirm, "Il restera 0,00 USD en attente") ||
 		!strings.Contains(confirm, "Solde disponible du client : 0,00 USD aujourd&#39;hui, 23,57 USD après l&#39;action.") {
@@ -641,5 +641,57 @@ func TestConsoleTopUpFile(t *testing.T) {
 	form.Set("days", "2")
 	if rec := b.do(http.MethodPost, "/support/topups/"+ref+"/confirm", form); rec.Code != http.StatusBadRequest {
 		t.Fatalf("extend on a top-up: %d", rec.Code)
+	}
+}
+
+// Another asset sent to a request's address waits for its value: the
+// agent states it through the confirmation page (the API's handler writes
+// it), then the amount is refundable like any other.
+func TestConsoleValuesAnotherAsset(t *testing.T) {
+	ch := newConsoleHarness(t)
+	ref, _ := ch.lateOrder("usdt@example.com")
+	ctx := context.Background()
+	if err := ch.db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: "other-asset-test", Kind: domain.EventPaymentToSupport,
+		Message: "USDT reçu à l'adresse d'une demande en BTC : transmis au support.", At: time.Now(),
+		Exceptions: []domain.NewException{{Reason: domain.ExceptionOtherAsset, PaymentKey: "bitcoin:othertx:1", Network: "bitcoin",
+			TxID: "othertx", Asset: "USDT", AmountBase: "5000000", AmountCents: 0}}}); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := ch.db.Get(&id, `UPDATE payment_exceptions SET needs_value = true WHERE payment_key = 'bitcoin:othertx:1' RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	b := ch.browser()
+	b.signIn(consoleToken)
+	file := b.get("/support/orders/" + ref)
+	idStr := strconv.FormatInt(id, 10)
+	if !strings.Contains(file, `id="vx`+idStr+`-amount"`) {
+		t.Fatalf("no value form: %s", file)
+	}
+	form := url.Values{"csrf": {agentCSRF(t, file)}, "action": {"value-exception"}, "exception_id": {idStr},
+		"amount": {"5,00"}, "reason": {"5 USDT au cours de 1 USD"}}
+	rec := b.do(http.MethodPost, "/support/orders/"+ref+"/confirm", form)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "vaut désormais 5,00 USD") {
+		t.Fatalf("confirmation: %d %s", rec.Code, rec.Body.String())
+	}
+	form.Del("amount")
+	form.Set("amount_cents", "500")
+	if rec := b.do(http.MethodPost, "/support/orders/"+ref+"/act", form); rec.Code != http.StatusSeeOther {
+		t.Fatalf("value: %d %s", rec.Code, rec.Body.String())
+	}
+	var cents int64
+	var needs bool
+	if err := ch.db.QueryRow(`SELECT amount_cents, needs_value FROM payment_exceptions WHERE id = $1`, id).Scan(&cents, &needs); err != nil || cents != 500 || needs {
+		t.Fatalf("valued: %d %v %v", cents, needs, err)
+	}
+	if n := ch.count(`SELECT count(*) FROM support_actions WHERE action = 'value_exception' AND agent = 'alice' AND outcome = 'done'`); n != 1 {
+		t.Fatalf("audit rows: %d", n)
+	}
+	// Valued once: the form is gone and a second valuation is refused.
+	if file := b.get("/support/orders/" + ref); strings.Contains(file, `id="vx`+idStr+`-amount"`) {
+		t.Fatal("value form still offered")
+	}
+	if rec := b.do(http.MethodPost, "/support/orders/"+ref+"/confirm", form); rec.Code != http.StatusConflict {
+		t.Fatalf("second valuation: %d", rec.Code)
 	}
 }
