@@ -45,8 +45,15 @@
 #                          the same)
 #   KD_TOOLS_DIR           where temporal-server and temporal-sql-tool are
 #                          cached; default $GOBIN if set, else ~/.cache/kernodeck-tools
-#   PGHOST/PGPORT/PGUSER   the PostgreSQL server; default 127.0.0.1, 5432, postgres
-#                          (trust authentication, as on the development machine)
+#   KD_PRODLIKE_PG         "own" (default): a PostgreSQL server of the run's own
+#                          (initdb under the state directory, port +432,
+#                          max_connections 300; durable settings), as the
+#                          deployment holds ~150 connections (6 Kernodeck
+#                          processes x 20, Temporal's pools) and would exhaust a
+#                          shared server's default 100, failing everyone else's
+#                          connections; "shared": the server at PGHOST/PGPORT
+#                          (default 127.0.0.1:5432, user postgres, trust
+#                          authentication), which must allow ~150 more connections
 # Any KERNODECK_* variable exported by the caller reaches every Kernodeck
 # process (e.g. KERNODECK_CONFIRMATIONS=litecoin=2).
 set -euo pipefail
@@ -59,8 +66,14 @@ BASE="${KD_PRODLIKE_PORT_BASE:-27000}"
 KD_DB="${KD_PRODLIKE_DB:-kd_prodlike}"
 T_DB="${KD_TEMPORAL_DB:-kd_temporal}"
 TV_DB="${KD_TEMPORAL_VISIBILITY_DB:-kd_temporal_visibility}"
+PG_MODE="${KD_PRODLIKE_PG:-own}"
+case "$PG_MODE" in own | shared) ;; *) echo "KD_PRODLIKE_PG: own or shared" >&2; exit 2 ;; esac
 PGHOST="${PGHOST:-127.0.0.1}"
 PGPORT="${PGPORT:-5432}"
+if [ "$PG_MODE" = own ]; then
+	PGHOST=127.0.0.1
+	PGPORT=$((BASE + 432))
+fi
 PGUSER="${PGUSER:-postgres}"
 export PGHOST PGPORT PGUSER
 SERVER_NAME=temporal.kernodeck.internal
@@ -137,6 +150,7 @@ P_API2=$((BASE + 81))
 P_LTC_RPC=$((BASE + 443))
 P_LTC_P2P=$((BASE + 444))
 ALL_PORTS="$P_FRONTEND $P_HTTP $P_HISTORY $P_MATCHING $P_TWORKER $((BASE + 933)) $((BASE + 934)) $((BASE + 935)) $((BASE + 939)) $P_TMETRICS $P_API1 $P_API2 $(seq $((BASE + 91)) $((BASE + 96))) $P_LTC_RPC $P_LTC_P2P"
+[ "$PG_MODE" = shared ] || ALL_PORTS="$ALL_PORTS $PGPORT"
 for port in $ALL_PORTS; do
 	if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
 		die "port $port is in use (another deployment?): stop it, or set KD_PRODLIKE_PORT_BASE"
@@ -159,7 +173,7 @@ stop() {
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
 		kill -TERM "${PIDS[$i]}" 2>/dev/null || true
 		# Kernodeck's processes together, then the server, then the node.
-		case "${NAMES[$i]}" in temporal-server | litecoind) wait_pid "${PIDS[$i]}" 20 ;; esac
+		case "${NAMES[$i]}" in temporal-server | litecoind | postgres) wait_pid "${PIDS[$i]}" 20 ;; esac
 	done
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do wait_pid "${PIDS[$i]}" 20; done
 	log "stopped; logs in $DIR/logs"
@@ -201,7 +215,7 @@ supervise() {
 	for i in "${!PIDS[@]}"; do
 		kill -0 "${PIDS[$i]}" 2>/dev/null && continue
 		case "${NAMES[$i]}" in
-		temporal-server | litecoind) die "${NAMES[$i]} exited: see $DIR/logs/${NAMES[$i]}.log" ;;
+		temporal-server | litecoind | postgres) die "${NAMES[$i]} exited: see $DIR/logs/${NAMES[$i]}.log" ;;
 		esac
 		st=0
 		wait "${PIDS[$i]}" 2>/dev/null || st=$?
@@ -270,6 +284,23 @@ fi
 
 # --- PostgreSQL: databases and Temporal's schemas ---------------------------
 
+if [ "$PG_MODE" = own ]; then
+	PGBIN="$(dirname "$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -1)")"
+	[ -x "$PGBIN/postgres" ] || die "PostgreSQL's server binaries are needed (Debian's postgresql package), or KD_PRODLIKE_PG=shared"
+	# PostgreSQL refuses to run as root: as the postgres user then.
+	AS_PG=()
+	[ "$(id -u)" != 0 ] || AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups)
+	mkdir -p "$DIR/pg"
+	[ "$(id -u)" != 0 ] || chown postgres: "$DIR/pg"
+	if [ ! -d "$DIR/pg/data" ]; then
+		"${AS_PG[@]}" "$PGBIN/initdb" -D "$DIR/pg/data" -U postgres --auth=trust -E UTF8 >"$DIR/logs/initdb.log" 2>&1 ||
+			die "initdb: see $DIR/logs/initdb.log"
+	fi
+	spawn postgres "${AS_PG[@]}" "$PGBIN/postgres" -D "$DIR/pg/data" -p "$PGPORT" -k "$DIR/pg" \
+		-c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=256MB
+	wait_until "PostgreSQL on $PGHOST:$PGPORT" 60 psql -qAt -d postgres -c 'SELECT 1'
+	log "PostgreSQL of its own on $PGHOST:$PGPORT ($DIR/pg/data)"
+fi
 psql -qAt -d postgres -c 'SELECT 1' >/dev/null || die "PostgreSQL at $PGHOST:$PGPORT does not answer"
 db_exists() { [ "$(psql -qAt -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$1'")" = 1 ]; }
 if [ "${KD_PRODLIKE_KEEP:-0}" != 1 ]; then
@@ -302,6 +333,8 @@ KD_TEMPORAL_DB=$T_DB
 KD_TEMPORAL_VISIBILITY_DB=$TV_DB
 KD_TEMPORAL_DB_ADDR=$PGHOST:$PGPORT
 KD_TEMPORAL_DB_USER=$PGUSER
+KD_TEMPORAL_DB_MAX_CONNS=10
+KD_TEMPORAL_VISIBILITY_DB_MAX_CONNS=4
 KD_TEMPORAL_BIND_IP=127.0.0.1
 KD_TEMPORAL_FRONTEND_PORT=$P_FRONTEND
 KD_TEMPORAL_HTTP_PORT=$P_HTTP

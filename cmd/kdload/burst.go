@@ -296,7 +296,7 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		}
 		kills.mu.Unlock()
 		readers.mu.Lock()
-		fmt.Fprintf(out, "customers' order reads during the burst: %d answered 2xx, %d 5xx, %d other statuses, %d failed connections (the killed api-1's)\n",
+		fmt.Fprintf(out, "customers' order reads during the burst: %d answered 2xx, %d 5xx, %d other statuses, %d failed connections (api-1 killed or not yet restarted)\n",
 			readers.ok, readers.s5xx, readers.other, readers.failed)
 		readers.mu.Unlock()
 	}
