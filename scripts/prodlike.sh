@@ -297,9 +297,12 @@ if [ "$PG_MODE" = own ]; then
 			die "initdb: see $DIR/logs/initdb.log"
 	fi
 	spawn postgres "${AS_PG[@]}" "$PGBIN/postgres" -D "$DIR/pg/data" -p "$PGPORT" -k "$DIR/pg" \
-		-c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=256MB
+		-c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=256MB \
+		-c shared_preload_libraries=pg_stat_statements
 	wait_until "PostgreSQL on $PGHOST:$PGPORT" 60 psql -qAt -d postgres -c 'SELECT 1'
-	log "PostgreSQL of its own on $PGHOST:$PGPORT ($DIR/pg/data)"
+	# Where the time goes: SELECT * FROM pg_stat_statements (any database).
+	psql -q -d postgres -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
+	log "PostgreSQL of its own on $PGHOST:$PGPORT ($DIR/pg/data, pg_stat_statements on)"
 fi
 psql -qAt -d postgres -c 'SELECT 1' >/dev/null || die "PostgreSQL at $PGHOST:$PGPORT does not answer"
 db_exists() { [ "$(psql -qAt -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$1'")" = 1 ]; }
