@@ -288,7 +288,7 @@ func TestConsoleSignInAndOut(t *testing.T) {
 		t.Fatalf("agent cookie: %+v", ck)
 	}
 	queue := b.get("/support")
-	if !strings.Contains(queue, "Agent connecté : alice") || !strings.Contains(queue, "Aucun montant en attente") {
+	if !strings.Contains(queue, "Agent connecté : alice · session jusqu'au ") || !strings.Contains(queue, "Aucun montant en attente") {
 		t.Fatalf("queue page: %s", queue)
 	}
 	// A copy of the cookie (another browser, as a thief would use it).
