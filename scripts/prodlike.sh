@@ -169,7 +169,8 @@ stop() {
 	STOPPING=1
 	log "stopping"
 	local i
-	[ -z "${CMDPID:-}" ] || { kill -TERM "$CMDPID" 2>/dev/null || true; wait_pid "$CMDPID" 20; }
+	# The command and its children (go run's program) first.
+	[ -z "${CMDPID:-}" ] || { kill -TERM -- -"$CMDPID" 2>/dev/null || true; wait_pid "$CMDPID" 20; }
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
 		kill -TERM "${PIDS[$i]}" 2>/dev/null || true
 		# Kernodeck's processes together, then the server, then the node.
@@ -528,8 +529,9 @@ Kernodeck, production-shaped, ready ($(date -u +%T) UTC):
 EOF
 
 if [ ${#CMD[@]} -gt 0 ]; then
-	# The command runs beside the supervision (it may kill processes).
-	"${CMD[@]}" &
+	# The command runs beside the supervision (it may kill processes), in a
+	# process group of its own that Ctrl-C's stop ends whole.
+	setsid "${CMD[@]}" &
 	CMDPID=$!
 	while kill -0 "$CMDPID" 2>/dev/null; do
 		supervise
