@@ -374,8 +374,9 @@ func (l *paymentLedger) ownRequest(ctx workflow.Context, targetKind, ref, intent
 	}
 	var a *activities.Activities
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         timelineRetry(),
+		ScheduleToCloseTimeout: localRetryWindow,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy:            timelineRetry(),
 	})
 	var it domain.Intent
 	if err := workflow.ExecuteLocalActivity(lctx, a.PaymentRequest, intentID).Get(ctx, &it); err != nil {
@@ -772,10 +773,17 @@ func historyVersion(ctx workflow.Context) workflow.Version {
 // unlimited retries (a write lost with its worker is redone on replay).
 func localTimelineCtx(ctx workflow.Context) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
-		RetryPolicy:         timelineRetry(),
+		ScheduleToCloseTimeout: localRetryWindow,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy:            timelineRetry(),
 	})
 }
+
+// localRetryWindow is how long a local activity's retries go on. Without
+// it the SDK stops them at the attempt timeout (10 s): a write refused for
+// longer (PostgreSQL away, a worker too busy) was lost, or failed its
+// workflow, in a 5,000-order burst. Thirty days: as long as any rental.
+const localRetryWindow = 30 * 24 * time.Hour
 
 // execTimeline runs a timeline write (fn, one of the Record* activities)
 // as a local activity from vLocalTimeline on, as an activity before.

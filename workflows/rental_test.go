@@ -714,3 +714,50 @@ func (s *RentalWorkflowSuite) TestDefaultUnpaidTimeout() {
 	s.Require().Len(expired, 1)
 	s.True(expired[0].At.Equal(testStart.Add(DefaultUnpaidTimeout)))
 }
+
+// A timeline write that keeps failing past its 10 s attempt timeout (the
+// database away for a while) is retried until it succeeds: the rental
+// neither fails nor loses the write. Without a schedule-to-close of its
+// own, the SDK bounds a local activity's retries by the attempt timeout
+// (seen failing 1,862 rentals in a 5,000-order burst).
+func (s *RentalWorkflowSuite) TestTimelineWriteRetriedPastItsAttemptTimeout() {
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(testStart)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: RentalWorkflowID(testOrderRef)})
+	mockOwnRequests(env, domain.TargetOrder, testOrderRef)
+	var mu sync.Mutex
+	var calls []time.Time
+	var written []activities.OrderEvent
+	env.OnActivity(a.RecordOrderEvent, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.OnActivity(a.RecordOrderEvents, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, evs []activities.OrderEvent) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, env.Now())
+			if len(calls) <= 5 { // 15 s of backoff (1, 2, 4, 8 s) in workflow time
+				return errors.New("database unavailable")
+			}
+			written = append(written, evs...)
+			return nil
+		})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(SignalPaymentConfirmed, PaymentEvent{Addressed: domain.Addressed{Target: RentalWorkflowID(testOrderRef)},
+			Network: "bitcoin", Asset: "BTC", TxID: "tx-db-down", AmountBase: "70000", AmountCents: 100,
+			IntentID: "pi-1", Address: testAddress})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(written) > 0 {
+			env.CancelWorkflow()
+		}
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(RentalWorkflow, rentalInput(3))
+
+	mu.Lock()
+	defer mu.Unlock()
+	s.Require().Greater(len(calls), 5)
+	s.Greater(calls[len(calls)-1].Sub(calls[0]), 10*time.Second, "the retries outlasted the attempt timeout")
+	s.Require().NotEmpty(written, "the payment's timeline write was lost")
+	s.Equal(domain.EventPaymentConfirmed, written[0].Kind, "the write that failed is the one that went through")
+}
