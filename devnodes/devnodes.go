@@ -200,8 +200,14 @@ func waitRPC(ctx context.Context, url, method string, n *Node) error {
 }
 
 // RPC makes one JSON-RPC 1.0/2.0 call (also used by tests that run their
-// own node).
+// own node), answered within 30 s.
 func RPC(ctx context.Context, url, method string, params []any, out any) error {
+	return RPCWithin(ctx, 30*time.Second, url, method, params, out)
+}
+
+// RPCWithin is RPC with the time the node has to answer (a sendmany of
+// thousands of outputs takes minutes).
+func RPCWithin(ctx context.Context, timeout time.Duration, url, method string, params []any, out any) error {
 	if params == nil {
 		params = []any{}
 	}
@@ -211,7 +217,7 @@ func RPC(ctx context.Context, url, method string, params []any, out any) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
-	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -29,6 +27,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kernodeck/kernodeck/apiclient"
+	"github.com/kernodeck/kernodeck/devnodes"
 )
 
 // burst is issue 23's busy block: n orders, each with an LTC payment
@@ -640,36 +639,7 @@ func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (float
 // ltcRPC is one JSON-RPC call to Litecoin Core (sendmany of thousands of
 // outputs takes a while: a long timeout).
 func ltcRPC(ctx context.Context, url, method string, params []any, out any) error {
-	if params == nil {
-		params = []any{}
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return fmt.Errorf("%s: %s: %w", method, resp.Status, err)
-	}
-	if r.Error != nil {
-		return fmt.Errorf("%s: %s (%d)", method, r.Error.Message, r.Error.Code)
-	}
-	if out != nil {
-		return json.Unmarshal(r.Result, out)
-	}
-	return nil
+	return devnodes.RPCWithin(ctx, 5*time.Minute, url, method, params, out)
 }
 
 func since(ts []time.Time, t0 time.Time) latencies {
