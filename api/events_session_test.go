@@ -1,10 +1,8 @@
 package api_test
 
 import (
-	"bufio"
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,22 +15,7 @@ import (
 // cookie), like openStream.
 func openStreamAs(t *testing.T, ctx context.Context, url string, a auth) <-chan sseEvent {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
-	require.NoError(t, err)
-	if a.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+a.bearer)
-	}
-	if a.cookie != "" {
-		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: a.cookie})
-	}
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = res.Body.Close() })
-	require.Equal(t, http.StatusOK, res.StatusCode)
-	require.True(t, strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream"))
-	ch := make(chan sseEvent, 16)
-	go readSSE(bufio.NewReader(res.Body), ch)
-	return ch
+	return openStreamWith(t, ctx, url, a, "")
 }
 
 // untilState reads a fresh stream up to its first state event.

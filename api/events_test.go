@@ -68,9 +68,21 @@ func nextEvent(t *testing.T, ch <-chan sseEvent, within time.Duration) sseEvent 
 
 func openStream(t *testing.T, ctx context.Context, url, token, lastID string) <-chan sseEvent {
 	t.Helper()
+	return openStreamWith(t, ctx, url, auth{bearer: token}, lastID)
+}
+
+// openStreamWith opens an event stream with a's credentials (bearer or
+// cookie), resuming after lastID if set, and reads its events.
+func openStreamWith(t *testing.T, ctx context.Context, url string, a auth, lastID string) <-chan sseEvent {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if a.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+a.bearer)
+	}
+	if a.cookie != "" {
+		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: a.cookie})
+	}
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
