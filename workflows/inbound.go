@@ -1,10 +1,14 @@
 package workflows
 
 import (
+	"errors"
+	"time"
+
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -101,4 +105,60 @@ func refused(ctx workflow.Context, call, name, reason string) {
 	workflow.GetLogger(ctx).Warn("inbound workflow call refused", "call", call, "name", name, "reason", reason)
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"call": call, "name": name, "reason": reason}).
 		Counter(MetricRefusedCalls).Inc(1)
+}
+
+// admitted reports whether a payment signal is addressed to this workflow
+// and names one of its payment requests (addressedChecks); a refused one
+// is logged and counted, and changes nothing.
+func admitted(ctx workflow.Context, v workflow.Version, t paymentTarget, sig paymentSignal) bool {
+	if !addressedChecks(ctx, v) {
+		return true
+	}
+	target, intent, address, asset, network := sig.ev.Target, sig.ev.IntentID, sig.ev.Address, sig.ev.Asset, sig.ev.Network
+	if sig.name == SignalPaymentDust {
+		target, intent, address, asset, network = sig.dust.Target, sig.dust.IntentID, sig.dust.Address, sig.dust.Asset, sig.dust.Network
+	}
+	switch {
+	case target != workflow.GetInfo(ctx).WorkflowExecution.ID:
+		refused(ctx, "signal", sig.name, refusedAddress)
+		return false
+	case !t.ledger().ownRequest(ctx, t.targetKind(), t.ref(), intent, address, asset, network):
+		refused(ctx, "signal", sig.name, refusedRequest)
+		return false
+	}
+	return true
+}
+
+// changeAddressed extends vAddressed's checks to workflows started before
+// it, from the first signal or support update they handle after the
+// upgrade (one marker); their recorded histories replay as they ran.
+const changeAddressed = "kernodeck-addressed"
+
+// addressedChecks reports whether signals and support updates are checked
+// against their address, payment request and support_actions row.
+func addressedChecks(ctx workflow.Context, v workflow.Version) bool {
+	return v >= vAddressed || workflow.GetVersion(ctx, changeAddressed, workflow.DefaultVersion, 1) == 1
+}
+
+// checkAction has a support update's support_actions row checked against
+// what the update claims (addressedChecks), before the update changes
+// anything; a mismatch is refused, logged and counted.
+func checkAction(ctx workflow.Context, v workflow.Version, update string, c domain.SupportActionClaim) error {
+	if !addressedChecks(ctx, v) {
+		return nil
+	}
+	var a *activities.Activities
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+	})
+	err := workflow.ExecuteActivity(actx, a.CheckSupportAction, c).Get(ctx, nil)
+	if err == nil {
+		return nil
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.Type() == domain.ECodeInvalid {
+		refused(ctx, "update", update, refusedAction)
+	}
+	return asRefusal(err, "L'action de support n'a pas pu être vérifiée. Réessayez plus tard.")
 }
