@@ -1,0 +1,457 @@
+package web
+
+// The support console's actions: a form on a file, a confirmation page
+// saying what will change, then the support API's own path.
+
+// The support console, /support: the exception queue, search, an order's
+// and a top-up's file, and support's actions as forms with a confirmation
+// page. Agents sign in with their token (KERNODECK_SUPPORT_TOKENS), which
+// the API exchanges for a session of this browser (POST /v1/support/session,
+// cookie __Host-kd_agent); every page calls /v1/support in process with
+// that cookie and the session's CSRF token, as the customer pages call /v1
+// with theirs. Reads come from the API's support read model (the same JSON
+// as `kernodeck support show`), and actions run through the API's own
+// handlers (audit row in support_actions first, then the workflow): the
+// console holds no rule of its own.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// consoleAction is an action an agent asks for on a file: read from the
+// form, described on the confirmation page, then sent to the API.
+type consoleAction struct {
+	Kind        string // the file's: domain.TargetOrder or domain.TargetTopUp
+	Ref         string
+	Action      string // see actionSpecs
+	ExceptionID int64
+	Reason      string
+	AmountCents int64
+	Amount      string // as typed
+	Days        int
+	// ReturnedOnChain (value-exception): sent back on chain, no value.
+	ReturnedOnChain bool
+}
+
+// actionSpec is one action the console offers: where it applies, its
+// label, and the API call that carries it out.
+type actionSpec struct {
+	Label     string
+	Kinds     []string
+	Exception bool // on a queued amount of the file (exception_id)
+	// path is the API's endpoint under /v1/support.
+	path func(a consoleAction) string
+}
+
+var actionSpecs = map[string]actionSpec{
+	"attribute-payment": {Label: "Attribuer un paiement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp},
+		path: func(a consoleAction) string { return targetPath(a) + "/attribute-payment" }},
+	"extend": {Label: "Prolonger la location", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/extend" }},
+	"end-early": {Label: "Terminer la location maintenant", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/end-early" }},
+	"retry-provisioning": {Label: "Relancer la préparation", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/retry-provisioning" }},
+	"cancel": {Label: "Annuler", Kinds: []string{domain.TargetOrder, domain.TargetTopUp},
+		path: func(a consoleAction) string { return targetPath(a) + "/cancel" }},
+	"refund": {Label: "Rembourser au solde", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/refund" }},
+	"refund-exception": {Label: "Rembourser le montant en attente au solde", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/refund" }},
+	"count-exception": {Label: "Compter le montant en attente", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/count" }},
+	"resolve-exception": {Label: "Clore le signalement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/resolve" }},
+	"value-exception": {Label: "Indiquer la valeur de l'autre actif", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+		path: func(a consoleAction) string { return exceptionPath(a) + "/value" }},
+}
+
+func targetPath(a consoleAction) string {
+	if a.Kind == domain.TargetTopUp {
+		return "/v1/support/topups/" + url.PathEscape(a.Ref)
+	}
+	return "/v1/support/orders/" + url.PathEscape(a.Ref)
+}
+
+func exceptionPath(a consoleAction) string {
+	return "/v1/support/exceptions/" + strconv.FormatInt(a.ExceptionID, 10)
+}
+
+// body is the JSON the API's handler for a reads.
+func (a consoleAction) body() map[string]any {
+	b := map[string]any{"reason": a.Reason}
+	switch a.Action {
+	case "extend":
+		b["days"] = a.Days
+	case "attribute-payment", "refund", "refund-exception", "count-exception":
+		if a.AmountCents > 0 || a.Action == "refund" {
+			b["amount_cents"] = a.AmountCents
+		}
+	case "value-exception":
+		if a.ReturnedOnChain {
+			b["returned_on_chain"] = true
+		} else {
+			b["amount_cents"] = a.AmountCents
+		}
+	}
+	return b
+}
+
+// readAction reads the action form posted on a file (kind from the route).
+func readAction(c *gin.Context) (consoleAction, error) {
+	a := consoleAction{Kind: domain.TargetOrder, Ref: c.Param("ref"), Action: c.PostForm("action"),
+		Reason: strings.TrimSpace(c.PostForm("reason")), Amount: strings.TrimSpace(c.PostForm("amount"))}
+	if strings.HasPrefix(c.FullPath(), "/support/topups/") {
+		a.Kind = domain.TargetTopUp
+	}
+	spec, ok := actionSpecs[a.Action]
+	if !ok || !slices.Contains(spec.Kinds, a.Kind) {
+		return a, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
+	}
+	if spec.Exception {
+		id, err := strconv.ParseInt(c.PostForm("exception_id"), 10, 64)
+		if err != nil || id <= 0 {
+			return a, domain.Errorf(domain.ECodeInvalid, "Montant en attente introuvable.")
+		}
+		a.ExceptionID = id
+	}
+	if raw := c.PostForm("amount_cents"); raw != "" {
+		// The confirmation page's hidden field: cents already.
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 0 {
+			return a, domain.FieldError("amount", "Montant invalide.")
+		}
+		a.AmountCents = n
+	} else if a.Amount != "" {
+		n, err := parseUSD(a.Amount)
+		if err != nil {
+			return a, domain.FieldError("amount", "Montant en USD invalide : écrivez par exemple 23,57.")
+		}
+		a.AmountCents = n
+	}
+	if a.Action == "refund" && a.AmountCents <= 0 {
+		return a, domain.FieldError("amount", "Indiquez le montant à rembourser, en USD.")
+	}
+	if a.Action == "value-exception" {
+		a.ReturnedOnChain = c.PostForm("returned_on_chain") == "1"
+		switch {
+		case a.ReturnedOnChain && a.AmountCents > 0:
+			return a, domain.FieldError("amount", "Un montant renvoyé sur la chaîne n'a pas de valeur à indiquer.")
+		case !a.ReturnedOnChain && a.AmountCents <= 0:
+			return a, domain.FieldError("amount", "Indiquez la valeur en USD, ou cochez « renvoyé sur la chaîne ».")
+		}
+	}
+	if a.Action == "extend" {
+		n, err := strconv.Atoi(strings.TrimSpace(c.PostForm("days")))
+		if err != nil || n < 1 {
+			return a, domain.FieldError("days", "Indiquez un nombre de jours (1 ou plus).")
+		}
+		a.Days = n
+	}
+	if n := utf8.RuneCountInString(a.Reason); n < 3 || n > 2000 {
+		return a, domain.FieldError("reason", "Indiquez la raison de l'action (3 à 2 000 caractères).")
+	}
+	return a, nil
+}
+
+// parseUSD reads "23,57", "23.57", "1 234,5" or "12" as cents.
+func parseUSD(s string) (int64, error) {
+	s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "USD"))
+	s = strings.NewReplacer(" ", "", "\u202f", "", "\u00a0", "").Replace(s)
+	s = strings.Replace(s, ",", ".", 1)
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	if whole == "" || len(whole) > 12 || (hasFrac && (len(frac) == 0 || len(frac) > 2)) {
+		return 0, errors.New("invalid amount")
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w < 0 {
+		return 0, errors.New("invalid amount")
+	}
+	var f int64
+	if hasFrac {
+		if len(frac) == 1 {
+			frac += "0"
+		}
+		if f, err = strconv.ParseInt(frac, 10, 64); err != nil || f < 0 {
+			return 0, errors.New("invalid amount")
+		}
+	}
+	if w > (math.MaxInt64-f)/100 {
+		return 0, errors.New("invalid amount")
+	}
+	return w*100 + f, nil
+}
+
+// consoleConfirmData is the confirmation page of an action.
+type consoleConfirmData struct {
+	Action  consoleAction
+	Label   string
+	Changes []string
+	Back    string
+	Post    string
+}
+
+// consoleConfirm shows what an action will change, with a button that
+// carries it out; nothing is sent to the API before that.
+func (s *Site) consoleConfirm(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	act, err := readAction(c)
+	d, ferr := s.loadFile(c, act.Kind, act.Ref)
+	if ferr != nil {
+		s.consoleFail(c, a, ferr)
+		return
+	}
+	var changes []string
+	if err == nil {
+		changes, err = describe(act, d)
+	}
+	if err != nil {
+		s.fileWithError(c, a, d, act, err)
+		return
+	}
+	if cents := credit(act, d); cents > 0 {
+		cust, err := s.loadCustomer(c, d.Case.Customer.ID)
+		if err != nil {
+			s.consoleFail(c, a, err)
+			return
+		}
+		changes = append(changes, fmt.Sprintf("Solde disponible du client : %s aujourd'hui, %s après l'action.",
+			usd(cust.Balance.AvailableCents), usd(cust.Balance.AvailableCents+cents)))
+	}
+	p := agentPage(a, "Confirmer : "+actionSpecs[act.Action].Label)
+	base := caseURL(act.Kind, act.Ref)
+	p.Data = consoleConfirmData{Action: act, Label: actionSpecs[act.Action].Label, Changes: changes, Back: base, Post: base + "/act"}
+	s.render(c, http.StatusOK, "support_confirm", p)
+}
+
+// consoleAct carries a confirmed action out through the API's support
+// endpoint (audit row, then the workflow), then shows the file again.
+func (s *Site) consoleAct(c *gin.Context) {
+	a, ok := s.signedInAgent(c)
+	if !ok {
+		return
+	}
+	act, err := readAction(c)
+	if err == nil {
+		var out struct {
+			Action domain.SupportAction `json:"action"`
+		}
+		err = s.api.call(c, http.MethodPost, actionSpecs[act.Action].path(act), c.PostForm("csrf"), act.body(), &out)
+		if err == nil {
+			c.Redirect(http.StatusSeeOther, caseURL(act.Kind, act.Ref)+"?action="+strconv.FormatInt(out.Action.ID, 10))
+			return
+		}
+	}
+	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+		s.toConsoleLogin(c)
+		return
+	}
+	d, ferr := s.loadFile(c, act.Kind, act.Ref)
+	if ferr != nil {
+		s.consoleFail(c, a, ferr)
+		return
+	}
+	s.fileWithError(c, a, d, act, err)
+}
+
+// fileWithError shows the file with the refusal of an action (the API's
+// French message) and the form as typed.
+func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act consoleAction, err error) {
+	p := agentPage(a, fileTitle(d.Kind, d.Ref))
+	var de *domain.Error
+	if errors.As(err, &de) {
+		p.Error = "Action refusée : " + de.Message
+	} else {
+		p.Error = domain.ErrorMessage(err)
+	}
+	d.Form = act
+	p.Data = d
+	s.renderConsole(c, statusOf(err), "support_file", p, caseURL(d.Kind, d.Ref)+"/live")
+}
+
+// credit is what act adds to the customer's available balance (0: none).
+func credit(act consoleAction, d consoleFileData) int64 {
+	switch {
+	case act.Action == "refund":
+		return act.AmountCents
+	case act.Action == "refund-exception":
+		if act.AmountCents > 0 {
+			return act.AmountCents
+		}
+		for _, e := range d.Case.Exceptions {
+			if e.ID == act.ExceptionID {
+				return e.RemainingCents
+			}
+		}
+	case act.Action == "attribute-payment" && d.TopUp != nil:
+		return d.TopUp.TopUp.AmountCents
+	}
+	return 0
+}
+
+// describe says, in French, exactly what act will change on the file d
+// (amounts in USD). It refuses what the file shows cannot apply.
+func describe(act consoleAction, d consoleFileData) ([]string, error) {
+	who := d.Case.Customer.FirstName + " " + d.Case.Customer.LastName + " (" + d.Case.Customer.Email + ")"
+	if actionSpecs[act.Action].Exception {
+		var e *api.ExceptionView
+		for i := range d.Case.Exceptions {
+			if d.Case.Exceptions[i].ID == act.ExceptionID {
+				e = &d.Case.Exceptions[i]
+			}
+		}
+		if e == nil {
+			return nil, domain.Errorf(domain.ECodeNotFound, "Ce montant en attente n'appartient pas à ce dossier.")
+		}
+		return describeException(act, *e, d, who)
+	}
+	if d.Kind == domain.TargetTopUp {
+		t := d.TopUp.TopUp
+		switch act.Action {
+		case "attribute-payment":
+			return []string{
+				fmt.Sprintf("La recharge %s de %s est attribuée sans paiement reçu : le solde de %s est crédité de %s.", t.Ref, usd(t.AmountCents), who, usd(t.AmountCents)),
+				"Cette attribution ne correspond à aucun paiement reçu : elle n'est pas remboursable depuis la file.",
+			}, nil
+		case "cancel":
+			return []string{fmt.Sprintf("La recharge %s (%s, statut « %s ») est annulée : elle n'attend plus de paiement et rien n'est crédité.", t.Ref, usd(t.AmountCents), label(statusLabels, t.Status))}, nil
+		}
+	}
+	o := d.Order.Order
+	due := max(0, o.TotalCents-o.PaidCents)
+	switch act.Action {
+	case "attribute-payment":
+		amount := act.AmountCents
+		if amount == 0 {
+			amount = due
+		}
+		if amount > due {
+			return nil, domain.FieldError("amount", fmt.Sprintf("Il ne reste que %s à payer sur cette commande.", usd(due)))
+		}
+		out := []string{fmt.Sprintf("%s sont comptés pour la commande %s (total %s, déjà compté %s, reste dû %s).", usd(amount), o.Ref, usd(o.TotalCents), usd(o.PaidCents), usd(due))}
+		if amount == due {
+			out = append(out, "La commande est alors payée : la préparation de la machine démarre.")
+		} else {
+			out = append(out, fmt.Sprintf("Il restera %s à payer.", usd(due-amount)))
+		}
+		return append(out, "Cette attribution ne correspond à aucun paiement reçu : elle n'est pas remboursable."), nil
+	case "extend":
+		if o.PeriodEnd == nil {
+			return []string{fmt.Sprintf("La location %s durera %d %s de plus que prévu (%d jours au lieu de %d) ; la période n'a pas encore commencé.", o.Ref, act.Days, plural(act.Days, "jour", "jours"), o.DurationDays+act.Days, o.DurationDays),
+				"Rien n'est facturé au client."}, nil
+		}
+		end := o.PeriodEnd.Add(time.Duration(act.Days) * 24 * time.Hour)
+		return []string{fmt.Sprintf("La fin de la location %s passe du %s au %s (%d %s de plus).", o.Ref, frenchDate(*o.PeriodEnd), frenchDate(end), act.Days, plural(act.Days, "jour", "jours")),
+			"Les rappels de fin sont recalculés ; rien n'est facturé au client."}, nil
+	case "end-early":
+		end := "la fin prévue"
+		if o.PeriodEnd != nil {
+			end = "la fin prévue le " + frenchDate(*o.PeriodEnd)
+		}
+		return []string{fmt.Sprintf("La location %s se termine maintenant, avant %s : l'accès est révoqué, la machine effacée et libérée.", o.Ref, end),
+			"Rien n'est remboursé par cette action (un remboursement est une action à part)."}, nil
+	case "retry-provisioning":
+		return []string{fmt.Sprintf("La préparation de la machine de %s reprend depuis l'étape bloquée (statut actuel « %s »).", o.Ref, label(statusLabels, o.Status))}, nil
+	case "cancel":
+		out := []string{fmt.Sprintf("La commande %s (%s, statut « %s ») est annulée : elle n'attend plus de paiement ; aucun montant ne bouge.", o.Ref, usd(o.TotalCents), label(statusLabels, o.Status))}
+		if o.PaidCents > 0 {
+			out = append(out, fmt.Sprintf("Déjà compté : %s. Le workflow refuse l'annulation tant qu'un montant reçu reste remboursable : remboursez-le d'abord.", usd(o.PaidCents)))
+		}
+		return out, nil
+	case "refund":
+		refundable := max(0, o.PaidCents-o.RefundedCents)
+		return []string{fmt.Sprintf("%s sont remboursés au solde de %s, depuis ce que la commande %s a reçu (compté %s, déjà remboursé %s).", usd(act.AmountCents), who, o.Ref, usd(o.PaidCents), usd(o.RefundedCents)),
+			fmt.Sprintf("Au plus %s restent remboursables ; le workflow refuse davantage.", usd(refundable))}, nil
+	}
+	return nil, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
+}
+
+func describeException(act consoleAction, e api.ExceptionView, d consoleFileData, who string) ([]string, error) {
+	what := fmt.Sprintf("montant en attente n° %d (%s, %s", e.ID, label(exceptionReasons, e.Reason), assetAmount(e, d))
+	if e.TxID != "" {
+		what += ", transaction " + e.TxID
+	}
+	what += ")"
+	switch act.Action {
+	case "refund-exception":
+		amount := act.AmountCents
+		if amount == 0 {
+			amount = e.RemainingCents
+		}
+		if amount <= 0 || amount > e.RemainingCents {
+			return nil, domain.FieldError("amount", fmt.Sprintf("Il reste %s à rembourser sur ce montant.", usd(e.RemainingCents)))
+		}
+		return []string{fmt.Sprintf("%s du %s sont remboursés au solde de %s.", usd(amount), what, who),
+			fmt.Sprintf("Il restera %s en attente sur ce montant.", usd(e.RemainingCents-amount))}, nil
+	case "count-exception":
+		if e.RemainingCents <= 0 {
+			return nil, domain.Errorf(domain.ECodeConflict, "Rien ne reste à compter sur ce montant.")
+		}
+		amount := act.AmountCents
+		if amount == 0 {
+			amount = e.RemainingCents
+		}
+		if amount > e.RemainingCents {
+			return nil, domain.FieldError("amount", fmt.Sprintf("Il reste %s à compter sur ce montant.", usd(e.RemainingCents)))
+		}
+		if d.Order != nil {
+			o := d.Order.Order
+			due := max(0, o.TotalCents-o.PaidCents)
+			return []string{fmt.Sprintf("%s du %s sont comptés pour la commande %s, au plus ce qui reste dû (%s) : %s comptés, %s restent en attente.", usd(amount), what, o.Ref, usd(due), usd(min(amount, due)), usd(e.RemainingCents-min(amount, due))),
+				"Seulement si la commande attend encore un paiement : sinon le workflow refuse."}, nil
+		}
+		t := d.TopUp.TopUp
+		return []string{fmt.Sprintf("%s du %s sont comptés pour la recharge %s de %s, au plus ce qui lui manque ; le reste demeure en attente.", usd(amount), what, t.Ref, usd(t.AmountCents)),
+			"Seulement si la recharge attend encore un paiement : sinon le workflow refuse."}, nil
+	case "value-exception":
+		if !e.NeedsValue {
+			return nil, domain.Errorf(domain.ECodeConflict, "La valeur de ce montant est déjà connue.")
+		}
+		if act.ReturnedOnChain {
+			return []string{fmt.Sprintf("Le %s est clos comme renvoyé sur la chaîne : rien n'est dû au client, rien n'est crédité.", what)}, nil
+		}
+		return []string{fmt.Sprintf("Le %s vaut désormais %s (une seule fois) : il se rembourse ou se compte ensuite comme les autres montants en attente.", what, usd(act.AmountCents)),
+			"Rien n'est crédité par cette action."}, nil
+	case "resolve-exception":
+		if e.Reason != domain.ExceptionReverted {
+			return nil, domain.Errorf(domain.ECodeConflict, "Seul un signalement de paiement annulé se clôt ; un montant se rembourse ou se compte.")
+		}
+		return []string{fmt.Sprintf("Le signalement n° %d (paiement %s annulé par une réorganisation, manque %s) est clos.", e.ID, e.TxID, usd(e.ShortfallCents)),
+			"Aucun argent ne bouge ; la location continue (la terminer est une action à part)."}, nil
+	}
+	return nil, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
+}
+
+// assetAmount is what a queued amount received in its asset ("0.00036262
+// BTC"), when a payment request of the file says the asset's decimals;
+// else the asset alone.
+func assetAmount(e api.ExceptionView, d consoleFileData) string {
+	base, ok := new(big.Int).SetString(e.AmountBase, 10)
+	if !ok {
+		return e.Asset
+	}
+	for _, in := range d.Case.PaymentIntents {
+		if in.Asset == e.Asset && in.Network == e.Network {
+			return domain.FormatUnits(base, in.Decimals) + " " + e.Asset
+		}
+	}
+	return e.Asset
+}
