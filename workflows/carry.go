@@ -20,19 +20,41 @@ const (
 	phaseCredited           = "credited"
 )
 
+// runCarry is what a run passes to the next beside the rental's or
+// top-up's own state (JSON names as the carry of earlier releases).
+type runCarry struct {
+	// Resume is the waiting point the next run starts at.
+	Resume string `json:"Phase"`
+	// Asset and Network of the payment, as the search attributes have them.
+	Asset, Network string
+	// Runs counts the runs before this one.
+	Runs int
+}
+
+// next is the carry of a run continuing as new at phase; prev is this
+// run's (nil: the first run).
+func (i *intakeRun) next(phase string, prev *runCarry) runCarry {
+	c := runCarry{Resume: phase, Asset: i.sa.Asset, Network: i.sa.Network, Runs: 1}
+	if prev != nil {
+		c.Runs = prev.Runs + 1
+	}
+	return c
+}
+
+// resumed takes the search attributes' asset and network from c.
+func (i *intakeRun) resumed(c runCarry) { i.sa.Asset, i.sa.Network = c.Asset, c.Network }
+
 // RentalCarry is what a rental's run passes to the next: its whole state.
 type RentalCarry = RentalState
 
 // carry is the rental's state for its next run, resuming at phase.
 func (r *rental) carry(phase string) *RentalState {
 	st := r.RentalState
-	st.Resume = phase
-	st.Asset, st.Network = r.sa.Asset, r.sa.Network
+	var prev *runCarry
 	if r.in.Carry != nil {
-		st.Runs = r.in.Carry.Runs + 1
-	} else {
-		st.Runs = 1
+		prev = &r.in.Carry.runCarry
 	}
+	st.runCarry = r.next(phase, prev)
 	return &st
 }
 
@@ -41,15 +63,13 @@ func (r *rental) restore(c *RentalState) {
 	if r.Shortfalls == nil {
 		r.Shortfalls = map[string]int64{}
 	}
-	r.sa.Asset, r.sa.Network = c.Asset, c.Network
+	r.resumed(c.runCarry)
 }
 
 // continueAsNew ends this run once its handlers and pending signals are
 // done, and starts the next one at phase.
 func (r *rental) continueAsNew(ctx workflow.Context, phase string) error {
-	if err := workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) && r.signalsBusy == 0 && !signalsPending(ctx)
-	}); err != nil {
+	if err := r.quiet(ctx, true); err != nil {
 		return err
 	}
 	in := r.in
@@ -64,13 +84,11 @@ type TopUpCarry = TopUpState
 // carry is the top-up's state for its next run, resuming at phase.
 func (t *topUp) carry(phase string) *TopUpState {
 	st := t.TopUpState
-	st.Resume = phase
-	st.Asset, st.Network = t.sa.Asset, t.sa.Network
+	var prev *runCarry
 	if t.in.Carry != nil {
-		st.Runs = t.in.Carry.Runs + 1
-	} else {
-		st.Runs = 1
+		prev = &t.in.Carry.runCarry
 	}
+	st.runCarry = t.next(phase, prev)
 	return &st
 }
 
@@ -79,13 +97,11 @@ func (t *topUp) restore(c *TopUpState) {
 	if t.Remined == nil {
 		t.Remined = map[string]int64{}
 	}
-	t.sa.Asset, t.sa.Network = c.Asset, c.Network
+	t.resumed(c.runCarry)
 }
 
 func (t *topUp) continueAsNew(ctx workflow.Context, phase string) error {
-	if err := workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) && t.signalsBusy == 0 && !signalsPending(ctx)
-	}); err != nil {
+	if err := t.quiet(ctx, true); err != nil {
 		return err
 	}
 	in := t.in

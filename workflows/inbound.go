@@ -110,7 +110,7 @@ func refused(ctx workflow.Context, call, name, reason string) {
 // admitted reports whether a payment signal is addressed to this workflow
 // and names one of its payment requests (addressedChecks); a refused one
 // is logged and counted, and changes nothing.
-func admitted(ctx workflow.Context, v workflow.Version, t paymentTarget, sig paymentSignal) bool {
+func admitted(ctx workflow.Context, v workflow.Version, t payee, sig paymentSignal) bool {
 	if !addressedChecks(ctx, v) {
 		return true
 	}

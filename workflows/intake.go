@@ -69,35 +69,20 @@ func receivePaymentSignal(ctx workflow.Context, withDust bool) paymentSignal {
 	return got
 }
 
-// paymentTarget is what the payment signal loop drives: a rental or a top-up.
-type paymentTarget interface {
-	ledger() *paymentLedger
-	// targetKind and ref name the order or top-up, as its payment
-	// requests do ("order" or "topup").
-	targetKind() string
-	ref() string
-	onSeen(ctx workflow.Context, p PaymentEvent) error
-	onConfirmed(ctx workflow.Context, p PaymentEvent) error
-	onReverted(ctx workflow.Context, p PaymentEvent) error
-	onDust(ctx workflow.Context, s DustSummary) error
-	// startBatch keeps the timeline writes of the handlers that follow for
-	// flushBatch, which writes them in one local activity.
-	startBatch()
-	flushBatch(ctx workflow.Context) error
-}
-
 // maxPaymentBatch bounds the signals handled in one batch (and so the size
 // of its one timeline write).
 const maxPaymentBatch = 100
 
-// listenPayments handles the chain watchers' signals for the workflow's
-// life, under mu; busy counts the handlers running, so the workflow
-// returns only after them. From vReorgDust on, the signals already
+// listenPayments handles the chain watchers' signals for the payee's
+// life, under its mu; signalsBusy counts the handlers running, so the
+// workflow returns only after them. From vReorgDust on, the signals already
 // received are handled together with one timeline write, whatever payers
 // send (dust summaries included); before, one by one. Within a batch the
 // signals are taken by kind (seen, confirmed, reverted, dust), as the
 // selector does.
-func listenPayments(ctx workflow.Context, v workflow.Version, mu workflow.Mutex, busy *int, t paymentTarget) {
+func listenPayments(ctx workflow.Context, t payee) {
+	run := t.intake()
+	v, mu, busy := run.v, run.mu, &run.signalsBusy
 	batching := v >= vReorgDust
 	handle := func(sig paymentSignal) {
 		if v >= vStateOrder && sig.name != SignalPaymentDust && t.ledger().stale(sig.ev) {
@@ -108,13 +93,13 @@ func listenPayments(ctx workflow.Context, v workflow.Version, mu workflow.Mutex,
 		var err error
 		switch sig.name {
 		case SignalPaymentSeen:
-			err = t.onSeen(ctx, sig.ev)
+			err = onSeen(ctx, t, sig.ev)
 		case SignalPaymentConfirmed:
-			err = t.onConfirmed(ctx, sig.ev)
+			err = onConfirmed(ctx, t, sig.ev)
 		case SignalPaymentReverted:
-			err = t.onReverted(ctx, sig.ev)
+			err = onReverted(ctx, t, sig.ev)
 		case SignalPaymentDust:
-			err = t.onDust(ctx, sig.dust)
+			err = onDust(ctx, t, sig.dust)
 		}
 		if err != nil {
 			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)

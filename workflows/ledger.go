@@ -164,6 +164,16 @@ func (l *paymentLedger) confirm(key string) (ok bool) {
 	return true
 }
 
+// uncount takes back the count of a confirmed payment a reorganisation
+// removed: its next confirmation is a new generation. It returns the key
+// of the generation removed (qkey).
+func (l *paymentLedger) uncount(key string) (ekey string) {
+	ekey = l.qkey(key)
+	delete(l.Counted, key)
+	l.Gen[key]++
+	return ekey
+}
+
 // ordered puts p in its payment's order of generations (vReversalOrder).
 // stale: p belongs to a generation already reverted, or is a reversal
 // already applied; it changes nothing. A state from a later generation

@@ -16,8 +16,6 @@ import (
 // signals; the customer and support act through validated updates.
 func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) {
 	r := newRental(ctx, in)
-	r.v = historyVersion(ctx)
-	r.sa.V = r.v
 	if in.Carry != nil {
 		r.restore(in.Carry)
 	}
@@ -32,8 +30,7 @@ func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) 
 // those of the carry of earlier releases, so their continuations still
 // read.
 type RentalState struct {
-	// Resume is the waiting point the next run starts at (carry.go).
-	Resume string `json:"Phase"`
+	runCarry
 	// Status is what the status query answers; Status.Status is the phase.
 	Status   RentalStatus
 	Payments *paymentLedger
@@ -77,10 +74,6 @@ type RentalState struct {
 	// the order refunds paid out on the strength of it: ShortfallCents in
 	// all. Its confirmation mined again backs them again.
 	Shortfalls map[string]int64 `json:",omitempty"`
-	// Asset and Network of the payment, as the search attributes have them.
-	Asset, Network string
-	// Runs counts the runs before this one.
-	Runs int
 }
 
 // rental is one RentalWorkflow run: its state and what lives only while
@@ -90,22 +83,18 @@ type RentalState struct {
 // crypto confirmation racing a balance debit).
 type rental struct {
 	RentalState
+	intakeRun
 	in  RentalInput
 	cfg RentalConfig // with defaults applied
-	mu  workflow.Mutex
-	v   workflow.Version // command version (historyVersion)
-	sa  searchAttrs
-	// later are events written with the next timeline write (later).
-	later []activities.OrderEvent
+	// tl keeps events for one timeline write: a batch's, and those of
+	// writeLater.
+	tl timeline[activities.OrderEvent]
 	// wake tells the period loop that the end moved or was requested.
 	wake workflow.Channel
 
-	batch       bool // payment signals being handled in one batch (vReorgDust)
-	full        bool // the history passed its bound: continue as new at the next waiting point
 	resumeProv  bool // this run continues a provisioning failure waiting for support
 	balanceBusy bool // a pay-from-balance debit is running
 	closing     bool // a closing refund is running
-	signalsBusy int  // payment signals being processed
 }
 
 func newRental(ctx workflow.Context, in RentalInput) *rental {
@@ -134,10 +123,10 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 			Reminded:   map[string]bool{},
 			Shortfalls: map[string]int64{},
 		},
-		in:   in,
-		cfg:  cfg,
-		mu:   workflow.NewMutex(ctx),
-		wake: workflow.NewBufferedChannel(ctx, 1),
+		intakeRun: newIntakeRun(ctx),
+		in:        in,
+		cfg:       cfg,
+		wake:      workflow.NewBufferedChannel(ctx, 1),
 	}
 }
 
@@ -185,7 +174,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 			return err
 		}
 	}
-	workflow.Go(ctx, r.listenPayments)
+	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, r) })
 	return nil
 }
 
@@ -250,14 +239,11 @@ func (r *rental) period(ctx workflow.Context) (RentalStatus, error) {
 // finish lets running handlers complete, so no caller sees its update lost
 // and no timeline write is cut short.
 func (r *rental) finish(ctx workflow.Context) (RentalStatus, error) {
-	err := workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) && r.signalsBusy == 0
-	})
-	return r.Status, err
+	return r.Status, r.quiet(ctx, false)
 }
 
-// unpaid reports whether the order still accepts payments toward its total.
-func (r *rental) unpaid() bool {
+// awaiting reports whether the order still accepts payments toward its total.
+func (r *rental) awaiting() bool {
 	return !r.Paid && !r.Done &&
 		(r.Status.Status == domain.StatusAwaitingPayment || r.Status.Status == domain.StatusPaymentDetected)
 }
@@ -276,32 +262,16 @@ func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 	ev.OrderRef = r.in.OrderRef
 	ev.At = workflow.Now(ctx).UTC()
 	r.sa.flush(ctx)
-	if r.batch {
-		r.later = append(r.later, ev)
-		return nil
-	}
-	if len(r.later) == 0 {
-		return execTimeline(ctx, r.v, a.RecordOrderEvent, ev)
-	}
-	evs := append(r.later, ev)
-	r.later = nil
-	return execTimeline(ctx, r.v, a.RecordOrderEvents, evs)
+	return r.tl.write(ctx, r.v, a.RecordOrderEvent, a.RecordOrderEvents, ev)
 }
 
-func (r *rental) startBatch() { r.batch = true }
+func (r *rental) startBatch() { r.tl.batch = true }
 
 // flushBatch writes the batch's events in one local activity.
 func (r *rental) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
-	r.batch = false
-	var err error
-	if len(r.later) > 0 {
-		evs := r.later
-		r.later = nil
-		err = execTimeline(ctx, r.v, a.RecordOrderEvents, evs)
-	}
-	if !r.full && historyFull(ctx, r.v, r.cfg.MaxHistory) {
-		r.full = true
+	err := r.tl.flush(ctx, r.v, a.RecordOrderEvents)
+	if r.checkFull(ctx, r.cfg.MaxHistory) {
 		r.wake.SendAsync(struct{}{}) // the period loop continues as new
 	}
 	return err
@@ -316,7 +286,7 @@ func (r *rental) writeLater(ctx workflow.Context, ev activities.OrderEvent) erro
 	}
 	ev.OrderRef = r.in.OrderRef
 	ev.At = workflow.Now(ctx).UTC()
-	r.later = append(r.later, ev)
+	r.tl.later = append(r.tl.later, ev)
 	return nil
 }
 

@@ -9,183 +9,87 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// A rental's payment phase: the watchers' signals, the balance payment
-// and support's attribution, until the order is paid (or expires).
+// A rental's payment phase: what the payment intake (payee.go) asks of an
+// order, the balance payment and the payment window, until the order is
+// paid (or expires).
 
-// refreshPaymentStatus moves between awaiting_payment and payment_detected
-// after a payment came or went; it returns the new status, "" if unchanged.
-func (r *rental) refreshPaymentStatus(ctx workflow.Context) string {
-	if !r.unpaid() {
-		return ""
-	}
-	want := domain.StatusAwaitingPayment
-	if len(r.Payments.Pending) > 0 {
-		want = domain.StatusPaymentDetected
-	}
-	if want == r.Status.Status {
-		return ""
-	}
-	r.transition(ctx, Phase(want))
-	return want
-}
+// due is the total less what was paid, net of the refunds it still backs.
+func (r *rental) due() int64 { return r.in.TotalCents - r.netPaid() }
 
-func (r *rental) ledger() *paymentLedger { return r.Payments }
+// paid is the order's paid_cents.
+func (r *rental) paid() int64 { return r.Status.PaidCents }
 
-func (r *rental) targetKind() string { return domain.TargetOrder }
+// acceptsAttribution: not while a balance debit runs.
+func (r *rental) acceptsAttribution() bool { return !r.balanceBusy && r.awaiting() }
 
-func (r *rental) ref() string { return r.in.OrderRef }
+// setStatus moves the order's phase (RentalMoves).
+func (r *rental) setStatus(ctx workflow.Context, status string) { r.transition(ctx, Phase(status)) }
 
-func (r *rental) listenPayments(ctx workflow.Context) {
-	listenPayments(ctx, r.v, r.mu, &r.signalsBusy, r)
-}
+// write records e as an order's event, with the order amounts it changes.
+func (r *rental) write(ctx workflow.Context, e payEvent) error { return r.record(ctx, e.order()) }
 
-func (r *rental) onSeen(ctx workflow.Context, p PaymentEvent) error {
-	if stale, err := r.Payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
-		return err
-	}
-	key := p.Key()
-	eventKey, ok := r.Payments.seen(key, p.Late)
-	if !ok {
-		return nil
-	}
-	r.sa.notePayment(ctx, p)
-	ev := activities.OrderEvent{Key: eventKey, Kind: domain.EventPaymentSeen, Data: paymentData(p)}
-	switch {
-	case p.Late:
-		ev.Message = "Paiement détecté après l'échéance de la demande de paiement : il sera examiné par le support."
-	case r.unpaid():
+func (r *rental) ledger() *paymentLedger  { return r.Payments }
+func (r *rental) targetKind() string      { return domain.TargetOrder }
+func (r *rental) ref() string             { return r.in.OrderRef }
+func (r *rental) actions() map[int64]bool { return r.Actions }
+func (r *rental) status() string          { return r.Status.Status }
+
+func (r *rental) noteSeen(key string, pending bool) {
+	if pending {
 		r.Status.PaymentsSeen = append(r.Status.PaymentsSeen, key)
-		ev.Message = fmt.Sprintf("Paiement détecté sur le réseau %s : en attente de confirmation.", p.Network)
-		ev.Status = r.refreshPaymentStatus(ctx)
-	default:
-		ev.Message = "Paiement supplémentaire détecté alors que la commande n'attend plus de paiement : il sera examiné par le support."
+	} else {
+		r.Status.PaymentsSeen = without(r.Status.PaymentsSeen, key)
 	}
-	return r.record(ctx, ev)
 }
 
-func (r *rental) onReverted(ctx workflow.Context, p PaymentEvent) error {
-	key := p.Key()
-	if p.AfterConfirmation && r.v >= vReversalOrder && p.Reversals > 0 {
-		counted := r.Payments.Counted[key]
-		stale, err := r.Payments.ordered(ctx, r.v, p, r.revertConfirmed)
-		if stale || err != nil || counted {
-			return err
-		}
-		// Never counted here (its confirmation was not delivered): the
-		// pending payment is dropped below.
-	} else if r.Payments.Counted[key] && r.v >= vReorgDust {
-		return r.revertConfirmed(ctx, p)
-	}
-	if r.Payments.Counted[key] {
-		// Confirmation policies make this unexpected; money may be missing,
-		// so a human looks at it. Keyed on the payment: recorded once.
-		workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", key)
-		data := paymentData(p)
-		data["after_confirmation"] = true
-		return r.record(ctx, activities.OrderEvent{
-			Key: domain.KeyRevertedConfirmed(key), Kind: domain.EventPaymentReverted, Data: data,
-			Message: "Un paiement déjà confirmé a été annulé par le réseau : le support est prévenu.",
-		})
-	}
-	eventKey, ok := r.Payments.reverted(key)
-	if !ok {
-		return nil
-	}
-	r.Status.PaymentsSeen = without(r.Status.PaymentsSeen, key)
-	return r.record(ctx, activities.OrderEvent{
-		Key: eventKey, Kind: domain.EventPaymentReverted, Data: paymentData(p),
-		Message: "Paiement annulé par le réseau avant sa confirmation : il n'est pas compté.",
-		Status:  r.refreshPaymentStatus(ctx),
-	})
-}
-
-func (r *rental) onConfirmed(ctx workflow.Context, p PaymentEvent) error {
-	if stale, err := r.Payments.ordered(ctx, r.v, p, r.revertConfirmed); stale || err != nil {
-		return err
-	}
-	key := p.Key()
-	if !r.Payments.confirm(key) {
-		return nil // already counted: a watcher re-sent it
-	}
-	r.Status.PaymentsSeen = without(r.Status.PaymentsSeen, key)
-	r.sa.notePayment(ctx, p)
-	data := paymentData(p)
-	ekey := r.Payments.qkey(key)
-	ev := activities.OrderEvent{Key: domain.KeyConfirmed(ekey), Kind: domain.EventPaymentConfirmed, Data: data}
-	if gen := r.Payments.Gen[key]; gen > 0 {
-		// Mined again after its reversal: this generation counts once.
-		data["generation"] = gen
-		ev.Reversal = &domain.Reversal{PaymentKey: genKey(key, gen-1), Remined: true}
-		if p = r.backAgain(p, ekey, &ev); p.AmountCents <= 0 {
-			return r.record(ctx, ev)
-		}
-		if r.owedAfterReversal() {
-			return r.recount(ctx, p, ekey, ev)
-		}
-	}
-	switch {
-	case !r.unpaid():
-		// Settled, cancelled or expired: the money is real and not counted;
-		// it waits in support's queue to be refunded.
-		data["to_support"] = true
-		ev.Exceptions = []domain.NewException{newException(domain.ExceptionExtra, ekey, p, p.AmountCents)}
-		ev.Message = fmt.Sprintf("Paiement supplémentaire confirmé (%s) alors que la commande n'attend plus de paiement : il est transmis au support, qui vous le remboursera sur votre solde.", usd(p.AmountCents))
-		return r.record(ctx, ev)
-	case p.Late:
-		// Never provisioned automatically: support counts it toward the
-		// order or refunds it to the balance.
-		data["to_support"] = true
-		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, ekey, p, p.AmountCents)}
-		ev.Message = fmt.Sprintf("Paiement confirmé après l'échéance de la demande de paiement (%s) : il est transmis au support, qui l'attribuera à votre commande ou le remboursera sur votre solde.", usd(p.AmountCents))
-		ev.Status = r.refreshPaymentStatus(ctx)
-		return r.record(ctx, ev)
-	}
-	r.Status.PaidCents += p.AmountCents
+func (r *rental) count(key string, cents int64) {
+	r.Status.PaidCents += cents
 	r.Status.PaymentsConfirmed = appendOnce(r.Status.PaymentsConfirmed, key)
-	return r.afterPaymentCounted(ctx, ekey, &p, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
 }
 
-// afterPaymentCounted records a counted amount (ev) and either settles the
-// order or records what is still missing. p is the received payment counted
-// (nil for an attribution): what it brings above the total goes to support's
-// queue. key is the payment's current key (qkey). The caller holds mu.
-func (r *rental) afterPaymentCounted(ctx workflow.Context, key string, p *PaymentEvent, ev activities.OrderEvent, message string) error {
-	qkey := key
-	ev.PaidCents = ptrTo(r.Status.PaidCents)
-	ev.Message = message
-	missing := r.in.TotalCents - r.netPaid()
-	if p != nil {
-		r.Counted = addCounted(r.Counted, countedPayment{P: *p, Cents: p.AmountCents + min(missing, 0), QKey: qkeyIfGen(qkey, *p)})
+func (r *rental) keepCounted(c countedPayment) { r.Counted = addCounted(r.Counted, c) }
+
+// covered: the order is paid; the "paid" event itself is written by the
+// main flow (recordPaid).
+func (r *rental) covered(ctx workflow.Context, excess int64) {
+	r.Paid = true
+	r.Status.PaymentMethod = methodCrypto
+	if r.SupportPaid {
+		r.Status.PaymentMethod = methodSupport
 	}
-	if missing <= 0 {
-		r.Paid = true
-		r.Status.PaymentMethod = methodCrypto
-		if r.SupportPaid {
-			r.Status.PaymentMethod = methodSupport
-		}
-		if missing < 0 {
-			ev.Data["overpaid_cents"] = -missing
-			ev.Message += fmt.Sprintf(" Le montant reçu dépasse le total de %s : l'excédent est transmis au support, qui vous le remboursera sur votre solde.", usd(-missing))
-			if p != nil {
-				ev.Exceptions = append(ev.Exceptions, newException(domain.ExceptionOver, qkey, *p, -missing))
-				r.Over += -missing
-			}
-		}
-		// The "paid" event itself is written by the main flow (recordPaid).
-		r.transition(ctx, PhasePaid)
-		return r.record(ctx, ev)
+	r.Over += excess
+	r.transition(ctx, PhasePaid)
+}
+
+func (r *rental) partialData(missing int64) map[string]any {
+	return map[string]any{"missing_cents": missing, "paid_cents": r.Status.PaidCents, "total_cents": r.in.TotalCents}
+}
+
+// minedAgain: a payment mined again first backs the refunds its reversal
+// left unbacked, then counts toward what the reversal left missing once
+// provisioning started, or as any payment before.
+func (r *rental) minedAgain(ctx workflow.Context, p *PaymentEvent, ekey string, ev *payEvent) (bool, error) {
+	if *p = r.backAgain(*p, ekey, ev); p.AmountCents <= 0 {
+		return true, r.write(ctx, *ev)
 	}
-	ev.Status = r.refreshPaymentStatus(ctx)
-	if err := r.record(ctx, ev); err != nil {
-		return err
+	if r.owedAfterReversal() {
+		return true, r.recount(ctx, *p, ekey, *ev)
 	}
-	return r.record(ctx, activities.OrderEvent{
-		Key:  domain.KeyPartial(key),
-		Kind: domain.EventPaymentPartial,
-		Message: fmt.Sprintf("Paiement partiel : il manque %s pour régler la commande. Complétez le paiement avant l'échéance de la demande de paiement.",
-			usd(missing)),
-		Data: map[string]any{"missing_cents": missing, "paid_cents": r.Status.PaidCents, "total_cents": r.in.TotalCents},
-	})
+	return false, nil
+}
+
+func (r *rental) attributed(ev *payEvent, cents int64, unbacked bool) {
+	r.SupportPaid = true
+	if unbacked {
+		r.Status.UnbackedCents += cents
+		ev.UnbackedCents = ptrTo(r.Status.UnbackedCents)
+	}
+}
+
+func (r *rental) validateAttribution(at Attribution) error { return validateAttribution(r, at) }
+
+func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
+	return attributePayment(ctx, r, at)
 }
 
 // awaitPayment waits until the order is paid, cancelled or expired.
@@ -288,7 +192,7 @@ func (r *rental) validatePayFromBalance(PayFromBalance) error {
 	if r.balanceBusy {
 		return reject(domain.ECodeConflict, "Un paiement par solde est déjà en cours pour cette commande.")
 	}
-	if !r.unpaid() {
+	if !r.awaiting() {
 		return errNotAwaitingPayment()
 	}
 	return nil
@@ -323,77 +227,5 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	r.Status.PaymentMethod = methodBalance
 	r.Paid = true
 	r.transition(ctx, PhasePaid)
-	return nil
-}
-
-func (r *rental) validateAttribution(at Attribution) error {
-	if err := at.Validate(); err != nil {
-		return refusal(err)
-	}
-	if r.Actions[at.ActionID] {
-		return nil
-	}
-	if r.balanceBusy || !r.unpaid() {
-		return errNotAwaitingPayment()
-	}
-	due := r.in.TotalCents - r.netPaid()
-	return refusal(domain.CheckAttribution(at.AmountCents, due))
-}
-
-// attributePayment counts a payment support vouches for. Naming a queued
-// amount (ExceptionID) counts that received money, at most what is due, the
-// rest staying queued; otherwise the amount (at most what is due) is
-// counted without being refundable.
-func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
-	if err := r.mu.Lock(ctx); err != nil {
-		return errUnavailable()
-	}
-	defer r.mu.Unlock()
-	if err := r.validateAttribution(at); err != nil || r.Actions[at.ActionID] {
-		return err
-	}
-	if err := checkAction(ctx, r.v, UpdateAttributePayment, at.Claim(r.in.OrderRef)); err != nil {
-		return err
-	}
-	due := r.in.TotalCents - r.netPaid()
-	amount := at.AmountCents
-	if amount == 0 {
-		amount = due
-	}
-	key := domain.KeyAttribution(at.ActionID)
-	ev := activities.OrderEvent{
-		Key: domain.KeyConfirmed(key), Kind: domain.EventPaymentConfirmed,
-		Data: map[string]any{"key": key, "amount_cents": amount, "attributed_by": at.Agent},
-	}
-	var counted *countedPayment
-	if at.ExceptionID > 0 {
-		c, use, err := countException(ctx, r.v, at, r.in.OrderRef, due, ev.Data)
-		if err != nil {
-			return err
-		}
-		ev.Use = use
-		amount, counted = c.Cents, &c
-	} else {
-		r.Status.UnbackedCents += amount
-		ev.UnbackedCents = ptrTo(r.Status.UnbackedCents)
-	}
-	r.Actions[at.ActionID] = true
-	r.Payments.confirm(key)
-	r.SupportPaid = true
-	r.Status.PaidCents += amount
-	r.Status.PaymentsConfirmed = append(r.Status.PaymentsConfirmed, key)
-	if err := r.recordSupport(ctx, domain.ActionAttributePayment, at.ActionID, at.Agent, at.Reason,
-		fmt.Sprintf("Le support a attribué un paiement de %s à la commande.", usd(amount)),
-		map[string]any{"amount_cents": amount}); err != nil {
-		return errUnavailable()
-	}
-	if counted != nil {
-		// Counted like a received payment (refundable, back to the queue
-		// if the order expires), never above what is due: no excess.
-		r.Counted = addCounted(r.Counted, *counted)
-	}
-	if err := r.afterPaymentCounted(ctx, key, nil, ev, fmt.Sprintf("Paiement attribué par le support (%s).", usd(amount))); err != nil {
-		return asRefusal(err, "L'attribution n'a pas abouti. Réessayez plus tard.")
-	}
 	return nil
 }

@@ -40,7 +40,7 @@ func (r *rental) validateCancel(req CancelRequest) error {
 		return nil
 	}
 	switch {
-	case !r.unpaid():
+	case !r.awaiting():
 		return reject(domain.ECodeConflict, "La commande ne peut plus être annulée : elle n'est plus en attente de paiement.")
 	case r.balanceBusy:
 		return reject(domain.ECodeConflict, "Un paiement par solde est en cours : la commande ne peut pas être annulée.")

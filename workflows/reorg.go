@@ -22,11 +22,8 @@ import (
 // remainders (over, late, extra) are voided in the same transition. The
 // caller holds mu.
 func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
-	key := p.Key()
-	ekey := r.Payments.qkey(key)
-	delete(r.Payments.Counted, key)
-	r.Payments.Gen[key]++
-	r.Status.PaymentsConfirmed = without(r.Status.PaymentsConfirmed, key)
+	ekey := r.Payments.uncount(p.Key())
+	r.Status.PaymentsConfirmed = without(r.Status.PaymentsConfirmed, p.Key())
 	kept, uncounted, counted := takeCounted(r.Counted, ekey)
 	r.Counted = kept
 	owedBefore := min(r.refundable(), 0)
@@ -114,7 +111,7 @@ func (r *rental) owedAfterReversal() bool {
 // recount counts a payment mined again toward what its reversal left
 // missing, once provisioning started (the order's status stays); what it
 // brings above goes to support's queue. The caller holds mu.
-func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev activities.OrderEvent) error {
+func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev payEvent) error {
 	missing := r.in.TotalCents - r.netPaid()
 	cents := min(p.AmountCents, missing)
 	r.Status.PaidCents += p.AmountCents // received, as a first confirmation counts it
@@ -127,7 +124,7 @@ func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev a
 		ev.Exceptions = []domain.NewException{newException(domain.ExceptionOver, ekey, p, over)}
 		ev.Message += fmt.Sprintf(" L'excédent (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(over))
 	}
-	return r.record(ctx, ev)
+	return r.write(ctx, ev)
 }
 
 // backAgain applies a payment mined again whose reversal left order
@@ -135,7 +132,7 @@ func (r *rental) recount(ctx workflow.Context, p PaymentEvent, ekey string, ev a
 // already refunded, and the flag's shortfall drops by as much. It returns
 // the rest of p, to count as any payment (AmountCents 0: nothing left).
 // The caller holds mu.
-func (r *rental) backAgain(p PaymentEvent, ekey string, ev *activities.OrderEvent) PaymentEvent {
+func (r *rental) backAgain(p PaymentEvent, ekey string, ev *payEvent) PaymentEvent {
 	s := min(r.Shortfalls[ev.Reversal.PaymentKey], p.AmountCents)
 	if s <= 0 {
 		return p
@@ -169,34 +166,13 @@ func dustEvent(s DustSummary) (key, message string, data map[string]any, exc dom
 	return domain.KeyDust(s.IntentID, s.Version), message, data, exc
 }
 
-func (r *rental) onDust(ctx workflow.Context, s DustSummary) error {
-	if !r.Payments.dustFresh(s) {
-		return nil // older or repeated: the newer total is already kept
-	}
-	key, msg, data, exc := dustEvent(s)
-	return r.record(ctx, activities.OrderEvent{Key: key, Kind: domain.EventPaymentDust, Message: msg, Data: data,
-		Exceptions: []domain.NewException{exc}})
-}
-
-func (t *topUp) onDust(ctx workflow.Context, s DustSummary) error {
-	if !t.Payments.dustFresh(s) {
-		return nil
-	}
-	key, msg, data, exc := dustEvent(s)
-	return t.record(ctx, activities.TopUpEvent{Key: key, Kind: domain.EventPaymentDust, Message: msg, Data: data,
-		Exceptions: []domain.NewException{exc}})
-}
-
 // revertConfirmed is the top-up's: before the credit, the payment is
 // uncounted and the top-up awaits payment again; once credited, the
 // balance keeps the credit and the payment is flagged for support with
 // what it counted as shortfall (never silently kept). The caller holds mu.
 func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
-	key := p.Key()
-	ekey := t.Payments.qkey(key)
-	delete(t.Payments.Counted, key)
-	t.Payments.Gen[key]++
-	t.Status.PaymentsConfirmed = without(t.Status.PaymentsConfirmed, key)
+	ekey := t.Payments.uncount(p.Key())
+	t.Status.PaymentsConfirmed = without(t.Status.PaymentsConfirmed, p.Key())
 	kept, received, counted := takeCounted(t.Counted, ekey)
 	workflow.GetLogger(ctx).Warn("confirmed payment reverted", "key", ekey, "counted_cents", counted)
 	data := paymentData(p)
@@ -239,7 +215,7 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 // reminedCredited closes the flag of a credited top-up's payment mined
 // again: the credit is backed again, nothing is counted twice. The caller
 // holds mu.
-func (t *topUp) reminedCredited(ctx workflow.Context, p PaymentEvent, ekey string, ev activities.TopUpEvent) error {
+func (t *topUp) reminedCredited(ctx workflow.Context, p PaymentEvent, ekey string, ev payEvent) error {
 	prev := ev.Reversal.PaymentKey
 	ev.Reversal.RecoveredCents = t.Remined[prev]
 	ev.Reversal.Restore = true
@@ -247,7 +223,7 @@ func (t *topUp) reminedCredited(ctx workflow.Context, p PaymentEvent, ekey strin
 	t.Status.PaymentsConfirmed = append(t.Status.PaymentsConfirmed, p.Key())
 	t.Counted = append(t.Counted, countedPayment{P: p, Cents: ev.Reversal.RecoveredCents, QKey: qkeyIfGen(ekey, p)})
 	ev.Message = fmt.Sprintf("Le paiement annulé par la réorganisation du réseau est de nouveau confirmé (%s) : la recharge créditée est de nouveau couverte.", usd(p.AmountCents))
-	return t.record(ctx, ev)
+	return t.write(ctx, ev)
 }
 
 // takeCounted splits off the payment generation ekey: received is what
