@@ -206,7 +206,7 @@ type AccountStore interface {
 	AddLoginFailure(ctx context.Context, key string, window time.Duration) error
 	AccountByEmail(ctx context.Context, email string) (domain.Account, string, error)
 	Account(ctx context.Context, id int64) (domain.Account, error)
-	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration) error
+	CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration, client domain.SessionClient) error
 	SessionAccount(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
 	// PeekSession is SessionAccount without recording a use (live streams).
 	PeekSession(ctx context.Context, tokenHash []byte) (domain.Account, string, error)
@@ -275,6 +275,7 @@ type SupportStore interface {
 // Store is everything the API persists; *postgres.DB implements it.
 type Store interface {
 	AccountStore
+	AccountPageStore
 	CatalogStore
 	OrderStore
 	TopUpStore
@@ -470,6 +471,11 @@ func (s *Server) routes() *gin.Engine {
 	cust := v1.Group("", s.customerAuth)
 	cust.POST("/auth/logout", s.logout)
 	cust.GET("/me", s.me)
+	cust.GET("/me/sessions", s.listSessions)
+	cust.DELETE("/me/sessions/:id", s.endSession)
+	cust.POST("/me/sessions/end-others", s.endOtherSessions)
+	cust.POST("/me/password", s.changePassword)
+	cust.GET("/me/activity", s.accountActivity)
 	cust.POST("/auth/verify-email/resend", s.resendVerification)
 	cust.GET("/balance", s.getBalance)
 	cust.GET("/balance/history", s.getBalanceHistory)

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -239,7 +238,7 @@ func (s *Server) startSession(c *gin.Context, acc domain.Account, bearer bool) (
 		return sessionResponse{}, err
 	}
 	expires := time.Now().Add(s.cfg.SessionTTL).UTC().Truncate(time.Second)
-	if err := s.store.CreateSession(c.Request.Context(), tokenHash(token), acc.ID, csrf, expires, s.cfg.SessionIdle); err != nil {
+	if err := s.store.CreateSession(c.Request.Context(), tokenHash(token), acc.ID, csrf, expires, s.cfg.SessionIdle, client(c)); err != nil {
 		return sessionResponse{}, err
 	}
 	resp := sessionResponse{Account: acc, CSRFToken: csrf, ExpiresAt: &expires}
@@ -324,9 +323,8 @@ func (s *Server) register(c *gin.Context) {
 		s.fail(c, domain.FieldError("email", "Indiquez une adresse email valide."))
 		return
 	}
-	if n := utf8.RuneCountInString(req.Password); n < domain.MinPasswordLen || n > domain.MaxPasswordLen {
-		s.fail(c, domain.FieldError("password", fmt.Sprintf(
-			"Le mot de passe doit comporter de %d à %d caractères.", domain.MinPasswordLen, domain.MaxPasswordLen)))
+	if err := passwordLength("password", req.Password); err != nil {
+		s.fail(c, err)
 		return
 	}
 	// Counted once the request is valid, whether or not the email is taken
@@ -435,6 +433,9 @@ func (s *Server) login(c *gin.Context) {
 		if err := s.store.AddLoginFailure(ctx, accountKey, s.cfg.LoginWindow); err != nil {
 			s.log.Warn("count login failure", "err", err)
 		}
+		if found {
+			s.recordActivity(c, acc.ID, domain.ActivityLoginFailed)
+		}
 		s.fail(c, domain.Errorf(domain.ECodeUnauthorized, "Email ou mot de passe incorrect."))
 		return
 	}
@@ -448,6 +449,7 @@ func (s *Server) login(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	s.recordActivity(c, acc.ID, domain.ActivityLogin)
 	c.JSON(http.StatusOK, resp)
 }
 

@@ -22,9 +22,9 @@ func statusFor(code string) int {
 		return http.StatusBadRequest
 	case domain.ECodeUnauthorized:
 		return http.StatusUnauthorized
-	case domain.ECodeForbidden:
+	case domain.ECodeForbidden, domain.ECodeWrongPassword:
 		return http.StatusForbidden
-	case domain.ECodeNotFound:
+	case domain.ECodeNotFound, domain.ECodeSessionNotFound:
 		return http.StatusNotFound
 	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity,
 		domain.ECodeMethodUnavailable, domain.ECodeIntentActive, domain.ECodeEmailUnverified, domain.ECodeEmailAlreadyVerified:

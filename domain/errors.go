@@ -37,6 +37,9 @@ const (
 	ECodeEmailAlreadyVerified = "email_already_verified"    // nothing to resend: the address is confirmed (409)
 	ECodeVerificationInvalid  = "verification_link_invalid" // a confirmation link forged, altered or not for this account (400)
 	ECodeVerificationExpired  = "verification_link_expired" // a confirmation link past its expiry (400)
+
+	ECodeWrongPassword   = "wrong_password"    // the current password given to change it is not the account's (403)
+	ECodeSessionNotFound = "session_not_found" // no such session among the account's own (404)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing
@@ -91,4 +94,12 @@ func ErrorMessage(err error) string {
 var (
 	ErrNotFound     = &Error{Code: ECodeNotFound, Message: "Ressource introuvable."}
 	ErrUnauthorized = &Error{Code: ECodeUnauthorized, Message: "Authentification requise."}
+	// ErrWrongPassword refuses a password change whose current password is wrong.
+	ErrWrongPassword = &Error{Code: ECodeWrongPassword, Field: "current_password",
+		Message: "Le mot de passe actuel est incorrect : rien n'a été changé."}
+	// ErrSessionNotFound refuses ending a session that is not one of the
+	// account's open sessions (another account's, ended, or made up): the
+	// same answer whichever, nothing changed.
+	ErrSessionNotFound = &Error{Code: ECodeSessionNotFound,
+		Message: "Cette session n'est pas une session ouverte de votre compte : rien n'a été changé."}
 )

@@ -231,8 +231,9 @@ var touchSession = fmt.Sprintf(`touch AS (
 // CreateSession stores a session under the SHA-256 hash of its token (the
 // token itself is never stored), with its CSRF token, expiry and idle
 // timeout (unused that long, it ends; 0: never idles out before expiresAt).
-// Expired sessions of the same account are removed on the way.
-func (db *DB) CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration) error {
+// Expired sessions of the same account are removed on the way. client is
+// the User-Agent and address it was opened from (the account page lists them).
+func (db *DB) CreateSession(ctx context.Context, tokenHash []byte, accountID int64, csrfToken string, expiresAt time.Time, idle time.Duration, client domain.SessionClient) error {
 	if idle <= 0 || idle > time.Until(expiresAt) {
 		idle = max(time.Until(expiresAt), time.Second)
 	}
@@ -242,9 +243,9 @@ func (db *DB) CreateSession(ctx context.Context, tokenHash []byte, accountID int
 			return fmt.Errorf("delete expired sessions: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO sessions (token_hash, account_id, csrf_token, expires_at, idle_timeout)
-			VALUES ($1, $2, $3, $4, make_interval(secs => $5))`,
-			tokenHash, accountID, csrfToken, expiresAt, idle.Seconds()); err != nil {
+			INSERT INTO sessions (token_hash, account_id, csrf_token, expires_at, idle_timeout, user_agent, client_ip)
+			VALUES ($1, $2, $3, $4, make_interval(secs => $5), $6, $7)`,
+			tokenHash, accountID, csrfToken, expiresAt, idle.Seconds(), client.UserAgent, client.IP); err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
 		return nil

@@ -55,8 +55,8 @@ func TestSessionsExpireAndDelete(t *testing.T) {
 	a := mkAccount(t, db, "s@example.com")
 	live := sha256.Sum256([]byte("live-token"))
 	old := sha256.Sum256([]byte("old-token"))
-	require.NoError(t, db.CreateSession(ctx, old[:], a.ID, "csrf-old", time.Now().Add(-time.Minute), time.Hour))
-	require.NoError(t, db.CreateSession(ctx, live[:], a.ID, "csrf-live", time.Now().Add(30*24*time.Hour), 7*24*time.Hour))
+	require.NoError(t, db.CreateSession(ctx, old[:], a.ID, "csrf-old", time.Now().Add(-time.Minute), time.Hour, domain.SessionClient{}))
+	require.NoError(t, db.CreateSession(ctx, live[:], a.ID, "csrf-live", time.Now().Add(30*24*time.Hour), 7*24*time.Hour, domain.SessionClient{}))
 
 	got, csrf, err := db.SessionAccount(ctx, live[:])
 	require.NoError(t, err)

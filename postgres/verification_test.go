@@ -170,7 +170,7 @@ func TestSessionIdleTimeout(t *testing.T) {
 	o, err := db.CreateOrder(ctx, a.ID, quote())
 	require.NoError(t, err)
 	tok := sha256.Sum256([]byte("idle-token"))
-	require.NoError(t, db.CreateSession(ctx, tok[:], a.ID, "csrf", time.Now().Add(30*24*time.Hour), 7*24*time.Hour))
+	require.NoError(t, db.CreateSession(ctx, tok[:], a.ID, "csrf", time.Now().Add(30*24*time.Hour), 7*24*time.Hour, domain.SessionClient{}))
 	lastUse := func() time.Time {
 		var at time.Time
 		require.NoError(t, db.Get(&at, `SELECT last_used_at FROM sessions WHERE token_hash = $1`, tok[:]))

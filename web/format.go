@@ -22,23 +22,8 @@ func frenchDate(t time.Time) string {
 	return fmt.Sprintf("%d %s %d à %02d:%02d UTC", t.Day(), frenchMonths[t.Month()-1], t.Year(), t.Hour(), t.Minute())
 }
 
-// usd renders cents as "1 234,56 USD".
-func usd(cents int64) string {
-	s := domain.FormatUSD(cents)
-	sign := ""
-	if strings.HasPrefix(s, "-") {
-		sign, s = "-", s[1:]
-	}
-	whole, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	for i, r := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			b.WriteRune('\u202f') // narrow no-break space, the French thousands separator
-		}
-		b.WriteRune(r)
-	}
-	return sign + b.String() + "," + frac + " USD"
-}
+// usd renders cents as "1 234,56 USD" (domain.FrenchUSD, the mails' too).
+func usd(cents int64) string { return domain.FrenchUSD(cents) }
 
 var statusLabels = map[string]string{
 	domain.StatusAwaitingPayment:    "En attente de paiement",

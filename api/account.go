@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// AccountPageStore keeps what a customer manages of their own account:
+// open sessions, password, activity (postgres/account_sessions.go).
+type AccountPageStore interface {
+	AccountSessions(ctx context.Context, accountID int64, current []byte) ([]domain.Session, error)
+	EndSession(ctx context.Context, accountID, id int64, current []byte, client domain.SessionClient) (wasCurrent bool, err error)
+	EndOtherSessions(ctx context.Context, accountID int64, keep []byte, client domain.SessionClient) (int64, error)
+	PasswordHash(ctx context.Context, accountID int64) (string, error)
+	ChangePassword(ctx context.Context, accountID int64, oldHash, newHash string, keep []byte, client domain.SessionClient) (int64, error)
+	RecordActivity(ctx context.Context, accountID int64, kind string, client domain.SessionClient) error
+	AccountActivity(ctx context.Context, accountID int64, limit int, since time.Time) ([]domain.AccountActivity, int, error)
+}
+
+// activityShown is how many activity entries GET /v1/me/activity returns;
+// failed logins are counted over failedLoginsWindow.
+const (
+	activityShown      = 50
+	failedLoginsWindow = 30 * 24 * time.Hour
+)
+
+// client is what the account's sessions and activity record of the caller.
+func client(c *gin.Context) domain.SessionClient {
+	return domain.NewSessionClient(c.GetHeader("User-Agent"), c.ClientIP())
+}
+
+// currentSession is the hash of the request's own session token.
+func currentSession(c *gin.Context) []byte { return c.MustGet(ctxTokenHash).([]byte) }
+
+type sessionsResponse struct {
+	Sessions []domain.Session `json:"sessions"`
+}
+
+func (s *Server) listSessions(c *gin.Context) {
+	out, err := s.store.AccountSessions(c.Request.Context(), account(c).ID, currentSession(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, sessionsResponse{Sessions: out})
+}
+
+// endSession ends one of the caller's sessions (its next request asks to
+// sign in). Ending the current one is a logout.
+func (s *Server) endSession(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.fail(c, domain.ErrSessionNotFound)
+		return
+	}
+	wasCurrent, err := s.store.EndSession(c.Request.Context(), account(c).ID, id, currentSession(c), client(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if wasCurrent {
+		s.clearSessionCookie(c)
+	}
+	c.Status(http.StatusNoContent)
+}
+
+type endedResponse struct {
+	// SessionsEnded counts the open sessions ended.
+	SessionsEnded int64 `json:"sessions_ended"`
+}
+
+func (s *Server) endOtherSessions(c *gin.Context) {
+	var req struct{}
+	if err := s.decodeJSON(c, &req, true); err != nil {
+		s.fail(c, err)
+		return
+	}
+	n, err := s.store.EndOtherSessions(c.Request.Context(), account(c).ID, currentSession(c), client(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, endedResponse{SessionsEnded: n})
+}
+
+type passwordChangeRequest struct {
+	CurrentPassword string `json:"current_password"`
+	NewPassword     string `json:"new_password"`
+}
+
+// passwordLength checks a new password's length (register and change).
+func passwordLength(field, password string) error {
+	if n := utf8.RuneCountInString(password); n < domain.MinPasswordLen || n > domain.MaxPasswordLen {
+		return domain.FieldError(field, fmt.Sprintf(
+			"Le mot de passe doit comporter de %d à %d caractères.", domain.MinPasswordLen, domain.MaxPasswordLen))
+	}
+	return nil
+}
+
+// changePassword replaces the caller's password, the current one given
+// again (a session left open elsewhere is not enough), and ends every other
+// session: the old password and the sessions opened with it stop working.
+// Wrong current passwords are throttled per account, as logins are.
+func (s *Server) changePassword(c *gin.Context) {
+	ctx := c.Request.Context()
+	var req passwordChangeRequest
+	if err := s.decodeJSON(c, &req, false); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.CurrentPassword == "" {
+		s.fail(c, domain.FieldError("current_password", "Indiquez votre mot de passe actuel."))
+		return
+	}
+	if err := passwordLength("new_password", req.NewPassword); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.NewPassword == req.CurrentPassword {
+		s.fail(c, domain.FieldError("new_password", "Choisissez un nouveau mot de passe différent de l'actuel."))
+		return
+	}
+	acc := account(c)
+	rule := domain.ThrottleRule{Key: "password:account:" + strconv.FormatInt(acc.ID, 10),
+		Limit: s.cfg.MaxFailuresPerEmail, Window: s.cfg.LoginWindow, Lockout: s.cfg.LoginLockout, MaxLockout: 24 * time.Hour}
+	retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{rule})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if retry > 0 {
+		s.tooMany(c, retry, "Trop de mots de passe actuels incorrects.")
+		return
+	}
+	old, err := s.store.PasswordHash(ctx, acc.ID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ok, err := s.verify(ctx, old, req.CurrentPassword)
+	if err != nil {
+		s.fail(c, fmt.Errorf("verify password of account %d: %w", acc.ID, err))
+		return
+	}
+	if !ok {
+		s.fail(c, domain.ErrWrongPassword) // the attempt stays counted
+		return
+	}
+	if err := s.store.Forgive(ctx, nil, []string{rule.Key}); err != nil {
+		s.log.Warn("forgive password attempt", "err", err)
+	}
+	hash, err := s.hash(ctx, req.NewPassword)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	n, err := s.store.ChangePassword(ctx, acc.ID, old, hash, currentSession(c), client(c))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, endedResponse{SessionsEnded: n})
+}
+
+type activityResponse struct {
+	Activity []domain.AccountActivity `json:"activity"`
+	// FailedLogins counts wrong passwords given for the account's email in
+	// the last 30 days.
+	FailedLogins int `json:"failed_logins_30_days"`
+}
+
+func (s *Server) accountActivity(c *gin.Context) {
+	entries, failed, err := s.store.AccountActivity(c.Request.Context(), account(c).ID, activityShown, s.now().Add(-failedLoginsWindow))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, activityResponse{Activity: entries, FailedLogins: failed})
+}
+
+// recordActivity notes a login (or a failed one) in the account's
+// activity; a failure to write it is logged, the login stands.
+func (s *Server) recordActivity(c *gin.Context, accountID int64, kind string) {
+	if err := s.store.RecordActivity(c.Request.Context(), accountID, kind, client(c)); err != nil {
+		s.log.Warn("record account activity", "kind", kind, "err", err)
+	}
+}

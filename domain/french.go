@@ -1,0 +1,115 @@
+package domain
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// FrenchUSD renders cents as customers read amounts, on the site and in
+// mails: "3 118,00 USD" (a narrow no-break space between thousands, a
+// decimal comma). The API's JSON keeps FormatUSD's "3118.00".
+func FrenchUSD(cents int64) string {
+	s := FormatUSD(cents)
+	sign := ""
+	if strings.HasPrefix(s, "-") {
+		sign, s = "-", s[1:]
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, r := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteRune('\u202f') // narrow no-break space, the French thousands separator
+		}
+		b.WriteRune(r)
+	}
+	return sign + b.String() + "," + frac + " USD"
+}
+
+// usdInText is an amount as FormatUSD writes it into texts ("3118.00 USD"),
+// not part of a longer number.
+var usdInText = regexp.MustCompile(`(^|[^0-9.,])(-?[0-9]{1,15})\.([0-9]{2}) USD\b`)
+
+// FrenchAmounts rewrites with FrenchUSD the amounts a text spells
+// "3118.00 USD". Timeline entries, refusals and mails' messages are written
+// that way, some by workflows into their histories: they are formatted
+// where they are shown, never rewritten where they are kept.
+func FrenchAmounts(s string) string {
+	if !strings.Contains(s, " USD") {
+		return s
+	}
+	return usdInText.ReplaceAllStringFunc(s, func(m string) string {
+		sub := usdInText.FindStringSubmatch(m)
+		whole, err1 := strconv.ParseInt(sub[2], 10, 64)
+		frac, err2 := strconv.ParseInt(sub[3], 10, 64)
+		if err1 != nil || err2 != nil {
+			return m
+		}
+		cents := whole*100 + frac
+		if strings.HasPrefix(sub[2], "-") {
+			cents = whole*100 - frac
+		}
+		return sub[1] + FrenchUSD(cents)
+	})
+}
+
+// GPUNames names GPU models for customers: the catalog's display name of
+// each model code ("b200" -> "NVIDIA B200"). It is the one formatter of
+// model names of the site and the mails.
+type GPUNames map[string]string
+
+// NewGPUNames maps the catalog's models to their display names.
+func NewGPUNames(items []CatalogItem) GPUNames {
+	n := GPUNames{}
+	for _, it := range items {
+		if it.DisplayName != "" {
+			n[it.Model] = it.DisplayName
+		}
+	}
+	return n
+}
+
+// Name is model's display name, or the code itself when the catalog has
+// no name for it.
+func (n GPUNames) Name(model string) string {
+	if name, ok := n[model]; ok {
+		return name
+	}
+	return model
+}
+
+// Text replaces each model code written as a word in s ("Réservation de 2
+// GPU b200 en cours.") by its display name: texts written with the code,
+// some in workflow histories, are named where they are shown.
+func (n GPUNames) Text(s string) string {
+	if len(n) == 0 {
+		return s
+	}
+	var b strings.Builder
+	i := 0
+	for i < len(s) {
+		if !isCodeChar(s[i]) {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isCodeChar(s[j]) {
+			j++
+		}
+		word := s[i:j]
+		if name, ok := n[word]; ok {
+			word = name
+		}
+		b.WriteString(word)
+		i = j
+	}
+	return b.String()
+}
+
+// isCodeChar: the characters of a model code (gpu_models.model's check).
+func isCodeChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
+
+// CustomerText is a stored French text (timeline entry, refusal) as shown
+// to a customer: model codes named, amounts in the French way.
+func CustomerText(s string, names GPUNames) string { return FrenchAmounts(names.Text(s)) }
