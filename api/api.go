@@ -316,7 +316,11 @@ type Deps struct {
 	// Methods lists the payment methods offered now (optional: none without).
 	Methods MethodLister
 	// Site, if set, is served at / beside the API (package web).
-	Site   Site
+	Site Site
+	// Hosts, if set, is the SSH driver's host inventory that operators see
+	// and repair or retire from the support console (none: the console
+	// says the machine driver has no inventory).
+	Hosts  HostOperator
 	Logger *slog.Logger
 	// Requests, if set, is told of each answered request (metrics).
 	Requests RequestObserver
@@ -342,6 +346,7 @@ type Server struct {
 	wf       Workflows
 	notifier TimelineNotifier
 	methods  MethodLister
+	hosts    HostOperator
 	site     Site
 	log      *slog.Logger
 	engine   *gin.Engine
@@ -380,6 +385,7 @@ func New(cfg Config, deps Deps) *Server {
 		wf:       deps.Workflows,
 		notifier: deps.Timeline,
 		methods:  deps.Methods,
+		hosts:    deps.Hosts,
 		site:     deps.Site,
 		log:      logger,
 		requests: deps.Requests,
@@ -527,6 +533,9 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/exceptions/:id/resolve", s.supportResolveException)
 	sup.POST("/exceptions/:id/value", s.supportValueException)
 	sup.GET("/find", s.supportFind)
+	sup.GET("/hosts", s.supportHosts)
+	sup.POST("/hosts/:name/repair", s.supportRepairHost)
+	sup.POST("/hosts/:name/retire", s.supportRetireHost)
 	if s.site != nil {
 		s.site.Mount(r)
 	}

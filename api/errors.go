@@ -27,7 +27,8 @@ func statusFor(code string) int {
 	case domain.ECodeNotFound, domain.ECodeSessionNotFound:
 		return http.StatusNotFound
 	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity,
-		domain.ECodeMethodUnavailable, domain.ECodeIntentActive, domain.ECodeEmailUnverified, domain.ECodeEmailAlreadyVerified:
+		domain.ECodeMethodUnavailable, domain.ECodeIntentActive, domain.ECodeEmailUnverified, domain.ECodeEmailAlreadyVerified,
+		domain.ECodeHostBusy, domain.ECodeHostDirty, domain.ECodeNoHostInventory:
 		return http.StatusConflict
 	case domain.ECodeTooLarge:
 		return http.StatusRequestEntityTooLarge

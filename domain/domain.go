@@ -331,7 +331,15 @@ const (
 	ActionRefundException   = "refund_exception"
 	ActionResolveException  = "resolve_exception"
 	ActionValueException    = "value_exception"
+	// Operators' actions on a GPU host of the SSH driver (target_ref
+	// HostTargetPrefix + the host's name).
+	ActionRepairHost = "repair_host"
+	ActionRetireHost = "retire_host"
 )
+
+// HostTargetPrefix prefixes a host's name in support_actions.target_ref,
+// so that no host name reads as an order's or a top-up's reference.
+const HostTargetPrefix = "host:"
 
 // NewRef returns a new public reference with the given prefix, e.g. KD-7QX2M4ZP9A.
 // Crockford base32 without ambiguous letters, 10 characters (50 bits).

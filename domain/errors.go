@@ -40,6 +40,10 @@ const (
 
 	ECodeWrongPassword   = "wrong_password"    // the current password given to change it is not the account's (403)
 	ECodeSessionNotFound = "session_not_found" // no such session among the account's own (404)
+
+	ECodeHostBusy        = "host_busy"                  // an order holds the host (409)
+	ECodeHostDirty       = "host_dirty"                 // something of a past customer is left on the host: it stays out of rotation (409)
+	ECodeNoHostInventory = "host_inventory_unavailable" // no inventory of hosts: the machine driver is not SSH's (409)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

@@ -70,6 +70,9 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.POST("/topups/:ref/confirm", s.consoleConfirm)
 	g.POST("/topups/:ref/act", s.consoleAct)
 	g.POST("/support-requests/:id/answer", s.consoleAnswer)
+	g.GET("/hosts", s.consoleHosts)
+	g.POST("/hosts/:name/confirm", s.consoleHostConfirm)
+	g.POST("/hosts/:name/act", s.consoleHostAct)
 }
 
 var exceptionReasons = map[string]string{
@@ -100,6 +103,8 @@ var actionLabels = map[string]string{
 	domain.ActionRefundException:   "Remboursement d'un montant en attente",
 	domain.ActionResolveException:  "Clôture d'un signalement",
 	domain.ActionValueException:    "Valeur d'un autre actif",
+	domain.ActionRepairHost:        "Remise en service d'un hôte",
+	domain.ActionRetireHost:        "Retrait d'un hôte de la rotation",
 }
 
 // stateLabels name payment requests' and chain payments' states.
@@ -116,6 +121,8 @@ func (s *Site) consoleFuncs() template.FuncMap {
 		"exceptionReason": func(r string) string { return label(exceptionReasons, r) },
 		"actionLabel":     func(a string) string { return label(actionLabels, a) },
 		"stateLabel":      func(st string) string { return label(stateLabels, st) },
+		"outcome":         outcomeLabel,
+		"hostOf":          func(target string) string { return strings.TrimPrefix(target, domain.HostTargetPrefix) },
 		"derefStr": func(p *string) string {
 			if p == nil {
 				return ""

@@ -199,7 +199,9 @@ func parseUSD(s string) (int64, error) {
 
 // consoleConfirmData is the confirmation page of an action.
 type consoleConfirmData struct {
-	Action  consoleAction
+	Action consoleAction
+	// Subject names what Action.Ref is ("Dossier" when empty).
+	Subject string
 	Label   string
 	Changes []string
 	Back    string

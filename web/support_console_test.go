@@ -24,6 +24,7 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -96,7 +97,10 @@ func newConsoleHarness(t *testing.T) *consoleHarness {
 	wf := &settlingWorkflows{db: db}
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1},
 		AgentTokens: map[string]string{consoleToken: consoleAgent}, Confirmations: map[string]int64{domain.NetworkBitcoin: 2}},
-		api.Deps{Store: db, Workflows: wf, Site: site, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		api.Deps{Store: db, Workflows: wf, Site: site, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			// No SSH key: a repair that would log in to a host fails; the
+			// hosts of these tests have nothing left to check.
+			Hosts: sshhost.NewOperations(&sshhost.Driver{DB: db.DB})})
 	return &consoleHarness{t: t, db: db, h: srv.Handler(), wf: wf}
 }
 

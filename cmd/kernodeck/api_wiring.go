@@ -36,6 +36,10 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		return nil, nil, nil, fmt.Errorf("config: %w", err)
 	}
 	site.SetExplorers(explorers) // the support console's transaction links
+	hosts, err := prov.hostOperations(db, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	tl := db.NewTimelineListener(logger.With("component", "timeline"))
 	srv := api.New(api.Config{
 		CookieSecure:   cfg.CookieSecure,
@@ -50,6 +54,6 @@ func newAPIHandler(cfg config.Config, prov provisioning, db *postgres.DB, wf *wf
 		Quotas:             quotas.API,
 		RegistrationsPerIP: quotas.RegistrationsPerNet,
 	}, api.Deps{Store: prov.store(db), Workflows: wf, Timeline: tl, Methods: methods, Site: site, Logger: logger, Requests: requests,
-		Keyring: prov.keyring}) // opens the email confirmation links the dispatcher seals
+		Keyring: prov.keyring, Hosts: hosts}) // opens the email confirmation links the dispatcher seals
 	return srv.Handler(), srv.CloseStreams, tl.Run, nil
 }

@@ -29,6 +29,7 @@ Usage:
   kernodeck hosts add NAME --address A [--port 22] --host-key SHA256:... [--host-key-type ssh-ed25519]
                        --gpu-model MODEL --gpus N [--note TEXT]
   kernodeck hosts drain NAME [--note TEXT]    no new order gets it; a running rental keeps it
+  kernodeck hosts retire NAME [--note TEXT]   the same as drain (the support console's word)
   kernodeck hosts repair NAME [--note TEXT]   back in rotation (drained or broken, and free), once
                                               the release check, run again on the host over SSH,
                                               finds nothing of a past customer (refused otherwise)
@@ -118,15 +119,15 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		fmt.Fprintf(stdout, "added %s (%d x %s at %s:%d), %s\n", h.Name, h.GPUCount, h.GPUModel, h.Address, h.Port, h.State)
 		return 0
-	case "drain":
-		err = inv.Drain(ctx, name, *note)
+	case "drain", "retire":
+		err = (&sshhost.Operations{Inventory: inv}).Retire(ctx, name, *note)
 	case "repair":
 		var d *sshhost.Driver
 		if d, err = hostsDriver(db); err != nil {
 			fmt.Fprintln(stderr, "hosts repair:", err)
 			return 2
 		}
-		err = d.RepairHost(ctx, name, *note)
+		err = sshhost.NewOperations(d).Repair(ctx, name, *note)
 	case "remove":
 		err = inv.Remove(ctx, name)
 	default:

@@ -77,6 +77,25 @@ func (p provisioning) provisioner(cfg config.Config, db *postgres.DB, logger *sl
 	if p.cfg.Provisioner != postgres.ProvisionerSSH {
 		return &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil
 	}
+	return p.sshDriver(db, logger)
+}
+
+// hostOperations is the host inventory operators work from the support
+// console (the same code as `kernodeck hosts`); nil when the machine
+// driver is not SSH's (no inventory).
+func (p provisioning) hostOperations(db *postgres.DB, logger *slog.Logger) (api.HostOperator, error) {
+	if p.cfg.Provisioner != postgres.ProvisionerSSH {
+		return nil, nil
+	}
+	d, err := p.sshDriver(db, logger)
+	if err != nil {
+		return nil, err
+	}
+	return sshhost.NewOperations(d), nil
+}
+
+// sshDriver is the SSH machine driver as configured.
+func (p provisioning) sshDriver(db *postgres.DB, logger *slog.Logger) (*sshhost.Driver, error) {
 	raw, err := os.ReadFile(p.cfg.SSHKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE: %w", err)

@@ -35,7 +35,7 @@ func (d *Driver) RepairHost(ctx context.Context, name, note string) error {
 	err := d.DB.GetContext(ctx, &h, `SELECT id, name, address, ssh_port, host_key_fingerprint, host_key_type,
 		gpu_model, gpu_count, state FROM gpu_hosts WHERE name = $1`, name)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("no host named %q", name)
+		return noHost(name)
 	}
 	if err != nil {
 		return fmt.Errorf("host %s: %w", name, err)
@@ -140,4 +140,30 @@ func (d *Driver) held(ctx context.Context, q sqlx.QueryerContext, hostID int64) 
 	err := sqlx.GetContext(ctx, q, &held, `SELECT EXISTS (SELECT 1 FROM host_reservations
 		WHERE host_id = $1 AND state = 'active')`, hostID)
 	return held, err
+}
+
+// Operations are what operators do to the inventory, from `kernodeck hosts`
+// and from the support console alike: one implementation for both.
+type Operations struct {
+	Inventory *Inventory
+	// Driver runs repair's checks on the host over SSH.
+	Driver *Driver
+}
+
+// NewOperations is the operators' inventory of d's hosts.
+func NewOperations(d *Driver) *Operations {
+	return &Operations{Inventory: &Inventory{DB: d.DB}, Driver: d}
+}
+
+// List is Inventory.List.
+func (o *Operations) List(ctx context.Context) ([]Host, error) { return o.Inventory.List(ctx) }
+
+// Repair is Driver.RepairHost: back in rotation once the host is clean.
+func (o *Operations) Repair(ctx context.Context, name, note string) error {
+	return o.Driver.RepairHost(ctx, name, note)
+}
+
+// Retire is Inventory.Retire: out of rotation.
+func (o *Operations) Retire(ctx context.Context, name, note string) error {
+	return o.Inventory.Retire(ctx, name, note)
 }
