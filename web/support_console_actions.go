@@ -253,12 +253,9 @@ func (s *Site) consoleAct(c *gin.Context) {
 	}
 	act, err := readAction(c)
 	if err == nil {
-		var out struct {
-			Action domain.SupportAction `json:"action"`
-		}
-		err = s.api.call(c, http.MethodPost, actionSpecs[act.Action].path(act), c.PostForm("csrf"), act.body(), &out)
-		if err == nil {
-			c.Redirect(http.StatusSeeOther, caseURL(act.Kind, act.Ref)+"?action="+strconv.FormatInt(out.Action.ID, 10))
+		var id int64
+		if id, err = s.postSupportAction(c, actionSpecs[act.Action].path(act), act.body()); err == nil {
+			c.Redirect(http.StatusSeeOther, caseURL(act.Kind, act.Ref)+"?action="+strconv.FormatInt(id, 10))
 			return
 		}
 	}
@@ -272,6 +269,16 @@ func (s *Site) consoleAct(c *gin.Context) {
 		return
 	}
 	s.fileWithError(c, a, d, act, err)
+}
+
+// postSupportAction sends a confirmed action (the form's CSRF token) to
+// the support API and returns the ID of its audit record.
+func (s *Site) postSupportAction(c *gin.Context, path string, body any) (int64, error) {
+	var out struct {
+		Action domain.SupportAction `json:"action"`
+	}
+	err := s.api.call(c, http.MethodPost, path, c.PostForm("csrf"), body, &out)
+	return out.Action.ID, err
 }
 
 // fileWithError shows the file with the refusal of an action (the API's

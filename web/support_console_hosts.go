@@ -158,13 +158,10 @@ func (s *Site) consoleHostAct(c *gin.Context) {
 	}
 	act, err := readHostAction(c)
 	if err == nil {
-		var out struct {
-			Action domain.SupportAction `json:"action"`
-		}
-		err = s.api.call(c, http.MethodPost, "/v1/support/hosts/"+url.PathEscape(act.Ref)+"/"+hostActions[act.Action].Path,
-			c.PostForm("csrf"), map[string]any{"reason": act.Reason}, &out)
-		if err == nil {
-			c.Redirect(http.StatusSeeOther, "/support/hosts?action="+strconv.FormatInt(out.Action.ID, 10)+"#hote-"+url.PathEscape(act.Ref))
+		var id int64
+		path := "/v1/support/hosts/" + url.PathEscape(act.Ref) + "/" + hostActions[act.Action].Path
+		if id, err = s.postSupportAction(c, path, map[string]any{"reason": act.Reason}); err == nil {
+			c.Redirect(http.StatusSeeOther, "/support/hosts?action="+strconv.FormatInt(id, 10)+"#hote-"+url.PathEscape(act.Ref))
 			return
 		}
 	}
