@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,4 +70,53 @@ func TestThirtyDayRentalHistoryBound(t *testing.T) {
 		t.Fatalf("plain 30-day rental: %d history events, want at most %d", n, maxPlainRentalHistory)
 	}
 	replayHistory(t, e.tc, wid, "rental_30d_plain.json")
+}
+
+// TestPaymentAloneHistoryCost measures what one payment arriving alone
+// costs a rental's history: the watcher's "seen" (its block at the tip)
+// handled, then its "confirmed" (a later block) handled, before the next
+// payment is sent. Twenty partial payments while the order awaits payment
+// (each moves the status to payment_detected and back: a search attribute
+// upsert each way), then twenty extra payments to the active rental
+// (queued for support). Each signal that arrives alone is its own batch:
+// the signal, a workflow task (scheduled, started, completed) and one
+// local-activity marker for its timeline write.
+func TestPaymentAloneHistoryCost(t *testing.T) {
+	e := newEnv(t)
+	acc := e.account("alone@example.com")
+	o := e.startOrder(acc, workflows.RentalConfig{UnpaidTimeout: time.Hour, ProvisioningAttempts: 1})
+	wid := workflows.RentalWorkflowID(o.Ref)
+	const n = 20
+	alone := func(prefix string, cents int64, handled func(i int) bool) int {
+		before := len(historyOf(t, e.tc, wid).Events)
+		for i := range n {
+			p := btc(fmt.Sprintf("%s%02d", prefix, i), cents, false)
+			e.payment(wid, workflows.SignalPaymentSeen, p)
+			e.waitFor("seen written", func() bool {
+				var k int
+				_ = e.db.Get(&k, `SELECT count(*) FROM timeline_events WHERE ref = $1 AND kind = $2 AND data->>'txid' = $3`,
+					o.Ref, domain.EventPaymentSeen, p.TxID)
+				return k == 1
+			})
+			e.payment(wid, workflows.SignalPaymentConfirmed, p)
+			e.waitFor("confirmation handled", func() bool { return handled(i) })
+		}
+		grew := len(historyOf(t, e.tc, wid).Events) - before
+		t.Logf("%s: %d payments, each alone: history +%d events, %.1f per payment", prefix, n, grew, float64(grew)/n)
+		return grew
+	}
+	partial := alone("partial", 100, func(i int) bool { return e.order(o.Ref).PaidCents == int64(100*(i+1)) })
+	e.paid(wid, btc("rest", o.TotalCents-100*n, false))
+	e.waitOrder(o.Ref, domain.StatusActive)
+	extra := alone("extra", 100, func(i int) bool { return len(e.queueOf(o.Ref)) == i+1 })
+	// Seen and confirmed alone: 2 × (signal + 3 workflow-task events + 1
+	// marker); a partial payment also moves the status twice (two search
+	// attribute upserts). A few more once: the first payment to the test's
+	// request reads that request (a marker), and names the asset and
+	// network.
+	if extra > 10*n+2 || partial > 12*n+8 {
+		t.Fatalf("history: +%d events for %d partial payments, +%d for %d extra ones", partial, n, extra, n)
+	}
+	e.support("orders/"+o.Ref+"/end-early", map[string]any{"reason": "fin du test"})
+	e.waitOrder(o.Ref, domain.StatusEnded)
 }
