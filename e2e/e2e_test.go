@@ -186,4 +186,5 @@ func TestTopUpCreditedOnceThenPaysRental(t *testing.T) {
 		t.Fatalf("top-up credited %d times", credits)
 	}
 	replayHistory(t, e.tc, "topup-"+ref, "topup_support_credited.json")
+	replayHistory(t, e.tc, "rental-"+oref, "rental_balance_paid.json")
 }

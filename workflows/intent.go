@@ -56,7 +56,7 @@ func (r *rental) validateCreateIntent(req IntentRequest) error {
 	if err := validateIntentRequest(req); err != nil {
 		return err
 	}
-	if r.balanceBusy || !r.awaiting() {
+	if r.debiting || !r.awaiting() {
 		return errNotAwaitingPayment()
 	}
 	return nil

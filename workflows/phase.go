@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -50,11 +51,39 @@ var RentalMoves = map[Phase][]Phase{
 	PhaseRefunded:           nil,
 }
 
+// rentalPhases are the phases in the order the diagram lists them.
+var rentalPhases = []Phase{PhaseAwaitingPayment, PhasePaymentDetected, PhasePaid, PhaseProvisioning,
+	PhaseProvisioningFailed, PhaseActive, PhaseEnding, PhaseEnded, PhaseCancelled, PhaseExpired, PhaseRefunded}
+
+// movesMermaid is RentalMoves as a Mermaid state diagram, the one README's
+// Architecture section shows (TestREADMEPhaseDiagram keeps them equal).
+func movesMermaid() string {
+	var b strings.Builder
+	b.WriteString("stateDiagram-v2\n    [*] --> " + string(PhaseAwaitingPayment) + "\n")
+	for _, p := range rentalPhases {
+		for _, q := range RentalMoves[p] {
+			fmt.Fprintf(&b, "    %s --> %s\n", p, q)
+		}
+		if p.Final() {
+			fmt.Fprintf(&b, "    %s --> [*]\n", p)
+		}
+	}
+	return b.String()
+}
+
 // CanMove reports whether a rental in phase p may move to q. Staying in
 // the same phase is always allowed (a status written again).
 func (p Phase) CanMove(q Phase) bool {
 	return p == q || slices.Contains(RentalMoves[p], q)
 }
+
+// Awaiting reports whether a rental in phase p still takes payments
+// toward its total.
+func (p Phase) Awaiting() bool { return p == PhaseAwaitingPayment || p == PhasePaymentDetected }
+
+// Closed reports whether the rental was closed instead of running its
+// period to the end: cancelled, expired or refunded.
+func (p Phase) Closed() bool { return p == PhaseCancelled || p == PhaseExpired || p == PhaseRefunded }
 
 // Final reports whether p ends the rental.
 func (p Phase) Final() bool {

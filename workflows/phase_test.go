@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -72,4 +74,22 @@ func TestTransitionRefusesAMoveOutsideTheTable(t *testing.T) {
 		}
 	}()
 	r.transition(nil, PhaseActive)
+}
+
+// README's phase diagram is the table's: every phase listed, every move
+// drawn, nothing else.
+func TestREADMEPhaseDiagram(t *testing.T) {
+	if len(rentalPhases) != len(RentalMoves) {
+		t.Fatalf("the diagram lists %d phases, the table has %d", len(rentalPhases), len(RentalMoves))
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the list item of the workflows package: indented by two spaces.
+	block := "```mermaid\n" + movesMermaid() + "```"
+	want := "  " + strings.ReplaceAll(block, "\n", "\n  ") + "\n"
+	if !strings.Contains(string(readme), want) {
+		t.Fatalf("README.md lacks the phase diagram of RentalMoves; put this block in its Architecture section:\n%s", want)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kernodeck/kernodeck/activities"
-	"github.com/kernodeck/kernodeck/domain"
 )
 
 // RentalWorkflow drives one order: payment, provisioning, the rental period
@@ -36,20 +35,18 @@ type RentalState struct {
 	Payments *paymentLedger
 	Actions  map[int64]bool  // support actions applied: a re-sent update is a no-op
 	Reminded map[string]bool // reminder keys sent
-	// Paid: the amount due is covered.
-	Paid bool
-	// SupportPaid: an attribution took part in the payment.
-	SupportPaid bool
-	// ProvStarted: provisioning started, so a payment reverted now is
-	// flagged for support (vReorgDust).
-	ProvStarted bool
-	// Done: closed by a handler or the deadline (cancelled, expired,
-	// refunded).
-	Done bool
-	// Retry: support asked to retry provisioning.
-	Retry bool
-	// EndNow: support asked to end the period now.
-	EndNow bool
+	// Attributed: an attribution by support took part in the payment
+	// (the order's payment method says so).
+	Attributed bool `json:"SupportPaid"`
+	// ProvisioningBegun: the "paid" event is written and provisioning
+	// under way, so a payment reverted now is flagged for support instead
+	// of sending the order back to awaiting payment (vReorgDust). The
+	// paid phase spans both sides of it.
+	ProvisioningBegun bool `json:"ProvStarted"`
+	// RetryAsked: support asked to retry provisioning, not yet taken up.
+	RetryAsked bool `json:"Retry"`
+	// EndAsked: support asked to end the period now.
+	EndAsked bool `json:"EndNow"`
 	// Attempt is the provisioning attempt, part of the step event keys.
 	Attempt int
 	// ExtraDays are extensions granted before the period started.
@@ -92,9 +89,9 @@ type rental struct {
 	// wake tells the period loop that the end moved or was requested.
 	wake workflow.Channel
 
-	resumeProv  bool // this run continues a provisioning failure waiting for support
-	balanceBusy bool // a pay-from-balance debit is running
-	closing     bool // a closing refund is running
+	resumedWaitingSupport bool // this run continues a provisioning failure waiting for support
+	debiting              bool // a pay-from-balance debit is running
+	closingRefund         bool // a refund that closes the order is running
 }
 
 func newRental(ctx workflow.Context, in RentalInput) *rental {
@@ -187,14 +184,14 @@ func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 	case phasePeriod:
 		return r.period(ctx)
 	case phaseProvisioningFailed:
-		r.resumeProv = true
+		r.resumedWaitingSupport = true
 		return r.provisionAndRun(ctx)
 	}
 	for {
 		if err := r.awaitPayment(ctx); err != nil {
 			return r.Status, err
 		}
-		if r.Done {
+		if r.phase().Closed() {
 			return r.finish(ctx)
 		}
 		// Not paid any more: a payment was reverted after its confirmation
@@ -244,8 +241,7 @@ func (r *rental) finish(ctx workflow.Context) (RentalStatus, error) {
 
 // awaiting reports whether the order still accepts payments toward its total.
 func (r *rental) awaiting() bool {
-	return !r.Paid && !r.Done &&
-		(r.Status.Status == domain.StatusAwaitingPayment || r.Status.Status == domain.StatusPaymentDetected)
+	return r.phase().Awaiting()
 }
 
 func (r *rental) netPaid() int64 { return r.Status.PaidCents - r.refundedBacked() }

@@ -20,7 +20,7 @@ func (r *rental) due() int64 { return r.in.TotalCents - r.netPaid() }
 func (r *rental) paid() int64 { return r.Status.PaidCents }
 
 // acceptsAttribution: not while a balance debit runs.
-func (r *rental) acceptsAttribution() bool { return !r.balanceBusy && r.awaiting() }
+func (r *rental) acceptsAttribution() bool { return !r.debiting && r.awaiting() }
 
 // setStatus moves the order's phase (RentalMoves).
 func (r *rental) setStatus(ctx workflow.Context, status string) { r.transition(ctx, Phase(status)) }
@@ -52,9 +52,8 @@ func (r *rental) keepCounted(c countedPayment) { r.Counted = addCounted(r.Counte
 // covered: the order is paid; the "paid" event itself is written by the
 // main flow (recordPaid).
 func (r *rental) covered(ctx workflow.Context, excess int64) {
-	r.Paid = true
 	r.Status.PaymentMethod = methodCrypto
-	if r.SupportPaid {
+	if r.Attributed {
 		r.Status.PaymentMethod = methodSupport
 	}
 	r.Over += excess
@@ -79,7 +78,7 @@ func (r *rental) minedAgain(ctx workflow.Context, p *PaymentEvent, ekey string, 
 }
 
 func (r *rental) attributed(ev *payEvent, cents int64, unbacked bool) {
-	r.SupportPaid = true
+	r.Attributed = true
 	if unbacked {
 		r.Status.UnbackedCents += cents
 		ev.UnbackedCents = ptrTo(r.Status.UnbackedCents)
@@ -94,7 +93,7 @@ func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
 
 // awaitPayment waits until the order is paid, cancelled or expired.
 func (r *rental) awaitPayment(ctx workflow.Context) error {
-	settled := func() bool { return r.Paid || r.Done }
+	settled := func() bool { return !r.phase().Awaiting() }
 	if r.v >= vReorgDust {
 		// Until the end of the payment window, which a reverted payment
 		// moves.
@@ -135,7 +134,6 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 	if settled() {
 		return nil
 	}
-	r.Done = true
 	r.transition(ctx, PhaseExpired)
 	msg := "Commande expirée : le paiement n'a pas été reçu dans le délai."
 	queued := partialExceptions(r.Counted, r.refundedBacked())
@@ -162,10 +160,10 @@ func (r *rental) recordPaid(ctx workflow.Context) (paid bool, err error) {
 	}
 	defer r.mu.Unlock()
 	if r.v >= vReorgDust {
-		if !r.Paid {
+		if r.phase() != PhasePaid {
 			return false, nil
 		}
-		r.ProvStarted = true
+		r.ProvisioningBegun = true
 	}
 	if r.Status.PaymentMethod == methodBalance {
 		return true, nil
@@ -189,7 +187,7 @@ func errNotAwaitingPayment() error {
 }
 
 func (r *rental) validatePayFromBalance(PayFromBalance) error {
-	if r.balanceBusy {
+	if r.debiting {
 		return reject(domain.ECodeConflict, "Un paiement par solde est déjà en cours pour cette commande.")
 	}
 	if !r.awaiting() {
@@ -212,12 +210,12 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	due := r.in.TotalCents - r.netPaid()
 	// Retried like any ledger write: if the database is down the caller times
 	// out, but the debit, once accepted, is carried through exactly once.
-	r.balanceBusy = true
+	r.debiting = true
 	err := workflow.ExecuteActivity(timelineCtx(ctx), a.PayOrderFromBalance, activities.PayFromBalanceInput{
 		OrderRef: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: due, At: workflow.Now(ctx).UTC(),
 		PaidCents: r.Status.PaidCents + due,
 	}).Get(ctx, nil)
-	r.balanceBusy = false
+	r.debiting = false
 	if err != nil {
 		return asRefusal(err, "Le paiement par solde n'a pas abouti. Réessayez plus tard.")
 	}
@@ -225,7 +223,6 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	// same transaction as the debit: only the workflow state changes here.
 	r.Status.PaidCents += due
 	r.Status.PaymentMethod = methodBalance
-	r.Paid = true
 	r.transition(ctx, PhasePaid)
 	return nil
 }

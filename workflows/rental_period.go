@@ -49,7 +49,7 @@ type reminder struct {
 // runPeriod waits for the end of the period, sending reminders on the way.
 // Timers live in a child context cancelled and re-armed whenever the end moves.
 func (r *rental) runPeriod(ctx workflow.Context) error {
-	for !r.EndNow && workflow.Now(ctx).Before(r.End) {
+	for !r.EndAsked && workflow.Now(ctx).Before(r.End) {
 		if r.full {
 			return r.continueAsNew(ctx, phasePeriod)
 		}
@@ -105,7 +105,7 @@ func (r *rental) sendReminder(ctx workflow.Context, rem reminder) error {
 		return err
 	}
 	defer r.mu.Unlock()
-	if r.Reminded[rem.key] || r.EndNow || !rem.end.Equal(r.End) {
+	if r.Reminded[rem.key] || r.EndAsked || !rem.end.Equal(r.End) {
 		return nil // the end moved while waiting for the lock
 	}
 	r.Reminded[rem.key] = true
@@ -158,11 +158,11 @@ func (r *rental) validateExtend(e Extension) error {
 	}
 	switch r.Status.Status {
 	case domain.StatusPaid, domain.StatusProvisioning, domain.StatusProvisioningFailed:
-		if !r.closing {
+		if !r.closingRefund {
 			return nil
 		}
 	case domain.StatusActive:
-		if !r.EndNow {
+		if !r.EndAsked {
 			return nil
 		}
 	}
@@ -212,7 +212,7 @@ func (r *rental) validateEndEarly(a SupportAction) error {
 	if r.Actions[a.ActionID] {
 		return nil
 	}
-	if r.Status.Status != domain.StatusActive || r.EndNow {
+	if r.Status.Status != domain.StatusActive || r.EndAsked {
 		return reject(domain.ECodeConflict, "Seule une location active peut être terminée par anticipation.")
 	}
 	return nil
@@ -230,7 +230,7 @@ func (r *rental) endEarly(ctx workflow.Context, a SupportAction) error {
 		return err
 	}
 	r.Actions[a.ActionID] = true
-	r.EndNow = true
+	r.EndAsked = true
 	r.wake.SendAsync(struct{}{})
 	if err := r.recordSupport(ctx, domain.ActionEndEarly, a.ActionID, a.Agent, a.Reason,
 		"Le support a mis fin à la location par anticipation.", nil); err != nil {

@@ -18,7 +18,7 @@ import (
 func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool, error) {
 	for {
 		var access activities.AccessSummary
-		if !r.resumeProv {
+		if !r.resumedWaitingSupport {
 			r.Attempt++
 			var step string
 			var stepErr, err error
@@ -33,17 +33,17 @@ func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool
 				return access, false, err
 			}
 		}
-		r.resumeProv = false
-		if err := workflow.Await(ctx, func() bool { return r.Retry || r.Done || r.full }); err != nil {
+		r.resumedWaitingSupport = false
+		if err := workflow.Await(ctx, func() bool { return r.RetryAsked || r.phase().Closed() || r.full }); err != nil {
 			return access, false, err
 		}
-		if r.full && !r.Retry && !r.Done {
+		if r.full && !r.RetryAsked && !r.phase().Closed() {
 			return access, false, r.continueAsNew(ctx, phaseProvisioningFailed)
 		}
-		if r.Done {
+		if r.phase().Closed() {
 			return access, false, nil
 		}
-		r.Retry = false
+		r.RetryAsked = false
 	}
 }
 
@@ -160,7 +160,7 @@ func (r *rental) validateRetry(a SupportAction) error {
 	if r.Actions[a.ActionID] {
 		return nil
 	}
-	if r.Status.Status != domain.StatusProvisioningFailed || r.Retry || r.closing {
+	if r.Status.Status != domain.StatusProvisioningFailed || r.RetryAsked || r.closingRefund {
 		return reject(domain.ECodeConflict, "La préparation de la machine n'est pas en échec : rien à relancer.")
 	}
 	return nil
@@ -178,7 +178,7 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 		return err
 	}
 	r.Actions[a.ActionID] = true
-	r.Retry = true
+	r.RetryAsked = true
 	r.transition(ctx, PhaseProvisioning)
 	if err := r.recordSupport(ctx, domain.ActionRetryProvisioning, a.ActionID, a.Agent, a.Reason,
 		"Le support a relancé la préparation de la machine.", nil); err != nil {

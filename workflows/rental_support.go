@@ -30,7 +30,7 @@ func (r *rental) validateCancel(req CancelRequest) error {
 	if req.ActionID > 0 && r.Actions[req.ActionID] {
 		return nil
 	}
-	if r.Status.Status == domain.StatusProvisioningFailed && req.ActionID > 0 && !r.Retry && !r.closing {
+	if r.Status.Status == domain.StatusProvisioningFailed && req.ActionID > 0 && !r.RetryAsked && !r.closingRefund {
 		// Support's way to close an order whose machine cannot be prepared
 		// and that holds no received money (paid by an attribution alone):
 		// otherwise a refund of what is refundable closes it.
@@ -42,7 +42,7 @@ func (r *rental) validateCancel(req CancelRequest) error {
 	switch {
 	case !r.awaiting():
 		return reject(domain.ECodeConflict, "La commande ne peut plus être annulée : elle n'est plus en attente de paiement.")
-	case r.balanceBusy:
+	case r.debiting:
 		return reject(domain.ECodeConflict, "Un paiement par solde est en cours : la commande ne peut pas être annulée.")
 	case len(r.Payments.Pending) > 0:
 		return reject(domain.ECodeConflict, "Un paiement est en cours de confirmation : la commande ne peut pas être annulée. Contactez le support.")
@@ -72,7 +72,6 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 			return errUnavailable()
 		}
 	}
-	r.Done = true
 	r.transition(ctx, PhaseCancelled)
 	msg := "Commande annulée."
 	if req.ActionID > 0 {
@@ -108,7 +107,7 @@ func (r *rental) validateRefund(rf Refund) error {
 	if r.Actions[rf.ActionID] {
 		return nil
 	}
-	if r.Done || r.closing {
+	if r.phase().Closed() || r.closingRefund {
 		return reject(domain.ECodeConflict, "La commande est close : un montant reçu en attente se rembourse depuis la file du support.")
 	}
 	return refusal(domain.CheckRefund(rf.AmountCents, r.refundable()))
@@ -139,14 +138,14 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	}
 	var a *activities.Activities
 	r.Actions[rf.ActionID] = true
-	r.closing = r.Status.Status == domain.StatusProvisioningFailed && rf.AmountCents == r.refundable()
+	r.closingRefund = r.Status.Status == domain.StatusProvisioningFailed && rf.AmountCents == r.refundable()
 	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
 		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
 		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
-		r.Actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closingRefund = false, false
 		return errUnavailable()
 	}
-	if r.closing {
+	if r.closingRefund {
 		// Whatever the failed attempt reserved is given back first.
 		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
@@ -160,17 +159,17 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 		RefundedCents: &refunded,
 		Posting:       &domain.Posting{Kind: domain.PostingRefund, AccountID: r.in.AccountID, Cents: rf.AmountCents, Memo: rf.Reason},
 	}
-	if r.closing {
+	if r.closingRefund {
 		ev.Status = domain.StatusRefunded
 		ev.Message += " La commande est close."
 	}
 	if err := r.record(ctx, ev); err != nil {
-		r.Actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closingRefund = false, false
 		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
 	}
 	r.Status.RefundedCents = refunded
-	if r.closing {
-		r.Done, r.closing = true, false
+	if r.closingRefund {
+		r.closingRefund = false
 		r.transition(ctx, PhaseRefunded)
 	}
 	return nil
@@ -181,11 +180,11 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 	var a *activities.Activities
 	r.Actions[rf.ActionID] = true
-	r.closing = r.Status.Status == domain.StatusProvisioningFailed
+	r.closingRefund = r.Status.Status == domain.StatusProvisioningFailed
 	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
 		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
 		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
-		r.Actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closingRefund = false, false
 		return errUnavailable()
 	}
 	now := workflow.Now(ctx).UTC()
@@ -193,7 +192,7 @@ func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 		Ref: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: rf.AmountCents,
 		ActionID: rf.ActionID, Agent: rf.Agent, Reason: rf.Reason, At: now,
 	}).Get(ctx, nil); err != nil {
-		r.Actions[rf.ActionID], r.closing = false, false
+		r.Actions[rf.ActionID], r.closingRefund = false, false
 		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
 	}
 	r.Status.RefundedCents += rf.AmountCents
@@ -202,11 +201,11 @@ func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 		Message: fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
 		Data:    map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": r.Status.RefundedCents, "agent": rf.Agent, "reason": rf.Reason},
 	}
-	if r.closing {
+	if r.closingRefund {
 		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
 		}
-		r.Done, r.closing = true, false
+		r.closingRefund = false
 		r.transition(ctx, PhaseRefunded)
 		ev.Status = domain.StatusRefunded
 		ev.Message += " La commande est close."

@@ -57,14 +57,13 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		// It was queued (late, extra), not counted: it leaves the queue.
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) transmis au support a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
 			usd(p.AmountCents), p.Network)
-	case r.ProvStarted && !r.Done:
+	case r.ProvisioningBegun && !r.phase().Closed():
 		flag()
 		ev.Message = fmt.Sprintf("Un paiement déjà confirmé (%s) a été annulé par une réorganisation profonde du réseau %s : il n'est plus compté pour la commande. Le support est prévenu et reviendra vers vous.",
 			usd(p.AmountCents), p.Network)
-	case !r.Done:
+	case !r.phase().Closed():
 		// Provisioning has not started: the order awaits payment again,
 		// with a full payment window from now.
-		r.Paid = false
 		r.Status.PaymentMethod = ""
 		ev.Status = awaitAgain(ctx, r.Payments, &r.PayUntil, r.cfg.UnpaidTimeout, r.Status.Status,
 			func(ctx workflow.Context, s string) { r.transition(ctx, Phase(s)) },
@@ -105,7 +104,7 @@ func awaitAgain(ctx workflow.Context, l *paymentLedger, payUntil *time.Time, win
 // owedAfterReversal: provisioning started and a reversal left the order
 // short; a payment mined again then counts toward what is missing.
 func (r *rental) owedAfterReversal() bool {
-	return r.ProvStarted && !r.Done && r.netPaid() < r.in.TotalCents
+	return r.ProvisioningBegun && !r.phase().Closed() && r.netPaid() < r.in.TotalCents
 }
 
 // recount counts a payment mined again toward what its reversal left
@@ -196,7 +195,7 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	default:
 		t.Counted = kept
 		t.Status.ReceivedCents -= received
-		if !t.Done {
+		if !t.closed() {
 			t.Due = false
 			ev.Status = awaitAgain(ctx, t.Payments, &t.PayUntil, t.timeout, t.Status.Status, t.setStatus,
 				domain.TopUpAwaitingPayment, domain.TopUpPaymentDetected)
@@ -204,7 +203,7 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		data["uncounted_cents"] = received
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté pour la recharge.",
 			usd(p.AmountCents), p.Network)
-		if !t.Done {
+		if !t.closed() {
 			ev.Message += fmt.Sprintf(" Elle attend de nouveau son paiement : il manque %s, à régler avant le %s.",
 				usd(t.in.AmountCents-t.Status.ReceivedCents), frDate(t.PayUntil))
 		}

@@ -37,8 +37,7 @@ type TopUpState struct {
 	Status   TopUpStatus
 	Payments *paymentLedger
 	Actions  map[int64]bool
-	Due      bool // received covers the amount: credit it
-	Done     bool // cancelled or expired
+	Due      bool // received covers the amount: credit it (its status changes once credited)
 	Intents  int  // payment requests asked for, part of their keys
 	Counted  []countedPayment
 	PayUntil time.Time // no payment request outlives it
@@ -109,7 +108,7 @@ func (t *topUp) setup(ctx workflow.Context) error {
 }
 
 func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
-	settled := func() bool { return t.Due || t.Done }
+	settled := func() bool { return t.Due || t.closed() }
 	if t.in.Carry != nil && t.in.Carry.Resume == phaseCredited {
 		return t.listen(ctx)
 	}
@@ -191,14 +190,13 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 		return false, err
 	}
 	defer t.mu.Unlock()
-	if t.Done {
+	if t.closed() {
 		return false, nil
 	}
 	if !t.Due && t.v >= vReorgDust && t.PayUntil.After(workflow.Now(ctx)) {
 		return true, nil
 	}
 	if !t.Due {
-		t.Done = true
 		t.setStatus(ctx, domain.TopUpExpired)
 		msg := "Recharge expirée : le paiement n'a pas été reçu dans le délai."
 		queued := partialExceptions(t.Counted, 0)
@@ -236,8 +234,13 @@ func (t *topUp) setStatus(ctx workflow.Context, status string) {
 
 // awaiting reports whether the top-up still accepts payments toward its amount.
 func (t *topUp) awaiting() bool {
-	return !t.Due && !t.Done &&
-		(t.Status.Status == domain.TopUpAwaitingPayment || t.Status.Status == domain.TopUpPaymentDetected)
+	st := t.Status.Status
+	return !t.Due && (st == domain.TopUpAwaitingPayment || st == domain.TopUpPaymentDetected)
+}
+
+// closed reports whether the top-up was cancelled or expired.
+func (t *topUp) closed() bool {
+	return t.Status.Status == domain.TopUpCancelled || t.Status.Status == domain.TopUpExpired
 }
 
 // record writes one timeline event; the caller holds mu.
@@ -275,7 +278,6 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 			return err
 		}
 	}
-	t.Done = true
 	t.setStatus(ctx, domain.TopUpCancelled)
 	msg := "Recharge annulée."
 	if req.ActionID > 0 {
