@@ -291,6 +291,7 @@ type Store interface {
 // TimelineNotifier wakes an order's live stream when its timeline grows
 // (*postgres.TimelineListener). Optional: without it streams only poll.
 type TimelineNotifier interface {
+	// Subscribe("") is woken by every reference's notifications.
 	Subscribe(ref string) (<-chan struct{}, func())
 }
 
@@ -362,6 +363,7 @@ type Server struct {
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed by CloseStreams
+	streams   agentStreams  // the console sessions' live streams
 }
 
 type agentToken struct {
@@ -391,6 +393,7 @@ func New(cfg Config, deps Deps) *Server {
 		requests: deps.Requests,
 		hashSem:  make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 		closing:  make(chan struct{}),
+		streams:  agentStreams{n: map[string]int{}},
 	}
 	for token, name := range cfg.AgentTokens {
 		if len(token) < 16 || name == "" {
@@ -534,6 +537,9 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/exceptions/:id/value", s.supportValueException)
 	sup.GET("/find", s.supportFind)
 	sup.GET("/hosts", s.supportHosts)
+	sup.GET("/events", s.supportQueueEvents)
+	sup.GET("/orders/:ref/events", s.supportOrderEvents)
+	sup.GET("/topups/:ref/events", s.supportTopUpEvents)
 	sup.POST("/hosts/:name/repair", s.supportRepairHost)
 	sup.POST("/hosts/:name/retire", s.supportRetireHost)
 	if s.site != nil {

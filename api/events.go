@@ -59,12 +59,31 @@ func (s *Server) topUpEvents(c *gin.Context) {
 // LISTEN), with a poll every SSEPoll as a fallback. Clients should ignore a
 // timeline entry whose id they already have.
 func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(context.Context) (any, error)) {
+	s.runStream(c, s.customerStream(), ref, &streamState{kind: kind, state: state, timeline: true})
+}
+
+// streamAuth is how a live stream holds its place (quotas) and checks, now
+// and then, that its credential is still valid.
+type streamAuth struct {
+	open  func(c *gin.Context) (release func(), ok bool)
+	alive func(c *gin.Context) bool
+}
+
+// customerStream: a customer's stream (per session and account quotas).
+func (s *Server) customerStream() streamAuth {
+	return streamAuth{open: s.openStream, alive: s.sessionAlive}
+}
+
+// runStream serves st for ref (every reference: AnyRef) until the client
+// leaves, the server closes, the stream's maximum age, or its credential
+// ends.
+func (s *Server) runStream(c *gin.Context, auth streamAuth, ref string, st *streamState) {
 	after, err := resumeAfter(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	release, ok := s.openStream(c) // per session and per account (quotas.go)
+	release, ok := auth.open(c)
 	if !ok {
 		return
 	}
@@ -86,7 +105,7 @@ func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(conte
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 
 	ctx := c.Request.Context()
-	st := &streamState{kind: kind, state: state, floor: after, lastID: after, sent: map[int64]bool{}}
+	st.floor, st.lastID, st.sent = after, after, map[int64]bool{}
 	if _, err := fmt.Fprintf(w, "retry: 3000\n\n"); err != nil {
 		return
 	}
@@ -102,6 +121,8 @@ func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(conte
 	defer session.Stop()
 	maxAge := time.NewTimer(streamMaxAge(s.cfg.SSEMaxAge))
 	defer maxAge.Stop()
+	// pending is a push held back to keep st.minGap between two.
+	var pending <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -113,7 +134,7 @@ func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(conte
 			// and the new request goes through the session check again.
 			return
 		case <-session.C:
-			if !s.sessionAlive(c) {
+			if !auth.alive(c) {
 				return
 			}
 		case <-beat.C:
@@ -122,6 +143,17 @@ func (s *Server) streamEvents(c *gin.Context, ref, kind string, state func(conte
 			}
 			w.Flush()
 		case <-wake:
+			if st.minGap > 0 {
+				if pending == nil {
+					pending = time.After(st.minGap - time.Since(st.pushedAt))
+				}
+				continue
+			}
+			if err := s.push(c, st, ref); err != nil {
+				return
+			}
+		case <-pending:
+			pending = nil
 			if err := s.push(c, st, ref); err != nil {
 				return
 			}
@@ -161,13 +193,20 @@ func (s *Server) sessionAlive(c *gin.Context) bool {
 }
 
 type streamState struct {
-	kind      string                             // event name of the state
-	state     func(context.Context) (any, error) // reads the state
-	floor     int64                              // entries at or below were known to the client
-	lastID    int64                              // highest entry ID sent
-	sent      map[int64]bool                     // entries sent on this stream
-	lastState []byte                             // last state payload sent
-	lastPaid  []byte                             // payments seen when it was sent
+	kind  string                             // event name of the state
+	state func(context.Context) (any, error) // reads the state
+	// timeline: the stream sends ref's timeline entries, and the state
+	// again when the payments seen for it change (an order's, a top-up's).
+	timeline bool
+	// minGap is the least time between two pushes woken by notifications
+	// (0: none); pushedAt the last push.
+	minGap    time.Duration
+	pushedAt  time.Time
+	floor     int64          // entries at or below were known to the client
+	lastID    int64          // highest entry ID sent
+	sent      map[int64]bool // entries sent on this stream
+	lastState []byte         // last state payload sent
+	lastPaid  []byte         // payments seen when it was sent
 }
 
 // push sends the timeline entries not sent yet, then the state if it or
@@ -175,11 +214,15 @@ type streamState struct {
 // one committed late with a lower ID is still delivered.
 func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	ctx := c.Request.Context()
-	events, err := s.store.Timeline(ctx, ref, st.floor)
-	if err != nil {
-		return err
-	}
+	st.pushedAt = time.Now()
 	w := c.Writer
+	var events []domain.TimelineEvent
+	if st.timeline {
+		var err error
+		if events, err = s.store.Timeline(ctx, ref, st.floor); err != nil {
+			return err
+		}
+	}
 	for _, ev := range events {
 		if st.sent[ev.ID] {
 			continue
@@ -207,13 +250,15 @@ func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	if err != nil {
 		return err
 	}
-	paid, err := s.store.IntentPayments(ctx, ref)
-	if err != nil {
-		return err
-	}
-	paidData, err := json.Marshal(paid)
-	if err != nil {
-		return err
+	var paidData []byte
+	if st.timeline {
+		paid, err := s.store.IntentPayments(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if paidData, err = json.Marshal(paid); err != nil {
+			return err
+		}
 	}
 	if string(data) != string(st.lastState) || string(paidData) != string(st.lastPaid) {
 		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", st.kind, data); err != nil {

@@ -83,6 +83,9 @@ func openStreamWith(t *testing.T, ctx context.Context, url string, a auth, lastI
 	if a.cookie != "" {
 		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: a.cookie})
 	}
+	if a.agent != "" {
+		req.AddCookie(&http.Cookie{Name: api.AgentCookie, Value: a.agent})
+	}
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}

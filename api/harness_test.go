@@ -226,6 +226,7 @@ type auth struct {
 	csrf   string // X-CSRF-Token
 	bearer string // Authorization: Bearer
 	ip     string // client address (default: httptest's 192.0.2.1)
+	agent  string // the support console's session cookie
 }
 
 type resp struct {

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -46,6 +47,8 @@ const ctxAgentSession = "kd.agent_session"
 type AgentSessionStore interface {
 	CreateAgentSession(ctx context.Context, tokenHash []byte, s domain.AgentSession, idle time.Duration) error
 	AgentSession(ctx context.Context, tokenHash []byte) (domain.AgentSession, error)
+	// PeekAgentSession is AgentSession without recording a use (streams).
+	PeekAgentSession(ctx context.Context, tokenHash []byte) (domain.AgentSession, error)
 	DeleteAgentSession(ctx context.Context, tokenHash []byte) error
 }
 
@@ -116,7 +119,13 @@ func (s *Server) supportAuth(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	h := tokenHash(ck.Value)
-	sess, err := s.store.AgentSession(ctx, h)
+	read := s.store.AgentSession
+	if strings.HasSuffix(c.FullPath(), "/events") {
+		// A live stream reconnects by itself: not the agent at work, it
+		// must not keep an idle session open.
+		read = s.store.PeekAgentSession
+	}
+	sess, err := read(ctx, h)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		s.refuseAgentSession(c)
 		return

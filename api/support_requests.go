@@ -11,13 +11,17 @@ import (
 )
 
 func (s *Server) supportOpenRequests(c *gin.Context) {
-	reqs, err := s.store.OpenSupportRequests(c.Request.Context(), 200)
+	reqs, err := s.store.OpenSupportRequests(c.Request.Context(), openRequestsShown)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"support_requests": reqs})
 }
+
+// openRequestsShown is how many unanswered support requests the queue
+// lists (the oldest).
+const openRequestsShown = 200
 
 type supportAnswerInput struct {
 	Message string `json:"message"`

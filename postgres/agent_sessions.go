@@ -49,6 +49,18 @@ func (db *DB) AgentSession(ctx context.Context, tokenHash []byte) (domain.AgentS
 	return s, nil
 }
 
+// PeekAgentSession is AgentSession without recording a use: a live stream
+// reconnecting by itself is not the agent at work, and must not keep an
+// idle session open.
+func (db *DB) PeekAgentSession(ctx context.Context, tokenHash []byte) (domain.AgentSession, error) {
+	var s domain.AgentSession
+	if err := db.GetContext(ctx, &s, `SELECT agent, token_fp, csrf_token, client_ip, user_agent, created_at, last_used_at, expires_at
+		FROM agent_sessions s WHERE s.token_hash = $1 AND `+liveAgentSession, tokenHash); err != nil {
+		return domain.AgentSession{}, fmt.Errorf("agent session: %w", notFound(err))
+	}
+	return s, nil
+}
+
 // DeleteAgentSession removes an agent session (sign-out); an absent one is
 // not an error.
 func (db *DB) DeleteAgentSession(ctx context.Context, tokenHash []byte) error {

@@ -286,8 +286,13 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 	}
 }
 
+// AnyRef subscribes to the notifications of every reference (the support
+// console's queue).
+const AnyRef = ""
+
 // Subscribe returns a channel that receives (coalesced) wake-ups when a
-// timeline event is added for ref, and a function to unsubscribe.
+// timeline event is added for ref (any reference: AnyRef), and a function
+// to unsubscribe.
 func (t *TimelineListener) Subscribe(ref string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	t.mu.Lock()
@@ -311,6 +316,11 @@ func (t *TimelineListener) wake(ref string) {
 	defer t.mu.Unlock()
 	for ch := range t.subs[ref] {
 		wakeChan(ch)
+	}
+	if ref != AnyRef {
+		for ch := range t.subs[AnyRef] {
+			wakeChan(ch)
+		}
 	}
 }
 

@@ -375,7 +375,7 @@ func (s *Site) consoleQueue(c *gin.Context) {
 		q.Del("v")
 		live += "?" + q.Encode()
 	}
-	s.renderConsole(c, http.StatusOK, "support_queue", p, live)
+	s.renderConsole(c, http.StatusOK, "support_queue", p, queueLive(live))
 }
 
 type consoleFindData struct {
@@ -502,7 +502,7 @@ func (s *Site) consoleFile(c *gin.Context, kind string) {
 		p.Notice = "Réponse envoyée : elle s'affiche sur le suivi de la commande et part par email au client."
 	}
 	p.Data = d
-	s.renderConsole(c, http.StatusOK, "support_file", p, caseURL(kind, d.Ref)+"/live")
+	s.renderConsole(c, http.StatusOK, "support_file", p, fileLive(d))
 }
 
 func fileTitle(kind, ref string) string {
@@ -592,32 +592,51 @@ func (s *Site) consoleAnswer(c *gin.Context) {
 		p.Error = "Réponse non envoyée : " + de.Message
 	}
 	p.Data = d
-	s.renderConsole(c, statusOf(err), "support_file", p, caseURL(d.Kind, d.Ref)+"/live")
+	s.renderConsole(c, statusOf(err), "support_file", p, fileLive(d))
 }
 
-// consoleTrigger: the queue and a file are fetched again every 10 seconds
-// while open; the answer is 204 No Content while nothing changed, so the
-// page stays as it is.
-const consoleTrigger = "every 10s"
+// queueLive is the queue's live part at liveURL: fetched again when the
+// support queue's event stream (GET /v1/support/events) says it changed.
+func queueLive(liveURL string) liveRegion {
+	return liveRegion{URL: liveURL, Stream: "/v1/support/events", Trigger: "sse:queue",
+		Page: strings.Replace(liveURL, "/support/live", "/support", 1)}
+}
+
+// fileLive is a file's live part, fetched again on each event of the
+// file's stream (as the customer's order page does with its own), which
+// starts after the timeline entries the page shows.
+func fileLive(d consoleFileData) liveRegion {
+	base := caseURL(d.Kind, d.Ref)
+	stream := "/v1/support" + strings.TrimPrefix(base, "/support") + "/events"
+	if last := lastEventID(d.Case.Timeline); last > 0 {
+		stream += "?after=" + strconv.FormatInt(last, 10)
+	}
+	trigger := "sse:order, sse:timeline"
+	if d.Kind == domain.TargetTopUp {
+		trigger = "sse:topup, sse:timeline"
+	}
+	return liveRegion{URL: base + "/live", Stream: stream, Trigger: trigger, Page: base}
+}
 
 // renderConsole renders a console page whose evidence is live (tmpl's
 // <tmpl>_live template: no form in it, so nothing typed is lost when it
-// changes). On its live address (a path ending in /live) it answers that
-// part alone, or 204 if the client has this version.
-func (s *Site) renderConsole(c *gin.Context, status int, tmpl string, p page, liveURL string) {
+// changes; live says where it is fetched again and on which events). On its
+// live address (a path ending in /live) it answers that part alone, or 204
+// if the client has this version.
+func (s *Site) renderConsole(c *gin.Context, status int, tmpl string, p page, live liveRegion) {
 	var buf bytes.Buffer
 	if err := s.pages[tmpl].ExecuteTemplate(&buf, tmpl+"_live", p); err != nil {
 		s.consoleFail(c, p.Agent, fmt.Errorf("render %s: %w", tmpl, err))
 		return
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	version := hex.EncodeToString(sum[:8])
-	p.Live = liveRegion{HTML: template.HTML(buf.String()), Version: version, URL: liveURL, Trigger: consoleTrigger}
+	live.HTML, live.Version = template.HTML(buf.String()), hex.EncodeToString(sum[:8])
+	p.Live = live
 	if !strings.HasSuffix(c.Request.URL.Path, "/live") {
 		s.render(c, status, tmpl, p)
 		return
 	}
-	if c.Query("v") == version {
+	if c.Query("v") == live.Version {
 		c.Status(http.StatusNoContent)
 		return
 	}

@@ -293,7 +293,7 @@ func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act co
 	}
 	d.Form = act
 	p.Data = d
-	s.renderConsole(c, statusOf(err), "support_file", p, caseURL(d.Kind, d.Ref)+"/live")
+	s.renderConsole(c, statusOf(err), "support_file", p, fileLive(d))
 }
 
 // credit is what act adds to the customer's available balance (0: none).

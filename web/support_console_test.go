@@ -394,8 +394,9 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 	if !txLink.MatchString(file) {
 		t.Fatalf("no explorer link for the payment:\n%s", file)
 	}
-	// The evidence is live: fetched again every 10 s, 204 while unchanged.
-	if !strings.Contains(file, `hx-get="/support/orders/`+ref+`/live" hx-include="#live-version" hx-trigger="every 10s"`) {
+	// The evidence is live: fetched again on each event of the file's
+	// stream (after the entries shown), 204 while unchanged.
+	if !regexp.MustCompile(`<div hx-ext="sse" sse-connect="/v1/support/orders/` + ref + `/events\?after=[0-9]+">\s*<div id="live" class="live" hx-get="/support/orders/` + ref + `/live" hx-include="#live-version" hx-trigger="sse:order, sse:timeline"`).MatchString(file) {
 		t.Fatalf("file not live: %s", file)
 	}
 	fileVersion := liveVersion.FindStringSubmatch(file)[1]

@@ -190,6 +190,10 @@ type liveRegion struct {
 	Version string
 	URL     string
 	Trigger string // htmx trigger; "" for no updates
+	// Stream is the event stream whose events trigger it (sse-connect),
+	// when the page's template does not name it itself; Page is the page
+	// to load again without JavaScript.
+	Stream, Page string
 }
 
 // withLive renders the box template of p's live part and sets p.Live.
