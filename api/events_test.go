@@ -99,24 +99,37 @@ func openStreamWith(t *testing.T, ctx context.Context, url string, a auth, lastI
 	return ch
 }
 
-func TestOrderEventsStreamLive(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// newLiveHarness is a harness whose streams are woken by PostgreSQL's
+// notifications only (the poll is an hour), listening once it returns;
+// tweak adjusts the configuration further.
+func newLiveHarness(t *testing.T, ctx context.Context, tweak func(*api.Config)) *harness {
+	t.Helper()
+	var l *postgres.TimelineListener
 	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		l := deps.Store.(*postgres.DB).NewTimelineListener(slog.Default())
+		l = deps.Store.(*postgres.DB).NewTimelineListener(slog.Default())
 		go func() { _ = l.Run(ctx) }()
 		deps.Timeline = l
 		cfg.SSEPoll = time.Hour // only the notifications can deliver in time
-		cfg.SSEHeartbeat = 200 * time.Millisecond
+		tweak(cfg)
 	})
+	select {
+	case <-l.Listening():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timeline listener does not listen")
+	}
+	return h
+}
+
+func TestOrderEventsStreamLive(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newLiveHarness(t, ctx, func(cfg *api.Config) { cfg.SSEHeartbeat = 200 * time.Millisecond })
 	c := h.register("live@example.com")
 	ref := h.order(c)
 	ts := httptest.NewServer(h.h)
 	defer ts.Close()
 	defer h.srv.CloseStreams()
 
-	// The listener connects asynchronously; give it a moment.
-	time.Sleep(300 * time.Millisecond)
 	streamCtx, stop := context.WithCancel(ctx)
 	ch := openStream(t, streamCtx, ts.URL+"/v1/orders/"+ref+"/events", c.auth.bearer, "")
 

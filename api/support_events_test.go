@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/api"
-	"github.com/kernodeck/kernodeck/postgres"
 )
 
 // The console's live streams: an agent's only; woken by what the queue
@@ -21,13 +19,7 @@ import (
 func TestSupportConsoleStreams(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		l := deps.Store.(*postgres.DB).NewTimelineListener(slog.Default())
-		go func() { _ = l.Run(ctx) }()
-		deps.Timeline = l
-		cfg.SSEPoll = time.Hour // only the notifications can deliver in time
-		cfg.SSESessionCheck = 100 * time.Millisecond
-	})
+	h := newLiveHarness(t, ctx, func(cfg *api.Config) { cfg.SSESessionCheck = 100 * time.Millisecond })
 	c := h.register("streams@example.com")
 	ref := h.order(c)
 	ts := httptest.NewServer(h.h)

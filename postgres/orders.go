@@ -246,6 +246,8 @@ type TimelineListener struct {
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
+	// listening is closed once Run listens.
+	listening chan struct{}
 }
 
 // NewTimelineListener returns a listener on db's server. Call Run.
@@ -253,7 +255,8 @@ func (db *DB) NewTimelineListener(logger *slog.Logger) *TimelineListener {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &TimelineListener{url: db.URL, logger: logger, subs: map[string]map[chan struct{}]struct{}{}}
+	return &TimelineListener{url: db.URL, logger: logger, subs: map[string]map[chan struct{}]struct{}{},
+		listening: make(chan struct{})}
 }
 
 // Run listens until ctx ends. It returns an error only when the channel
@@ -268,6 +271,7 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 	if err := l.Listen(TimelineChannel); err != nil {
 		return fmt.Errorf("listen %s: %w", TimelineChannel, err)
 	}
+	close(t.listening)
 	ping := time.NewTicker(90 * time.Second)
 	defer ping.Stop()
 	for {
@@ -285,6 +289,9 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Listening is closed once Run listens: no notification is missed after.
+func (t *TimelineListener) Listening() <-chan struct{} { return t.listening }
 
 // AnyRef subscribes to the notifications of every reference (the support
 // console's queue).
