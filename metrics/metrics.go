@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,12 +103,21 @@ type Route struct {
 }
 
 // Handler serves /metrics, /readyz (every check passes, each bounded to 2 s)
-// and /healthz (the process answers), and the extra routes.
+// and /healthz (the process answers), the Go profiler under /debug/pprof/
+// (where a busy process spends its time: only on this listener, never the
+// public one), and the extra routes.
 func (m *Metrics) Handler(checks []Check, logger *slog.Logger, extra ...Route) http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range extra {
 		mux.Handle(r.Pattern, r.Handler)
 	}
+	// Registered by hand: importing net/http/pprof for its side effect
+	// would put it on http.DefaultServeMux, which this mux is not.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

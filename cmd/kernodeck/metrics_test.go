@@ -13,7 +13,8 @@ import (
 // After an order paid on the Litecoin regtest chain has gone through
 // provisioning to active, the operations listener of the running service
 // exports every family operators watch, each with a value that follows from
-// what happened; /readyz says the database and Temporal answer. Then the
+// what happened; /readyz says the database and Temporal answer, and the profiler answers
+// there (not on the public listener). Then the
 // committed alert expressions are evaluated (promtool) on that scrape: all
 // quiet; and on a scrape after a mail failed, an order paid by support found
 // no capacity, a payment waited 10 minutes undelivered and an overpayment
@@ -93,6 +94,20 @@ func TestMetricsAndAlertsOfARunningService(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "database: ok") || !strings.Contains(string(body), "temporal: ok") {
 		t.Fatalf("/readyz: %d %s", resp.StatusCode, body)
+	}
+	// The profiler answers on the operators' listener, not the public one.
+	for url, want := range map[string]int{
+		"http://" + s.ops + "/debug/pprof/heap?debug=1": http.StatusOK,
+		"http://" + s.api + "/debug/pprof/heap?debug=1": http.StatusNotFound,
+	} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d, want %d", url, resp.StatusCode, want)
+		}
 	}
 	if t.Failed() {
 		return
