@@ -15,6 +15,15 @@ type catalogResponse struct {
 	Presets   []string             `json:"presets"`
 	MinLots   int                  `json:"min_lots"`
 	MaxLots   int                  `json:"max_lots"`
+	// AvailableNow says per model whether anything of it could be sold
+	// now (absent when the store cannot tell).
+	AvailableNow map[string]bool `json:"available_now,omitempty"`
+}
+
+// modelAvailability is implemented by stores that know what is free now
+// (postgres.Store).
+type modelAvailability interface {
+	ModelsAvailableNow(ctx context.Context, items []domain.CatalogItem) (map[string]bool, error)
 }
 
 func (s *Server) getCatalog(c *gin.Context) {
@@ -23,10 +32,17 @@ func (s *Server) getCatalog(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, catalogResponse{
+	out := catalogResponse{
 		Models: items, Durations: domain.Durations, Presets: domain.Presets,
 		MinLots: domain.MinLots, MaxLots: domain.MaxLots,
-	})
+	}
+	if st, ok := s.store.(modelAvailability); ok {
+		// Unknown on failure (logged): the catalog and its prices stand.
+		if out.AvailableNow, err = st.ModelsAvailableNow(c.Request.Context(), items); err != nil {
+			s.log.Warn("models available now unknown", "err", err)
+		}
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 type quoteResponse struct {

@@ -130,9 +130,11 @@ type Account struct {
 
 // Order is a rental order as stored.
 type Order struct {
-	Ref           string  `json:"reference" db:"ref"`
-	AccountID     int64   `json:"-" db:"account_id"`
-	Model         string  `json:"gpu_model" db:"gpu_model"`
+	Ref       string `json:"reference" db:"ref"`
+	AccountID int64  `json:"-" db:"account_id"`
+	Model     string `json:"gpu_model" db:"gpu_model"`
+	// ModelName is the catalog's display name of Model ("NVIDIA B200").
+	ModelName     string  `json:"gpu_model_name,omitempty" db:"gpu_model_name"`
 	Lots          int     `json:"lots" db:"lots"`
 	GPUsPerLot    int     `json:"gpus_per_lot" db:"gpus_per_lot"`
 	TotalGPUs     int     `json:"total_gpus" db:"total_gpus"`

@@ -107,6 +107,17 @@ func (n GPUNames) Text(s string) string {
 	return b.String()
 }
 
+// GPUNames names the order's model (none when its name is unknown).
+func (o Order) GPUNames() GPUNames {
+	if o.ModelName == "" {
+		return nil
+	}
+	return GPUNames{o.Model: o.ModelName}
+}
+
+// GPUName is the order's model as customers read it ("NVIDIA B200").
+func (o Order) GPUName() string { return o.GPUNames().Name(o.Model) }
+
 // isCodeChar: the characters of a model code (gpu_models.model's check).
 func isCodeChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
 

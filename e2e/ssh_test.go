@@ -146,7 +146,7 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 			t.Errorf("mail %q: to %v\n%s", m.Subject, m.To, m.Text)
 		}
 		if strings.HasPrefix(m.Subject, "Demande de paiement") {
-			for _, part := range []string{str(pi["address"]), str(pi["amount"]) + " BTC", "BTC sur le réseau bitcoin", "Attention au réseau", "23.57 USD"} {
+			for _, part := range []string{str(pi["address"]), str(pi["amount"]) + " BTC", "BTC sur le réseau bitcoin", "Attention au réseau", "(23,57 USD)"} {
 				if !strings.Contains(m.Text, part) {
 					t.Errorf("payment request mail lacks %q:\n%s", part, m.Text)
 				}

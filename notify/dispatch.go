@@ -114,6 +114,7 @@ type outboxRow struct {
 	AccountID int64  `db:"account_id"`
 	Email     string `db:"email"`
 	FirstName string `db:"first_name"`
+	GPUName   string `db:"gpu_name"` // the catalog's name of the order's model
 }
 
 // Once runs one pass: gives up on expired leases, then sends what is due.
@@ -165,7 +166,8 @@ func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
 			lease_until = now() + make_interval(secs => $2)
 		FROM due, accounts a
 		WHERE m.id = due.id AND a.id = m.account_id
-		RETURNING m.id, m.outbox_key, m.template, m.ref, m.data, m.attempts, m.account_id, a.email, a.first_name`,
+		RETURNING m.id, m.outbox_key, m.template, m.ref, m.data, m.attempts, m.account_id, a.email, a.first_name,
+			COALESCE((SELECT g.display_name FROM gpu_models g WHERE g.model = m.data->>'gpu_model'), '') AS gpu_name`,
 		d.Batch, d.Lease.Seconds(), postgres.MailEmailVerification)
 	if err != nil {
 		return nil, fmt.Errorf("claim mails: %w", err)
@@ -190,6 +192,7 @@ func (d *Dispatcher) message(r outboxRow) (*mail.Msg, error) {
 		if err := json.Unmarshal(r.Data, &data); err != nil {
 			return nil, fmt.Errorf("mail data: %w", err)
 		}
+		data.GPUName = r.GPUName
 		var err error
 		if rendered, err = d.Renderer.Render(r.Template, r.FirstName, r.Ref, data); err != nil {
 			return nil, err

@@ -295,3 +295,25 @@ func TestConcurrentDispatchersSendEachMailOnce(t *testing.T) {
 		t.Fatalf("%d mails, %d distinct, want %d", len(msgs), len(ids), n)
 	}
 }
+
+// The order mail names the model as the catalog does and writes amounts the
+// French way (domain.GPUNames, domain.FrenchUSD: the site's formatters).
+func TestMailNamesModelAndAmountInFrench(t *testing.T) {
+	r, err := notify.NewRenderer("http://127.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Render(postgres.MailOrderCreated, "Ada", "KD-0000000000", postgres.MailData{
+		Kind: domain.EventCreated, GPUModel: "b200", GPUName: "NVIDIA B200", Lots: 1, TotalGPUs: 2, DurationDays: 7, TotalCents: 155900})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"1 lot(s) NVIDIA B200, soit 2 GPU", "1\u202f559,00 USD"} {
+		if !strings.Contains(m.Text, part) || !strings.Contains(m.HTML, part) {
+			t.Errorf("order mail lacks %q:\n%s\n%s", part, m.Text, m.HTML)
+		}
+	}
+	if strings.Contains(m.Text, "b200") || strings.Contains(m.Text, "1559.00") {
+		t.Errorf("order mail still spells the code or the raw amount:\n%s", m.Text)
+	}
+}

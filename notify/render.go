@@ -164,8 +164,8 @@ func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mai
 		return Mail{}, fmt.Errorf("unknown mail template %q", name)
 	}
 	v := view{FirstName: firstName, Ref: ref, What: "la commande", URL: r.BaseURL + "/orders/" + ref,
-		GPU: d.GPUModel, Lots: d.Lots, TotalGPUs: d.TotalGPUs, DurationDays: d.DurationDays,
-		Total: domain.FormatUSD(d.TotalCents), Amount: domain.FormatUSD(d.AmountCents)}
+		GPU: domain.GPUNames{d.GPUModel: d.GPUName}.Name(d.GPUModel), Lots: d.Lots, TotalGPUs: d.TotalGPUs,
+		DurationDays: d.DurationDays, Total: domain.FrenchUSD(d.TotalCents), Amount: domain.FrenchUSD(d.AmountCents)}
 	if strings.HasPrefix(ref, domain.TopUpRefPrefix+"-") {
 		v.What, v.URL = "la recharge", r.BaseURL+"/topups/"+ref
 	}
@@ -185,13 +185,13 @@ func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mai
 	}
 	for _, k := range []string{"usd_cents", "amount_cents"} {
 		if c, ok := ev[k].(float64); ok && c > 0 {
-			v.Pay.USD = domain.FormatUSD(int64(c))
+			v.Pay.USD = domain.FrenchUSD(int64(c))
 			break
 		}
 	}
 	v.Answer = str(ev, "answer", "message")
 	if v.Answer == "" {
-		v.Answer = d.Message
+		v.Answer = domain.CustomerText(d.Message, domain.GPUNames{d.GPUModel: d.GPUName})
 	}
 	if name == postgres.MailPaymentRequest && (v.Pay.Address == "" || v.Pay.Amount == "" || v.Pay.Asset == "") {
 		return Mail{}, fmt.Errorf("payment request for %s lacks asset, amount or address", ref)

@@ -52,7 +52,10 @@ func LockCapacity(ctx context.Context, tx sqlx.ExecerContext, model string) erro
 // $3: the order) may take: available, that configuration, held by no other
 // order. Capacity and the SSH driver (through FreeHost) share it.
 const freeHostSQL = `SELECT h.id, h.name FROM gpu_hosts h
-	WHERE h.state = 'available' AND h.gpu_model = $1 AND h.gpu_count = $2
+	WHERE h.gpu_model = $1 AND h.gpu_count = $2 AND ` + hostFreeSQL
+
+// hostFreeSQL: host h is available and held by no other order than $3.
+const hostFreeSQL = `h.state = 'available'
 	AND NOT EXISTS (SELECT 1 FROM live_capacity_holds l WHERE l.host_id = h.id AND l.order_ref <> $3)`
 
 // FreeHost picks, and locks (SKIP LOCKED: a host another transaction is

@@ -20,7 +20,8 @@ const orderColumnList = `ref, account_id, gpu_model, lots, gpus_per_lot, total_g
 	period_start, period_end, ended_at, ssh_public_key, workflow_id, workflow_started_at, created_at, updated_at,
 	(SELECT COALESCE(SUM(x.amount_cents - x.counted_cents - x.refunded_cents - x.voided_cents), 0) FROM payment_exceptions x
 		WHERE x.target_ref = orders.ref AND x.reason = 'late') AS late_cents,
-	(SELECT CASE m.vendor WHEN 'amd' THEN 'rocm' ELSE 'cuda' END FROM gpu_models m WHERE m.model = orders.gpu_model) AS compute_stack`
+	(SELECT CASE m.vendor WHEN 'amd' THEN 'rocm' ELSE 'cuda' END FROM gpu_models m WHERE m.model = orders.gpu_model) AS compute_stack,
+	(SELECT m.display_name FROM gpu_models m WHERE m.model = orders.gpu_model) AS gpu_model_name`
 
 // unstartedLimit bounds one reconciler pass.
 const unstartedLimit = 500

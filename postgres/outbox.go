@@ -59,7 +59,10 @@ type MailData struct {
 	Message string         `json:"message"` // the timeline's French message
 	Event   map[string]any `json:"event,omitempty"`
 	// Order (empty for top-ups).
-	GPUModel     string     `json:"gpu_model,omitempty"`
+	GPUModel string `json:"gpu_model,omitempty"`
+	// GPUName is GPUModel's display name in the catalog when the mail is
+	// sent (notify reads it then, not kept in the outbox).
+	GPUName      string     `json:"-"`
 	Lots         int        `json:"lots,omitempty"`
 	TotalGPUs    int        `json:"total_gpus,omitempty"`
 	DurationDays int        `json:"duration_days,omitempty"`

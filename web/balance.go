@@ -107,6 +107,7 @@ func (s *Site) loadTopUp(c *gin.Context, ref string) (topUpPageData, error) {
 	if err := s.api.call(c, http.MethodGet, "/v1/topups/"+url.PathEscape(ref), "", nil, &d.TopUpDetail); err != nil {
 		return d, err
 	}
+	readableTimeline(d.Timeline, nil)
 	t := d.TopUp
 	unpaid := t.Status == domain.TopUpAwaitingPayment || t.Status == domain.TopUpPaymentDetected
 	// What was received counts before the credit too: a partly paid top-up

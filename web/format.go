@@ -110,6 +110,15 @@ func walletURL(uri string) template.URL {
 	return ""
 }
 
+// readableTimeline rewrites timeline messages as customers read them
+// (domain.CustomerText): they are kept as written, "3118.00 USD" and model
+// codes included, some by workflows into their histories.
+func readableTimeline(tl []domain.TimelineEvent, names domain.GPUNames) {
+	for i := range tl {
+		tl[i].Message = domain.CustomerText(tl[i].Message, names)
+	}
+}
+
 // lastEventID is the newest timeline entry's ID (the live stream resumes
 // after it), 0 for none.
 func lastEventID(tl []domain.TimelineEvent) int64 {
@@ -133,6 +142,7 @@ func (s *Site) funcs() template.FuncMap {
 		"plural":    plural,
 		"network":   func(n string) string { return label(networkNames, n) },
 		"movement":  func(k string) string { return label(movementLabels, k) },
+		"activity":  func(k string) string { return label(activityLabels, k) },
 		"wallet":    walletURL,
 		"lastEvent": lastEventID,
 		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339) },

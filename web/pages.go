@@ -74,6 +74,8 @@ type configuratorData struct {
 	Quote   *api.QuoteResponse
 	// Item is the chosen model (for the lot's GPU count next to the field).
 	Item *domain.CatalogItem
+	// Models are the catalog's models priced for the chosen duration.
+	Models []modelChoice
 }
 
 // lotChoice is one option of the lots field: with one host per order, a
@@ -115,9 +117,13 @@ func (s *Site) configure(c *gin.Context) (configuratorData, error) {
 			d.Item = &d.Catalog.Models[i]
 		}
 	}
+	d.Models = modelChoices(d.Catalog, d.Config.DurationDays)
 	var q api.QuoteResponse
 	err := s.api.call(c, http.MethodPost, "/v1/quote", "", d.Config, &q)
 	if err == nil {
+		if q.Availability != nil {
+			q.Availability.Message = domain.CustomerText(q.Availability.Message, domain.NewGPUNames(d.Catalog.Models))
+		}
 		d.Quote = &q
 	}
 	d.Lots = lotChoices(d.Catalog, d.Quote)

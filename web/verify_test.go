@@ -56,7 +56,8 @@ type startNothing struct{ api.Workflows }
 func (startNothing) StartRental(context.Context, workflows.RentalInput) error { return nil }
 func (startNothing) StartTopUp(context.Context, workflows.TopUpInput) error   { return nil }
 
-func newSiteHarness(t *testing.T) *siteHarness {
+// newSiteHarness starts the site; wf, if given, replaces startNothing.
+func newSiteHarness(t *testing.T, wf ...api.Workflows) *siteHarness {
 	t.Helper()
 	ring, err := secrets.Parse(secrets.Generate("web"))
 	if err != nil {
@@ -69,7 +70,7 @@ func newSiteHarness(t *testing.T) *siteHarness {
 		t.Fatal(err)
 	}
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}},
-		api.Deps{Store: sh.db, Workflows: startNothing{}, Site: site, Keyring: ring, Now: sh.clock,
+		api.Deps{Store: sh.db, Workflows: append(wf, startNothing{})[0], Site: site, Keyring: ring, Now: sh.clock,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	sh.h = srv.Handler()
 	return sh

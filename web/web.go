@@ -122,6 +122,8 @@ func (s *Site) Mount(r *gin.Engine) {
 	g.GET("/orders", s.orders)
 	g.GET("/orders/:ref", s.orderPage)
 	g.GET("/orders/:ref/live", s.orderLive)
+	g.GET("/orders/:ref/cancel", s.cancelOrderForm)
+	g.POST("/orders/:ref/cancel", s.cancelOrder)
 	g.POST("/orders/:ref/payment-requests", s.createOrderIntent)
 	g.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
 	g.POST("/orders/:ref/private-key", s.privateKey)
@@ -137,6 +139,7 @@ func (s *Site) Mount(r *gin.Engine) {
 	g.GET("/topups/:ref/live", s.topUpLive)
 	g.POST("/topups/:ref/payment-requests", s.createTopUpIntent)
 
+	s.mountAccount(g) // the customer's account page, /compte (account.go)
 	s.mountConsole(r) // the support console, /support (support_console.go)
 }
 
@@ -253,6 +256,11 @@ func (s *Site) render(c *gin.Context, status int, name string, p page) {
 	}
 	if p.Path == "" {
 		p.Path = c.Request.URL.RequestURI()
+	}
+	// Refusals spell amounts "12.50 USD" (some come from workflows).
+	p.Error = domain.FrenchAmounts(p.Error)
+	for k, v := range p.FieldErrors {
+		p.FieldErrors[k] = domain.FrenchAmounts(v)
 	}
 	var buf bytes.Buffer
 	root := "layout.html"
