@@ -2,11 +2,9 @@ package web
 
 import (
 	"net/http"
-	"net/url"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -16,13 +14,8 @@ import (
 
 // cancelOrderForm asks to confirm the cancellation of an unpaid order.
 func (s *Site) cancelOrderForm(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, d, ok := s.orderOf(c)
 	if !ok {
-		return
-	}
-	var d api.OrderDetail
-	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
-		s.failOrder(c, err)
 		return
 	}
 	if d.Order.Status != domain.StatusAwaitingPayment {
@@ -35,20 +28,4 @@ func (s *Site) cancelOrderForm(c *gin.Context) {
 }
 
 // cancelOrder posts the cancellation; a refusal shows on the order page.
-func (s *Site) cancelOrder(c *gin.Context) {
-	me, ok := s.signedIn(c)
-	if !ok {
-		return
-	}
-	ref := c.Param("ref")
-	err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+"/cancel", c.PostForm("csrf"), nil, nil)
-	if domain.ErrorCode(err) == domain.ECodeConflict {
-		s.showOrder(c, me, err)
-		return
-	}
-	if err != nil {
-		s.failOrder(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info=cancelled")
-}
+func (s *Site) cancelOrder(c *gin.Context) { s.orderAction(c, "/cancel", nil, "?info=cancelled") }

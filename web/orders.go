@@ -238,17 +238,19 @@ var notices = map[string]string{
 // replaceKey asks for the customer's new public key to replace the current
 // one on the running machine (a lost key).
 func (s *Site) replaceKey(c *gin.Context) {
-	s.keyChange(c, "/ssh-key", map[string]string{"ssh_public_key": c.PostForm("ssh_public_key")}, "key-replace")
+	s.orderAction(c, "/ssh-key", map[string]string{"ssh_public_key": c.PostForm("ssh_public_key")}, "?info=key-replace#acces")
 }
 
 // reissueKey asks for a new generated key pair, the old key revoked.
 func (s *Site) reissueKey(c *gin.Context) {
-	s.keyChange(c, "/ssh-key/reissue", map[string]string{}, "key-reissue")
+	s.orderAction(c, "/ssh-key/reissue", map[string]string{}, "?info=key-reissue#acces")
 }
 
-// keyChange posts a key change to the API; a refusal (key not valid, a
-// change already running, rental not running) shows on the order page.
-func (s *Site) keyChange(c *gin.Context, suffix string, body any, notice string) {
+// orderAction posts an action on the order (the API's path suffix) and
+// goes back to its page with then (notice, anchor); a refusal (key not
+// valid, a change already running, a payment seen before a cancellation)
+// shows on the order page.
+func (s *Site) orderAction(c *gin.Context, suffix string, body any, then string) {
 	me, ok := s.signedIn(c)
 	if !ok {
 		return
@@ -263,7 +265,7 @@ func (s *Site) keyChange(c *gin.Context, suffix string, body any, notice string)
 		s.failOrder(c, err)
 		return
 	}
-	c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info="+notice+"#acces")
+	c.Redirect(http.StatusSeeOther, orderURL(ref)+then)
 }
 
 func (s *Site) createOrderIntent(c *gin.Context) {
@@ -327,14 +329,24 @@ type supportFormData struct {
 
 var supportFields = []string{"message", "launch_command", "versions", "first_error"}
 
-func (s *Site) supportForm(c *gin.Context) {
+// orderOf reads the signed-in customer's order named in the path (ok
+// false: the answer is written).
+func (s *Site) orderOf(c *gin.Context) (*session, api.OrderDetail, bool) {
+	var d api.OrderDetail
 	me, ok := s.signedIn(c)
 	if !ok {
-		return
+		return nil, d, false
 	}
-	var d api.OrderDetail
 	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
 		s.failOrder(c, err)
+		return nil, d, false
+	}
+	return me, d, true
+}
+
+func (s *Site) supportForm(c *gin.Context) {
+	me, d, ok := s.orderOf(c)
+	if !ok {
 		return
 	}
 	p := pageFor(me, "Demande de support "+d.Order.Ref)
