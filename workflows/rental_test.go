@@ -42,23 +42,8 @@ func TestRentalWorkflowSuite(t *testing.T) { suite.Run(t, new(RentalWorkflowSuit
 
 func (s *RentalWorkflowSuite) SetupTest() {
 	s.events, s.revokeAt = nil, time.Time{}
-	s.env = s.NewTestWorkflowEnvironment()
-	s.env.SetStartTime(testStart)
-	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: RentalWorkflowID(testOrderRef)})
-	mockOwnRequests(s.env, domain.TargetOrder, testOrderRef)
-	s.env.OnActivity(a.CheckSupportAction, mock.Anything, mock.Anything).Return(nil).Maybe()
-	s.env.OnActivity(a.RecordOrderEvent, mock.Anything, mock.Anything).Return(nil).Maybe().
-		Run(func(args mock.Arguments) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.events = append(s.events, args.Get(1).(activities.OrderEvent))
-		})
-	s.env.OnActivity(a.RecordOrderEvents, mock.Anything, mock.Anything).Return(nil).Maybe().
-		Run(func(args mock.Arguments) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.events = append(s.events, args.Get(1).([]activities.OrderEvent)...)
-		})
+	s.env = newSuiteEnv(&s.WorkflowTestSuite, RentalWorkflowID(testOrderRef), domain.TargetOrder, testOrderRef,
+		a.RecordOrderEvent, a.RecordOrderEvents, &s.mu, &s.events)
 }
 
 func (s *RentalWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
@@ -124,54 +109,20 @@ func (s *RentalWorkflowSuite) signalAt(d time.Duration, name string, p PaymentEv
 	s.env.RegisterDelayedCallback(s.send(name, p), d)
 }
 
-// updateOutcome is what an update returned to its caller.
-type updateOutcome struct {
-	done      bool
-	rejectErr error // refused by the validator
-	err       error // refused by the handler
-}
-
 func (s *RentalWorkflowSuite) updateAt(d time.Duration, name string, args ...any) *updateOutcome {
-	out := &updateOutcome{}
-	s.env.RegisterDelayedCallback(func() {
-		s.env.UpdateWorkflow(name, name+"@"+d.String(), &testsuite.TestUpdateCallback{
-			OnAccept:   func() {},
-			OnReject:   func(err error) { out.done, out.rejectErr = true, err },
-			OnComplete: func(_ any, err error) { out.done, out.err = true, err },
-		}, args...)
-	}, d)
-	return out
+	return updateAt(s.env, d, name, args...)
 }
 
 func (s *RentalWorkflowSuite) queryAt(d time.Duration) *RentalStatus {
-	st := &RentalStatus{}
-	s.env.RegisterDelayedCallback(func() {
-		v, err := s.env.QueryWorkflow(QueryStatus)
-		s.Require().NoError(err)
-		s.Require().NoError(v.Get(st))
-	}, d)
-	return st
+	return queryAt[RentalStatus](s.Require(), s.env, d)
 }
 
 func (s *RentalWorkflowSuite) run(in RentalInput) RentalStatus {
-	s.env.ExecuteWorkflow(RentalWorkflow, in)
-	s.Require().True(s.env.IsWorkflowCompleted())
-	s.Require().NoError(s.env.GetWorkflowError())
-	var st RentalStatus
-	s.Require().NoError(s.env.GetWorkflowResult(&st))
-	return st
+	return runWorkflow[RentalStatus](s.Require(), s.env, RentalWorkflow, in)
 }
 
 func (s *RentalWorkflowSuite) eventsOf(kind string) []activities.OrderEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []activities.OrderEvent
-	for _, ev := range s.events {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return ofKind(&s.mu, s.events, kind, func(ev activities.OrderEvent) string { return ev.Kind })
 }
 
 func (s *RentalWorkflowSuite) requireAppError(err error, code string) {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -33,23 +32,8 @@ func TestTopUpWorkflowSuite(t *testing.T) { suite.Run(t, new(TopUpWorkflowSuite)
 
 func (s *TopUpWorkflowSuite) SetupTest() {
 	s.events = nil
-	s.env = s.NewTestWorkflowEnvironment()
-	s.env.SetStartTime(testStart)
-	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: TopUpWorkflowID(testTopUpRef)})
-	mockOwnRequests(s.env, domain.TargetTopUp, testTopUpRef)
-	s.env.OnActivity(a.CheckSupportAction, mock.Anything, mock.Anything).Return(nil).Maybe()
-	s.env.OnActivity(a.RecordTopUpEvent, mock.Anything, mock.Anything).Return(nil).Maybe().
-		Run(func(args mock.Arguments) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.events = append(s.events, args.Get(1).(activities.TopUpEvent))
-		})
-	s.env.OnActivity(a.RecordTopUpEvents, mock.Anything, mock.Anything).Return(nil).Maybe().
-		Run(func(args mock.Arguments) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.events = append(s.events, args.Get(1).([]activities.TopUpEvent)...)
-		})
+	s.env = newSuiteEnv(&s.WorkflowTestSuite, TopUpWorkflowID(testTopUpRef), domain.TargetTopUp, testTopUpRef,
+		a.RecordTopUpEvent, a.RecordTopUpEvents, &s.mu, &s.events)
 }
 
 func (s *TopUpWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
@@ -70,46 +54,19 @@ func (s *TopUpWorkflowSuite) signalAt(d time.Duration, name string, p PaymentEve
 }
 
 func (s *TopUpWorkflowSuite) updateAt(d time.Duration, name string, args ...any) *updateOutcome {
-	out := &updateOutcome{}
-	s.env.RegisterDelayedCallback(func() {
-		s.env.UpdateWorkflow(name, name+"@"+d.String(), &testsuite.TestUpdateCallback{
-			OnAccept:   func() {},
-			OnReject:   func(err error) { out.done, out.rejectErr = true, err },
-			OnComplete: func(_ any, err error) { out.done, out.err = true, err },
-		}, args...)
-	}, d)
-	return out
+	return updateAt(s.env, d, name, args...)
 }
 
 func (s *TopUpWorkflowSuite) queryAt(d time.Duration) *TopUpStatus {
-	st := &TopUpStatus{}
-	s.env.RegisterDelayedCallback(func() {
-		v, err := s.env.QueryWorkflow(QueryStatus)
-		s.Require().NoError(err)
-		s.Require().NoError(v.Get(st))
-	}, d)
-	return st
+	return queryAt[TopUpStatus](s.Require(), s.env, d)
 }
 
 func (s *TopUpWorkflowSuite) run(in TopUpInput) TopUpStatus {
-	s.env.ExecuteWorkflow(TopUpWorkflow, in)
-	s.Require().True(s.env.IsWorkflowCompleted())
-	s.Require().NoError(s.env.GetWorkflowError())
-	var st TopUpStatus
-	s.Require().NoError(s.env.GetWorkflowResult(&st))
-	return st
+	return runWorkflow[TopUpStatus](s.Require(), s.env, TopUpWorkflow, in)
 }
 
 func (s *TopUpWorkflowSuite) eventsOf(kind string) []activities.TopUpEvent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []activities.TopUpEvent
-	for _, ev := range s.events {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return ofKind(&s.mu, s.events, kind, func(ev activities.TopUpEvent) string { return ev.Kind })
 }
 
 func (s *TopUpWorkflowSuite) TestCreditedOnceWhenConfirmedTwice() {
