@@ -155,3 +155,33 @@ func TestCancelUnpaidOrderFromItsPage(t *testing.T) {
 		t.Fatalf("order %s is %s", ref, status)
 	}
 }
+
+// The configurator prices each model for the chosen duration (the lot, and
+// per GPU and per day) and follows a change of duration without a reload;
+// a model with nothing free now says so beside it.
+func TestConfiguratorPricesEachModel(t *testing.T) {
+	s := newShop(t, shopOptions{})
+	s.execSQL(t, `UPDATE gpu_inventory SET total_gpus = 0 WHERE gpu_model = 'l40s'`)
+	ctx := browser(t)
+	run(t, ctx, "configurator", chromedp.Navigate(s.srv.URL+"/"), visible("#resume"))
+	if got := text(t, ctx, "#prix-rtx-a5000"); got != "55,00 USD le lot pour 7 jours · 7,86 USD par GPU et par jour" {
+		t.Fatalf("rtx-a5000 for 7 days: %q", got)
+	}
+	if got := text(t, ctx, "#prix-b200 .gpu-day-price"); got != "111,36 USD par GPU et par jour" {
+		t.Fatalf("b200 per GPU and day (2 GPUs a lot): %q", got)
+	}
+	if got := text(t, ctx, "#prix-l40s .none-free"); got != "aucune machine libre en ce moment" {
+		t.Fatalf("l40s with nothing free: %q", got)
+	}
+	if eval[bool](t, ctx, `!!document.querySelector("#prix-rtx-a5000 .none-free")`) {
+		t.Fatal("a model with GPUs free says none is")
+	}
+	markUnreloaded(t, ctx)
+	run(t, ctx, "3 days", click("#d-3"))
+	waitText(t, ctx, "#prix-rtx-a5000", "23,57 USD le lot pour 3 jours")
+	waitText(t, ctx, "#resume .total", "23,57 USD")
+	checkUnreloaded(t, ctx)
+	if got := eval[string](t, ctx, `document.activeElement.id`); got != "d-3" {
+		t.Fatalf("focus moved to %q after the prices changed", got)
+	}
+}
