@@ -20,6 +20,17 @@ func (s *shop) login(t *testing.T, ctx context.Context, email, password string) 
 	)
 }
 
+// twoBrowsers registers email in one browser and signs in to it in
+// another (two sessions of one account).
+func (s *shop) twoBrowsers(t *testing.T, first, email string) (context.Context, context.Context) {
+	t.Helper()
+	one := browser(t)
+	s.register(t, one, first, email)
+	two := browser(t)
+	s.login(t, two, email, "correct horse battery staple")
+	return one, two
+}
+
 // sessionsShown counts the sessions the account page lists.
 func sessionsShown(t *testing.T, ctx context.Context) int {
 	t.Helper()
@@ -39,10 +50,7 @@ func (s *shop) asksLogin(t *testing.T, ctx context.Context, what string) {
 // its account page and ends the other, whose next page asks for login.
 func TestAccountPageEndsAnotherSession(t *testing.T) {
 	s := newShop(t, shopOptions{})
-	laptop := browser(t)
-	s.register(t, laptop, "Léa", "lea@example.com")
-	phone := browser(t)
-	s.login(t, phone, "lea@example.com", "correct horse battery staple")
+	laptop, phone := s.twoBrowsers(t, "Léa", "lea@example.com")
 
 	run(t, laptop, "account page", chromedp.Navigate(s.srv.URL+"/compte"), visible("#sessions"))
 	if n := sessionsShown(t, laptop); n != 2 {
@@ -72,10 +80,7 @@ func TestAccountPageEndsAnotherSession(t *testing.T) {
 // session, and the old password no longer signs in; the new one does.
 func TestPasswordChangeEndsOtherSessions(t *testing.T) {
 	s := newShop(t, shopOptions{})
-	laptop := browser(t)
-	s.register(t, laptop, "Marc", "marc@example.com")
-	phone := browser(t)
-	s.login(t, phone, "marc@example.com", "correct horse battery staple")
+	laptop, phone := s.twoBrowsers(t, "Marc", "marc@example.com")
 
 	run(t, laptop, "wrong current password",
 		chromedp.Navigate(s.srv.URL+"/compte"),
