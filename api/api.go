@@ -530,6 +530,8 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
 	sup.GET("/exceptions", s.supportExceptions)
 	sup.GET("/provisioning-failures", s.supportProvisioningFailures)
+	sup.GET("/host-flags", s.supportHostFlags)
+	sup.POST("/orders/:ref/close-host-flag", s.supportCloseHostFlag)
 	sup.GET("/accounts/:id", s.supportGetAccount)
 	sup.POST("/exceptions/:id/refund", s.supportRefundException)
 	sup.POST("/exceptions/:id/count", s.supportCountException)

@@ -58,6 +58,11 @@ type SupportHostStore interface {
 	// ProvisioningFailures lists the orders whose provisioning failed,
 	// waiting for support, longest waiting first.
 	ProvisioningFailures(ctx context.Context) ([]domain.StuckOrder, error)
+	// HostFlags lists the hosts their customer made dirty on purpose,
+	// not closed by support yet, longest waiting first.
+	HostFlags(ctx context.Context) ([]domain.HostFlag, error)
+	// CloseHostFlag closes the open flags of an order's hosts.
+	CloseHostFlag(ctx context.Context, orderRef, agent string) error
 }
 
 // Bodies of the support API, named for the console (it decodes them).
@@ -262,6 +267,30 @@ func (s *Server) supportProvisioningFailures(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"orders": orders})
+}
+
+// supportHostFlags lists the hosts their customer made dirty on purpose
+// (support's queue: read what the customer did, then close the flag).
+func (s *Server) supportHostFlags(c *gin.Context) {
+	flags, err := s.store.HostFlags(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"host_flags": flags})
+}
+
+// supportCloseHostFlag closes the open customer flags of an order's hosts,
+// recorded with who and why.
+func (s *Server) supportCloseHostFlag(c *gin.Context) {
+	reason, ok := s.decodeReason(c)
+	if !ok {
+		return
+	}
+	s.runSupportAction(c, targetOrder, domain.ActionCloseHostFlag, reason, map[string]any{},
+		func(ctx context.Context, _ int64, agent string) error {
+			return s.store.CloseHostFlag(ctx, c.Param("ref"), agent)
+		})
 }
 
 // supportCustomerDetail is what support sees of a customer: the account,

@@ -206,3 +206,52 @@ func TestSupportCustomerFile(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/support/accounts/x", nil, auth{bearer: agentToken}).Code)
 	require.Equal(t, http.StatusUnauthorized, h.do("GET", fmt.Sprintf("/v1/support/accounts/%d", c.id), nil, c.web).Code)
 }
+
+// A host its customer made dirty on purpose (the teardown's report on the
+// reservation, as the SSH driver writes it) is in support's queue with the
+// order, the customer and what they did; the order's support view shows it
+// on the host; an agent closes it with a reason (recorded), after which it
+// leaves the queue, and a second close is refused.
+func TestSupportHostFlags(t *testing.T) {
+	h := newHarness(t)
+	c := h.register("dirty@example.com")
+	ref := h.order(c)
+	empty := h.do("GET", "/v1/support/host-flags", nil, auth{bearer: agentToken})
+	require.Equal(t, http.StatusOK, empty.Code, empty.Body.String())
+	require.Empty(t, empty.body["host_flags"])
+	const flag = "/home/kd-x : le client en a donné des fichiers à d'autres uids (100000 )"
+	_, err := h.db.Exec(`WITH g AS (INSERT INTO gpu_hosts (name, address, host_key_fingerprint, gpu_model, gpu_count)
+		SELECT 'gpu-flagged', '192.0.2.7', 'SHA256:' || repeat('A', 43), gpu_model, 1 FROM orders WHERE ref = $1 RETURNING id)
+		INSERT INTO host_reservations (order_ref, host_id, host_name, unix_user, state, released_at, customer_flag, customer_flag_at)
+		SELECT $1, g.id, 'gpu-flagged', 'kd-x', 'released', now(), $2, now() FROM g`, ref, flag)
+	require.NoError(t, err)
+
+	r := h.do("GET", "/v1/support/host-flags", nil, auth{bearer: agentToken})
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
+	flags := r.body["host_flags"].([]any)
+	require.Len(t, flags, 1)
+	f := flags[0].(map[string]any)
+	require.Equal(t, ref, f["reference"])
+	require.Equal(t, "dirty@example.com", f["customer_email"])
+	require.Equal(t, "gpu-flagged", f["host_name"])
+	require.Equal(t, flag, f["customer_flag"])
+	require.Equal(t, http.StatusUnauthorized, h.do("GET", "/v1/support/host-flags", nil, c.web).Code)
+
+	o := h.do("GET", "/v1/support/orders/"+ref, nil, auth{bearer: agentToken})
+	require.Equal(t, http.StatusOK, o.Code, o.Body.String())
+	hosts := o.body["hosts"].([]any)
+	require.Len(t, hosts, 1)
+	require.Equal(t, flag, hosts[0].(map[string]any)["customer_flag"])
+	require.Nil(t, hosts[0].(map[string]any)["customer_flag_closed_at"])
+
+	closed := h.do("POST", "/v1/support/orders/"+ref+"/close-host-flag", map[string]any{"reason": "client prévenu par e-mail"}, auth{bearer: agentToken})
+	require.Equal(t, http.StatusOK, closed.Code, closed.Body.String())
+	require.Equal(t, "close_host_flag", closed.obj("action")["action"])
+	r = h.do("GET", "/v1/support/host-flags", nil, auth{bearer: agentToken})
+	require.Empty(t, r.body["host_flags"])
+	var by string
+	require.NoError(t, h.db.Get(&by, `SELECT customer_flag_closed_by FROM host_reservations WHERE order_ref = $1`, ref))
+	require.NotEmpty(t, by)
+	again := h.do("POST", "/v1/support/orders/"+ref+"/close-host-flag", map[string]any{"reason": "encore"}, auth{bearer: agentToken})
+	require.Equal(t, http.StatusConflict, again.Code, again.Body.String())
+}

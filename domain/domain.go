@@ -337,6 +337,9 @@ const (
 	// HostTargetPrefix + the host's name).
 	ActionRepairHost = "repair_host"
 	ActionRetireHost = "retire_host"
+	// ActionCloseHostFlag closes a host its customer made dirty on
+	// purpose (target_ref: the order's reference).
+	ActionCloseHostFlag = "close_host_flag"
 )
 
 // HostTargetPrefix prefixes a host's name in support_actions.target_ref,

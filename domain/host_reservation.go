@@ -19,6 +19,11 @@ type HostReservation struct {
 	GPUCount  *int       `json:"gpu_count_seen" db:"gpu_count_seen"`
 	Driver    *string    `json:"driver_version" db:"driver_version"`
 	CUDA      *string    `json:"cuda_version" db:"cuda_version"`
-	CreatedAt time.Time  `json:"created_at" db:"created_at"`
-	Released  *time.Time `json:"released_at" db:"released_at"`
+	// CustomerFlag is what the customer did to make the host dirty (their
+	// home given to another uid...), reported by the teardown; FlagClosedAt
+	// is when support closed it (nil: open, in support's queue).
+	CustomerFlag *string    `json:"customer_flag" db:"customer_flag"`
+	FlagClosedAt *time.Time `json:"customer_flag_closed_at" db:"customer_flag_closed_at"`
+	CreatedAt    time.Time  `json:"created_at" db:"created_at"`
+	Released     *time.Time `json:"released_at" db:"released_at"`
 }

@@ -14,7 +14,7 @@ func (db *DB) OrderHosts(ctx context.Context, orderRef string) ([]domain.HostRes
 	err := db.SelectContext(ctx, &out, `
 		SELECT r.host_name, COALESCE(h.state, '') AS host_state, COALESCE(h.note, '') AS host_note, r.unix_user,
 			r.state, r.failure, r.prepared_at, r.gpu_model_seen, r.gpu_count_seen, r.driver_version, r.cuda_version,
-			r.created_at, r.released_at
+			r.customer_flag, r.customer_flag_closed_at, r.created_at, r.released_at
 		FROM host_reservations r LEFT JOIN gpu_hosts h ON h.id = r.host_id
 		WHERE r.order_ref = $1 ORDER BY r.id`, orderRef)
 	if err != nil {
@@ -39,4 +39,36 @@ func (db *DB) ProvisioningFailures(ctx context.Context) ([]domain.StuckOrder, er
 		return nil, fmt.Errorf("provisioning failures: %w", err)
 	}
 	return out, nil
+}
+
+// HostFlags lists the hosts their customer made dirty on purpose that
+// support has not closed yet, the longest waiting first (support's queue).
+func (db *DB) HostFlags(ctx context.Context) ([]domain.HostFlag, error) {
+	out := []domain.HostFlag{}
+	err := db.SelectContext(ctx, &out, `
+		SELECT r.order_ref, a.email, r.host_name, COALESCE(h.state, '') AS host_state, r.unix_user, r.customer_flag,
+			r.customer_flag_at AS since
+		FROM host_reservations r JOIN orders o ON o.ref = r.order_ref JOIN accounts a ON a.id = o.account_id
+		LEFT JOIN gpu_hosts h ON h.id = r.host_id
+		WHERE r.customer_flag IS NOT NULL AND r.customer_flag_closed_at IS NULL
+		ORDER BY r.customer_flag_at, r.id LIMIT $1`, maxStuckOrders)
+	if err != nil {
+		return nil, fmt.Errorf("host flags: %w", err)
+	}
+	return out, nil
+}
+
+// CloseHostFlag closes the open customer flags of an order's hosts
+// (support read them and acted on the customer's side); a conflict when
+// none is open.
+func (db *DB) CloseHostFlag(ctx context.Context, orderRef, agent string) error {
+	res, err := db.ExecContext(ctx, `UPDATE host_reservations SET customer_flag_closed_at = now(), customer_flag_closed_by = $2
+		WHERE order_ref = $1 AND customer_flag IS NOT NULL AND customer_flag_closed_at IS NULL`, orderRef, agent)
+	if err != nil {
+		return fmt.Errorf("close host flag of %s: %w", orderRef, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return domain.Errorf(domain.ECodeConflict, "Aucun signalement ouvert sur les machines de cette commande.")
+	}
+	return nil
 }

@@ -104,6 +104,7 @@ var actionLabels = map[string]string{
 	domain.ActionResolveException:  "Clôture d'un signalement",
 	domain.ActionValueException:    "Valeur d'un autre actif",
 	domain.ActionRepairHost:        "Remise en service d'un hôte",
+	domain.ActionCloseHostFlag:     "Signalement de machine salie clos",
 	domain.ActionRetireHost:        "Retrait d'un hôte de la rotation",
 }
 
@@ -300,6 +301,8 @@ type consoleQueueData struct {
 	Requests     []domain.SupportRequest
 	// Stuck are the orders whose provisioning failed.
 	Stuck []domain.StuckOrder
+	// HostFlags are the hosts their customer made dirty on purpose.
+	HostFlags []domain.HostFlag
 }
 
 // consoleQueue is the exception queue (oldest first), with the support
@@ -330,8 +333,15 @@ func (s *Site) consoleQueue(c *gin.Context) {
 		s.consoleFail(c, a, err)
 		return
 	}
+	var flags struct {
+		Flags []domain.HostFlag `json:"host_flags"`
+	}
+	if err := s.api.call(c, http.MethodGet, "/v1/support/host-flags", "", nil, &flags); err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
 	d := consoleQueueData{Open: len(q.Exceptions), Reason: c.Query("motif"), Requests: reqs.Requests, AllURL: "/support",
-		Stuck: stuck.Orders}
+		Stuck: stuck.Orders, HostFlags: flags.Flags}
 	counts := map[string]int{}
 	var shown []api.ExceptionView
 	for _, e := range q.Exceptions {
@@ -437,6 +447,9 @@ type consoleFileData struct {
 	Provisioning []domain.TimelineEvent
 	// Form is what the agent typed in a refused action, shown again.
 	Form consoleAction
+	// OpenHostFlags are the customer flags of the order's hosts support
+	// has not closed (what the customer did to make a host dirty).
+	OpenHostFlags []domain.HostReservation
 }
 
 // caseView is what order and top-up files share.
@@ -466,6 +479,11 @@ func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, erro
 	}
 	d.Order = &o
 	d.Case = caseView{o.Customer, o.Timeline, o.PaymentIntents, o.SupportActions, o.Exceptions}
+	for _, h := range o.Hosts {
+		if h.CustomerFlag != nil && h.FlagClosedAt == nil {
+			d.OpenHostFlags = append(d.OpenHostFlags, h)
+		}
+	}
 	for _, e := range o.Timeline {
 		switch e.Kind {
 		case domain.EventProvisioningStep, domain.EventProvisioningFailed, domain.EventProvisioningRetry,

@@ -67,6 +67,8 @@ var actionSpecs = map[string]actionSpec{
 		path: func(a consoleAction) string { return targetPath(a) + "/end-early" }},
 	"retry-provisioning": {Label: "Relancer la préparation", Kinds: []string{domain.TargetOrder},
 		path: func(a consoleAction) string { return targetPath(a) + "/retry-provisioning" }},
+	"close-host-flag": {Label: "Clore le signalement de machine salie", Kinds: []string{domain.TargetOrder},
+		path: func(a consoleAction) string { return targetPath(a) + "/close-host-flag" }},
 	"cancel": {Label: "Annuler", Kinds: []string{domain.TargetOrder, domain.TargetTopUp},
 		path: func(a consoleAction) string { return targetPath(a) + "/cancel" }},
 	"refund": {Label: "Rembourser au solde", Kinds: []string{domain.TargetOrder},
@@ -377,6 +379,15 @@ func describe(act consoleAction, d consoleFileData) ([]string, error) {
 		}
 		return []string{fmt.Sprintf("La location %s se termine maintenant, avant %s : l'accès est révoqué, la machine effacée et libérée.", o.Ref, end),
 			"Rien n'est remboursé par cette action (un remboursement est une action à part)."}, nil
+	case "close-host-flag":
+		if len(d.OpenHostFlags) == 0 {
+			return nil, domain.Errorf(domain.ECodeConflict, "Aucun signalement ouvert sur les machines de cette commande.")
+		}
+		var out []string
+		for _, h := range d.OpenHostFlags {
+			out = append(out, fmt.Sprintf("Le signalement de l'hôte %s (compte %s : %s) est clos : il quitte la file du support.", h.HostName, h.UnixUser, *h.CustomerFlag))
+		}
+		return append(out, "Rien ne change sur la machine ni pour le client ; l'action est inscrite au journal avec votre raison."), nil
 	case "retry-provisioning":
 		return []string{fmt.Sprintf("La préparation de la machine de %s reprend depuis l'étape bloquée (statut actuel « %s »).", o.Ref, label(statusLabels, o.Status))}, nil
 	case "cancel":

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/provision/sshhost/sshtest"
 )
@@ -286,6 +287,16 @@ echo hostile-ready
 		}
 		if state != sshhost.StateAvailable || !strings.Contains(note, ref) || !strings.Contains(note, "sali la machine") {
 			t.Errorf("host %s, note %q: want available, the customer's doing in the note", state, note)
+		}
+		// In support's queue until an agent closes it.
+		flags, err := f.db.HostFlags(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(flags, func(fl domain.HostFlag) bool {
+			return fl.OrderRef == ref && strings.Contains(fl.Flag, home) && fl.HostName == "gpu-leftovers"
+		}) {
+			t.Errorf("not in support's queue: %+v", flags)
 		}
 	})
 	t.Run("host back in service", func(t *testing.T) {

@@ -824,13 +824,15 @@ func (d *Driver) Release(ctx context.Context, orderRef string) error {
 }
 
 // flagCustomer adds what the customer did to make their host dirty to the
-// reservation's record (support reads it there and in the host's note).
+// reservation's record (support reads it there, in the host's note and in
+// its queue until an agent closes it: new text opens it again).
 func (d *Driver) flagCustomer(ctx context.Context, reservationID int64, what []string) error {
 	if len(what) == 0 {
 		return nil
 	}
 	_, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET customer_flag =
-		CASE WHEN customer_flag IS NULL OR customer_flag = '' THEN $2 ELSE customer_flag || ' ; ' || $2 END
+		CASE WHEN customer_flag IS NULL OR customer_flag = '' THEN $2 ELSE customer_flag || ' ; ' || $2 END,
+		customer_flag_at = COALESCE(customer_flag_at, now()), customer_flag_closed_at = NULL, customer_flag_closed_by = NULL
 		WHERE id = $1 AND (customer_flag IS NULL OR strpos(customer_flag, $2) = 0)`, reservationID, strings.Join(what, " ; "))
 	return err
 }
