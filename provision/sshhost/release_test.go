@@ -249,7 +249,10 @@ echo hostile-ready
 	})
 	t.Run("/tmp /var/tmp /dev/shm", func(t *testing.T) {
 		gone(t, "/tmp/kd-a", "/var/tmp/kd-a", "/dev/shm/kd-a")
-		noFilesOf(t, uid, []string{"/tmp", "/var/tmp", "/dev/shm"}, "/tmp/ray")
+		// h.Dir holds the stand-in's own overlays (their upper layers
+		// show the host's /etc, /var and /opt files again): not a place of
+		// the host's.
+		noFilesOf(t, uid, []string{"/tmp", "/var/tmp", "/dev/shm"}, "/tmp/ray", h.Dir)
 	})
 	t.Run("/run/lock", func(t *testing.T) {
 		gone(t, "/run/lock/kd-a")
