@@ -67,9 +67,8 @@ func rangeProcesses(lo, hi int) []string {
 // write, then the release runs the real teardown as root on the stand-in
 // host (its own mount and IPC namespaces, newuidmap present). Each kind of
 // leftover is checked by a subtest of its own, so a teardown that lost one
-// fix fails that subtest by name (the table in README.md, "What a release
-// guarantees", lists which fix each subtest stands for and what it printed
-// when that fix was taken out):
+// fix fails that subtest by name (README.md, "Tests of provisioning and
+// mail", lists which subtests failed when each fix was taken out):
 //
 //   - no subordinate ids: prepare gives the account no subuid/subgid range,
 //     so newuidmap maps nothing for it;

@@ -402,6 +402,9 @@ func Start(t testing.TB, gpu GPU, opts ...Options) *Host {
 	// sh exec, so the pid is sshd's).
 	setup := `set -eu
 D=$1; PORT=$2; UMIN=$3; UMAX=$4; CFG=$5
+# The overlays' layers: root's only, so customers (and the teardown's scan
+# of world-writable directories) never reach a copy of the host's files.
+mkdir -m 0700 "$D/ov"
 for p in etc var opt; do
 	mkdir -p "$D/ov/$p/upper" "$D/ov/$p/work"
 	mount -t overlay "kd-$p" -o "lowerdir=/$p,upperdir=$D/ov/$p/upper,workdir=$D/ov/$p/work" "/$p"
