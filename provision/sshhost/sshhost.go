@@ -614,8 +614,6 @@ func (d *Driver) CreateAccess(ctx context.Context, in activities.CreateAccessInp
 	return s, nil
 }
 
-// teardown runs teardown.sh and returns what it could not clean (the
-// KD_DIRTY lines: empty when the host is clean).
 // jupyterTunnelNote tells the customer how to reach Jupyter, which listens
 // on the host's loopback only.
 func jupyterTunnelNote(r reservation, port int) string {
