@@ -17,8 +17,8 @@ import (
 // Quotas.StreamsPerSession per console session, ended once the session is.
 
 // queueMinGap spaces the queue's pushes: every timeline notification of the
-// shop wakes it, and one read of the queue per second is enough.
-const queueMinGap = time.Second
+// shop wakes it, and four reads of the queue a second are enough.
+const queueMinGap = 250 * time.Millisecond
 
 // agentStreams counts the live streams of each console session.
 type agentStreams struct {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
 )
 
 // AgentToken is the support agent token the harness's API accepts.
@@ -22,7 +23,11 @@ func (e *Env) ServeAPI(cfg api.Config, site api.Site) *httptest.Server {
 	// The store as `kernodeck api` wires it: access secrets opened for their
 	// owner, availability on quotes (local driver: GPUs counted).
 	st := postgres.NewStore(e.DB, e.Keyring, postgres.ProvisionerLocal)
-	a := api.New(cfg, api.Deps{Store: st, Workflows: e.Workflows, Timeline: tl, Methods: e.Payments, Site: site, Logger: e.Logger})
+	// The operators' host inventory is the SSH driver's on this database
+	// (no SSH key: a repair that must log in to a host fails).
+	hosts := sshhost.NewOperations(&sshhost.Driver{DB: e.DB.DB, Logger: e.Logger})
+	a := api.New(cfg, api.Deps{Store: st, Workflows: e.Workflows, Timeline: tl, Methods: e.Payments, Site: site, Logger: e.Logger,
+		Hosts: hosts})
 	hs := httptest.NewServer(a.Handler())
 	e.T.Cleanup(hs.Close)
 	return hs

@@ -111,7 +111,7 @@ var actionLabels = map[string]string{
 // stateLabels name payment requests' and chain payments' states.
 var stateLabels = map[string]string{
 	domain.IntentOpen: "ouverte", domain.IntentSuperseded: "remplacée par une autre",
-	"seen": "vu, non confirmé", "confirmed": "confirmé",
+	"seen": "vu, non confirmé", "confirmed": "confirmé", "answered": "répondue",
 	"active": "active", "released": "libérée", "failed": "en échec",
 	"available": "disponible", "reserved": "réservé", "in_use": "en service", "draining": "en retrait", "broken": "en panne",
 }

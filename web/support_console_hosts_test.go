@@ -1,10 +1,14 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // The operators' view of hosts: state and why (a host a customer made
@@ -117,4 +121,80 @@ func TestConsoleHosts(t *testing.T) {
 	if n := ch.count(`SELECT count(*) FROM support_actions`); n != 3 {
 		t.Fatalf("audit rows: %d, want 3", n)
 	}
+}
+
+// The console's forms act only for a signed-in agent posting from this
+// site: signed out, or from another Origin (even with the session's CSRF
+// token), nothing is recorded; and a console session is no customer's.
+func TestConsoleFormsRefused(t *testing.T) {
+	ch := newConsoleHarness(t)
+	ref, accountID := ch.lateOrder("forms@example.com")
+	if _, err := ch.db.Exec(`INSERT INTO gpu_hosts (name, address, host_key_fingerprint, gpu_model, gpu_count)
+		VALUES ('gpu-1', '10.0.0.1', 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 'rtx-a5000', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	req, err := ch.db.CreateSupportRequest(context.Background(), domain.SupportRequest{OrderRef: ref, AccountID: accountID, Message: "Aide"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentBrowser := ch.browser()
+	agentBrowser.signIn(consoleToken)
+	csrf := agentCSRF(t, agentBrowser.get("/support/orders/"+ref))
+	answer := "/support/support-requests/" + strconv.FormatInt(req.ID, 10) + "/answer"
+	forms := map[string]url.Values{
+		"/support/orders/" + ref + "/confirm": {"csrf": {csrf}, "action": {"end-early"}, "reason": {"essai interdit"}},
+		"/support/orders/" + ref + "/act":     {"csrf": {csrf}, "action": {"end-early"}, "reason": {"essai interdit"}},
+		answer:                                {"csrf": {csrf}, "ref": {ref}, "message": {"réponse interdite"}},
+		"/support/hosts/gpu-1/act":            {"csrf": {csrf}, "action": {"retire"}, "reason": {"essai interdit"}},
+		"/support/logout":                     {"csrf": {csrf}},
+	}
+	nothingDone := func(who string) {
+		t.Helper()
+		if n := ch.count(`SELECT count(*) FROM support_actions`) + len(ch.wf.recorded()) +
+			ch.count(`SELECT count(*) FROM support_requests WHERE status <> 'open'`) +
+			ch.count(`SELECT count(*) FROM gpu_hosts WHERE state <> 'available'`); n != 0 {
+			t.Fatalf("%s: something was done (%d)", who, n)
+		}
+	}
+	// Signed out (no cookie): sent to the sign-in page.
+	for path, form := range forms {
+		rec := ch.browser().do(http.MethodPost, path, form)
+		if rec.Code != http.StatusSeeOther || !strings.HasPrefix(rec.Header().Get("Location"), "/support/login") {
+			t.Fatalf("signed out, %s: %d %q", path, rec.Code, rec.Header().Get("Location"))
+		}
+	}
+	nothingDone("signed out")
+	// The agent's own browser, but a form of another site.
+	agentBrowser.origin = "https://evil.example"
+	for path, form := range forms {
+		if rec := agentBrowser.do(http.MethodPost, path, form); rec.Code != http.StatusForbidden {
+			t.Fatalf("cross-site %s: %d", path, rec.Code)
+		}
+	}
+	nothingDone("cross-site")
+	agentBrowser.origin = ""
+	agentBrowser.get("/support") // still signed in
+
+	// The console session is no customer's: the customer pages ask for a
+	// customer's login, and their forms create nothing.
+	for _, path := range []string{"/orders", "/orders/" + ref, "/balance"} {
+		rec := agentBrowser.do(http.MethodGet, path, nil)
+		if rec.Code != http.StatusSeeOther || !strings.HasPrefix(rec.Header().Get("Location"), "/login") {
+			t.Fatalf("agent on %s: %d %q", path, rec.Code, rec.Header().Get("Location"))
+		}
+	}
+	for path, form := range map[string]url.Values{
+		"/orders/" + ref + "/support": {"csrf": {csrf}, "message": {"écrit par un agent"}},
+		"/orders":                     {"csrf": {csrf}, "gpu_model": {"rtx-a5000"}, "lots": {"1"}, "duration_days": {"3"}, "preset": {"pytorch"}},
+		"/topups":                     {"csrf": {csrf}, "amount": {"50"}},
+	} {
+		rec := agentBrowser.do(http.MethodPost, path, form)
+		if rec.Code != http.StatusSeeOther || !strings.HasPrefix(rec.Header().Get("Location"), "/login") {
+			t.Fatalf("agent posting %s: %d %q", path, rec.Code, rec.Header().Get("Location"))
+		}
+	}
+	if n := ch.count(`SELECT count(*) FROM support_requests`) + ch.count(`SELECT count(*) FROM orders`) + ch.count(`SELECT count(*) FROM topups`); n != 2 {
+		t.Fatalf("the agent created customer records: %d rows, want the 2 of the setup", n)
+	}
+	nothingDone("agent as a customer")
 }

@@ -25,20 +25,8 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 	s.register(t, customer, "Eve", "eve@example.com")
 	ref := s.orderThroughSite(t, customer, "rtx-a5000", 1, 3)
 
-	// A payment confirmed after its request's deadline: on chain (1
-	// confirmation of 2) and in support's queue, as the watcher's store and
-	// the workflow's transition write them.
-	intent := s.writeIntent(t, ref, "1 hour")
 	const txid = "late-tx-0001"
-	s.execSQL(t, `INSERT INTO chain_blocks (network, height, hash) VALUES ('litecoin', 100, 'block-100')`)
-	s.execSQL(t, `INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base, amount_cents, late, state, block_height, block_hash)
-		SELECT network, $2, 0, asset, id, address, amount_base, usd_cents, true, 'confirmed', 100, 'block-100' FROM payment_intents WHERE id = $1`, intent, txid)
-	if err := s.env.DB.RecordOrderEvent(s.env.Ctx, domain.OrderEvent{OrderRef: ref, Key: domain.KeyConfirmed("litecoin:" + txid + ":0"),
-		Kind: domain.EventPaymentConfirmed, Message: "Paiement confirmé après l'échéance : transmis au support.", At: time.Now(),
-		Exceptions: []domain.NewException{{Reason: domain.ExceptionLate, PaymentKey: "litecoin:" + txid + ":0", Network: domain.NetworkLitecoin,
-			TxID: txid, Asset: "LTC", AmountBase: "2357000000", AmountCents: 2357}}}); err != nil {
-		t.Fatal(err)
-	}
+	s.latePayment(t, ref, txid)
 
 	agent := browser(t)
 	run(t, agent, "sign in",
@@ -56,6 +44,19 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 		t.Fatalf("queue: %q", got)
 	}
 	screenshots(t, agent, "console-queue")
+	// A second agent's browser keeps the queue open: it follows the queue's
+	// event stream, and shrinks without a reload when the refund is done.
+	queueTab := browser(t)
+	run(t, queueTab, "queue open elsewhere",
+		chromedp.Navigate(s.srv.URL+"/support"),
+		typeIn("#token", apptest.AgentToken),
+		click(`form[action="/support/login"] button[type=submit]`),
+		visible("table.queue"),
+	)
+	if got := eval[string](t, queueTab, `document.querySelector("[sse-connect]").getAttribute("sse-connect")`); got != "/v1/support/events" {
+		t.Fatalf("queue stream: %q", got)
+	}
+	markUnreloaded(t, queueTab)
 
 	// Found by its txid (the form) and by the customer's email.
 	run(t, agent, "find by txid",
@@ -104,10 +105,12 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 		t.Fatalf("support actions: %q", got)
 	}
 
-	// The queue shrank; the customer's balance grew.
-	run(t, agent, "queue", chromedp.Navigate(s.srv.URL+"/support"), visible(".lead"))
-	if got := text(t, agent, ".lead"); !strings.HasPrefix(got, "0 montant ouvert") {
-		t.Fatalf("queue after the refund: %q", got)
+	// The queue shrank (in the tab left open, without a reload); the
+	// customer's balance grew.
+	waitText(t, queueTab, ".lead", "0 montant ouvert")
+	checkUnreloaded(t, queueTab)
+	if got := text(t, queueTab, "#live"); strings.Contains(got, ref) {
+		t.Fatalf("queue after the refund still lists %s: %q", ref, got)
 	}
 	run(t, customer, "balance", chromedp.Navigate(s.srv.URL+"/balance"), visible(".available"))
 	if got := text(t, customer, ".available"); got != "23,57 USD" {
@@ -138,7 +141,7 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 	}
 
 	// The file, left open, shows a support request the customer writes
-	// meanwhile, without a reload (its evidence is fetched again every 10 s).
+	// meanwhile, without a reload (the file's event stream says so).
 	run(t, agent, "file open", chromedp.Navigate(s.srv.URL+"/support/orders/"+ref), visible("section.support-requests"))
 	markUnreloaded(t, agent)
 	run(t, customer, "support request",
@@ -150,10 +153,40 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 	waitText(t, agent, "section.support-requests", "J'ai payé après l'échéance, où est mon argent ?")
 	checkUnreloaded(t, agent)
 
-	// A customer's session opens no console page.
+	// The agent answers from the request itself; the customer's order page,
+	// open meanwhile, shows the answer without a reload.
+	markUnreloaded(t, customer)
+	run(t, agent, "answer",
+		typeIn(`form.answer-form textarea[name=message]`, "Remboursé sur votre solde : 23,57 USD."),
+		click(`form.answer-form button[type=submit]`),
+		visible(".alert.notice"),
+	)
+	waitText(t, customer, "#support .answer", "Remboursé sur votre solde : 23,57 USD.")
+	checkUnreloaded(t, customer)
+
+	// A customer's session opens no console page; the agent's session is
+	// no customer's.
 	run(t, customer, "customer on the console", chromedp.Navigate(s.srv.URL+"/support"), visible(`form[action="/support/login"]`))
+	run(t, agent, "agent on the customer pages", chromedp.Navigate(s.srv.URL+"/orders"), visible(`form[action="/login"]`))
 
 	// Sign-out.
-	run(t, agent, "sign out", click(`form[action="/support/logout"] button`), visible(`form[action="/support/login"]`))
+	run(t, agent, "sign out", chromedp.Navigate(s.srv.URL+"/support"), visible(".lead"), click(`form[action="/support/logout"] button`), visible(`form[action="/support/login"]`))
 	run(t, agent, "signed out", chromedp.Navigate(s.srv.URL+"/support/orders/"+ref), visible(`form[action="/support/login"]`))
+}
+
+// latePayment writes a payment of ref confirmed after its request's
+// deadline: on chain (1 confirmation of 2) and in support's queue (23,57
+// USD), as the watcher's store and the workflow's transition write them.
+func (s *shop) latePayment(t *testing.T, ref, txid string) {
+	t.Helper()
+	intent := s.writeIntent(t, ref, "1 hour")
+	s.execSQL(t, `INSERT INTO chain_blocks (network, height, hash) VALUES ('litecoin', 100, 'block-100') ON CONFLICT DO NOTHING`)
+	s.execSQL(t, `INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base, amount_cents, late, state, block_height, block_hash)
+		SELECT network, $2, 0, asset, id, address, amount_base, usd_cents, true, 'confirmed', 100, 'block-100' FROM payment_intents WHERE id = $1`, intent, txid)
+	if err := s.env.DB.RecordOrderEvent(s.env.Ctx, domain.OrderEvent{OrderRef: ref, Key: domain.KeyConfirmed("litecoin:" + txid + ":0"),
+		Kind: domain.EventPaymentConfirmed, Message: "Paiement confirmé après l'échéance : transmis au support.", At: time.Now(),
+		Exceptions: []domain.NewException{{Reason: domain.ExceptionLate, PaymentKey: "litecoin:" + txid + ":0", Network: domain.NetworkLitecoin,
+			TxID: txid, Asset: "LTC", AmountBase: "2357000000", AmountCents: 2357}}}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -152,6 +152,9 @@ func browser(t *testing.T) context.Context {
 // failPage fails the test with the page's text, to see what it showed.
 func failPage(t *testing.T, ctx context.Context, what string, err error) {
 	t.Helper()
+	// Bounded: a browser that stopped answering must not hang the test.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
 	loc, _ := chromedp.Run(ctx, chromedp.Location())
 	t.Fatalf("%s: %v\nat %s, page text:\n%s", what, err, loc, body)
