@@ -335,8 +335,9 @@ const (
 	// that request's address, asset and network; support actions are
 	// checked against their support_actions row before they change
 	// anything.
-	vAddressed  workflow.Version = 7
-	vMaxHistory                  = vAddressed
+	vAddressed workflow.Version = 7
+	// vMaxHistory, the version new workflows record, is in rollout.go
+	// (rollout_kdrollout.go: a test release one version ahead).
 )
 
 // DefaultMaxHistory is the history length past which a rental or a

@@ -15,6 +15,7 @@ import (
 // signals; the customer and support act through validated updates.
 func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) {
 	r := newRental(ctx, in)
+	rolloutStep(ctx, r.v)
 	if in.Carry != nil {
 		r.restore(in.Carry)
 	}
