@@ -52,6 +52,8 @@ type burst struct {
 	checkRun bool
 	kill     bool
 	dir      string
+	rollout  string
+	versions bool
 }
 
 func (b *burst) flagsBurst(fs *flag.FlagSet) {
@@ -81,12 +83,18 @@ func (b *burst) flagsBurst(fs *flag.FlagSet) {
 	fs.BoolVar(&b.checkRun, "check", true, "check afterwards, order by order, that the chain and the books agree")
 	fs.BoolVar(&b.kill, "kill", false, "after the block: SIGKILL the chainwatch holding the lease (+1 s), worker-1 (+4 s) and api-1 (+7 s) "+
 		"of scripts/prodlike.sh, which restarts them; customers read their orders meanwhile")
+	fs.StringVar(&b.rollout, "rollout", "", "after the block: a rolling restart of prodlike's workers onto this kernodeck binary "+
+		"(go build -tags kdrollout: one workflow history version ahead), worker-1 then worker-2, each by SIGTERM")
+	fs.BoolVar(&b.versions, "versions", false, "afterwards: count the orders' workflows by the history version they recorded, and those that took the kdrollout step")
 	fs.StringVar(&b.dir, "dir", env("KD_PRODLIKE_DIR", ""), "scripts/prodlike.sh's state directory (pids/NAME), for -kill")
 }
 
 func (b *burst) run(ctx context.Context, out io.Writer) error {
 	if b.n < 1 || b.n > 20000 || b.conc < 1 || b.conc > 256 || b.perTx < 1 || b.perTx > 2500 || b.conf < 1 {
 		return fmt.Errorf("-n must be 1..20000, -c 1..256, -per-tx 1..2500, -conf >= 1")
+	}
+	if b.kill && b.rollout != "" {
+		return fmt.Errorf("-kill and -rollout are separate runs")
 	}
 	if b.ltcURL == "" {
 		return fmt.Errorf("-ltc (the Litecoin wallet's RPC URL) is required")
@@ -263,6 +271,11 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	kctx, kcancel := context.WithCancel(ctx)
 	defer kcancel()
 	var kwg sync.WaitGroup
+	if b.rollout != "" {
+		kills = &killReport{}
+		kwg.Add(1)
+		go func() { defer kwg.Done(); b.rollWorkers(kctx, tBlock, kills) }()
+	}
 	if b.kill {
 		kills = &killReport{}
 		kwg.Add(5)
@@ -294,6 +307,8 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 			fmt.Fprintln(out, line)
 		}
 		kills.mu.Unlock()
+	}
+	if b.kill {
 		readers.mu.Lock()
 		fmt.Fprintf(out, "customers' order reads during the burst: %d answered 2xx, %d 5xx, %d other statuses, %d failed connections (api-1 killed or not yet restarted)\n",
 			readers.ok, readers.s5xx, readers.other, readers.failed)
@@ -302,6 +317,11 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 
 	if b.checkRun {
 		if err := b.check(ctx, out, db, refs); err != nil {
+			return err
+		}
+	}
+	if b.versions {
+		if err := b.reportVersions(ctx, out, refs); err != nil {
 			return err
 		}
 	}
@@ -563,12 +583,12 @@ func (b *burst) bareWrite(ctx context.Context, key string) error {
 	return err
 }
 
-// bareLoop starts n minimal workflows (not timed), then signals them all at
-// once, b.conc at a time, and times the signals until the n-th row.
-func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (float64, error) {
+// dialTemporal connects to the deployment's Temporal as its processes do
+// (TEMPORAL_* settings: address, namespace, mutual TLS).
+func (b *burst) dialTemporal() (client.Client, error) {
 	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if opts.HostPort == "" {
 		opts.HostPort = b.temporal
@@ -577,7 +597,13 @@ func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (float
 		opts.Namespace = b.namespace
 	}
 	opts.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	tc, err := client.Dial(opts)
+	return client.Dial(opts)
+}
+
+// bareLoop starts n minimal workflows (not timed), then signals them all at
+// once, b.conc at a time, and times the signals until the n-th row.
+func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (float64, error) {
+	tc, err := b.dialTemporal()
 	if err != nil {
 		return 0, err
 	}
