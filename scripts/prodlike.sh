@@ -34,7 +34,7 @@
 #                          clear of the kernel's ephemeral range):
 #                          Temporal frontend +233 (HTTP +243, history +234,
 #                          matching +235, worker +239, membership +933..+939,
-#                          metrics +900), api +80 and +81, metrics: api +91/+92,
+#                          metrics +900, pprof +901), api +80 and +81, metrics: api +91/+92,
 #                          worker +93/+94, chainwatch +95/+96; Litecoin RPC +443,
 #                          peer-to-peer +444
 #   KD_PRODLIKE_DB         Kernodeck's database; default kd_prodlike
@@ -145,11 +145,12 @@ P_HISTORY=$((BASE + 234))
 P_MATCHING=$((BASE + 235))
 P_TWORKER=$((BASE + 239))
 P_TMETRICS=$((BASE + 900))
+P_TPPROF=$((BASE + 901))
 P_API1=$((BASE + 80))
 P_API2=$((BASE + 81))
 P_LTC_RPC=$((BASE + 443))
 P_LTC_P2P=$((BASE + 444))
-ALL_PORTS="$P_FRONTEND $P_HTTP $P_HISTORY $P_MATCHING $P_TWORKER $((BASE + 933)) $((BASE + 934)) $((BASE + 935)) $((BASE + 939)) $P_TMETRICS $P_API1 $P_API2 $(seq $((BASE + 91)) $((BASE + 96))) $P_LTC_RPC $P_LTC_P2P"
+ALL_PORTS="$P_FRONTEND $P_HTTP $P_HISTORY $P_MATCHING $P_TWORKER $((BASE + 933)) $((BASE + 934)) $((BASE + 935)) $((BASE + 939)) $P_TMETRICS $P_TPPROF $P_API1 $P_API2 $(seq $((BASE + 91)) $((BASE + 96))) $P_LTC_RPC $P_LTC_P2P"
 [ "$PG_MODE" = shared ] || ALL_PORTS="$ALL_PORTS $PGPORT"
 for port in $ALL_PORTS; do
 	if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
@@ -350,6 +351,7 @@ KD_TEMPORAL_HISTORY_MEMBERSHIP_PORT=$((BASE + 934))
 KD_TEMPORAL_MATCHING_MEMBERSHIP_PORT=$((BASE + 935))
 KD_TEMPORAL_WORKER_MEMBERSHIP_PORT=$((BASE + 939))
 KD_TEMPORAL_METRICS_ADDR=127.0.0.1:$P_TMETRICS
+KD_TEMPORAL_PPROF_PORT=$P_TPPROF
 KD_TEMPORAL_FRONTEND_CERT=$TLS/frontend.pem
 KD_TEMPORAL_FRONTEND_KEY=$TLS/frontend.key
 KD_TEMPORAL_CLIENT_CA=$TLS/ca.pem
@@ -507,6 +509,7 @@ KD_PRODLIKE_API2=http://127.0.0.1:$P_API2
 KD_PRODLIKE_LTC_URL=$LTC_URL/wallet/dev
 KD_PRODLIKE_METRICS="api-1=127.0.0.1:$((BASE + 91)) api-2=127.0.0.1:$((BASE + 92)) worker-1=127.0.0.1:$((BASE + 93)) worker-2=127.0.0.1:$((BASE + 94)) chainwatch-1=127.0.0.1:$((BASE + 95)) chainwatch-2=127.0.0.1:$((BASE + 96))"
 KD_PRODLIKE_TEMPORAL_METRICS=http://127.0.0.1:$P_TMETRICS/metrics
+KD_PRODLIKE_TEMPORAL_PPROF=127.0.0.1:$P_TPPROF
 set +a
 EOF
 export KD_PRODLIKE_ENV="$DIR/env.sh"
