@@ -143,3 +143,62 @@ func TestTemporalConfigVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestProdlikeSmallBurst is issue 23's burst in small, so the
+// production-shaped deployment cannot rot: scripts/prodlike.sh (the Temporal
+// server on PostgreSQL behind mutual TLS, two api, two worker, two
+// chainwatch, Litecoin regtest) and on it `kdload burst`: 50 orders paid in
+// one block, then the chainwatch holding the lease, a worker and an api
+// SIGKILLed (prodlike restarts them). kdload fails unless every order ends
+// active, paid once by its one chain payment, and the ledger balances; the
+// standby must take the lease over, and no customer read be answered 5xx.
+// Two to three minutes; the Temporal server is built by
+// scripts/ensure-tools.sh (or on the first run, ~12 minutes).
+func TestProdlikeSmallBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the production-shaped deployment takes minutes")
+	}
+	for _, tool := range []string{"psql", "openssl", "temporal", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed (scripts/ensure-tools.sh)", tool)
+		}
+	}
+	// As root, prodlike runs its PostgreSQL server as the postgres user,
+	// which must reach the state directory.
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("scripts/prodlike.sh", "--", "go", "run", "./cmd/kdload", "burst",
+		"-n", "50", "-c", "8", "-per-tx", "25", "-kill", "-bare=false", "-detect", "60s")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(),
+		"KD_PRODLIKE_DIR="+dir,
+		// Apart from a deployment started by hand (27000).
+		"KD_PRODLIKE_PORT_BASE=28000",
+		// One customer holds the 50 unpaid orders.
+		"KERNODECK_MAX_UNPAID_ORDERS=1000", "KERNODECK_UNPAID_HOLDS_PER_ACCOUNT=1000",
+		"KERNODECK_UNPAID_HOLDS_PER_NETWORK=100000", "KERNODECK_PAYMENT_REQUESTS_PER_HOUR=1000",
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("prodlike burst: %v\n%s", err, out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`block -> active: .* \(50 orders;`),
+		regexp.MustCompile(`lease taken by the (standby|restarted) chainwatch-[12]`),
+		regexp.MustCompile(`kill: worker-1 \(pid \d+\) SIGKILLed`),
+		regexp.MustCompile(`kill: api-1 \(pid \d+\) SIGKILLed`),
+		regexp.MustCompile(`customers' order reads during the burst: [1-9]\d* answered 2xx, 0 5xx`),
+		regexp.MustCompile(`check: every order active`),
+	} {
+		if !want.Match(out) {
+			t.Errorf("no %q in the burst's output", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}

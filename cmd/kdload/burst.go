@@ -276,16 +276,22 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		kwg.Add(1)
 		go func() { defer kwg.Done(); b.rollWorkers(kctx, tBlock, kills) }()
 	}
+	killed := make(chan struct{})
 	if b.kill {
 		kills = &killReport{}
-		kwg.Add(5)
-		go func() { defer kwg.Done(); b.killReplicas(kctx, db, tBlock, kills) }()
+		kwg.Add(4)
+		go func() { defer close(killed); b.killReplicas(kctx, db, tBlock, kills) }()
 		// Customers read their orders through both replicas meanwhile.
 		for r := range 4 {
 			go func() { defer kwg.Done(); b.readOrders(kctx, r, refs, tokens, readers) }()
 		}
 	}
 	wg.Wait()
+	if b.kill {
+		// A small burst may end before the kills do: they go on (the
+		// customers reading) to the last restart.
+		<-killed
+	}
 	kcancel()
 	kwg.Wait()
 	if perr != nil {
@@ -530,8 +536,12 @@ func (b *burst) killReplicas(ctx context.Context, db *sqlx.DB, tBlock time.Time,
 			rep.add("kill: %s: %v", k.name, err)
 			continue
 		}
+		tKill := time.Now()
 		_ = syscallKill(p)
-		rep.add("kill: %s (pid %d) SIGKILLed %.1f s after the block (prodlike restarts it a second later)", k.name, p, time.Since(tBlock).Seconds())
+		if np, ok := b.waitRestarted(ctx, k.name, p); ok {
+			rep.add("kill: %s (pid %d) SIGKILLed %.1f s after the block; restarted by prodlike (pid %d), ready %.1f s after the kill",
+				k.name, p, tKill.Sub(tBlock).Seconds(), np, time.Since(tKill).Seconds())
+		}
 	}
 }
 

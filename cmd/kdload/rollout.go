@@ -47,15 +47,23 @@ func (b *burst) rollWorkers(ctx context.Context, tBlock time.Time, rep *killRepo
 		}
 		tStop := time.Now()
 		_ = syscall.Kill(old, syscall.SIGTERM)
-		for ctx.Err() == nil {
-			if p, err := b.prodlikePID(name); err == nil && p != old && ready(ctx, metricsAddr(name)) {
-				rep.add("rollout: %s (pid %d) stopped by SIGTERM %.1f s after the block; the new build (pid %d) ready %.1f s later",
-					name, old, tStop.Sub(tBlock).Seconds(), p, time.Since(tStop).Seconds())
-				break
-			}
-			sleepCtx(ctx, 100*time.Millisecond)
+		if p, ok := b.waitRestarted(ctx, name, old); ok {
+			rep.add("rollout: %s (pid %d) stopped by SIGTERM %.1f s after the block; the new build (pid %d) ready %.1f s later",
+				name, old, tStop.Sub(tBlock).Seconds(), p, time.Since(tStop).Seconds())
 		}
 	}
+}
+
+// waitRestarted waits until prodlike has started name again (a PID other
+// than old) and the new process says it is ready.
+func (b *burst) waitRestarted(ctx context.Context, name string, old int) (int, bool) {
+	for ctx.Err() == nil {
+		if p, err := b.prodlikePID(name); err == nil && p != old && ready(ctx, metricsAddr(name)) {
+			return p, true
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	return 0, false
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -114,7 +122,7 @@ func (b *burst) reportVersions(ctx context.Context, out io.Writer, refs []string
 	}
 	defer tc.Close()
 	versions := map[int]int{}
-	stepped, taskFailures := 0, 0
+	stepped, taskFailures := 0, map[string]int{} // by cause
 	// Markers are sealed as every payload: opened with the deployment's keyring.
 	kr, err := secrets.Parse(os.Getenv("KERNODECK_SECRET_KEYS"))
 	if err != nil {
@@ -129,8 +137,8 @@ func (b *burst) reportVersions(ctx context.Context, out io.Writer, refs []string
 			if err != nil {
 				return fmt.Errorf("history of %s: %w", ref, err)
 			}
-			if ev.GetWorkflowTaskFailedEventAttributes() != nil {
-				taskFailures++
+			if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil {
+				taskFailures[f.GetCause().String()]++
 			}
 			m := ev.GetMarkerRecordedEventAttributes()
 			if m == nil {
@@ -153,7 +161,7 @@ func (b *burst) reportVersions(ctx context.Context, out io.Writer, refs []string
 		}
 		versions[version]++
 	}
-	fmt.Fprintf(out, "history versions recorded (version: workflows): %v; workflows that took the kdrollout step: %d; failed workflow tasks: %d\n",
+	fmt.Fprintf(out, "history versions recorded (version: workflows): %v; workflows that took the kdrollout step: %d; failed workflow tasks by cause: %v\n",
 		versions, stepped, taskFailures)
 	return nil
 }
