@@ -62,7 +62,7 @@ func TestBenchmarkPageWeightAndLiveLatency(t *testing.T) {
 	var lat []float64
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
-		if _, err := s.env.DB.AnswerSupportRequest(s.env.Ctx, reqs[0].ID, "bench", fmt.Sprintf("mesure %d", i), t0); err != nil {
+		if _, err := s.env.DB.AnswerSupportRequest(s.env.Ctx, reqs[0].ID, "bench", fmt.Sprintf("mesure %d.", i), t0); err != nil {
 			t.Fatal(err)
 		}
 		lat = append(lat, seenAfter(t, ctx, i, t0))
@@ -133,21 +133,22 @@ func logLatency(t *testing.T, what string, lat []float64) {
 }
 
 // observeText makes the page record, in window.kdSeen, when the element
-// matching sel first contains "mesure <i>" for each i.
+// matching sel first contains "mesure <i>." for each i (the period ends
+// the number: a table cell's text runs into the next one's).
 func observeText(t *testing.T, ctx context.Context, sel string) {
 	t.Helper()
 	eval[bool](t, ctx, fmt.Sprintf(`window.kdSeen = {};
 		new MutationObserver(() => {
 			const now = performance.timeOrigin + performance.now();
 			for (const a of document.querySelectorAll(%q)) {
-				for (const m of a.textContent.matchAll(/mesure (\d+)/g)) {
+				for (const m of a.textContent.matchAll(/mesure (\d+)\./g)) {
 					if (!(m[1] in window.kdSeen)) window.kdSeen[m[1]] = now;
 				}
 			}
 		}).observe(document.body, {subtree: true, childList: true, characterData: true}); true`, sel))
 }
 
-// seenAfter waits for "mesure i" in ctx's page and returns how long after
+// seenAfter waits for "mesure i." in ctx's page and returns how long after
 // t0 it appeared (ms, same machine clock).
 func seenAfter(t *testing.T, ctx context.Context, i int, t0 time.Time) float64 {
 	t.Helper()
@@ -192,7 +193,7 @@ func TestBenchmarkConsolePageWeightAndLiveLatency(t *testing.T) {
 	for i := 0; i <= n; i++ {
 		t0 := time.Now()
 		if _, err := s.env.DB.CreateSupportRequest(s.env.Ctx, domain.SupportRequest{OrderRef: ref, AccountID: accountID,
-			Message: fmt.Sprintf("mesure %d", i)}); err != nil {
+			Message: fmt.Sprintf("mesure %d.", i)}); err != nil {
 			t.Fatal(err)
 		}
 		q, f := seenAfter(t, queue, i, t0), seenAfter(t, file, i, t0)
