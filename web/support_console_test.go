@@ -385,7 +385,7 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 	}
 
 	file := b.get("/support/orders/" + ref)
-	for _, want := range []string{"Ada Lovelace", "late@example.com", "bc1qlateaddress", "0.00036262", "latetx0001",
+	for _, want := range []string{"Ada Lovelace", "late@example.com", "bc1qlateaddress", "0.00036262", "latetx0001", "NVIDIA RTX A5000 · 1 lot",
 		"1 sur 2", "Confirmé après l&#39;échéance", "Paiement confirmé après l&#39;échéance : transmis au support."} {
 		if !strings.Contains(file, want) {
 			t.Fatalf("file lacks %q:\n%s", want, file)
