@@ -4,7 +4,9 @@
 # Prints nothing but progress on stderr; safe to run every time.
 set -euo pipefail
 
-TEMPORAL_VERSION=v1.5.1
+# The Temporal CLI's version (and the server's, for scripts/prodlike.sh) is
+# the one scripts/temporal-tools/go.mod pins.
+TEMPORAL_TOOLS="$(cd "$(dirname "$0")" && pwd)/temporal-tools"
 GOBIN_DIR="$(go env GOBIN)"
 [ -n "$GOBIN_DIR" ] || GOBIN_DIR="$(go env GOPATH)/bin"
 
@@ -12,8 +14,8 @@ log() { echo "ensure-tools: $*" >&2; }
 
 # Temporal CLI: the dev server used by `kernodeck dev` and the end-to-end tests.
 if ! command -v temporal >/dev/null 2>&1 && [ ! -x "$GOBIN_DIR/temporal" ]; then
-	log "installing the Temporal CLI $TEMPORAL_VERSION (first build takes several minutes)"
-	GOFLAGS=-buildvcs=false go install "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_VERSION"
+	log "installing the Temporal CLI (scripts/temporal-tools; first build takes several minutes)"
+	(cd "$TEMPORAL_TOOLS" && GOFLAGS=-buildvcs=false go build -o "$GOBIN_DIR/temporal" github.com/temporalio/cli/cmd/temporal)
 fi
 
 # staticcheck, for the lint step of the test command.

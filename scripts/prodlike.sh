@@ -104,9 +104,15 @@ build_tools() {
 	fi
 	local tmp
 	tmp="$(mktemp -d)"
-	log "building go.temporal.io/server $TEMPORAL_VERSION (server and sql tool; several minutes the first time)"
-	(cd "$tmp" && GOBIN="$tmp" go install "go.temporal.io/server/cmd/server@$TEMPORAL_VERSION" \
-		"go.temporal.io/server/cmd/tools/sql@$TEMPORAL_VERSION")
+	log "building go.temporal.io/server $TEMPORAL_VERSION (server and sql tool)"
+	# From the Temporal CLI's own module graph (scripts/temporal-tools): the
+	# server's packages are the CLI's, already compiled by ensure-tools.
+	local pinned
+	pinned="$(cd "$ROOT/scripts/temporal-tools" && go list -m -f '{{.Version}}' go.temporal.io/server)"
+	[ "$pinned" = "$TEMPORAL_VERSION" ] || die "scripts/temporal-tools pins go.temporal.io/server $pinned, not $TEMPORAL_VERSION"
+	(cd "$ROOT/scripts/temporal-tools" && export GOFLAGS=-buildvcs=false &&
+		go build -o "$tmp/server" go.temporal.io/server/cmd/server &&
+		go build -o "$tmp/sql" go.temporal.io/server/cmd/tools/sql)
 	mv "$tmp/server" "$TOOLS/temporal-server"
 	mv "$tmp/sql" "$TOOLS/temporal-sql-tool"
 	rmdir "$tmp"
