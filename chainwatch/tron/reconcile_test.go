@@ -37,7 +37,7 @@ func TestReconcileConcurrentInOrderPerWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	store := &listingStore{Store: env.DB}
 	probe := &probeSignaler{inner: chainwatch.TemporalSignaler{Client: env.Temporal}, inFlight: map[string]int{},
-		failNext: map[string]bool{}}
+		failNext: map[string]bool{}, concurrent: make(chan struct{})}
 	w := env.Watcher(chain, Policy.Confirmations)
 	w.Store, w.Signaler = store, probe
 	_, err = w.Step(env.Ctx)
@@ -165,6 +165,8 @@ type probeSignaler struct {
 	overlap  []string
 	failNext map[string]bool
 	sent     []chainwatch.Pending
+	// concurrent is closed once two signals were in flight together.
+	concurrent chan struct{}
 }
 
 func (p *probeSignaler) Signal(ctx context.Context, pe chainwatch.Pending) error {
@@ -174,6 +176,9 @@ func (p *probeSignaler) Signal(ctx context.Context, pe chainwatch.Pending) error
 	}
 	p.inFlight[pe.TargetRef]++
 	p.total++
+	if p.total == 2 && p.max < 2 {
+		close(p.concurrent)
+	}
 	p.max = max(p.max, p.total)
 	fail := p.failNext[pe.TargetRef]
 	delete(p.failNext, pe.TargetRef)
@@ -187,8 +192,12 @@ func (p *probeSignaler) Signal(ctx context.Context, pe chainwatch.Pending) error
 		p.total--
 		p.mu.Unlock()
 	}()
-	for deadline := time.Now().Add(time.Second); p.maxInFlight() < 2 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+	// Held until a second signal is in flight (or a second passed: a
+	// reconciler signalling one at a time is then seen by max, not hung).
+	select {
+	case <-p.concurrent:
+	case <-time.After(time.Second):
+	case <-ctx.Done():
 	}
 	if fail {
 		return fmt.Errorf("workflow %s: deadline exceeded", pe.TargetRef)
