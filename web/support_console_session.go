@@ -1,0 +1,162 @@
+package web
+
+// The support console's sign-in: an agent's token exchanged for a
+// revocable console session, and signing out.
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// hasAgentCookie: a console session cookie under either name.
+func hasAgentCookie(r *http.Request) bool {
+	for _, name := range []string{api.AgentCookie, api.DevAgentCookie} {
+		if _, err := r.Cookie(name); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// consoleAgent asks the API which agent this browser is signed in as: nil
+// (no error) when none. A customer's session is no agent's.
+func (s *Site) consoleAgent(c *gin.Context) (*agent, error) {
+	if !hasAgentCookie(c.Request) {
+		return nil, nil
+	}
+	var a agent
+	err := s.api.call(c, http.MethodGet, "/v1/support/session", "", nil, &a)
+	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// signedInAgent returns the agent, or sends the browser to the console's
+// sign-in page (ok false: the answer is written).
+func (s *Site) signedInAgent(c *gin.Context) (*agent, bool) {
+	a, err := s.consoleAgent(c)
+	if err != nil {
+		s.consoleFail(c, nil, err)
+		return nil, false
+	}
+	if a == nil {
+		s.toConsoleLogin(c)
+		return nil, false
+	}
+	return a, true
+}
+
+func (s *Site) toConsoleLogin(c *gin.Context) {
+	next := "/support"
+	if c.Request.Method == http.MethodGet && !strings.HasSuffix(c.Request.URL.Path, "/live") {
+		next = c.Request.URL.RequestURI()
+	}
+	if c.GetHeader("HX-Request") != "" {
+		// A live part's request: htmx follows this with a full navigation
+		// (a redirect would be followed by the request and swapped in).
+		c.Header("HX-Redirect", "/support/login?next="+url.QueryEscape(next))
+		c.Status(http.StatusUnauthorized)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/support/login?next="+url.QueryEscape(next))
+}
+
+// consoleNext keeps a post-sign-in destination inside the console.
+func consoleNext(next string) string {
+	n := safeNext(next)
+	if n != "/support" && !strings.HasPrefix(n, "/support/") && !strings.HasPrefix(n, "/support?") {
+		return "/support"
+	}
+	return n
+}
+
+func agentPage(a *agent, title string) page {
+	return page{Title: title, Agent: a}
+}
+
+// consoleFail renders an error of the console (a signed-out agent goes to
+// the sign-in page).
+func (s *Site) consoleFail(c *gin.Context, a *agent, err error) {
+	switch domain.ErrorCode(err) {
+	case domain.ECodeUnauthorized:
+		s.toConsoleLogin(c)
+		return
+	case domain.ECodeInternal:
+		s.log.Error("web: console page failed", "path", c.Request.URL.Path, "err", err)
+	}
+	if c.Request.Context().Err() != nil {
+		c.Abort()
+		return
+	}
+	p := agentPage(a, "Une erreur est survenue")
+	p.Error = domain.ErrorMessage(err)
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		p.Title = "Introuvable"
+	}
+	s.render(c, statusOf(err), "error", p)
+}
+
+type consoleLoginData struct {
+	Next string
+}
+
+func (s *Site) consoleLoginForm(c *gin.Context) {
+	a, err := s.consoleAgent(c)
+	if err != nil {
+		s.consoleFail(c, nil, err)
+		return
+	}
+	next := consoleNext(c.Query("next"))
+	if a != nil {
+		c.Redirect(http.StatusSeeOther, next)
+		return
+	}
+	p := page{Title: "Console du support", Path: next, Data: consoleLoginData{Next: next}}
+	s.render(c, http.StatusOK, "support_login", p)
+}
+
+// consoleLogin exchanges the agent's token for a session (the API checks
+// it, throttles wrong tokens per network and sets the cookie).
+func (s *Site) consoleLogin(c *gin.Context) {
+	next := consoleNext(c.PostForm("next"))
+	token := strings.TrimSpace(c.PostForm("token"))
+	var err error
+	if token == "" {
+		err = domain.FieldError("token", "Indiquez votre jeton d'agent.")
+	} else {
+		_, err = s.api.send(c, http.MethodPost, "/v1/support/session", "", token, nil, nil)
+	}
+	if err != nil {
+		p := page{Title: "Console du support", Path: next, Data: consoleLoginData{Next: next}}
+		if domain.ErrorCode(err) == domain.ECodeUnauthorized {
+			err = domain.FieldError("token", "Jeton d'agent inconnu.")
+		}
+		p.fieldError(err)
+		status := statusOf(err)
+		if domain.ErrorCode(err) == domain.ECodeInvalid {
+			status = http.StatusUnauthorized
+		}
+		s.render(c, status, "support_login", p)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, next)
+}
+
+func (s *Site) consoleLogout(c *gin.Context) {
+	err := s.api.call(c, http.MethodDelete, "/v1/support/session", c.PostForm("csrf"), nil, nil)
+	if err != nil && domain.ErrorCode(err) != domain.ECodeUnauthorized {
+		s.consoleFail(c, nil, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/support/login")
+}
