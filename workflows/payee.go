@@ -30,10 +30,8 @@ type payee interface {
 	due() int64
 	// paid is the amount counted so far, as its events carry it.
 	paid() int64
-	status() string
-	setStatus(ctx workflow.Context, status string)
-	// write records e as the payee's own timeline event; the caller
-	// holds mu.
+	// write records e as the payee's own timeline event, through its
+	// transition if e moves its status; the caller holds mu.
 	write(ctx workflow.Context, e payEvent) error
 	// noteSeen keeps or drops a payment in the list of those awaiting
 	// confirmation toward the amount.
@@ -170,10 +168,12 @@ func (tl *timeline[E]) flush(ctx workflow.Context, v workflow.Version, many any)
 type payEvent struct {
 	Key, Kind, Message string
 	Data               map[string]any
-	Status             string // "": unchanged
-	Exceptions         []domain.NewException
-	Use                *domain.ExceptionUse
-	Reversal           *domain.Reversal
+	// Status is the status the event moves to, through the payee's
+	// transition; "" or the current status: unchanged (none written).
+	Status     string
+	Exceptions []domain.NewException
+	Use        *domain.ExceptionUse
+	Reversal   *domain.Reversal
 	// The order's amounts this event changes (nil: unchanged); a top-up's
 	// events always carry what it received.
 	PaidCents, ShortfallCents, UnbackedCents *int64
@@ -190,21 +190,25 @@ func (e payEvent) topUp() activities.TopUpEvent {
 		Exceptions: e.Exceptions, Use: e.Use, Reversal: e.Reversal}
 }
 
-// refreshPaymentStatus moves between awaiting_payment and payment_detected
-// after a payment came or went; it returns the new status, "" if unchanged.
-func refreshPaymentStatus(ctx workflow.Context, t payee) string {
+// paymentStatus is the status an awaiting payee is in after a payment came
+// or went: awaiting_payment or payment_detected ("": not awaiting).
+func paymentStatus(t payee) string {
 	if !t.awaiting() {
 		return ""
 	}
-	want := domain.StatusAwaitingPayment
 	if len(t.ledger().Pending) > 0 {
-		want = domain.StatusPaymentDetected
+		return domain.StatusPaymentDetected
 	}
-	if want == t.status() {
-		return ""
+	return domain.StatusAwaitingPayment
+}
+
+// supportEvent is the audit entry of a support action.
+func supportEvent(action string, id int64, agent, reason, message string, extra map[string]any) payEvent {
+	data := supportData(action, id, agent, reason)
+	for k, v := range extra {
+		data[k] = v
 	}
-	t.setStatus(ctx, want)
-	return want
+	return payEvent{Key: domain.KeySupport(id, action), Kind: domain.EventSupportAction, Message: message, Data: data}
 }
 
 func onSeen(ctx workflow.Context, t payee, p PaymentEvent) error {
@@ -225,7 +229,7 @@ func onSeen(ctx workflow.Context, t payee, p PaymentEvent) error {
 	case t.awaiting():
 		t.noteSeen(key, true)
 		ev.Message = fmt.Sprintf("Paiement détecté sur le réseau %s : en attente de confirmation.", p.Network)
-		ev.Status = refreshPaymentStatus(ctx, t)
+		ev.Status = paymentStatus(t)
 	default:
 		ev.Message = payeeTexts[t.targetKind()].seenExtra
 	}
@@ -265,7 +269,7 @@ func onReverted(ctx workflow.Context, t payee, p PaymentEvent) error {
 	return t.write(ctx, payEvent{
 		Key: eventKey, Kind: domain.EventPaymentReverted, Data: paymentData(p),
 		Message: "Paiement annulé par le réseau avant sa confirmation : il n'est pas compté.",
-		Status:  refreshPaymentStatus(ctx, t),
+		Status:  paymentStatus(t),
 	})
 }
 
@@ -305,7 +309,7 @@ func onConfirmed(ctx workflow.Context, t payee, p PaymentEvent) error {
 		data["to_support"] = true
 		ev.Exceptions = []domain.NewException{newException(domain.ExceptionLate, ekey, p, p.AmountCents)}
 		ev.Message = fmt.Sprintf(payeeTexts[t.targetKind()].lateConfirmed, usd(p.AmountCents))
-		ev.Status = refreshPaymentStatus(ctx, t)
+		ev.Status = paymentStatus(t)
 		return t.write(ctx, ev)
 	}
 	return counted(ctx, t, ekey, &p, p.AmountCents, ev, fmt.Sprintf("Paiement confirmé (%s).", usd(p.AmountCents)))
@@ -341,7 +345,7 @@ func counted(ctx workflow.Context, t payee, qkey string, p *PaymentEvent, cents 
 		t.covered(ctx, excess)
 		return t.write(ctx, ev)
 	}
-	ev.Status = refreshPaymentStatus(ctx, t)
+	ev.Status = paymentStatus(t)
 	if err := t.write(ctx, ev); err != nil {
 		return err
 	}

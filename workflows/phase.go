@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -94,16 +95,50 @@ func (p Phase) Final() bool {
 // phase is the rental's current phase.
 func (r *rental) phase() Phase { return Phase(r.Status.Status) }
 
-// transition moves the rental to phase to, in memory and in its KdStatus
-// search attribute (with the payment's asset and network noted since);
-// PostgreSQL follows with the event that carries the same status, written
-// by the caller. A move the table does not allow is a bug: the workflow
-// task fails (and is retried once the code is fixed) instead of writing a
-// state the order cannot be in.
-func (r *rental) transition(ctx workflow.Context, to Phase) {
+// transition moves the rental to phase to, at once in memory, in its
+// KdStatus search attribute (with the payment's asset and network noted
+// since) and in PostgreSQL: it records evs, in order, the last one
+// carrying the status (those before it are a support action's audit entry
+// that goes with the move). As the reference app's updateStatus: the
+// state first, then the activity that writes it (RecordOrderEvent:
+// idempotent by event key, the status with its event in one
+// transaction). Staying in the same phase upserts nothing; the event
+// writes the status again.
+//
+// Four moves are made by setPhase instead, because their write is not an
+// event recorded right after the move, and the commands recorded
+// histories replay must stay as they are: paid, covered by the intake
+// (its "paid" event follows in the main flow, recordPaid) or by the
+// balance (the debit's transaction wrote it before); ending (its event
+// follows the revocation of access, teardown); refunded by a closing
+// refund (its event is recorded first: a refused refund moves nothing).
+func (r *rental) transition(ctx workflow.Context, to Phase, evs ...activities.OrderEvent) error {
+	if r.phase() != to {
+		r.setPhase(ctx, to)
+	}
+	evs[len(evs)-1].Status = string(to)
+	return recordAll(ctx, r.record, evs)
+}
+
+// setPhase moves the rental to phase to in memory and in its search
+// attributes only; transition says who else calls it, and why. A move the
+// table does not allow is a bug: the workflow task fails (and is retried
+// once the code is fixed) instead of writing a state the order cannot be
+// in.
+func (r *rental) setPhase(ctx workflow.Context, to Phase) {
 	if from := r.phase(); !from.CanMove(to) {
 		panic(fmt.Sprintf("rental %s: no move from %s to %s", r.in.OrderRef, from, to))
 	}
 	r.Status.Status = string(to)
 	r.sa.setStatus(ctx, string(to))
+}
+
+// recordAll records evs in order, up to the first that fails.
+func recordAll[E any](ctx workflow.Context, record func(workflow.Context, E) error, evs []E) error {
+	for _, ev := range evs {
+		if err := record(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }

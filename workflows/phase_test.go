@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // Every pair of phases is either a move of the table or refused; staying
@@ -73,7 +76,7 @@ func TestTransitionRefusesAMoveOutsideTheTable(t *testing.T) {
 			t.Fatalf("phase %s after a refused move", r.phase())
 		}
 	}()
-	r.transition(nil, PhaseActive)
+	_ = r.transition(nil, PhaseActive, activities.OrderEvent{Key: "access", Kind: domain.EventAccessAvailable})
 }
 
 // README's phase diagram is the table's: every phase listed, every move

@@ -22,11 +22,15 @@ func (r *rental) paid() int64 { return r.Status.PaidCents }
 // acceptsAttribution: not while a balance debit runs.
 func (r *rental) acceptsAttribution() bool { return !r.debiting && r.awaiting() }
 
-// setStatus moves the order's phase (RentalMoves).
-func (r *rental) setStatus(ctx workflow.Context, status string) { r.transition(ctx, Phase(status)) }
-
-// write records e as an order's event, with the order amounts it changes.
-func (r *rental) write(ctx workflow.Context, e payEvent) error { return r.record(ctx, e.order()) }
+// write records e as an order's event, with the order amounts it changes
+// and the phase it moves to.
+func (r *rental) write(ctx workflow.Context, e payEvent) error {
+	if e.Status == "" || Phase(e.Status) == r.phase() {
+		e.Status = ""
+		return r.record(ctx, e.order())
+	}
+	return r.transition(ctx, Phase(e.Status), e.order())
+}
 
 func (r *rental) ledger() *paymentLedger  { return r.Payments }
 func (r *rental) targetKind() string      { return domain.TargetOrder }
@@ -57,7 +61,7 @@ func (r *rental) covered(ctx workflow.Context, excess int64) {
 		r.Status.PaymentMethod = methodSupport
 	}
 	r.Over += excess
-	r.transition(ctx, PhasePaid)
+	r.setPhase(ctx, PhasePaid) // written by the "paid" event (transition)
 }
 
 func (r *rental) partialData(missing int64) map[string]any {
@@ -134,7 +138,6 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 	if settled() {
 		return nil
 	}
-	r.transition(ctx, PhaseExpired)
 	msg := "Commande expirée : le paiement n'a pas été reçu dans le délai."
 	queued := partialExceptions(r.Counted, r.refundedBacked())
 	if len(queued) > 0 {
@@ -144,8 +147,8 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 		}
 		msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(cents))
 	}
-	return r.record(ctx, activities.OrderEvent{
-		Key: domain.KeyExpired, Kind: domain.EventExpired, Status: domain.StatusExpired, Message: msg,
+	return r.transition(ctx, PhaseExpired, activities.OrderEvent{
+		Key: domain.KeyExpired, Kind: domain.EventExpired, Message: msg,
 		Data:       map[string]any{"paid_cents": r.Status.PaidCents, "refunded_cents": r.Status.RefundedCents},
 		Exceptions: queued,
 	})
@@ -223,6 +226,6 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	// same transaction as the debit: only the workflow state changes here.
 	r.Status.PaidCents += due
 	r.Status.PaymentMethod = methodBalance
-	r.transition(ctx, PhasePaid)
+	r.setPhase(ctx, PhasePaid) // written by the debit (transition)
 	return nil
 }

@@ -22,8 +22,7 @@ func (r *rental) startPeriod(ctx workflow.Context, access activities.AccessSumma
 	r.End = start.Add(time.Duration(r.in.DurationDays+r.ExtraDays) * r.cfg.Day)
 	r.Status.PeriodStart, r.Status.PeriodEnd = start, r.End
 	r.Status.ProvisioningError = ""
-	r.transition(ctx, PhaseActive)
-	return r.record(ctx, activities.OrderEvent{
+	return r.transition(ctx, PhaseActive, activities.OrderEvent{
 		Key:  "access",
 		Kind: domain.EventAccessAvailable,
 		Message: fmt.Sprintf("Machine prête : les accès sont disponibles. Votre location court du %s au %s.",
@@ -33,7 +32,6 @@ func (r *rental) startPeriod(ctx workflow.Context, access activities.AccessSumma
 			"host": access.Host, "port": access.Port, "username": access.Username,
 			"duration_days": r.in.DurationDays, "extra_days": r.ExtraDays,
 		},
-		Status:      domain.StatusActive,
 		PeriodStart: ptrTo(start),
 		PeriodEnd:   ptrTo(r.End),
 	})
@@ -95,8 +93,9 @@ func (r *rental) runPeriod(ctx workflow.Context) error {
 		cancelTimers()
 	}
 	// Synchronously with the loop exit, so no update sees an active rental
-	// whose teardown has begun.
-	r.transition(ctx, PhaseEnding)
+	// whose teardown has begun. Written by the revocation's event
+	// (teardown, transition).
+	r.setPhase(ctx, PhaseEnding)
 	return nil
 }
 
@@ -142,9 +141,8 @@ func (r *rental) teardown(ctx workflow.Context) error {
 	}
 	defer r.mu.Unlock()
 	r.Status.EndedAt = endedAt
-	r.transition(ctx, PhaseEnded)
-	return r.record(ctx, activities.OrderEvent{
-		Key: domain.KeyEnded, Kind: domain.EventEnded, Status: domain.StatusEnded, EndedAt: ptrTo(endedAt),
+	return r.transition(ctx, PhaseEnded, activities.OrderEvent{
+		Key: domain.KeyEnded, Kind: domain.EventEnded, EndedAt: ptrTo(endedAt),
 		Message: "Location terminée : la machine a été effacée et libérée.",
 	})
 }

@@ -118,9 +118,10 @@ func (r *rental) recordStep(ctx workflow.Context, key, step, message string, dat
 	data["step"] = step
 	data["attempt"] = r.Attempt
 	ev := activities.OrderEvent{Key: key, Kind: domain.EventProvisioningStep, Message: message, Data: data}
-	if r.Status.Status != domain.StatusProvisioning {
-		r.transition(ctx, PhaseProvisioning)
-		ev.Status = domain.StatusProvisioning
+	if r.phase() != PhaseProvisioning {
+		// At the first step's start: its done follows in the same phase
+		// (nothing moves a provisioning rental while a step runs).
+		return r.transition(ctx, PhaseProvisioning, ev)
 	}
 	if strings.HasSuffix(key, ":done") {
 		return r.writeLater(ctx, ev)
@@ -142,14 +143,12 @@ func (r *rental) provisioningFailed(ctx workflow.Context, step string, stepErr e
 	defer r.mu.Unlock()
 	msg := failureMessage(stepErr)
 	r.Status.ProvisioningError = msg
-	r.transition(ctx, PhaseProvisioningFailed)
-	return r.record(ctx, activities.OrderEvent{
+	return r.transition(ctx, PhaseProvisioningFailed, activities.OrderEvent{
 		Key:  domain.KeyProvisioning(r.Attempt, "failed"),
 		Kind: domain.EventProvisioningFailed,
 		Message: fmt.Sprintf("La préparation de la machine a échoué (%s). Le support est prévenu : il relancera la préparation ou vous remboursera.",
 			stepLabels[step]),
-		Data:   map[string]any{"step": step, "attempt": r.Attempt, "error": msg},
-		Status: domain.StatusProvisioningFailed,
+		Data: map[string]any{"step": step, "attempt": r.Attempt, "error": msg},
 	})
 }
 
@@ -179,14 +178,10 @@ func (r *rental) retryProvisioning(ctx workflow.Context, a SupportAction) error 
 	}
 	r.Actions[a.ActionID] = true
 	r.RetryAsked = true
-	r.transition(ctx, PhaseProvisioning)
-	if err := r.recordSupport(ctx, domain.ActionRetryProvisioning, a.ActionID, a.Agent, a.Reason,
-		"Le support a relancé la préparation de la machine.", nil); err != nil {
-		return errUnavailable()
-	}
-	if err := r.record(ctx, activities.OrderEvent{
+	audit := supportEvent(domain.ActionRetryProvisioning, a.ActionID, a.Agent, a.Reason,
+		"Le support a relancé la préparation de la machine.", nil)
+	if err := r.transition(ctx, PhaseProvisioning, audit.order(), activities.OrderEvent{
 		Key: domain.KeyProvisioning(r.Attempt+1, "retry"), Kind: domain.EventProvisioningRetry,
-		Status:  domain.StatusProvisioning,
 		Message: "Le support relance la préparation de la machine.",
 		Data:    map[string]any{"attempt": r.Attempt + 1, "agent": a.Agent, "reason": a.Reason},
 	}); err != nil {

@@ -14,16 +14,7 @@ import (
 
 // recordSupport writes the audit entry of a support action.
 func (r *rental) recordSupport(ctx workflow.Context, action string, id int64, agent, reason, message string, extra map[string]any) error {
-	data := supportData(action, id, agent, reason)
-	for k, v := range extra {
-		data[k] = v
-	}
-	return r.record(ctx, activities.OrderEvent{
-		Key:     domain.KeySupport(id, action),
-		Kind:    domain.EventSupportAction,
-		Message: message,
-		Data:    data,
-	})
+	return r.record(ctx, supportEvent(action, id, agent, reason, message, extra).order())
 }
 
 func (r *rental) validateCancel(req CancelRequest) error {
@@ -72,19 +63,18 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 			return errUnavailable()
 		}
 	}
-	r.transition(ctx, PhaseCancelled)
 	msg := "Commande annulée."
+	var evs []activities.OrderEvent
 	if req.ActionID > 0 {
 		r.Actions[req.ActionID] = true
 		msg = "Commande annulée par le support."
-		if err := r.recordSupport(ctx, domain.ActionCancel, req.ActionID, req.Agent, req.Reason, msg, nil); err != nil {
-			return errUnavailable()
-		}
+		evs = append(evs, supportEvent(domain.ActionCancel, req.ActionID, req.Agent, req.Reason, msg, nil).order())
 	}
-	if err := r.record(ctx, activities.OrderEvent{
-		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Status: domain.StatusCancelled, Message: msg,
+	evs = append(evs, activities.OrderEvent{
+		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Message: msg,
 		Data: map[string]any{"by": req.By, "reason": req.Reason},
-	}); err != nil {
+	})
+	if err := r.transition(ctx, PhaseCancelled, evs...); err != nil {
 		return errUnavailable()
 	}
 	return nil
@@ -169,8 +159,9 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	}
 	r.Status.RefundedCents = refunded
 	if r.closingRefund {
+		// Written by ev, first: a refund refused moves nothing (transition).
 		r.closingRefund = false
-		r.transition(ctx, PhaseRefunded)
+		r.setPhase(ctx, PhaseRefunded)
 	}
 	return nil
 }
@@ -201,16 +192,18 @@ func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 		Message: fmt.Sprintf("Remboursement de %s crédité sur votre solde.", usd(rf.AmountCents)),
 		Data:    map[string]any{"amount_cents": rf.AmountCents, "refunded_cents": r.Status.RefundedCents, "agent": rf.Agent, "reason": rf.Reason},
 	}
+	var err error
 	if r.closingRefund {
 		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
 		}
 		r.closingRefund = false
-		r.transition(ctx, PhaseRefunded)
-		ev.Status = domain.StatusRefunded
 		ev.Message += " La commande est close."
+		err = r.transition(ctx, PhaseRefunded, ev)
+	} else {
+		err = r.record(ctx, ev)
 	}
-	if err := r.record(ctx, ev); err != nil {
+	if err != nil {
 		return errUnavailable()
 	}
 	return nil

@@ -48,6 +48,7 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		ev.ShortfallCents = ptrTo(r.Status.ShortfallCents)
 		data["shortfall_cents"] = shortfall
 	}
+	var to Phase // the phase it moves to, if any
 	flag := func() {
 		ev.Exceptions = []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: ekey, Network: p.Network,
 			TxID: p.TxID, Asset: p.Asset, AmountBase: p.AmountBase, AmountCents: p.AmountCents, ShortfallCents: shortfall}}
@@ -65,9 +66,8 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		// Provisioning has not started: the order awaits payment again,
 		// with a full payment window from now.
 		r.Status.PaymentMethod = ""
-		ev.Status = awaitAgain(ctx, r.Payments, &r.PayUntil, r.cfg.UnpaidTimeout, r.Status.Status,
-			func(ctx workflow.Context, s string) { r.transition(ctx, Phase(s)) },
-			domain.StatusAwaitingPayment, domain.StatusPaymentDetected)
+		to = Phase(awaitAgain(ctx, r.Payments, &r.PayUntil, r.cfg.UnpaidTimeout,
+			domain.StatusAwaitingPayment, domain.StatusPaymentDetected))
 		missing := r.in.TotalCents - r.netPaid()
 		data["missing_cents"], data["pay_until"] = missing, r.PayUntil
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté. La commande attend de nouveau son paiement : il manque %s, à régler avant le %s.",
@@ -79,26 +79,25 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	if shortfall > 0 && ev.Exceptions == nil {
 		flag()
 	}
+	if to != "" {
+		return r.transition(ctx, to, ev)
+	}
 	return r.record(ctx, ev)
 }
 
-// awaitAgain puts a rental or a top-up whose payment a reversal uncounted
-// back to awaiting payment: a full payment window from now (never shorter
-// than the one it had), "payment detected" while another payment is
-// pending. It returns the status, set through set if it changed.
+// awaitAgain gives a rental or a top-up whose payment a reversal uncounted
+// a full payment window from now (never shorter than the one it had); it
+// returns the status it goes back to: awaiting payment, or "payment
+// detected" while another payment is pending. Its transition writes it.
 func awaitAgain(ctx workflow.Context, l *paymentLedger, payUntil *time.Time, window time.Duration,
-	status string, set func(workflow.Context, string), awaiting, detected string) string {
+	awaiting, detected string) string {
 	if until := workflow.Now(ctx).Add(window); until.After(*payUntil) {
 		*payUntil = until
 	}
-	want := awaiting
 	if len(l.Pending) > 0 {
-		want = detected
+		return detected
 	}
-	if want != status {
-		set(ctx, want)
-	}
-	return want
+	return awaiting
 }
 
 // owedAfterReversal: provisioning started and a reversal left the order
@@ -178,6 +177,7 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	data["after_confirmation"] = true
 	ev := activities.TopUpEvent{Key: domain.KeyRevertedConfirmed(ekey), Kind: domain.EventPaymentReverted, Data: data,
 		Reversal: &domain.Reversal{PaymentKey: ekey}}
+	to := "" // the status it moves to, if any
 	switch {
 	case counted == 0:
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) transmis au support a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
@@ -197,8 +197,7 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		t.Status.ReceivedCents -= received
 		if !t.closed() {
 			t.Due = false
-			ev.Status = awaitAgain(ctx, t.Payments, &t.PayUntil, t.timeout, t.Status.Status, t.setStatus,
-				domain.TopUpAwaitingPayment, domain.TopUpPaymentDetected)
+			to = awaitAgain(ctx, t.Payments, &t.PayUntil, t.timeout, domain.TopUpAwaitingPayment, domain.TopUpPaymentDetected)
 		}
 		data["uncounted_cents"] = received
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté pour la recharge.",
@@ -207,6 +206,9 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 			ev.Message += fmt.Sprintf(" Elle attend de nouveau son paiement : il manque %s, à régler avant le %s.",
 				usd(t.in.AmountCents-t.Status.ReceivedCents), frDate(t.PayUntil))
 		}
+	}
+	if to != "" {
+		return t.transition(ctx, to, ev)
 	}
 	return t.record(ctx, ev)
 }

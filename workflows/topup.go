@@ -197,7 +197,6 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 		return true, nil
 	}
 	if !t.Due {
-		t.setStatus(ctx, domain.TopUpExpired)
 		msg := "Recharge expirée : le paiement n'a pas été reçu dans le délai."
 		queued := partialExceptions(t.Counted, 0)
 		if len(queued) > 0 {
@@ -207,8 +206,8 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 			}
 			msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(cents))
 		}
-		return false, t.record(ctx, activities.TopUpEvent{
-			Key: domain.KeyExpired, Kind: domain.EventExpired, Status: domain.TopUpExpired, Message: msg,
+		return false, t.transition(ctx, domain.TopUpExpired, activities.TopUpEvent{
+			Key: domain.KeyExpired, Kind: domain.EventExpired, Message: msg,
 			Data:       map[string]any{"received_cents": t.Status.ReceivedCents},
 			Exceptions: queued,
 		})
@@ -223,10 +222,24 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 		return false, err
 	}
 	t.Status.CreditedAt = now
-	t.setStatus(ctx, domain.TopUpCredited)
+	t.setStatus(ctx, domain.TopUpCredited) // written by the credit's transaction
 	return false, nil
 }
 
+// transition moves the top-up to status, in memory, in its KdStatus search
+// attribute and in PostgreSQL, as the rental's does: it records evs, the
+// last one carrying the status. The credit is the one move made by
+// setStatus alone: CreditTopUp wrote it, with the credit, before.
+func (t *topUp) transition(ctx workflow.Context, status string, evs ...activities.TopUpEvent) error {
+	if t.Status.Status != status {
+		t.setStatus(ctx, status)
+	}
+	evs[len(evs)-1].Status = status
+	return recordAll(ctx, t.record, evs)
+}
+
+// setStatus moves the top-up's status in memory and in its search
+// attributes only (transition).
 func (t *topUp) setStatus(ctx workflow.Context, status string) {
 	t.Status.Status = status
 	t.sa.setStatus(ctx, status)
@@ -278,19 +291,18 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 			return err
 		}
 	}
-	t.setStatus(ctx, domain.TopUpCancelled)
 	msg := "Recharge annulée."
+	var evs []activities.TopUpEvent
 	if req.ActionID > 0 {
 		t.Actions[req.ActionID] = true
 		msg = "Recharge annulée par le support."
-		if err := t.recordSupport(ctx, domain.ActionCancel, req.ActionID, req.Agent, req.Reason, msg, nil); err != nil {
-			return errUnavailable()
-		}
+		evs = append(evs, supportEvent(domain.ActionCancel, req.ActionID, req.Agent, req.Reason, msg, nil).topUp())
 	}
-	if err := t.record(ctx, activities.TopUpEvent{
-		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Status: domain.TopUpCancelled, Message: msg,
+	evs = append(evs, activities.TopUpEvent{
+		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Message: msg,
 		Data: map[string]any{"by": req.By, "reason": req.Reason},
-	}); err != nil {
+	})
+	if err := t.transition(ctx, domain.TopUpCancelled, evs...); err != nil {
 		return errUnavailable()
 	}
 	return nil

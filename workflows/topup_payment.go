@@ -19,7 +19,13 @@ func (t *topUp) status() string           { return t.Status.Status }
 func (t *topUp) acceptsAttribution() bool { return t.awaiting() }
 
 // write: a top-up's events all carry what it received (record).
-func (t *topUp) write(ctx workflow.Context, e payEvent) error { return t.record(ctx, e.topUp()) }
+func (t *topUp) write(ctx workflow.Context, e payEvent) error {
+	if e.Status == "" || e.Status == t.Status.Status {
+		e.Status = ""
+		return t.record(ctx, e.topUp())
+	}
+	return t.transition(ctx, e.Status, e.topUp())
+}
 
 // noteSeen: a top-up keeps no list of the payments seen.
 func (t *topUp) noteSeen(string, bool) {}
@@ -51,12 +57,7 @@ func (t *topUp) minedAgain(ctx workflow.Context, p *PaymentEvent, ekey string, e
 func (t *topUp) attributed(*payEvent, int64, bool) {}
 
 func (t *topUp) recordSupport(ctx workflow.Context, action string, id int64, agent, reason, message string, extra map[string]any) error {
-	data := supportData(action, id, agent, reason)
-	for k, v := range extra {
-		data[k] = v
-	}
-	return t.record(ctx, activities.TopUpEvent{Key: domain.KeySupport(id, action), Kind: domain.EventSupportAction,
-		Message: message, Data: data})
+	return t.record(ctx, supportEvent(action, id, agent, reason, message, extra).topUp())
 }
 
 func (t *topUp) startBatch() { t.tl.batch = true }
