@@ -2,7 +2,9 @@ package localpg_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -13,7 +15,7 @@ import (
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
-func testKeyring(t *testing.T) *secrets.Keyring {
+func testKeyring(t testing.TB) *secrets.Keyring {
 	t.Helper()
 	k, err := secrets.Parse(secrets.Generate("test"))
 	if err != nil {
@@ -22,7 +24,7 @@ func testKeyring(t *testing.T) *secrets.Keyring {
 	return k
 }
 
-func newOrder(t *testing.T, db *postgres.DB, acc int64, model string, lots, perLot int) string {
+func newOrder(t testing.TB, db *postgres.DB, acc int64, model string, lots, perLot int) string {
 	t.Helper()
 	ref := domain.NewRef(domain.OrderRefPrefix)
 	if _, err := db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
@@ -137,4 +139,200 @@ func TestReservationsNeverExceedInventory(t *testing.T) {
 	if ok != 3 {
 		t.Fatalf("%d reservations succeeded for 3 GPUs", ok)
 	}
+}
+
+// holdFor gives order ref a hold of gpus GPUs of model, live until until
+// (status: the order's, which says whether the hold still counts).
+func holdFor(t testing.TB, db *postgres.DB, ref, model, status string, gpus int, until string) {
+	t.Helper()
+	if _, err := db.Exec(`UPDATE orders SET status = $2 WHERE ref = $1`, ref, status); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO capacity_holds (order_ref, gpu_model, gpus, held_until)
+		VALUES ($1, $2, $3, now() + $4::interval)`, ref, model, gpus, until); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// 64 orders reserve one model at once while other orders hold some of it:
+// the reservations never go past the inventory minus those holds, an order
+// holding capacity always gets its reservation (its hold is consumed), each
+// winner has one reservation and every loser is told no_capacity. A hold
+// whose payment window is over counts for nothing and is given back.
+func TestConcurrentReservationsRespectHolds(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	const model, total, racers = "h100-80g", 40, 64
+	if _, err := db.Exec(`UPDATE gpu_inventory SET total_gpus = $2 WHERE gpu_model = $1`, model, total); err != nil {
+		t.Fatal(err)
+	}
+	var acc int64
+	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','c@x.io','h') RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	// Others' holds: 3 unpaid orders within their window (2 GPUs each), one
+	// paid order not provisioned yet (3 GPUs), one unpaid order whose window
+	// is over (5 GPUs, not counted).
+	var others []string
+	for range 3 {
+		ref := newOrder(t, db, acc, model, 2, 1)
+		holdFor(t, db, ref, model, domain.StatusAwaitingPayment, 2, "1 hour")
+		others = append(others, ref)
+	}
+	paid := newOrder(t, db, acc, model, 3, 1)
+	holdFor(t, db, paid, model, domain.StatusPaid, 3, "-1 hour")
+	others = append(others, paid)
+	lapsed := newOrder(t, db, acc, model, 5, 1)
+	holdFor(t, db, lapsed, model, domain.StatusAwaitingPayment, 5, "-1 minute")
+	const othersHeld = 3*2 + 3
+
+	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
+	refs := make([]string, racers)
+	holders := map[string]bool{}
+	for i := range refs {
+		refs[i] = newOrder(t, db, acc, model, 1, 1)
+		if i%8 == 0 { // some racers hold their GPU (paid, hold taken at checkout)
+			holdFor(t, db, refs[i], model, domain.StatusPaid, 1, "1 hour")
+			holders[refs[i]] = true
+		}
+	}
+	errs := make([]error, racers)
+	var start, wg sync.WaitGroup
+	start.Add(1)
+	for i := range refs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start.Wait()
+			errs[i] = p.Reserve(ctx, activities.ReserveInput{OrderRef: refs[i], GPUModel: model, GPUs: 1})
+		}()
+	}
+	start.Done()
+	wg.Wait()
+	won := map[string]bool{}
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			won[refs[i]] = true
+		case domain.ErrorCode(err) != domain.ECodeNoCapacity:
+			t.Fatalf("reserve %s: %v", refs[i], err)
+		case holders[refs[i]]:
+			t.Fatalf("%s held its GPU and was refused: %v", refs[i], err)
+		}
+	}
+	if len(won) != total-othersHeld {
+		t.Fatalf("%d reservations won, want %d (%d GPUs, %d held by others)", len(won), total-othersHeld, total, othersHeld)
+	}
+	var rows []struct {
+		Ref  string `db:"order_ref"`
+		GPUs int    `db:"gpus"`
+	}
+	if err := db.Select(&rows, `SELECT order_ref, gpus FROM gpu_reservations WHERE gpu_model = $1 AND state <> 'released'`, model); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(won) {
+		t.Fatalf("%d reservation rows for %d winners", len(rows), len(won))
+	}
+	for _, r := range rows {
+		if !won[r.Ref] || r.GPUs != 1 {
+			t.Fatalf("reservation %+v: not a winner's, or not 1 GPU", r)
+		}
+	}
+	holdStates := func() map[string]string {
+		var hs []struct {
+			Ref   string `db:"order_ref"`
+			State string `db:"state"`
+		}
+		if err := db.Select(&hs, `SELECT order_ref, state FROM capacity_holds`); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, h := range hs {
+			m[h.Ref] = h.State
+		}
+		return m
+	}
+	states := holdStates()
+	for ref := range holders {
+		if states[ref] != "consumed" {
+			t.Fatalf("winner %s's hold is %q, want consumed", ref, states[ref])
+		}
+	}
+	for _, ref := range others {
+		if states[ref] != "held" {
+			t.Fatalf("other order %s's hold is %q, want held", ref, states[ref])
+		}
+	}
+	if states[lapsed] != "released" {
+		t.Fatalf("lapsed hold is %q, want released", states[lapsed])
+	}
+
+	// Reserving again is a no-op; a loser gets the GPU a winner releases.
+	var winner, loser string
+	for _, ref := range refs {
+		if won[ref] && winner == "" {
+			winner = ref
+		}
+		if !won[ref] && loser == "" {
+			loser = ref
+		}
+	}
+	if err := p.Reserve(ctx, activities.ReserveInput{OrderRef: winner, GPUModel: model, GPUs: 1}); err != nil {
+		t.Fatalf("second reserve of %s: %v", winner, err)
+	}
+	if err := p.Reserve(ctx, activities.ReserveInput{OrderRef: loser, GPUModel: model, GPUs: 1}); domain.ErrorCode(err) != domain.ECodeNoCapacity {
+		t.Fatalf("reserve with nothing free: %v", err)
+	}
+	if err := p.Release(ctx, winner); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Reserve(ctx, activities.ReserveInput{OrderRef: loser, GPUModel: model, GPUs: 1}); err != nil {
+		t.Fatalf("reserve after a release: %v", err)
+	}
+	if err := p.Reserve(ctx, activities.ReserveInput{OrderRef: winner, GPUModel: model, GPUs: 1}); domain.ErrorCode(err) != domain.ECodeNoCapacity {
+		t.Fatalf("released order reserved again past capacity: %v", err)
+	}
+	var used int
+	if err := db.Get(&used, `SELECT COALESCE(SUM(gpus), 0) FROM gpu_reservations WHERE gpu_model = $1 AND state <> 'released'`, model); err != nil {
+		t.Fatal(err)
+	}
+	if used != total-othersHeld {
+		t.Fatalf("%d GPUs reserved, want %d", used, total-othersHeld)
+	}
+}
+
+// BenchmarkReserveConcurrent reserves one GPU of the same model per
+// iteration from 32 goroutines per CPU, with 200 other orders' holds of the
+// model present (issue 23: the burst's orders are all one model).
+func BenchmarkReserveConcurrent(b *testing.B) {
+	ctx := context.Background()
+	db := pgtest.NewDB(b)
+	const model = "h100-80g"
+	if _, err := db.Exec(`UPDATE gpu_inventory SET total_gpus = 1000000 WHERE gpu_model = $1`, model); err != nil {
+		b.Fatal(err)
+	}
+	var acc int64
+	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','bench@x.io','h') RETURNING id`); err != nil {
+		b.Fatal(err)
+	}
+	for range 200 {
+		holdFor(b, db, newOrder(b, db, acc, model, 1, 1), model, domain.StatusPaid, 1, "1 hour")
+	}
+	refs := make([]string, b.N)
+	for i := range refs {
+		refs[i] = newOrder(b, db, acc, model, 1, 1)
+	}
+	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(b)}
+	var next atomic.Int64
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			ref := refs[next.Add(1)-1]
+			if err := p.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: model, GPUs: 1}); err != nil {
+				b.Error(fmt.Errorf("reserve %s: %w", ref, err))
+				return
+			}
+		}
+	})
 }
