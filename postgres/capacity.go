@@ -36,14 +36,12 @@ type Capacity struct {
 // reservations) until the end of tx. It first gives back, for good, the
 // model's holds that no longer count (payment window over, order unpaid): a
 // lapsed hold must not count again when its order is paid late, once its
-// host may have been held or taken by another order.
+// host may have been held or taken by another order. The lock and the
+// release are the database's kd_lock_capacity (migration 00055), which the
+// local driver's reservation (kd_reserve_gpus) takes too.
 func LockCapacity(ctx context.Context, tx sqlx.ExecerContext, model string) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-capacity:' || $1))`, model); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT kd_lock_capacity($1)`, model); err != nil {
 		return fmt.Errorf("lock capacity of %s: %w", model, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET state = 'released', updated_at = now()
-		WHERE gpu_model = $1 AND state = 'held' AND id NOT IN (SELECT id FROM live_capacity_holds WHERE gpu_model = $1)`, model); err != nil {
-		return fmt.Errorf("release lapsed holds of %s: %w", model, err)
 	}
 	return nil
 }
@@ -79,12 +77,11 @@ func FreeHost(ctx context.Context, q sqlx.QueryerContext, model string, gpus int
 }
 
 // freeGPUsSQL counts the local driver's free GPUs of model $1 for order $2:
-// inventory minus reservations minus other orders' live holds.
-const freeGPUsSQL = `SELECT COALESCE((SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $1), 0)
-	- COALESCE((SELECT SUM(gpus) FROM gpu_reservations WHERE gpu_model = $1 AND state <> 'released'), 0)
-	- COALESCE((SELECT SUM(gpus) FROM live_capacity_holds WHERE gpu_model = $1 AND order_ref <> $2), 0)`
+// inventory minus reservations minus other orders' live holds (one
+// definition, kd_free_gpus, shared with the reservation itself).
+const freeGPUsSQL = `SELECT kd_free_gpus($1, $2)`
 
-// FreeGPUs is freeGPUsSQL for the local driver's Reserve.
+// FreeGPUs is freeGPUsSQL for holds and availability.
 func FreeGPUs(ctx context.Context, q sqlx.QueryerContext, model, orderRef string) (int, error) {
 	var free int
 	if err := sqlx.GetContext(ctx, q, &free, freeGPUsSQL, model, orderRef); err != nil {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -35,50 +34,31 @@ type Provisioner struct {
 
 var _ activities.Provisioner = (*Provisioner)(nil)
 
-// Reserve takes GPUs of the model for the order. The inventory row is locked
-// so two orders never get the same GPUs; a second call for the same order is
-// a no-op.
+// Reserve takes GPUs of the model for the order; a second call for the
+// same order is a no-op. The check and the insert are one server-side call
+// (kd_reserve_gpus, migration 00055) under the model's capacity lock, the
+// one holds take too (postgres.LockCapacity): concurrent reservations of a
+// model wait for each other only for that call's statements, not for
+// round trips (issue 23).
 func (p *Provisioner) Reserve(ctx context.Context, in activities.ReserveInput) error {
-	return postgres.InTx(ctx, p.DB, func(tx *sqlx.Tx) error {
-		var total int
-		err := tx.GetContext(ctx, &total, `SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $1 FOR UPDATE`, in.GPUModel)
-		if errors.Is(err, sql.ErrNoRows) {
-			return domain.Errorf(domain.ECodeNoCapacity, "Aucune capacité n'est enregistrée pour le modèle %s.", in.GPUModel)
-		}
-		if err != nil {
-			return fmt.Errorf("inventory %s: %w", in.GPUModel, err)
-		}
-		var state string
-		err = tx.GetContext(ctx, &state, `SELECT state FROM gpu_reservations WHERE order_ref = $1`, in.OrderRef)
-		if err == nil && state != "released" {
-			return nil
-		}
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("reservation %s: %w", in.OrderRef, err)
-		}
-		if err := postgres.LockCapacity(ctx, tx, in.GPUModel); err != nil {
-			return err
-		}
-		// Free: not reserved, and not held by another order (this order's
-		// own hold is what it takes now).
-		free, err := postgres.FreeGPUs(ctx, tx, in.GPUModel, in.OrderRef)
-		if err != nil {
-			return err
-		}
-		if free < in.GPUs {
-			return domain.Errorf(domain.ECodeNoCapacity,
-				"Capacité insuffisante pour %d GPU %s (%d libres).", in.GPUs, in.GPUModel, max(free, 0))
-		}
-		if err := postgres.ConsumeHold(ctx, tx, in.OrderRef); err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `
-			INSERT INTO gpu_reservations (order_ref, gpu_model, gpus, state) VALUES ($1, $2, $3, 'reserved')
-			ON CONFLICT (order_ref) DO UPDATE SET state = 'reserved', gpus = EXCLUDED.gpus,
-				gpu_model = EXCLUDED.gpu_model, released_at = NULL`,
-			in.OrderRef, in.GPUModel, in.GPUs)
-		return err
-	})
+	var r struct {
+		Outcome string `db:"outcome"`
+		Free    int    `db:"free"`
+	}
+	if err := p.DB.GetContext(ctx, &r, `SELECT outcome, free FROM kd_reserve_gpus($1, $2, $3)`,
+		in.OrderRef, in.GPUModel, in.GPUs); err != nil {
+		return fmt.Errorf("reserve %d GPU %s for %s: %w", in.GPUs, in.GPUModel, in.OrderRef, err)
+	}
+	switch r.Outcome {
+	case "reserved", "already":
+		return nil
+	case "no_inventory":
+		return domain.Errorf(domain.ECodeNoCapacity, "Aucune capacité n'est enregistrée pour le modèle %s.", in.GPUModel)
+	case "no_capacity":
+		return domain.Errorf(domain.ECodeNoCapacity,
+			"Capacité insuffisante pour %d GPU %s (%d libres).", in.GPUs, in.GPUModel, max(r.Free, 0))
+	}
+	return fmt.Errorf("reserve %s: unknown outcome %q", in.OrderRef, r.Outcome)
 }
 
 // Prepare records the preset on the reservation.
