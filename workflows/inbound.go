@@ -110,7 +110,7 @@ func refused(ctx workflow.Context, call, name, reason string) {
 // admitted reports whether a payment signal is addressed to this workflow
 // and names one of its payment requests (addressedChecks); a refused one
 // is logged and counted, and changes nothing.
-func admitted(ctx workflow.Context, v workflow.Version, t payee, sig paymentSignal) bool {
+func admitted(ctx workflow.Context, v workflow.Version, run *intakeRun, sig paymentSignal) bool {
 	if !addressedChecks(ctx, v) {
 		return true
 	}
@@ -122,7 +122,7 @@ func admitted(ctx workflow.Context, v workflow.Version, t payee, sig paymentSign
 	case target != workflow.GetInfo(ctx).WorkflowExecution.ID:
 		refused(ctx, "signal", sig.name, refusedAddress)
 		return false
-	case !t.ledger().ownRequest(ctx, t.targetKind(), t.ref(), intent, address, asset, network):
+	case !run.st.Payments.ownRequest(ctx, run.kind, run.ref, intent, address, asset, network):
 		refused(ctx, "signal", sig.name, refusedRequest)
 		return false
 	}

@@ -1,11 +1,98 @@
 package workflows
 
-// The payment intake: the watchers' signals, read in batches and handed
-// to the rental or top-up they are addressed to.
+// The payment intake: what a rental's and a top-up's runs keep for it
+// alike, and the watchers' signals, read in batches and handed to the
+// handlers (payee.go).
 
 import (
 	"go.temporal.io/sdk/workflow"
 )
+
+// intakeRun is what a rental's or a top-up's run keeps, beside its state,
+// for the intake and its continuing as new.
+type intakeRun struct {
+	mu          workflow.Mutex
+	v           workflow.Version // command version (historyVersion)
+	sa          searchAttrs
+	signalsBusy int  // payment signals being processed
+	full        bool // the history passed its bound: continue as new at the next waiting point
+	batch       bool // payment signals being handled in one batch (vReorgDust): their events wait for one write
+	debiting    bool // a balance debit is paying the order: no attribution meanwhile
+	// kind and ref name the order or top-up, as its payment requests do
+	// (domain.TargetOrder or domain.TargetTopUp); amount is its total.
+	kind, ref string
+	amount    int64
+	st        *payeeState // in the payee's state
+	p         payee
+}
+
+// newIntakeRun starts a run's intake: its mutex, and its command version,
+// read once.
+func newIntakeRun(ctx workflow.Context, kind, ref string, amount int64, st *payeeState, p payee) intakeRun {
+	v := historyVersion(ctx)
+	return intakeRun{mu: workflow.NewMutex(ctx), v: v, sa: searchAttrs{V: v}, kind: kind, ref: ref, amount: amount, st: st, p: p}
+}
+
+// quiet waits until the updates running and the payment signals being
+// handled are done; withPending: and those received but not yet read (a
+// run continuing as new leaves none behind).
+func (i *intakeRun) quiet(ctx workflow.Context, withPending bool) error {
+	return workflow.Await(ctx, func() bool {
+		return workflow.AllHandlersFinished(ctx) && i.signalsBusy == 0 && (!withPending || !signalsPending(ctx))
+	})
+}
+
+// checkFull notes a history past max; it reports whether it just did.
+func (i *intakeRun) checkFull(ctx workflow.Context, max int) bool {
+	if i.full || !historyFull(ctx, i.v, max) {
+		return false
+	}
+	i.full = true
+	return true
+}
+
+// texts are the words of the payee's kind.
+func (i *intakeRun) texts() *payeeText { return payeeTexts[i.kind] }
+
+// payeeState is the part of a rental's or a top-up's state the intake
+// keeps (embedded: its JSON names are theirs).
+type payeeState struct {
+	Payments *paymentLedger
+	Actions  map[int64]bool // support actions applied: a re-sent update is a no-op
+	// Counted are the received payments counted toward the amount: they
+	// go back to support's queue if the order or top-up expires unpaid.
+	Counted []countedPayment
+}
+
+// timeline keeps the events of a batch (and the rental's writeLater) for
+// one write.
+type timeline[E any] struct {
+	later []E
+}
+
+// write writes ev after the events kept, or keeps it while a batch runs.
+func (tl *timeline[E]) write(ctx workflow.Context, v workflow.Version, batch bool, one, many any, ev E) error {
+	if batch {
+		tl.later = append(tl.later, ev)
+		return nil
+	}
+	if len(tl.later) == 0 {
+		return execTimeline(ctx, v, one, ev)
+	}
+	evs := append(tl.later, ev)
+	tl.later = nil
+	return execTimeline(ctx, v, many, evs)
+}
+
+// flush writes the events kept in one local activity.
+func (tl *timeline[E]) flush(ctx workflow.Context, v workflow.Version, many any) error {
+	if len(tl.later) == 0 {
+		return nil
+	}
+	evs := tl.later
+	tl.later = nil
+	return execTimeline(ctx, v, many, evs)
+}
 
 // paymentSignal is one signal received from a chain watcher.
 type paymentSignal struct {
@@ -73,19 +160,18 @@ func receivePaymentSignal(ctx workflow.Context, withDust bool) paymentSignal {
 // of its one timeline write).
 const maxPaymentBatch = 100
 
-// listenPayments handles the chain watchers' signals for the payee's
-// life, under its mu; signalsBusy counts the handlers running, so the
+// listenPayments handles the chain watchers' signals for the run's life,
+// under its mu; signalsBusy counts the handlers running, so the
 // workflow returns only after them. From vReorgDust on, the signals already
 // received are handled together with one timeline write, whatever payers
 // send (dust summaries included); before, one by one. Within a batch the
 // signals are taken by kind (seen, confirmed, reverted, dust), as the
 // selector does.
-func listenPayments(ctx workflow.Context, t payee) {
-	run := t.intake()
+func listenPayments(ctx workflow.Context, run *intakeRun) {
 	v, mu, busy := run.v, run.mu, &run.signalsBusy
 	batching := v >= vReorgDust
 	handle := func(sig paymentSignal) {
-		if v >= vStateOrder && sig.name != SignalPaymentDust && t.ledger().stale(sig.ev) {
+		if v >= vStateOrder && sig.name != SignalPaymentDust && run.st.Payments.stale(sig.ev) {
 			// A state the watcher replaced before this one was read (a
 			// batch is read by kind): the newer one is, or was, applied.
 			return
@@ -93,13 +179,13 @@ func listenPayments(ctx workflow.Context, t payee) {
 		var err error
 		switch sig.name {
 		case SignalPaymentSeen:
-			err = onSeen(ctx, t, sig.ev)
+			err = onSeen(ctx, run, sig.ev)
 		case SignalPaymentConfirmed:
-			err = onConfirmed(ctx, t, sig.ev)
+			err = onConfirmed(ctx, run, sig.ev)
 		case SignalPaymentReverted:
-			err = onReverted(ctx, t, sig.ev)
+			err = onReverted(ctx, run, sig.ev)
 		case SignalPaymentDust:
-			err = onDust(ctx, t, sig.dust)
+			err = onDust(ctx, run, sig.dust)
 		}
 		if err != nil {
 			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
@@ -114,7 +200,7 @@ func listenPayments(ctx workflow.Context, t payee) {
 			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
 			continue
 		}
-		if !admitted(ctx, v, t, sig) {
+		if !admitted(ctx, v, run, sig) {
 			continue
 		}
 		*busy++
@@ -125,18 +211,19 @@ func listenPayments(ctx workflow.Context, t payee) {
 		if !batching {
 			handle(sig)
 		} else {
-			t.startBatch()
+			run.batch = true
 			handle(sig)
 			for n := 1; n < maxPaymentBatch; n++ {
 				next, ok := receivePendingSignal(ctx, true)
 				if !ok {
 					break
 				}
-				if wellFormed(next) && admitted(ctx, v, t, next) {
+				if wellFormed(next) && admitted(ctx, v, run, next) {
 					handle(next)
 				}
 			}
-			if err := t.flushBatch(ctx); err != nil {
+			run.batch = false
+			if err := run.p.flushBatch(ctx); err != nil {
 				workflow.GetLogger(ctx).Error("payment signals' timeline write", "error", err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // RentalWorkflow drives one order: payment, provisioning, the rental period
@@ -32,9 +33,8 @@ func RentalWorkflow(ctx workflow.Context, in RentalInput) (RentalStatus, error) 
 type RentalState struct {
 	runCarry
 	// Status is what the status query answers; Status.Status is the phase.
-	Status   RentalStatus
-	Payments *paymentLedger
-	Actions  map[int64]bool  // support actions applied: a re-sent update is a no-op
+	Status RentalStatus
+	payeeState
 	Reminded map[string]bool // reminder keys sent
 	// Attributed: an attribution by support took part in the payment
 	// (the order's payment method says so).
@@ -59,9 +59,6 @@ type RentalState struct {
 	// PayUntil is the end of the payment window: no payment request
 	// outlives it.
 	PayUntil time.Time
-	// Counted are the received payments counted toward the order: they go
-	// back to support's queue if the order expires unpaid.
-	Counted []countedPayment
 	// Over is the part of PaidCents above the total, queued for support
 	// (refundable from the queue only, never by the order's refund).
 	Over int64
@@ -91,7 +88,6 @@ type rental struct {
 	wake workflow.Channel
 
 	resumedWaitingSupport bool // this run continues a provisioning failure waiting for support
-	debiting              bool // a pay-from-balance debit is running
 	closingRefund         bool // a refund that closes the order is running
 }
 
@@ -112,20 +108,20 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 	if cfg.MaxHistory <= 0 {
 		cfg.MaxHistory = DefaultMaxHistory
 	}
-	return &rental{
+	r := &rental{
 		RentalState: RentalState{
 			Status:     RentalStatus{OrderRef: in.OrderRef, Status: string(PhaseAwaitingPayment)},
 			PayUntil:   workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
-			Payments:   newPaymentLedger(),
-			Actions:    map[int64]bool{},
+			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}},
 			Reminded:   map[string]bool{},
 			Shortfalls: map[string]int64{},
 		},
-		intakeRun: newIntakeRun(ctx),
-		in:        in,
-		cfg:       cfg,
-		wake:      workflow.NewBufferedChannel(ctx, 1),
+		in:   in,
+		cfg:  cfg,
+		wake: workflow.NewBufferedChannel(ctx, 1),
 	}
+	r.intakeRun = newIntakeRun(ctx, domain.TargetOrder, in.OrderRef, in.TotalCents, &r.payeeState, r)
+	return r
 }
 
 // setup registers the status query and the updates. Validators are pure:
@@ -172,7 +168,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 			return err
 		}
 	}
-	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, r) })
+	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, &r.intakeRun) })
 	return nil
 }
 
@@ -259,10 +255,8 @@ func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 	ev.OrderRef = r.in.OrderRef
 	ev.At = workflow.Now(ctx).UTC()
 	r.sa.flush(ctx)
-	return r.tl.write(ctx, r.v, a.RecordOrderEvent, a.RecordOrderEvents, ev)
+	return r.tl.write(ctx, r.v, r.batch, a.RecordOrderEvent, a.RecordOrderEvents, ev)
 }
-
-func (r *rental) startBatch() { r.tl.batch = true }
 
 // flushBatch writes the batch's events in one local activity.
 func (r *rental) flushBatch(ctx workflow.Context) error {

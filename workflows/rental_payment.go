@@ -16,12 +16,6 @@ import (
 // due is the total less what was paid, net of the refunds it still backs.
 func (r *rental) due() int64 { return r.in.TotalCents - r.netPaid() }
 
-// paid is the order's paid_cents.
-func (r *rental) paid() int64 { return r.Status.PaidCents }
-
-// acceptsAttribution: not while a balance debit runs.
-func (r *rental) acceptsAttribution() bool { return !r.debiting && r.awaiting() }
-
 // write records e as an order's event, with the order amounts it changes
 // and the phase it moves to.
 func (r *rental) write(ctx workflow.Context, e payEvent) error {
@@ -32,26 +26,11 @@ func (r *rental) write(ctx workflow.Context, e payEvent) error {
 	return r.transition(ctx, Phase(e.Status), e.order())
 }
 
-func (r *rental) ledger() *paymentLedger  { return r.Payments }
-func (r *rental) targetKind() string      { return domain.TargetOrder }
-func (r *rental) ref() string             { return r.in.OrderRef }
-func (r *rental) actions() map[int64]bool { return r.Actions }
-func (r *rental) status() string          { return r.Status.Status }
-
-func (r *rental) noteSeen(key string, pending bool) {
-	if pending {
-		r.Status.PaymentsSeen = append(r.Status.PaymentsSeen, key)
-	} else {
-		r.Status.PaymentsSeen = without(r.Status.PaymentsSeen, key)
-	}
+// counts: the order's status keeps them all.
+func (r *rental) counts() counts {
+	return counts{paid: &r.Status.PaidCents, confirmed: &r.Status.PaymentsConfirmed, seen: &r.Status.PaymentsSeen,
+		unbacked: &r.Status.UnbackedCents, attributed: &r.Attributed}
 }
-
-func (r *rental) count(key string, cents int64) {
-	r.Status.PaidCents += cents
-	r.Status.PaymentsConfirmed = appendOnce(r.Status.PaymentsConfirmed, key)
-}
-
-func (r *rental) keepCounted(c countedPayment) { r.Counted = addCounted(r.Counted, c) }
 
 // covered: the order is paid; the "paid" event itself is written by the
 // main flow (recordPaid).
@@ -62,10 +41,6 @@ func (r *rental) covered(ctx workflow.Context, excess int64) {
 	}
 	r.Over += excess
 	r.setPhase(ctx, PhasePaid) // written by the "paid" event (transition)
-}
-
-func (r *rental) partialData(missing int64) map[string]any {
-	return map[string]any{"missing_cents": missing, "paid_cents": r.Status.PaidCents, "total_cents": r.in.TotalCents}
 }
 
 // minedAgain: a payment mined again first backs the refunds its reversal
@@ -81,18 +56,12 @@ func (r *rental) minedAgain(ctx workflow.Context, p *PaymentEvent, ekey string, 
 	return false, nil
 }
 
-func (r *rental) attributed(ev *payEvent, cents int64, unbacked bool) {
-	r.Attributed = true
-	if unbacked {
-		r.Status.UnbackedCents += cents
-		ev.UnbackedCents = ptrTo(r.Status.UnbackedCents)
-	}
+func (r *rental) validateAttribution(at Attribution) error {
+	return validateAttribution(&r.intakeRun, at)
 }
 
-func (r *rental) validateAttribution(at Attribution) error { return validateAttribution(r, at) }
-
 func (r *rental) attributePayment(ctx workflow.Context, at Attribution) error {
-	return attributePayment(ctx, r, at)
+	return attributePayment(ctx, &r.intakeRun, at)
 }
 
 // awaitPayment waits until the order is paid, cancelled or expired.

@@ -34,12 +34,10 @@ func TopUpWorkflow(ctx workflow.Context, in TopUpInput) (TopUpStatus, error) {
 // earlier releases.
 type TopUpState struct {
 	runCarry
-	Status   TopUpStatus
-	Payments *paymentLedger
-	Actions  map[int64]bool
-	Due      bool // received covers the amount: credit it (its status changes once credited)
-	Intents  int  // payment requests asked for, part of their keys
-	Counted  []countedPayment
+	Status TopUpStatus
+	payeeState
+	Due      bool      // received covers the amount: credit it (its status changes once credited)
+	Intents  int       // payment requests asked for, part of their keys
 	PayUntil time.Time // no payment request outlives it
 	// ListenUntil ends a credited top-up's listening window.
 	ListenUntil time.Time
@@ -63,18 +61,18 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 	if timeout <= 0 {
 		timeout = DefaultTopUpTimeout
 	}
-	return &topUp{
+	t := &topUp{
 		TopUpState: TopUpState{
-			Status:   TopUpStatus{TopUpRef: in.TopUpRef, Status: domain.TopUpAwaitingPayment},
-			PayUntil: workflow.GetInfo(ctx).WorkflowStartTime.Add(timeout),
-			Payments: newPaymentLedger(),
-			Actions:  map[int64]bool{},
-			Remined:  map[string]int64{},
+			Status:     TopUpStatus{TopUpRef: in.TopUpRef, Status: domain.TopUpAwaitingPayment},
+			PayUntil:   workflow.GetInfo(ctx).WorkflowStartTime.Add(timeout),
+			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}},
+			Remined:    map[string]int64{},
 		},
-		intakeRun: newIntakeRun(ctx),
-		in:        in,
-		timeout:   timeout,
+		in:      in,
+		timeout: timeout,
 	}
+	t.intakeRun = newIntakeRun(ctx, domain.TargetTopUp, in.TopUpRef, in.AmountCents, &t.payeeState, t)
+	return t
 }
 
 func (t *topUp) setup(ctx workflow.Context) error {
@@ -103,7 +101,7 @@ func (t *topUp) setup(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: t.validateCreateIntent}); err != nil {
 		return err
 	}
-	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, t) })
+	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, &t.intakeRun) })
 	return nil
 }
 
@@ -264,7 +262,7 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 	received := t.Status.ReceivedCents
 	ev.ReceivedCents = &received
 	t.sa.flush(ctx)
-	return t.tl.write(ctx, t.v, a.RecordTopUpEvent, a.RecordTopUpEvents, ev)
+	return t.tl.write(ctx, t.v, t.batch, a.RecordTopUpEvent, a.RecordTopUpEvents, ev)
 }
 
 func (t *topUp) validateCancel(req CancelRequest) error {
