@@ -32,6 +32,7 @@ type Config struct {
 	AccessPort           int               // KERNODECK_ACCESS_PORT (local driver)
 	StarterInterval      time.Duration     // KERNODECK_STARTER_INTERVAL
 	WorkflowCacheSize    int               // KERNODECK_WORKFLOW_CACHE_SIZE
+	WorkflowVersion      int               // KERNODECK_WORKFLOW_VERSION: caps new workflows' command version (0: the workers' newest)
 	LogLevel             string            // KERNODECK_LOG_LEVEL
 	TrustedProxies       []string          // KERNODECK_TRUSTED_PROXIES
 	// TemporalAllowPlaintext accepts a Temporal frontend off this machine
@@ -66,6 +67,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AccessPort:           p.int("KERNODECK_ACCESS_PORT", 22),
 		StarterInterval:      p.dur("KERNODECK_STARTER_INTERVAL", 30*time.Second),
 		WorkflowCacheSize:    p.int("KERNODECK_WORKFLOW_CACHE_SIZE", DefaultWorkflowCacheSize),
+		WorkflowVersion:      p.int("KERNODECK_WORKFLOW_VERSION", 0),
 		LogLevel:             p.str("KERNODECK_LOG_LEVEL", "info"),
 		TrustedProxies:       p.list("KERNODECK_TRUSTED_PROXIES"),
 
@@ -74,6 +76,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if p.err != nil {
 		return Config{}, p.err
+	}
+	if v := c.WorkflowVersion; v != 0 && (v < workflows.OldestStartVersion || v > workflows.NewestVersion) {
+		// Below the oldest, a new workflow would not check that its inputs
+		// are addressed to it; above the newest, this build cannot run it.
+		return Config{}, fmt.Errorf("KERNODECK_WORKFLOW_VERSION must be 0 or %d..%d (this build)",
+			workflows.OldestStartVersion, workflows.NewestVersion)
 	}
 	if c.WorkflowCacheSize < 1 {
 		return Config{}, fmt.Errorf("KERNODECK_WORKFLOW_CACHE_SIZE must be at least 1")

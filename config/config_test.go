@@ -1,8 +1,11 @@
 package config
 
 import (
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/kernodeck/kernodeck/workflows"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -20,6 +23,20 @@ func TestDefaults(t *testing.T) {
 	}
 	if len(c.SupportTokens) != 0 {
 		t.Fatalf("support tokens must be empty by default: %v", c.SupportTokens)
+	}
+}
+
+func TestWorkflowVersionBounds(t *testing.T) {
+	for _, v := range []int{workflows.OldestStartVersion - 1, workflows.NewestVersion + 1, -1} {
+		if _, err := FromEnv(env(map[string]string{"KERNODECK_WORKFLOW_VERSION": strconv.Itoa(v)})); err == nil {
+			t.Errorf("KERNODECK_WORKFLOW_VERSION=%d accepted (this build: %d..%d)", v, workflows.OldestStartVersion, workflows.NewestVersion)
+		}
+	}
+	for _, v := range []int{0, workflows.OldestStartVersion, workflows.NewestVersion} {
+		c, err := FromEnv(env(map[string]string{"KERNODECK_WORKFLOW_VERSION": strconv.Itoa(v)}))
+		if err != nil || c.WorkflowVersion != v {
+			t.Errorf("KERNODECK_WORKFLOW_VERSION=%d: %d, %v", v, c.WorkflowVersion, err)
+		}
 	}
 }
 

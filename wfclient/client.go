@@ -28,6 +28,11 @@ const (
 // Client implements api.Workflows over a Temporal client.
 type Client struct {
 	Temporal client.Client
+	// MaxVersion caps the command version of the workflows it starts
+	// (KERNODECK_WORKFLOW_VERSION; 0: the newest of the worker that runs
+	// their first task). A rolling restart onto a release with a new
+	// version keeps it at the old one until every worker runs the release.
+	MaxVersion int
 }
 
 // StartRental starts the order's rental workflow; starting one that already
@@ -46,6 +51,9 @@ func (c *Client) StartRental(ctx context.Context, in workflows.RentalInput) erro
 			"total":    domain.FormatUSD(in.TotalCents) + " USD",
 		},
 	}
+	if c.MaxVersion > 0 {
+		in.Config.MaxVersion = c.MaxVersion
+	}
 	return c.start(ctx, opts, RentalWorkflowType, in)
 }
 
@@ -61,6 +69,9 @@ func (c *Client) StartTopUp(ctx context.Context, in workflows.TopUpInput) error 
 			"customer": strconv.FormatInt(in.AccountID, 10),
 			"amount":   domain.FormatUSD(in.AmountCents) + " USD",
 		},
+	}
+	if c.MaxVersion > 0 {
+		in.MaxVersion = c.MaxVersion
 	}
 	return c.start(ctx, opts, TopUpWorkflowType, in)
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -363,9 +365,47 @@ func signalsPending(ctx workflow.Context) bool {
 	return false
 }
 
-// historyVersion is the workflow's command version, taken at its start.
-func historyVersion(ctx workflow.Context) workflow.Version {
-	return workflow.GetVersion(ctx, changeHistory, workflow.DefaultVersion, vMaxHistory)
+// NewestVersion is the newest command version this build runs, and
+// OldestStartVersion the oldest a workflow may still be started at: below
+// it a workflow would not check that its inputs are addressed to it.
+const (
+	NewestVersion      = int(vMaxHistory)
+	OldestStartVersion = int(vAddressed)
+)
+
+// historyVersion is the workflow's command version, taken at its start
+// (read from its history ever after). A new workflow records the newest
+// version its worker knows, or ceiling when its starter set one
+// (wfclient.Client.MaxVersion): during a rolling restart onto a release
+// with a new version, workflows keep being started at the version the old
+// workers still run, so none of their tasks can fail on an old worker.
+func historyVersion(ctx workflow.Context, ceiling int) workflow.Version {
+	return workflow.GetVersion(ctx, changeHistory, workflow.DefaultVersion, startVersion(ceiling))
+}
+
+// RecordedVersion reads the command version a workflow recorded from one
+// event of its history (its kernodeck-history version marker, payloads
+// opened by dc); ok is false for any other event.
+func RecordedVersion(ev *historypb.HistoryEvent, dc converter.DataConverter) (v int, ok bool) {
+	m := ev.GetMarkerRecordedEventAttributes()
+	if m == nil || m.GetMarkerName() != "Version" {
+		return 0, false
+	}
+	var id string
+	if dc.FromPayloads(m.GetDetails()["change-id"], &id) != nil || id != changeHistory {
+		return 0, false
+	}
+	return v, dc.FromPayloads(m.GetDetails()["version"], &v) == nil
+}
+
+// startVersion is the version a workflow starting under ceiling records:
+// the build's newest when ceiling is 0 or above it, never below
+// OldestStartVersion.
+func startVersion(ceiling int) workflow.Version {
+	if ceiling <= 0 || ceiling >= NewestVersion {
+		return vMaxHistory
+	}
+	return workflow.Version(max(ceiling, OldestStartVersion))
 }
 
 // localTimelineCtx is timelineCtx for local activities: the same

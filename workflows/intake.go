@@ -28,8 +28,8 @@ type intakeRun struct {
 
 // newIntakeRun starts a run's intake: its mutex, and its command version,
 // read once.
-func newIntakeRun(ctx workflow.Context, kind, ref string, amount int64, st *payeeState, p payee) intakeRun {
-	v := historyVersion(ctx)
+func newIntakeRun(ctx workflow.Context, ceiling int, kind, ref string, amount int64, st *payeeState, p payee) intakeRun {
+	v := historyVersion(ctx, ceiling)
 	return intakeRun{mu: workflow.NewMutex(ctx), v: v, sa: searchAttrs{V: v}, kind: kind, ref: ref, amount: amount, st: st, p: p}
 }
 

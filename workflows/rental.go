@@ -120,7 +120,7 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 		cfg:  cfg,
 		wake: workflow.NewBufferedChannel(ctx, 1),
 	}
-	r.intakeRun = newIntakeRun(ctx, domain.TargetOrder, in.OrderRef, in.TotalCents, &r.payeeState, r)
+	r.intakeRun = newIntakeRun(ctx, cfg.MaxVersion, domain.TargetOrder, in.OrderRef, in.TotalCents, &r.payeeState, r)
 	return r
 }
 

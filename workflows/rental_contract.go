@@ -64,6 +64,9 @@ type RentalConfig struct {
 	// MaxHistory: past this many history events the workflow continues
 	// as new at its next waiting point (0: DefaultMaxHistory).
 	MaxHistory int `json:",omitempty"`
+	// MaxVersion caps the command version the workflow records (0: its
+	// worker's newest); set by the starter, see historyVersion.
+	MaxVersion int `json:",omitempty"`
 }
 
 // RentalStatus is what QueryStatus returns for a rental.

@@ -71,7 +71,7 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 		in:      in,
 		timeout: timeout,
 	}
-	t.intakeRun = newIntakeRun(ctx, domain.TargetTopUp, in.TopUpRef, in.AmountCents, &t.payeeState, t)
+	t.intakeRun = newIntakeRun(ctx, in.MaxVersion, domain.TargetTopUp, in.TopUpRef, in.AmountCents, &t.payeeState, t)
 	return t
 }
 

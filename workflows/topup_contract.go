@@ -21,6 +21,8 @@ type TopUpInput struct {
 	PaymentTimeout time.Duration
 	// MaxHistory: see RentalConfig.MaxHistory.
 	MaxHistory int `json:",omitempty"`
+	// MaxVersion: see RentalConfig.MaxVersion.
+	MaxVersion int `json:",omitempty"`
 	// Carry is the state of the previous run (continue-as-new).
 	Carry *TopUpCarry `json:",omitempty"`
 }

@@ -140,19 +140,10 @@ func (b *burst) reportVersions(ctx context.Context, out io.Writer, refs []string
 			if f := ev.GetWorkflowTaskFailedEventAttributes(); f != nil {
 				taskFailures[f.GetCause().String()]++
 			}
-			m := ev.GetMarkerRecordedEventAttributes()
-			if m == nil {
-				continue
+			if v, ok := workflows.RecordedVersion(ev, dc); ok {
+				version = v
 			}
-			switch m.GetMarkerName() {
-			case "Version":
-				var id string
-				var v int
-				if dc.FromPayloads(m.GetDetails()["change-id"], &id) == nil && id == "kernodeck-history" &&
-					dc.FromPayloads(m.GetDetails()["version"], &v) == nil {
-					version = v
-				}
-			case "SideEffect":
+			if m := ev.GetMarkerRecordedEventAttributes(); m.GetMarkerName() == "SideEffect" {
 				var s string
 				if dc.FromPayloads(m.GetDetails()["data"], &s) == nil && s == "kdrollout" {
 					stepped++

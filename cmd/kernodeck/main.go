@@ -196,7 +196,7 @@ func runAPI(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	defer tc.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "api", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
-	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, m, logger) })
+	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger) })
 	return g.Wait()
 }
 
@@ -302,7 +302,7 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *
 	logger.Info("worker started", "task_queue", "kernodeck", "provisioner", prov.cfg.Provisioner, "mail", mail != nil)
 	starter := &workers.Starter{
 		Store:        db,
-		Workflows:    &wfclient.Client{Temporal: tc},
+		Workflows:    &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion},
 		RentalConfig: cfg.RentalConfig(),
 		TopUpTimeout: cfg.TopUpTimeout,
 		Interval:     cfg.StarterInterval,
@@ -388,7 +388,7 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
 	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, m, logger) })
-	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc}, m, logger) })
+	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger) })
 	g.Go(func() error { return serveChainwatch(gctx, db, tc, m, logger) })
 	return g.Wait()
 }
