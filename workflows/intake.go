@@ -27,7 +27,7 @@ type intakeRun struct {
 }
 
 // newIntakeRun starts a run's intake: its mutex, and its command version,
-// read once.
+// read once (ceiling: see historyVersion).
 func newIntakeRun(ctx workflow.Context, ceiling int, kind, ref string, amount int64, st *payeeState, p payee) intakeRun {
 	v := historyVersion(ctx, ceiling)
 	return intakeRun{mu: workflow.NewMutex(ctx), v: v, sa: searchAttrs{V: v}, kind: kind, ref: ref, amount: amount, st: st, p: p}
