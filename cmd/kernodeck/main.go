@@ -196,7 +196,9 @@ func runAPI(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	defer tc.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "api", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
-	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger) })
+	g.Go(func() error {
+		return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger)
+	})
 	return g.Wait()
 }
 
@@ -388,7 +390,9 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
 	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, m, logger) })
-	g.Go(func() error { return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger) })
+	g.Go(func() error {
+		return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger)
+	})
 	g.Go(func() error { return serveChainwatch(gctx, db, tc, m, logger) })
 	return g.Wait()
 }
