@@ -50,6 +50,14 @@ type MempoolChain interface {
 	TxState(ctx context.Context, txid string) (TxState, error)
 }
 
+// MempoolLister is a Chain whose node can list the transactions in its
+// mempool: a watcher taking the lease over reads them, so what was
+// broadcast while no watcher was active is detected before its block.
+type MempoolLister interface {
+	Chain
+	Mempool(ctx context.Context) ([]MempoolTx, error)
+}
+
 // runNotifier runs the Notifier until ctx ends, again after each failure.
 func (w *Watcher) runNotifier(ctx context.Context) {
 	n := Notifications{Block: w.wakeUp, Tx: func(tx MempoolTx) { w.onMempoolTx(ctx, tx) }}
@@ -75,7 +83,9 @@ func (w *Watcher) wakeUp() {
 // onMempoolTx records the payments of a mempool transaction to addresses
 // the shop handed out (seen, no block) and delivers them at once; a
 // transaction spending what a watched mempool payment spends makes the
-// watcher check that payment now.
+// watcher check that payment now. The lease is renewed first and kept while
+// the push runs (recording and delivering hundreds of payments can outlast
+// it).
 func (w *Watcher) onMempoolTx(ctx context.Context, tx MempoolTx) {
 	w.stepMu.Lock()
 	defer w.stepMu.Unlock()
@@ -83,34 +93,26 @@ func (w *Watcher) onMempoolTx(ctx context.Context, tx MempoolTx) {
 	if err := w.refreshIndex(ctx); err != nil {
 		w.Logger.Warn("mempool transaction", "network", w.Chain.Network(), "txid", tx.TxID, "err", err)
 	}
-	replaced := false
-	for _, s := range tx.Spends {
-		if other, ok := w.spent[s]; ok && other != tx.TxID {
-			replaced = true
-		}
-	}
-	var seen []Seen
-	for i := range tx.Outputs {
-		o := &tx.Outputs[i]
-		if o.Amount == nil || o.Amount.Sign() <= 0 || !w.index.Has(o.Address) {
-			continue
-		}
-		seen = append(seen, Seen{TxID: o.TxID, Index: o.Index, Asset: o.Asset, Address: o.Address, Amount: o.Amount,
-			Dust: w.isDust(o.Asset, o.Amount)})
-	}
+	seen, replaced := w.matchMempool(tx)
 	if len(seen) == 0 && !replaced {
 		return
 	}
 	if !w.leader.Load() {
-		return // the active watcher records it
+		return // the active watcher records it (or reads the mempool on taking over)
 	}
+	if err := w.lease(ctx); err != nil {
+		w.Logger.Warn("mempool transaction", "network", w.Chain.Network(), "txid", tx.TxID, "err", err)
+		return
+	}
+	ctx, done := w.keepLease(ctx)
+	defer done()
 	if len(seen) > 0 {
-		if err := w.Store.RecordMempool(ctx, w.Chain.Network(), w.Holder, seen); err != nil {
+		if err := w.recordMempool(ctx, tx, seen); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				w.leader.Store(false)
+			}
 			w.Logger.Warn("record mempool payment", "network", w.Chain.Network(), "txid", tx.TxID, "err", err)
 			return
-		}
-		for _, s := range tx.Spends {
-			w.spent[s] = tx.TxID
 		}
 	}
 	if replaced {
@@ -121,6 +123,59 @@ func (w *Watcher) onMempoolTx(ctx context.Context, tx MempoolTx) {
 	if err := w.Reconcile(ctx); err != nil {
 		w.Logger.Warn("deliver", "network", w.Chain.Network(), "err", err)
 	}
+}
+
+// matchMempool keeps the transaction's outputs that pay an address the
+// shop handed out, and says whether it spends what another watched mempool
+// payment spends (replacement or double spend).
+func (w *Watcher) matchMempool(tx MempoolTx) (seen []Seen, replaced bool) {
+	for _, s := range tx.Spends {
+		if other, ok := w.spent[s]; ok && other != tx.TxID {
+			replaced = true
+		}
+	}
+	for i := range tx.Outputs {
+		o := &tx.Outputs[i]
+		if o.Amount == nil || o.Amount.Sign() <= 0 || !w.index.Has(o.Address) {
+			continue
+		}
+		seen = append(seen, Seen{TxID: o.TxID, Index: o.Index, Asset: o.Asset, Address: o.Address, Amount: o.Amount,
+			Dust: w.isDust(o.Asset, o.Amount)})
+	}
+	return seen, replaced
+}
+
+// recordMempool stores a mempool transaction's matching payments and
+// remembers what it spends.
+func (w *Watcher) recordMempool(ctx context.Context, tx MempoolTx, seen []Seen) error {
+	if err := w.Store.RecordMempool(ctx, w.Chain.Network(), w.Holder, seen); err != nil {
+		return err
+	}
+	for _, s := range tx.Spends {
+		w.spent[s] = tx.TxID
+	}
+	return nil
+}
+
+// readMempool records the payments of every transaction in the node's
+// mempool, when the chain can list it (the step delivers them).
+func (w *Watcher) readMempool(ctx context.Context) error {
+	ml, ok := w.Chain.(MempoolLister)
+	if !ok {
+		return nil
+	}
+	txs, err := ml.Mempool(ctx)
+	if err != nil {
+		return fmt.Errorf("read mempool: %w", err)
+	}
+	for _, tx := range txs {
+		if seen, _ := w.matchMempool(tx); len(seen) > 0 {
+			if err := w.recordMempool(ctx, tx, seen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkMempool reverts the mempool payments whose transaction the node no

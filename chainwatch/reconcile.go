@@ -58,6 +58,9 @@ func Reconcile(ctx context.Context, network string, store Store, signaler Signal
 		if failed[d.TargetRef] {
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		err := signaler.SignalDust(ctx, d)
 		switch {
 		case errors.Is(err, ErrWorkflowClosed):
@@ -77,6 +80,11 @@ func Reconcile(ctx context.Context, network string, store Store, signaler Signal
 }
 
 func deliver(ctx context.Context, store Store, signaler Signaler, p Pending) error {
+	// A watcher that lost its lease (the context cancelled) sends nothing
+	// more: the new holder delivers.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	err := signaler.Signal(ctx, p)
 	switch {
 	case errors.Is(err, ErrWorkflowClosed):

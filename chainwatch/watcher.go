@@ -38,12 +38,14 @@ type Watcher struct {
 	// transactions; polling stays the fallback.
 	Notifier Notifier
 
-	index   *Index
-	renewed time.Time // when the lease was last taken or renewed
-	wake    chan struct{}
-	leader  atomic.Bool
+	index  *Index
+	wake   chan struct{}
+	leader atomic.Bool
 	// stepMu serialises steps and mempool notifications.
 	stepMu sync.Mutex
+	// scanMempool: the watcher took the lease over and has not read the
+	// node's mempool since (under stepMu).
+	scanMempool bool
 	// spent maps the outpoints spent by watched mempool payments to their
 	// transaction (replacement detection).
 	spent map[string]string
@@ -92,6 +94,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 	network := w.Chain.Network()
 	log := w.Logger.With("network", network, "holder", w.Holder)
 	defer func() {
+		// After the push in progress, if any: its lease keeper must not
+		// renew what is given up here.
+		w.stepMu.Lock()
+		defer w.stepMu.Unlock()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = w.Store.ReleaseLease(rctx, network, w.Holder)
@@ -103,7 +109,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 	for {
 		caughtUp, err := w.Step(ctx)
 		lost := errors.Is(err, ErrLeaseLost)
-		w.leader.Store(!lost)
 		switch {
 		case ctx.Err() != nil:
 		case lost && leader:
@@ -129,9 +134,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 // Step runs one pass: take or renew the lease (ErrLeaseLost if another
 // watcher has it; an empty Holder skips the lease), refresh the addresses,
-// follow the chain (handling a reorganisation), confirm what has enough
-// confirmations, and deliver the signals not yet acknowledged. It reports
-// whether the watcher caught up.
+// read the node's mempool if the lease was just taken over, follow the
+// chain (handling a reorganisation), confirm what has enough confirmations,
+// and deliver the signals not yet acknowledged. The lease is kept (renewed)
+// for as long as the step runs; lost, the step stops where it is and
+// returns ErrLeaseLost. It reports whether the watcher caught up.
 func (w *Watcher) Step(ctx context.Context) (bool, error) {
 	w.defaults()
 	w.stepMu.Lock()
@@ -139,8 +146,34 @@ func (w *Watcher) Step(ctx context.Context) (bool, error) {
 	if err := w.lease(ctx); err != nil {
 		return false, err
 	}
+	ctx, done := w.keepLease(ctx)
+	defer done()
+	caughtUp, err := w.step(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrLeaseLost) {
+		err = cause
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		w.leader.Store(false)
+		return false, err
+	}
+	return caughtUp, err
+}
+
+func (w *Watcher) step(ctx context.Context) (bool, error) {
 	if err := w.refreshIndex(ctx); err != nil {
 		return false, err
+	}
+	if w.scanMempool {
+		// Payments broadcast while no watcher was active (the previous
+		// holder's lease lapsing) are detected now, not in their block.
+		if err := w.readMempool(ctx); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				return false, err
+			}
+			w.Logger.Warn("mempool read on takeover", "network", w.Chain.Network(), "err", err)
+		} else {
+			w.scanMempool = false
+		}
 	}
 	caughtUp, err := w.follow(ctx)
 	if errors.Is(err, ErrLeaseLost) {
@@ -164,20 +197,83 @@ func (w *Watcher) Step(ctx context.Context) (bool, error) {
 	return caughtUp, w.Reconcile(ctx)
 }
 
-// lease takes or renews the network's lease for Holder.
+// lease takes or renews the network's lease for Holder, and keeps the
+// leader flag: a watcher taking the lease over reads the mempool at its
+// next step.
 func (w *Watcher) lease(ctx context.Context) error {
-	if w.Holder == "" {
-		return nil
+	if w.Holder != "" {
+		ok, err := w.Store.AcquireLease(ctx, w.Chain.Network(), w.Holder, w.LeaseTTL)
+		if err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+		if !ok {
+			w.leader.Store(false)
+			return fmt.Errorf("%s held by another watcher: %w", w.Chain.Network(), ErrLeaseLost)
+		}
 	}
-	ok, err := w.Store.AcquireLease(ctx, w.Chain.Network(), w.Holder, w.LeaseTTL)
-	if err != nil {
-		return fmt.Errorf("lease: %w", err)
+	if !w.leader.Swap(true) {
+		w.scanMempool = true
 	}
-	if !ok {
-		return fmt.Errorf("%s held by another watcher: %w", w.Chain.Network(), ErrLeaseLost)
-	}
-	w.renewed = w.now()
 	return nil
+}
+
+// keepLease renews the lease every third of its TTL while the work done
+// under the returned context runs (a busy block's thousands of signals
+// outlast the TTL), and cancels that work, with ErrLeaseLost as the cause,
+// once the lease is lost: taken by another watcher, or not renewed while
+// the store was unreachable until less than a third of it was left. The
+// store refuses chain writes without the lease; the cancellation stops the
+// signals too. done stops the keeper.
+func (w *Watcher) keepLease(ctx context.Context) (_ context.Context, done func()) {
+	if w.Holder == "" {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		every := w.LeaseTTL / 3
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		renewed := w.now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			// A stuck store is given up on by the next tick.
+			actx, acancel := context.WithTimeout(ctx, every)
+			ok, err := w.Store.AcquireLease(actx, w.Chain.Network(), w.Holder, w.LeaseTTL)
+			acancel()
+			switch {
+			case err == nil && ok:
+				renewed = w.now()
+				continue
+			case err == nil:
+				err = fmt.Errorf("%s taken by another watcher: %w", w.Chain.Network(), ErrLeaseLost)
+			case ctx.Err() != nil:
+				return
+			case w.now().Sub(renewed)+every < w.LeaseTTL:
+				w.Logger.Warn("lease renewal failed", "network", w.Chain.Network(), "err", err)
+				continue
+			default:
+				err = fmt.Errorf("%s not renewed since %s (%v): %w", w.Chain.Network(), renewed.Format(time.RFC3339), err, ErrLeaseLost)
+			}
+			w.leader.Store(false)
+			w.Logger.Warn("lease lost while working: stopping", "network", w.Chain.Network(), "holder", w.Holder, "err", err)
+			cancel(err)
+			return
+		}
+	}()
+	return ctx, func() {
+		close(stop)
+		<-stopped
+		cancel(nil)
+	}
 }
 
 func (w *Watcher) refreshIndex(ctx context.Context) error {
@@ -221,13 +317,6 @@ func (w *Watcher) follow(ctx context.Context) (bool, error) {
 	}
 	end := min(tip, last+w.MaxBlocksPerStep)
 	for h := last + 1; h <= end; h++ {
-		// A long catch-up outlives the lease: renew it on the way (the
-		// store's writes check it too, so a watcher that lost it stops).
-		if w.now().Sub(w.renewed) > w.LeaseTTL/3 {
-			if err := w.lease(ctx); err != nil {
-				return false, err
-			}
-		}
 		b, err := w.Chain.Block(ctx, h)
 		if err != nil {
 			return false, fmt.Errorf("block %d: %w", h, err)

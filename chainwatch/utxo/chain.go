@@ -404,6 +404,71 @@ func (c *Chain) TxState(ctx context.Context, txid string) (chainwatch.TxState, e
 	return chainwatch.TxMined, nil
 }
 
+var _ chainwatch.MempoolLister = (*Chain)(nil)
+
+// Mempool lists the node's mempool transactions with the outputs that pay
+// an address and the outpoints they spend (getrawmempool, then
+// getrawtransaction each: btcd has no verbose mempool listing with
+// outputs). A transaction mined or dropped meanwhile is skipped.
+func (c *Chain) Mempool(ctx context.Context) ([]chainwatch.MempoolTx, error) {
+	raw, err := c.rawRequest(ctx, "getrawmempool", false)
+	if err != nil {
+		return nil, fmt.Errorf("%s getrawmempool: %w", c.cfg.Network, err)
+	}
+	var txids []string
+	if err := json.Unmarshal(raw, &txids); err != nil {
+		return nil, fmt.Errorf("%s getrawmempool: %w", c.cfg.Network, err)
+	}
+	var out []chainwatch.MempoolTx
+	for _, txid := range txids {
+		raw, err := c.rawRequest(ctx, "getrawtransaction", txid, 1)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s getrawtransaction %s: %w", c.cfg.Network, txid, err)
+		}
+		tx, err := decodeMempoolTx(raw, c.cfg.Asset)
+		if err != nil {
+			return nil, fmt.Errorf("%s transaction %s: %w", c.cfg.Network, txid, err)
+		}
+		out = append(out, tx)
+	}
+	return out, nil
+}
+
+// decodeMempoolTx reads getrawtransaction's verbose answer.
+func decodeMempoolTx(raw []byte, asset string) (chainwatch.MempoolTx, error) {
+	var tx struct {
+		verboseTx
+		Vin []struct {
+			TxID string `json:"txid"`
+			Vout uint32 `json:"vout"`
+		} `json:"vin"`
+	}
+	if err := json.Unmarshal(raw, &tx); err != nil {
+		return chainwatch.MempoolTx{}, err
+	}
+	out := chainwatch.MempoolTx{TxID: tx.TxID}
+	for _, o := range tx.Vout {
+		addr := o.address()
+		if o.IsMWEB || addr == "" || o.N < 0 {
+			continue
+		}
+		amount, err := ParseAmount(o.Value)
+		if err != nil {
+			return chainwatch.MempoolTx{}, fmt.Errorf("output %d: %w", o.N, err)
+		}
+		out.Outputs = append(out.Outputs, chainwatch.Output{TxID: tx.TxID, Index: o.N, Address: addr, Asset: asset, Amount: amount})
+	}
+	for _, in := range tx.Vin {
+		if in.TxID != "" { // a coinbase spends nothing
+			out.Spends = append(out.Spends, fmt.Sprintf("%s:%d", in.TxID, in.Vout))
+		}
+	}
+	return out, nil
+}
+
 // isNotFound: RPC_INVALID_ADDRESS_OR_KEY (-5), "not in mempool" / "no such
 // transaction" on Core and btcd.
 func isNotFound(err error) bool {
