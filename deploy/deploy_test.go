@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kernodeck/kernodeck/devnodes"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -80,8 +81,10 @@ func TestSystemdUnitsVerify(t *testing.T) {
 	}
 }
 
-// TestProdlikeScript checks scripts/prodlike.sh's syntax and that it
-// registers exactly the search attributes the workflows use.
+// TestProdlikeScript checks scripts/prodlike.sh's syntax, that it
+// registers exactly the search attributes the workflows use, and that its
+// btcd mines to the development payer whose coins devnodes.SendBitcoin
+// spends.
 func TestProdlikeScript(t *testing.T) {
 	const script = "../scripts/prodlike.sh"
 	if out, err := exec.Command("bash", "-n", script).CombinedOutput(); err != nil {
@@ -101,6 +104,13 @@ func TestProdlikeScript(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("prodlike.sh registers %v, the workflows use %v", got, want)
+	}
+	payer, err := devnodes.BitcoinPayerAddress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`(?m)^BTC_PAYER=(\S+)$`).FindSubmatch(raw); m == nil || string(m[1]) != payer {
+		t.Errorf("prodlike.sh's BTC_PAYER line %q, the development payer is %s", m, payer)
 	}
 }
 
@@ -147,10 +157,12 @@ func TestTemporalConfigVariables(t *testing.T) {
 // TestProdlikeSmallBurst is issue 23's burst in small, so the
 // production-shaped deployment cannot rot: scripts/prodlike.sh (the Temporal
 // server on PostgreSQL behind mutual TLS, two api, two worker, two
-// chainwatch, Litecoin regtest) and on it `kdload burst`: 50 orders paid in
-// one block, then the chainwatch holding the lease, a worker and an api
-// SIGKILLed (prodlike restarts them). kdload fails unless every order ends
-// active, paid once by its one chain payment, and the ledger balances; the
+// chainwatch, Litecoin regtest and btcd, both pushing to the watchers) and
+// on it `kdload burst`: 50 orders paid in LTC in one block and 5 in BTC in
+// one btcd block, then the chainwatch holding the Litecoin lease, a worker
+// and an api SIGKILLed (prodlike restarts them). kdload fails unless every
+// order ends active, paid once by its one chain payment (in a transaction
+// it broadcast, in a block it mined), and the ledger balances; the
 // standby must take the lease over, and no customer read be answered 5xx.
 // Two to three minutes; the Temporal server is built by
 // scripts/ensure-tools.sh (or on the first run, ~12 minutes).
@@ -172,13 +184,13 @@ func TestProdlikeSmallBurst(t *testing.T) {
 		}
 	}
 	cmd := exec.Command("scripts/prodlike.sh", "--", "go", "run", "./cmd/kdload", "burst",
-		"-n", "50", "-c", "8", "-per-tx", "25", "-kill", "-bare=false", "-detect", "60s")
+		"-n", "50", "-btc", "5", "-c", "8", "-per-tx", "25", "-kill", "-bare=false", "-detect", "60s")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(),
 		"KD_PRODLIKE_DIR="+dir,
 		// Apart from a deployment started by hand (27000).
 		"KD_PRODLIKE_PORT_BASE=28000",
-		// One customer holds the 50 unpaid orders.
+		// One customer holds the 55 unpaid orders.
 		"KERNODECK_MAX_UNPAID_ORDERS=1000", "KERNODECK_UNPAID_HOLDS_PER_ACCOUNT=1000",
 		"KERNODECK_UNPAID_HOLDS_PER_NETWORK=100000", "KERNODECK_PAYMENT_REQUESTS_PER_HOUR=1000",
 	)
@@ -187,7 +199,11 @@ func TestProdlikeSmallBurst(t *testing.T) {
 		t.Fatalf("prodlike burst: %v\n%s", err, out)
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`block -> active: .* \(50 orders;`),
+		regexp.MustCompile(`(?m)^block -> active: .* \(50 orders;`),
+		regexp.MustCompile(`btcd block \d+ holds the paying transaction`),
+		regexp.MustCompile(`(?m)^BTC block -> active: .* \(5 orders;`),
+		// Push: every payment seen in the mempools before the blocks.
+		regexp.MustCompile(`broadcast -> payment_detected: 55 of 55`),
 		regexp.MustCompile(`lease taken by the (standby|restarted) chainwatch-[12]`),
 		regexp.MustCompile(`kill: worker-1 \(pid \d+\) SIGKILLed`),
 		regexp.MustCompile(`kill: api-1 \(pid \d+\) SIGKILLed`),

@@ -108,7 +108,7 @@ func startBitcoin(ctx context.Context, dir string, port, p2pPort int) (*Node, er
 		return nil, err
 	}
 	if height < segwitBlocks {
-		if err := RPC(ctx, url, "generate", []any{segwitBlocks - height}, nil); err != nil {
+		if _, err := MineBitcoin(ctx, url, segwitBlocks-height); err != nil {
 			n.Stop()
 			return nil, err
 		}
@@ -120,30 +120,54 @@ func startBitcoin(ctx context.Context, dir string, port, p2pPort int) (*Node, er
 // mature, unspent coinbase of the development payer on the btcd at url
 // (the change back to the payer), then mines confirmations blocks.
 func PayBitcoin(ctx context.Context, url string, in domain.Intent, confirmations int) (string, error) {
+	if !in.AmountBase.IsInt64() {
+		return "", fmt.Errorf("amount %s out of range", in.Amount)
+	}
+	txid, err := SendBitcoin(ctx, url, []BitcoinOutput{{Address: in.Address, Sats: in.AmountBase.Int64()}})
+	if err != nil {
+		return "", err
+	}
+	_, err = MineBitcoin(ctx, url, confirmations)
+	return txid, err
+}
+
+// BitcoinOutput is one output of a development payment.
+type BitcoinOutput struct {
+	Address string // regtest address (bcrt1...)
+	Sats    int64
+}
+
+// SendBitcoin pays every output in one transaction, from one mature,
+// unspent coinbase of the development payer on the btcd at url (the change
+// back to the payer), and broadcasts it without mining. It returns the
+// transaction id.
+func SendBitcoin(ctx context.Context, url string, outs []BitcoinOutput) (string, error) {
 	p, err := devPayer()
 	if err != nil {
 		return "", err
 	}
-	to, err := btcutil.DecodeAddress(in.Address, &chaincfg.RegressionNetParams)
-	if err != nil {
-		return "", fmt.Errorf("address %s: %w", in.Address, err)
-	}
-	toScript, err := txscript.PayToAddrScript(to)
-	if err != nil {
-		return "", err
-	}
-	if !in.AmountBase.IsInt64() {
-		return "", fmt.Errorf("amount %s out of range", in.Amount)
-	}
-	amount := in.AmountBase.Int64()
-	op, value, err := spendableCoin(ctx, url, p, amount+devFee)
-	if err != nil {
-		return "", err
-	}
+	// 1 sat/byte covers each output's ~31 bytes (btcd's relay minimum).
+	fee := devFee + 50*int64(len(outs))
+	total := fee
 	tx := wire.NewMsgTx(2)
+	for _, o := range outs {
+		to, err := btcutil.DecodeAddress(o.Address, &chaincfg.RegressionNetParams)
+		if err != nil {
+			return "", fmt.Errorf("address %s: %w", o.Address, err)
+		}
+		toScript, err := txscript.PayToAddrScript(to)
+		if err != nil {
+			return "", err
+		}
+		tx.AddTxOut(wire.NewTxOut(o.Sats, toScript))
+		total += o.Sats
+	}
+	op, value, err := spendableCoin(ctx, url, p, total)
+	if err != nil {
+		return "", err
+	}
 	tx.AddTxIn(wire.NewTxIn(&op, nil, nil))
-	tx.AddTxOut(wire.NewTxOut(amount, toScript))
-	tx.AddTxOut(wire.NewTxOut(value-amount-devFee, p.script))
+	tx.AddTxOut(wire.NewTxOut(value-total, p.script))
 	fetcher := txscript.NewCannedPrevOutputFetcher(p.script, value)
 	wit, err := txscript.WitnessSignature(tx, txscript.NewTxSigHashes(tx, fetcher), 0, value, p.script, txscript.SigHashAll, p.key, true)
 	if err != nil {
@@ -158,7 +182,22 @@ func PayBitcoin(ctx context.Context, url string, in domain.Intent, confirmations
 	if err := RPC(ctx, url, "sendrawtransaction", []any{hex.EncodeToString(buf.Bytes())}, &txid); err != nil {
 		return "", err
 	}
-	return txid, RPC(ctx, url, "generate", []any{confirmations}, nil)
+	return txid, nil
+}
+
+// MineBitcoin mines blocks on the btcd at url (to the development payer,
+// its --miningaddr) and returns their hashes.
+func MineBitcoin(ctx context.Context, url string, blocks int) ([]string, error) {
+	var hashes []string
+	err := RPC(ctx, url, "generate", []any{blocks}, &hashes)
+	return hashes, err
+}
+
+// BitcoinPayerAddress is the development payer's address: the --miningaddr
+// of a btcd whose coins SendBitcoin spends.
+func BitcoinPayerAddress() (string, error) {
+	p, err := devPayer()
+	return p.addr, err
 }
 
 // spendableCoin finds a coinbase of the payer with 100 confirmations or

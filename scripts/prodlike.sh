@@ -10,9 +10,13 @@
 #   - its namespace and Kernodeck's search attributes registered;
 #   - Litecoin Core in regtest with a funded wallet, its peer-to-peer port
 #     open to the watchers (push);
+#   - btcd in regtest (as `kernodeck dev`: segwit active, mined to the
+#     development payer of devnodes.SendBitcoin, which has no wallet), its
+#     peer-to-peer port open to the watchers (push);
 #   - two `kernodeck api` (different ports), two `kernodeck worker` (local
-#     provisioning driver), two `kernodeck chainwatch` (one holds the
-#     Litecoin lease, the other waits to take over);
+#     provisioning driver), two `kernodeck chainwatch` watching both chains
+#     (each network under its own lease: one process holds it, the other
+#     waits to take over);
 # then it waits until Ctrl-C (or SIGTERM), which stops everything it started
 # and waits for it. Meanwhile a Kernodeck process that exits is started again
 # a second later (as systemd's Restart=always would): a test may kill one
@@ -36,7 +40,7 @@
 #                          matching +235, worker +239, membership +933..+939,
 #                          metrics +900, pprof +901), api +80 and +81, metrics: api +91/+92,
 #                          worker +93/+94, chainwatch +95/+96; Litecoin RPC +443,
-#                          peer-to-peer +444
+#                          peer-to-peer +444; btcd RPC +332, peer-to-peer +333
 #   KD_PRODLIKE_DB         Kernodeck's database; default kd_prodlike
 #   KD_TEMPORAL_DB, KD_TEMPORAL_VISIBILITY_DB
 #                          Temporal's; default kd_temporal, kd_temporal_visibility
@@ -139,6 +143,7 @@ command -v jq >/dev/null || die "jq is needed"
 command -v temporal >/dev/null || die "the Temporal CLI is needed (scripts/ensure-tools.sh installs it)"
 LITECOIND=/usr/lib/litecoin/litecoind
 [ -x "$LITECOIND" ] || die "Litecoin Core is needed (apt-get install -y litecoind; scripts/ensure-tools.sh)"
+command -v btcd >/dev/null || die "btcd is needed (scripts/ensure-tools.sh installs it)"
 [ -d "$MODDIR/schema/postgresql/v12" ] || (cd "$(mktemp -d)" && go mod download "go.temporal.io/server@$TEMPORAL_VERSION")
 build_tools
 
@@ -156,7 +161,9 @@ P_API1=$((BASE + 80))
 P_API2=$((BASE + 81))
 P_LTC_RPC=$((BASE + 443))
 P_LTC_P2P=$((BASE + 444))
-ALL_PORTS="$P_FRONTEND $P_HTTP $P_HISTORY $P_MATCHING $P_TWORKER $((BASE + 933)) $((BASE + 934)) $((BASE + 935)) $((BASE + 939)) $P_TMETRICS $P_TPPROF $P_API1 $P_API2 $(seq $((BASE + 91)) $((BASE + 96))) $P_LTC_RPC $P_LTC_P2P"
+P_BTC_RPC=$((BASE + 332))
+P_BTC_P2P=$((BASE + 333))
+ALL_PORTS="$P_FRONTEND $P_HTTP $P_HISTORY $P_MATCHING $P_TWORKER $((BASE + 933)) $((BASE + 934)) $((BASE + 935)) $((BASE + 939)) $P_TMETRICS $P_TPPROF $P_API1 $P_API2 $(seq $((BASE + 91)) $((BASE + 96))) $P_LTC_RPC $P_LTC_P2P $P_BTC_RPC $P_BTC_P2P"
 [ "$PG_MODE" = shared ] || ALL_PORTS="$ALL_PORTS $PGPORT"
 for port in $ALL_PORTS; do
 	if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
@@ -170,7 +177,7 @@ PIDS=()
 NAMES=()
 STOPPING=0
 # stop ends every child, Kernodeck's processes first, then the Temporal
-# server and the node, and waits for them (SIGKILL after 20 s).
+# server and the nodes, and waits for them (SIGKILL after 20 s).
 stop() {
 	[ "$STOPPING" = 0 ] || return 0
 	STOPPING=1
@@ -180,8 +187,8 @@ stop() {
 	[ -z "${CMDPID:-}" ] || { kill -TERM -- -"$CMDPID" 2>/dev/null || true; wait_pid "$CMDPID" 20; }
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
 		kill -TERM "${PIDS[$i]}" 2>/dev/null || true
-		# Kernodeck's processes together, then the server, then the node.
-		case "${NAMES[$i]}" in temporal-server | litecoind | postgres) wait_pid "${PIDS[$i]}" 20 ;; esac
+		# Kernodeck's processes together, then the nodes, then the server.
+		case "${NAMES[$i]}" in temporal-server | litecoind | btcd | postgres) wait_pid "${PIDS[$i]}" 20 ;; esac
 	done
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do wait_pid "${PIDS[$i]}" 20; done
 	log "stopped; logs in $DIR/logs"
@@ -223,7 +230,7 @@ supervise() {
 	for i in "${!PIDS[@]}"; do
 		kill -0 "${PIDS[$i]}" 2>/dev/null && continue
 		case "${NAMES[$i]}" in
-		temporal-server | litecoind | postgres) die "${NAMES[$i]} exited: see $DIR/logs/${NAMES[$i]}.log" ;;
+		temporal-server | litecoind | btcd | postgres) die "${NAMES[$i]} exited: see $DIR/logs/${NAMES[$i]}.log" ;;
 		esac
 		st=0
 		wait "${PIDS[$i]}" 2>/dev/null || st=$?
@@ -412,10 +419,12 @@ spawn litecoind "$LITECOIND" -regtest -datadir="$DIR/litecoin" -server -listen=1
 	-port="$P_LTC_P2P" -discover=0 -dnsseed=0 -whitelist=noban@127.0.0.1 -mempoolreplacement=1 \
 	-rpcbind=127.0.0.1 -rpcallowip=127.0.0.1 -rpcport="$P_LTC_RPC" -rpcuser=kernodeck -rpcpassword=prodlike \
 	-txindex=1 -fallbackfee=0.0001 -rpcworkqueue=64 -printtoconsole=0
-ltc() { # METHOD [JSON params]
-	curl -sf --data-binary "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"$1\",\"params\":${2:-[]}}" \
-		-H 'content-type: text/plain' "$LTC_URL/${WALLET_PATH:-}"
+# rpc URL METHOD [JSON params]: one JSON-RPC call to a node.
+rpc() {
+	curl -sf --data-binary "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"$2\",\"params\":${3:-[]}}" \
+		-H 'content-type: text/plain' "$1"
 }
+ltc() { rpc "$LTC_URL/${WALLET_PATH:-}" "$@"; }
 wait_until "Litecoin Core RPC" 60 ltc getblockchaininfo
 ltc createwallet '["dev"]' >/dev/null || ltc loadwallet '["dev"]' >/dev/null || true
 WALLET_PATH=wallet/dev
@@ -425,6 +434,25 @@ if [ "$height" -lt 101 ]; then
 	ltc generatetoaddress "[$((101 - height)), \"$addr\"]" >/dev/null
 fi
 log "Litecoin Core regtest: RPC 127.0.0.1:$P_LTC_RPC (wallet dev), peer-to-peer 127.0.0.1:$P_LTC_P2P"
+
+# --- btcd (regtest, push) -------------------------------------------------------
+
+# btcd has no wallet: it mines to the development payer (devnodes.
+# BitcoinPayerAddress; deploy/deploy_test.go checks the two agree), whose
+# coins devnodes.SendBitcoin spends.
+BTC_PAYER=bcrt1qwj5fhfedjl2jukc6zzc86utfwutdxtt34jh9nm
+BTC_URL="http://kernodeck:prodlike@127.0.0.1:$P_BTC_RPC"
+mkdir -p "$DIR/btcd"
+spawn btcd btcd --regtest --configfile= --datadir="$DIR/btcd/data" --logdir="$DIR/btcd/logs" \
+	--listen="127.0.0.1:$P_BTC_P2P" --trickleinterval=50ms --rpclisten="127.0.0.1:$P_BTC_RPC" --notls \
+	--rpcuser=kernodeck --rpcpass=prodlike --rpcmaxclients=64 --miningaddr="$BTC_PAYER" --txindex
+btc() { rpc "$BTC_URL" "$@"; }
+wait_until "btcd RPC" 60 btc getblockcount
+# btcd's regtest activates segwit through BIP9 (three 144-block windows)
+# before it accepts a witness spend: 440 blocks, as devnodes.StartBitcoin.
+height="$(btc getblockcount | jq -r .result)"
+[ "$height" -ge 440 ] || btc generate "[$((440 - height))]" >/dev/null || die "btcd: generate failed"
+log "btcd regtest: RPC 127.0.0.1:$P_BTC_RPC (mined to $BTC_PAYER), peer-to-peer 127.0.0.1:$P_BTC_P2P"
 
 # --- Kernodeck -----------------------------------------------------------------
 
@@ -457,6 +485,10 @@ KERNODECK_LITECOIN_NODE_URL=$LTC_URL
 KERNODECK_LITECOIN_P2P=127.0.0.1:$P_LTC_P2P
 KERNODECK_XPUB_LITECOIN=tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M
 KERNODECK_LITECOIN_KEY_NETWORK=litecoin-regtest
+KERNODECK_BITCOIN_NODE_URL=$BTC_URL
+KERNODECK_BITCOIN_P2P=127.0.0.1:$P_BTC_P2P
+KERNODECK_XPUB_BITCOIN=tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M
+KERNODECK_BITCOIN_KEY_NETWORK=bitcoin-regtest
 KERNODECK_COOKIE_SECURE=false
 KERNODECK_TRUSTED_PROXIES=127.0.0.1
 KERNODECK_PUBLIC_URL=http://127.0.0.1:$P_API1
@@ -498,10 +530,15 @@ for port in $(seq $((BASE + 91)) $((BASE + 96))); do
 done
 wait_until "api-1" 60 curl -sf "http://127.0.0.1:$P_API1/healthz"
 wait_until "api-2" 60 curl -sf "http://127.0.0.1:$P_API2/healthz"
-# One watcher holds the Litecoin lease; the other waits for it to lapse.
-test_lease() { [ -n "$(lease_holder 2>/dev/null)" ]; }
-lease_holder() { psql -qAt -d "$KD_DB" -c "SELECT holder FROM watcher_leases WHERE network = 'litecoin' AND expires_at > now()"; }
-wait_until "the Litecoin watcher's lease" 60 test_lease
+# One watcher holds each network's lease; the other waits for it to lapse.
+test_lease() { [ -n "$(lease_holder "$1" 2>/dev/null)" ]; }
+lease_holder() { psql -qAt -d "$KD_DB" -c "SELECT holder FROM watcher_leases WHERE network = '$1' AND expires_at > now()"; }
+wait_until "the Litecoin watcher's lease" 60 test_lease litecoin
+wait_until "the Bitcoin watcher's lease" 60 test_lease bitcoin
+# Push: the active watchers are peers of the nodes.
+peered() { [ "$("$1" getconnectioncount | jq -r .result)" -gt 0 ]; }
+wait_until "a watcher peered with Litecoin Core" 60 peered ltc
+wait_until "a watcher peered with btcd" 60 peered btc
 
 
 # Environment for clients and commands run against this deployment.
@@ -513,6 +550,7 @@ KD_PRODLIKE_DIR=$DIR
 KD_PRODLIKE_API1=http://127.0.0.1:$P_API1
 KD_PRODLIKE_API2=http://127.0.0.1:$P_API2
 KD_PRODLIKE_LTC_URL=$LTC_URL/wallet/dev
+KD_PRODLIKE_BTC_URL=$BTC_URL
 KD_PRODLIKE_METRICS="api-1=127.0.0.1:$((BASE + 91)) api-2=127.0.0.1:$((BASE + 92)) worker-1=127.0.0.1:$((BASE + 93)) worker-2=127.0.0.1:$((BASE + 94)) chainwatch-1=127.0.0.1:$((BASE + 95)) chainwatch-2=127.0.0.1:$((BASE + 96))"
 KD_PRODLIKE_TEMPORAL_METRICS=http://127.0.0.1:$P_TMETRICS/metrics
 KD_PRODLIKE_TEMPORAL_PPROF=127.0.0.1:$P_TPPROF
@@ -533,7 +571,9 @@ Kernodeck, production-shaped, ready ($(date -u +%T) UTC):
                          --tls-key-path $TLS/operator.key --tls-ca-path $TLS/ca.pem --tls-server-name $SERVER_NAME workflow list
   metrics/readyz    api 127.0.0.1:$((BASE + 91)),$((BASE + 92))  worker :$((BASE + 93)),$((BASE + 94))  chainwatch :$((BASE + 95)),$((BASE + 96))  temporal :$P_TMETRICS
   Litecoin regtest  $LTC_URL (wallet dev), peer-to-peer 127.0.0.1:$P_LTC_P2P
-  lease             litecoin held by $(lease_holder)
+  Bitcoin regtest   $BTC_URL (btcd, no wallet: devnodes.SendBitcoin pays), peer-to-peer 127.0.0.1:$P_BTC_P2P
+  leases            litecoin held by $(lease_holder litecoin), bitcoin by $(lease_holder bitcoin)
+  push              peers of Litecoin Core: $(ltc getconnectioncount | jq -r .result), of btcd: $(btc getconnectioncount | jq -r .result)
   environment       source $DIR/env.sh     logs: $DIR/logs/
 EOF
 

@@ -34,12 +34,17 @@ import (
 // request, paid by a few transactions of thousands of outputs mined in one
 // block; then, per order, the time from the confirming block to `paid` and
 // to `active`, and the bare ceiling: a signal to a minimal workflow that
-// writes one row through an activity, for the same n.
+// writes one row through an activity, for the same n. With -btc, more
+// orders with a BTC payment request, paid by one transaction on btcd mined
+// in one block just after Litecoin's, are watched beside them.
 type burst struct {
 	common
 	api2     string
 	n, conc  int
 	ltcURL   string
+	btc      int
+	btcURL   string
+	btcConf  int
 	perTx    int
 	days     int
 	conf     int
@@ -55,6 +60,9 @@ type burst struct {
 	rollout  string
 	versions bool
 }
+
+// burstOrder is an order of the burst and its payment request.
+type burstOrder struct{ ref, address, amount string }
 
 func (b *burst) flagsBurst(fs *flag.FlagSet) {
 	b.flags(fs)
@@ -73,6 +81,10 @@ func (b *burst) flagsBurst(fs *flag.FlagSet) {
 	fs.StringVar(&b.api2, "api2", env("KD_PRODLIKE_API2", ""), "a second API replica (requests alternate between the two)")
 	fs.StringVar(&b.ltcURL, "ltc", env("KD_PRODLIKE_LTC_URL", ""), "Litecoin Core wallet RPC URL (http://user:pass@127.0.0.1:port/wallet/NAME)")
 	fs.IntVar(&b.n, "n", 500, "orders in the burst (at most 20000)")
+	fs.IntVar(&b.btc, "btc", 0, "more orders, with a BTC payment request, paid by one transaction on btcd (at most 2000)")
+	fs.StringVar(&b.btcURL, "btc-url", env("KD_PRODLIKE_BTC_URL", ""), "btcd's RPC URL (http://user:pass@127.0.0.1:port), for -btc; "+
+		"btcd mines to the development payer (devnodes.SendBitcoin)")
+	fs.IntVar(&b.btcConf, "btc-conf", 2, "Bitcoin confirmations of the deployment's policy (blocks mined after the broadcast)")
 	fs.IntVar(&b.conc, "c", 16, "concurrent API clients while creating the orders")
 	fs.IntVar(&b.perTx, "per-tx", 1000, "outputs per paying transaction")
 	fs.IntVar(&b.days, "days", 3, "rental length of each order (3 days keeps the LTC needed low)")
@@ -92,6 +104,12 @@ func (b *burst) flagsBurst(fs *flag.FlagSet) {
 func (b *burst) run(ctx context.Context, out io.Writer) error {
 	if b.n < 1 || b.n > 20000 || b.conc < 1 || b.conc > 256 || b.perTx < 1 || b.perTx > 2500 || b.conf < 1 {
 		return fmt.Errorf("-n must be 1..20000, -c 1..256, -per-tx 1..2500, -conf >= 1")
+	}
+	if b.btc < 0 || b.btc > 2000 || b.btcConf < 1 {
+		return fmt.Errorf("-btc must be 0..2000, -btc-conf >= 1")
+	}
+	if b.btc > 0 && b.btcURL == "" {
+		return fmt.Errorf("-btc-url (btcd's RPC URL) is required with -btc")
 	}
 	if b.kill && b.rollout != "" {
 		return fmt.Errorf("-kill and -rollout are separate runs")
@@ -136,7 +154,8 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 
 	// Customers, a hundred orders each (their addresses confirmed).
 	run := time.Now().UnixNano()
-	tokens := make([]string, (b.n+ordersPerCustomer-1)/ordersPerCustomer)
+	total := b.n + b.btc
+	tokens := make([]string, (total+ordersPerCustomer-1)/ordersPerCustomer)
 	if err := parallel(ctx, len(tokens), min(b.conc, 4), func(ctx context.Context, i int) error {
 		t, err := b.customer(ctx, fmt.Sprintf("burst-%d-%d@example.com", run, i), i)
 		tokens[i] = t
@@ -149,22 +168,26 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 
-	// Orders and their payment requests, through both API replicas.
-	type order struct{ ref, address, amount string }
-	orders := make([]order, b.n)
+	// Orders and their payment requests, through both API replicas: the
+	// first n in LTC, the -btc others in BTC.
+	orders := make([]burstOrder, total)
 	start := time.Now()
-	if err := parallel(ctx, b.n, b.conc, func(ctx context.Context, i int) error {
+	if err := parallel(ctx, total, b.conc, func(ctx context.Context, i int) error {
 		api := b.clients[i%2]
 		tok := tokens[i/ordersPerCustomer]
 		ref, err := api.CreateOrder(ctx, tok, b.model, b.days)
 		if err != nil {
 			return fmt.Errorf("order %d: %w", i, err)
 		}
+		asset, network := "LTC", "litecoin"
+		if i >= b.n {
+			asset, network = "BTC", "bitcoin"
+		}
 		// The workflow may still be starting: retry a few times.
 		for attempt := 0; ; attempt++ {
-			addr, amount, err := api.PaymentRequest(ctx, tok, ref, "LTC", "litecoin")
+			addr, amount, err := api.PaymentRequest(ctx, tok, ref, asset, network)
 			if err == nil {
-				orders[i] = order{ref, addr, amount}
+				orders[i] = burstOrder{ref, addr, amount}
 				return nil
 			}
 			if attempt == 30 {
@@ -180,12 +203,16 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	setup := time.Since(start)
-	fmt.Fprintf(out, "%d orders with an LTC payment request in %.1f s (%.0f/s, c=%d, two API replicas)\n",
-		b.n, setup.Seconds(), float64(b.n)/setup.Seconds(), b.conc)
+	withBTC := ""
+	if b.btc > 0 {
+		withBTC = fmt.Sprintf(" and %d with a BTC one", b.btc)
+	}
+	fmt.Fprintf(out, "%d orders with an LTC payment request%s in %.1f s (%.0f/s, c=%d, two API replicas)\n",
+		b.n, withBTC, setup.Seconds(), float64(total)/setup.Seconds(), b.conc)
 
 	// Enough mature coins, then the paying transactions.
 	need := new(big.Rat)
-	for _, o := range orders {
+	for _, o := range orders[:b.n] {
 		a, ok := new(big.Rat).SetString(o.amount)
 		if !ok {
 			return fmt.Errorf("amount %q of %s", o.amount, o.ref)
@@ -196,7 +223,7 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	if err := b.fund(ctx, needF+1); err != nil {
 		return err
 	}
-	refs := make([]string, b.n)
+	refs := make([]string, total)
 	for i, o := range orders {
 		refs[i] = o.ref
 	}
@@ -215,6 +242,12 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "broadcast %d transactions (%d outputs each at most, %.4f LTC in all) in %.1f s\n",
 		len(txids), b.perTx, needF, time.Since(tBroadcast).Seconds())
+	var btcTxid string
+	if b.btc > 0 {
+		if btcTxid, err = b.payBitcoin(ctx, out, orders[b.n:]); err != nil {
+			return err
+		}
+	}
 
 	// Push: the watcher, a peer of the node, sees them in the mempool.
 	detected, err := b.waitStatus(ctx, db, refs, []string{"payment_detected", "paid", "provisioning", "active"}, b.detect)
@@ -228,7 +261,7 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "broadcast -> payment_detected: %d of %d within %.1f s (last at %.1f s)\n",
-		countSet(detected), b.n, b.detect.Seconds(), lastDetected.Seconds())
+		countSet(detected), total, b.detect.Seconds(), lastDetected.Seconds())
 
 	// One block pays them all; the policy's confirmations follow at once.
 	var addr string
@@ -255,6 +288,15 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "block %d holds %d of the %d paying transactions (%d transactions in all); %d confirmations mined\n",
 		blk.Height, inBlock, len(txids), len(blk.Tx), b.conf)
+	tBTCBlock := tBlock
+	if b.btc > 0 {
+		btcBlocks, err := b.mineBitcoin(ctx, out, btcTxid)
+		if err != nil {
+			return err
+		}
+		tBTCBlock = time.Now()
+		blocks = append(blocks, btcBlocks...)
+	}
 
 	states := map[string][]string{
 		"paid":   {"paid", "provisioning", "active"},
@@ -300,12 +342,14 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	if aerr != nil {
 		return aerr
 	}
-	toPaid := since(paid, tBlock)
-	toActive := since(active, tBlock)
-	fmt.Fprintf(out, "block -> paid:   p50 %s p95 %s max %s (%d orders; %.0f orders/s to the last)\n",
-		sec(toPaid.q(.5)), sec(toPaid.q(.95)), sec(toPaid.q(1)), len(toPaid), float64(len(toPaid))/toPaid.q(1).Seconds())
-	fmt.Fprintf(out, "block -> active: p50 %s p95 %s max %s (%d orders; %.0f orders/s to the last)\n",
-		sec(toActive.q(.5)), sec(toActive.q(.95)), sec(toActive.q(1)), len(toActive), float64(len(toActive))/toActive.q(1).Seconds())
+	toPaid := since(paid[:b.n], tBlock)
+	toActive := since(active[:b.n], tBlock)
+	printLatencies(out, "", "paid:  ", toPaid)
+	printLatencies(out, "", "active:", toActive)
+	if b.btc > 0 {
+		printLatencies(out, "BTC ", "paid:  ", since(paid[b.n:], tBTCBlock))
+		printLatencies(out, "BTC ", "active:", since(active[b.n:], tBTCBlock))
+	}
 	fmt.Fprintf(out, "load average after: %s\n", loadavg())
 	if kills != nil {
 		kills.mu.Lock()
@@ -322,7 +366,10 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	}
 
 	if b.checkRun {
-		if err := b.check(ctx, out, db, refs); err != nil {
+		if btcTxid != "" {
+			txids = append(txids, btcTxid)
+		}
+		if err := b.check(ctx, out, db, refs, txids, blocks); err != nil {
 			return err
 		}
 	}
@@ -371,6 +418,53 @@ func (b *burst) fund(ctx context.Context, need float64) error {
 	}
 }
 
+// payBitcoin pays the BTC orders by one transaction on btcd, from a mature
+// coin of the development payer btcd mines to.
+func (b *burst) payBitcoin(ctx context.Context, out io.Writer, orders []burstOrder) (string, error) {
+	outs := make([]devnodes.BitcoinOutput, len(orders))
+	sum := int64(0)
+	for i, o := range orders {
+		a, ok := new(big.Rat).SetString(o.amount)
+		if ok {
+			a.Mul(a, big.NewRat(100_000_000, 1))
+		}
+		if !ok || !a.IsInt() || !a.Num().IsInt64() {
+			return "", fmt.Errorf("BTC amount %q of %s", o.amount, o.ref)
+		}
+		outs[i] = devnodes.BitcoinOutput{Address: o.address, Sats: a.Num().Int64()}
+		sum += outs[i].Sats
+	}
+	t := time.Now()
+	txid, err := devnodes.SendBitcoin(ctx, b.btcURL, outs)
+	if err != nil {
+		return "", fmt.Errorf("btcd: %w", err)
+	}
+	fmt.Fprintf(out, "broadcast 1 transaction on btcd (%d outputs, %.8f BTC) in %.1f s\n", len(outs), float64(sum)/1e8, time.Since(t).Seconds())
+	return txid, nil
+}
+
+// mineBitcoin mines the Bitcoin policy's confirmations on btcd and checks
+// that the first block holds the paying transaction.
+func (b *burst) mineBitcoin(ctx context.Context, out io.Writer, txid string) ([]string, error) {
+	blocks, err := devnodes.MineBitcoin(ctx, b.btcURL, b.btcConf)
+	if err != nil {
+		return nil, fmt.Errorf("btcd: %w", err)
+	}
+	var blk struct {
+		Tx     []string `json:"tx"`
+		Height int64    `json:"height"`
+	}
+	if err := devnodes.RPC(ctx, b.btcURL, "getblock", []any{blocks[0], 1}, &blk); err != nil {
+		return nil, fmt.Errorf("btcd: %w", err)
+	}
+	if !slices.Contains(blk.Tx, txid) {
+		return nil, fmt.Errorf("btcd block %d (%s) does not hold the paying transaction %s", blk.Height, blocks[0], txid)
+	}
+	fmt.Fprintf(out, "btcd block %d holds the paying transaction (%d transactions in all); %d confirmations mined\n",
+		blk.Height, len(blk.Tx), b.btcConf)
+	return blocks, nil
+}
+
 // waitStatus polls the orders' statuses every 100 ms and returns, per
 // order, when it was first seen in one of the states (zero if never). With
 // within 0 it waits until every order is seen (or ctx ends: an error);
@@ -409,23 +503,25 @@ func (b *burst) waitStatus(ctx context.Context, db *sqlx.DB, refs []string, stat
 }
 
 // check compares, order by order, the chain with the books: one confirmed
-// chain payment of exactly the request's amount per order, the order paid
-// its total, one reservation, and each of paid / payment_confirmed /
-// access_available once on its timeline.
-func (b *burst) check(ctx context.Context, out io.Writer, db *sqlx.DB, refs []string) error {
+// chain payment of exactly the request's amount per order, in one of the
+// paying transactions (txids) and the blocks this run mined (blocks), the
+// order paid its total, one reservation, and each of paid /
+// payment_confirmed / access_available once on its timeline.
+func (b *burst) check(ctx context.Context, out io.Writer, db *sqlx.DB, refs, txids, blocks []string) error {
 	var bad []string
 	if err := db.SelectContext(ctx, &bad, `
 		SELECT o.ref FROM orders o
 		WHERE o.ref = ANY($1) AND (
 			o.status <> 'active' OR o.paid_cents <> o.total_cents
 			OR (SELECT count(*) FROM chain_payments c JOIN payment_intents i ON i.id = c.intent_id
-			    WHERE i.target_ref = o.ref AND c.state = 'confirmed' AND c.amount_base = i.amount_base) <> 1
+			    WHERE i.target_ref = o.ref AND c.state = 'confirmed' AND c.amount_base = i.amount_base
+			      AND c.txid = ANY($2) AND c.block_hash = ANY($3)) <> 1
 			OR (SELECT count(*) FROM chain_payments c JOIN payment_intents i ON i.id = c.intent_id
 			    WHERE i.target_ref = o.ref) <> 1
 			OR (SELECT count(*) FROM gpu_reservations r WHERE r.order_ref = o.ref) <> 1
 			OR (SELECT count(*) FROM timeline_events e WHERE e.ref = o.ref AND e.kind = 'payment_confirmed') <> 1
 			OR (SELECT count(*) FROM timeline_events e WHERE e.ref = o.ref AND e.kind = 'access_available') <> 1)`,
-		pq.Array(refs)); err != nil {
+		pq.Array(refs), pq.Array(txids), pq.Array(blocks)); err != nil {
 		return fmt.Errorf("check: %w", err)
 	}
 	if len(bad) > 0 {
@@ -438,7 +534,8 @@ func (b *burst) check(ctx context.Context, out io.Writer, db *sqlx.DB, refs []st
 	if unbalanced > 0 {
 		return fmt.Errorf("check: %d unbalanced ledger transactions", unbalanced)
 	}
-	fmt.Fprintf(out, "check: every order active, paid its total by exactly one confirmed chain payment of its request's amount, one reservation, each step once on its timeline\n")
+	fmt.Fprintf(out, "check: every order active, paid its total by exactly one confirmed chain payment of its request's amount "+
+		"(in a paying transaction, in a block this run mined), one reservation, each step once on its timeline\n")
 	return nil
 }
 
@@ -474,7 +571,8 @@ func (b *burst) prodlikePID(name string) (int, error) {
 
 // killReplicas SIGKILLs, after the block, the chainwatch holding the
 // Litecoin lease (then times the takeover: the lease held by another
-// process), worker-1 and api-1; scripts/prodlike.sh restarts each.
+// process, and with -btc the Bitcoin lease's if it held that too),
+// worker-1 and api-1; scripts/prodlike.sh restarts each.
 func (b *burst) killReplicas(ctx context.Context, db *sqlx.DB, tBlock time.Time, rep *killReport) {
 	sleepUntil := func(t time.Time) bool {
 		select {
@@ -484,9 +582,9 @@ func (b *burst) killReplicas(ctx context.Context, db *sqlx.DB, tBlock time.Time,
 			return true
 		}
 	}
-	holder := func() string {
+	holder := func(network string) string {
 		var h []string
-		_ = db.SelectContext(ctx, &h, `SELECT holder FROM watcher_leases WHERE network = 'litecoin' AND expires_at > now()`)
+		_ = db.SelectContext(ctx, &h, `SELECT holder FROM watcher_leases WHERE network = $1 AND expires_at > now()`, network)
 		if len(h) == 0 {
 			return ""
 		}
@@ -495,7 +593,11 @@ func (b *burst) killReplicas(ctx context.Context, db *sqlx.DB, tBlock time.Time,
 	if !sleepUntil(tBlock.Add(time.Second)) {
 		return
 	}
-	old := holder()
+	old := holder("litecoin")
+	oldBTC := ""
+	if b.btc > 0 {
+		oldBTC = holder("bitcoin")
+	}
 	var pid int
 	_, _ = fmt.Sscanf(old[strings.LastIndex(old, ":")+1:], "%d", &pid)
 	killed, standby, standbyPID := "", "", 0
@@ -511,17 +613,29 @@ func (b *burst) killReplicas(ctx context.Context, db *sqlx.DB, tBlock time.Time,
 	} else {
 		tKill := time.Now()
 		_ = syscallKill(pid)
-		for ctx.Err() == nil {
-			if h := holder(); h != "" && h != old {
-				who := "the restarted " + killed
-				if strings.HasSuffix(h, fmt.Sprintf(":%d", standbyPID)) {
-					who = "the standby " + standby
+		// takenBy waits for another holder of network's lease.
+		takenBy := func(network string) (string, string) {
+			for ctx.Err() == nil {
+				if h := holder(network); h != "" && h != old {
+					if strings.HasSuffix(h, fmt.Sprintf(":%d", standbyPID)) {
+						return "the standby " + standby, h
+					}
+					return "the restarted " + killed, h
 				}
-				rep.add("kill: %s (%s, lease holder) SIGKILLed %.1f s after the block; lease taken by %s (%s) %.1f s after the kill",
-					killed, old, tKill.Sub(tBlock).Seconds(), who, h, time.Since(tKill).Seconds())
-				break
+				time.Sleep(100 * time.Millisecond)
 			}
-			time.Sleep(100 * time.Millisecond)
+			return "", ""
+		}
+		if who, h := takenBy("litecoin"); who != "" {
+			rep.add("kill: %s (%s, lease holder) SIGKILLed %.1f s after the block; lease taken by %s (%s) %.1f s after the kill",
+				killed, old, tKill.Sub(tBlock).Seconds(), who, h, time.Since(tKill).Seconds())
+		}
+		if oldBTC == old {
+			if who, h := takenBy("bitcoin"); who != "" {
+				rep.add("kill: the Bitcoin lease of %s taken by %s (%s) %.1f s after the kill", killed, who, h, time.Since(tKill).Seconds())
+			}
+		} else if oldBTC != "" {
+			rep.add("kill: the Bitcoin lease was held by %s, not killed", oldBTC)
 		}
 	}
 	for _, k := range []struct {
@@ -676,6 +790,12 @@ func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (float
 // outputs takes a while: a long timeout).
 func ltcRPC(ctx context.Context, url, method string, params []any, out any) error {
 	return devnodes.RPCWithin(ctx, 5*time.Minute, url, method, params, out)
+}
+
+// printLatencies prints one line of block -> state latencies.
+func printLatencies(out io.Writer, chain, state string, l latencies) {
+	fmt.Fprintf(out, "%sblock -> %s p50 %s p95 %s max %s (%d orders; %.0f orders/s to the last)\n",
+		chain, state, sec(l.q(.5)), sec(l.q(.95)), sec(l.q(1)), len(l), float64(len(l))/l.q(1).Seconds())
 }
 
 func since(ts []time.Time, t0 time.Time) latencies {
