@@ -72,6 +72,36 @@ func TestMempoolPaymentDetectedThenReplaced(t *testing.T) {
 	})
 }
 
+// TestMempoolReadOnTakeover: a payment broadcast while no watcher leads
+// (the active one died, the standby has not taken the lease yet) is in the
+// node's mempool, and no peer will announce it again; the watcher that
+// takes the lease reads the mempool at once and the order is
+// payment_detected before any block.
+func TestMempoolReadOnTakeover(t *testing.T) {
+	skipShort(t)
+	forEachNode(t, func(t *testing.T, n node) {
+		f := newFixture(t, n, apptest.Options{})
+		o, in := f.order()
+		tip, err := f.chain.Tip(f.e.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txid, _ := rbfPay(t, n, in.Address, amountOf(in))
+
+		f.runWatcher("standby", func(w *chainwatch.Watcher) {
+			w.Notifier, w.Poll = n.notifier(), time.Minute
+		})
+		f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
+		ps := f.waitPayments("mempool payment signalled", in.ID, onePayment(chainwatch.StateSeen))
+		if ps[0].TxID != txid || !ps[0].Mempool {
+			t.Fatalf("payment %+v", ps[0])
+		}
+		if now, err := f.chain.Tip(f.e.Ctx); err != nil || now != tip {
+			t.Fatalf("a block was mined (tip %d, was %d): %v", now, tip, err)
+		}
+	})
+}
+
 // otherAddress is an address of the same network that no request has.
 func otherAddress(t *testing.T, n node) string {
 	t.Helper()
