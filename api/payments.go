@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -96,11 +97,30 @@ func (s *Server) createOrderIntent(c *gin.Context) {
 	defer cancel()
 	in, err := s.wf.CreateOrderIntent(ctx, o.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
 	if err != nil {
-		s.fail(c, s.holdLimitRetry(ctx, c, s.workflowError(ctx, "create payment request", o.Ref, err)))
+		s.failIntent(c, o.Ref, req, s.holdLimitRetry(ctx, c, s.workflowError(ctx, "create payment request", o.Ref, err)))
 		return
 	}
 	c.Header("Location", "/v1/payment-intents/"+in.ID)
 	c.JSON(http.StatusCreated, gin.H{"payment_intent": viewIntent(in, time.Now())})
+}
+
+// failIntent answers a refused payment request. Refused because a request
+// is still valid, for the same asset and network, it answers that request
+// (200): a customer who asks again after a timeout, their first call having
+// gone through, gets the request they asked for, not an error.
+func (s *Server) failIntent(c *gin.Context, ref string, req intentRequest, err error) {
+	if domain.ErrorCode(err) == domain.ECodeIntentActive {
+		intents, lerr := s.store.IntentsFor(c.Request.Context(), ref)
+		now := time.Now()
+		for _, in := range intents {
+			if lerr == nil && !in.Expired(now) && strings.EqualFold(in.Asset, req.Asset) && strings.EqualFold(in.Network, req.Network) {
+				c.Header("Location", "/v1/payment-intents/"+in.ID)
+				c.JSON(http.StatusOK, gin.H{"payment_intent": viewIntent(in, now)})
+				return
+			}
+		}
+	}
+	s.fail(c, err)
 }
 
 func (s *Server) createTopUpIntent(c *gin.Context) {
@@ -126,7 +146,7 @@ func (s *Server) createTopUpIntent(c *gin.Context) {
 	defer cancel()
 	in, err := s.wf.CreateTopUpIntent(ctx, t.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
 	if err != nil {
-		s.fail(c, s.workflowError(ctx, "create payment request", t.Ref, err))
+		s.failIntent(c, t.Ref, req, s.workflowError(ctx, "create payment request", t.Ref, err))
 		return
 	}
 	c.Header("Location", "/v1/payment-intents/"+in.ID)

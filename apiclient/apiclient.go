@@ -141,7 +141,8 @@ func (c *Client) PaymentRequest(ctx context.Context, token, ref, asset, network 
 	if err != nil {
 		return "", "", err
 	}
-	if st != http.StatusCreated {
+	// 200: the request was made already (asked again after a timeout).
+	if st != http.StatusCreated && st != http.StatusOK {
 		return "", "", fmt.Errorf("payment request %s: status %d", ref, st)
 	}
 	return out.PI.Address, out.PI.Amount, nil
