@@ -1,9 +1,12 @@
 // Package apptest runs the whole application for integration tests (the
 // chain watchers', the site's browser tests, the end-to-end payment tests):
-// a real Temporal dev server, a worker with the real activities and the
-// local provisioning driver, a fresh PostgreSQL database, and a payments
-// service with fixed rates, so a test pays a real order on a real local chain
-// and follows it through its RentalWorkflow.
+// a real Temporal dev server, and the application as package app assembles
+// it for production (worker, activities, API, watchers) with the local
+// provisioning driver, a fresh PostgreSQL database, and a payments service
+// with fixed rates, so a test pays a real order on a real local chain and
+// follows it through its RentalWorkflow. It holds no capacity before
+// payment requests (app.Config.Holds), so tests order as many machines as
+// they like.
 package apptest
 
 import (
@@ -14,9 +17,8 @@ import (
 
 	"github.com/shopspring/decimal"
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
-	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/devserver/devservertest"
 	"github.com/kernodeck/kernodeck/domain"
@@ -24,10 +26,10 @@ import (
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/rates"
 	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/wfclient"
-	"github.com/kernodeck/kernodeck/workers"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -56,6 +58,8 @@ type Env struct {
 	Payments  *payments.Service
 	Logger    *slog.Logger
 	Ctx       context.Context
+	// App is the assembled application the harness runs.
+	App *app.App
 	// Keyring seals the access secrets the worker writes; the API opens
 	// them for the owner with it.
 	Keyring *secrets.Keyring
@@ -84,7 +88,8 @@ func New(t testing.TB, o Options) *Env {
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	addr := devservertest.Start(t)
 	db := pgtest.NewDB(t)
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(logger)})
+	kr := testKeyring(t)
+	tc, err := client.Dial(app.ClientOptions(client.Options{HostPort: addr}, kr, nil, logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,18 +106,21 @@ func New(t testing.TB, o Options) *Env {
 		Store: db, Rates: fixed, Networks: o.Networks,
 		Deadline: o.Deadline, WatchAfter: o.WatchAfter,
 	}
-	kr := testKeyring(t)
-	w := workers.New(tc, &activities.Activities{
-		Store:       db,
-		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22, Keyring: kr},
-		Payments:    pay,
-		Logger:      logger,
+	a := app.New(app.Config{
+		DB: db, Temporal: tc, Keyring: kr, Payments: pay,
+		Provisioner:     &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22, Keyring: kr},
+		ProvisionerName: postgres.ProvisionerLocal,
+		// The operators' host inventory is the SSH driver's on this database
+		// (no SSH key: a repair that must log in to a host fails).
+		Hosts:  sshhost.NewOperations(&sshhost.Driver{DB: db.DB, Logger: logger}),
+		Logger: logger,
 	})
+	w := a.Worker()
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	return &Env{T: t, DB: db, Temporal: tc, Workflows: &wfclient.Client{Temporal: tc}, Payments: pay, Logger: logger, Ctx: ctx, Keyring: kr}
+	return &Env{T: t, DB: db, Temporal: tc, Workflows: a.Workflows, Payments: pay, Logger: logger, Ctx: ctx, Keyring: kr, App: a}
 }
 
 // NewAccount inserts a customer account.
@@ -172,19 +180,11 @@ func (e *Env) RequestTopUpPayment(topUpRef, asset, network string) (domain.Inten
 	return e.Workflows.CreateTopUpIntent(e.Ctx, topUpRef, workflows.IntentRequest{Asset: asset, Network: network})
 }
 
-// Watcher builds a watcher for chain on the harness's store and Temporal.
+// Watcher builds a watcher for chain as the application does, polling
+// every 100 ms.
 func (e *Env) Watcher(chain chainwatch.Chain, confirmations int64) *chainwatch.Watcher {
-	return &chainwatch.Watcher{
-		Chain:    chain,
-		Store:    e.DB,
-		Signaler: chainwatch.TemporalSignaler{Client: e.Temporal},
-		Policy:   chainwatch.Policy{Confirmations: confirmations},
-		Holder:   "watchtest",
-		LeaseTTL: 10 * time.Second,
-		Poll:     100 * time.Millisecond,
-		Backfill: 10,
-		Logger:   e.Logger,
-	}
+	return e.App.Watcher(chain, app.WatcherOptions{Confirmations: confirmations, Holder: "watchtest",
+		Poll: 100 * time.Millisecond, Backfill: 10})
 }
 
 // Order reads an order.

@@ -1,5 +1,6 @@
 // Package e2e runs the whole service against a real Temporal dev server and a
-// real PostgreSQL: the API over HTTP, the worker with its real activities and
+// real PostgreSQL: the application as package app assembles it for
+// production, with the API over HTTP, the worker with its real activities and
 // the local provisioning driver, and the workflow client in between.
 package e2e
 
@@ -17,11 +18,10 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/api"
-	"github.com/kernodeck/kernodeck/codec"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/devserver/devservertest"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/payments"
@@ -29,7 +29,6 @@ import (
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
 	"github.com/kernodeck/kernodeck/secrets"
-	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
 	"github.com/kernodeck/kernodeck/workflows"
 )
@@ -70,6 +69,7 @@ type env struct {
 	tc     client.Client
 	api    *httptest.Server
 	logger *slog.Logger
+	app    *app.App
 }
 
 // newEnv starts a Temporal dev server (headless, in memory), a worker and the
@@ -91,8 +91,7 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 
 	db := pgtest.NewDB(t)
 	kr := e2eKeyring(t)
-	tc, err := client.Dial(client.Options{HostPort: addr, Logger: tlog.NewStructuredLogger(logger),
-		DataConverter: codec.DataConverter(kr), FailureConverter: codec.FailureConverter(kr)})
+	tc, err := client.Dial(app.ClientOptions(client.Options{HostPort: addr}, kr, nil, logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,42 +103,29 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	if ec.provisioner != nil {
 		prov = ec.provisioner(db, kr)
 	}
-	if ec.mail != nil {
-		renderer, err := notify.NewRenderer("https://kernodeck.test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sender, err := notify.NewSMTPSender(*ec.mail)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := &notify.Dispatcher{DB: db.DB, Sender: sender, Renderer: renderer, From: "Kernodeck <noreply@kernodeck.test>",
-			Poll: 200 * time.Millisecond, Logger: logger}
-		go func() { _ = d.Run(ctx) }()
-	}
 	var pay *payments.Service
 	if ec.payments != nil {
 		pay = ec.payments(db)
 	}
-	w := workers.New(tc, &activities.Activities{
-		Store:       db,
-		Provisioner: prov,
-		Payments:    pay,
-		Capacity:    postgres.Capacity{DB: db, Provisioner: ec.provisionerName},
-		Logger:      logger,
-	})
+	a := app.New(app.Config{DB: db, Temporal: tc, Keyring: kr, Payments: pay,
+		Provisioner: prov, ProvisionerName: ec.provisionerName,
+		Holds:  &app.Holds{}, // capacity held, without limits per account or network
+		Logger: logger})
+	if ec.mail != nil {
+		d, err := a.Dispatcher(app.Mail{PublicURL: "https://kernodeck.test", SMTP: *ec.mail,
+			From: "Kernodeck <noreply@kernodeck.test>", Poll: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = d.Run(ctx) }()
+	}
+	w := a.Worker()
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
 
-	tl := db.NewTimelineListener(logger)
-	go func() { _ = tl.Run(ctx) }()
-	deps := api.Deps{Store: postgres.NewStore(db, kr, ec.provisionerName), Workflows: &wfclient.Client{Temporal: tc}, Timeline: tl, Logger: logger}
-	if pay != nil {
-		deps.Methods = pay // never a nil *Service inside the interface
-	}
-	a := api.New(api.Config{
+	h := a.API(api.Config{
 		AgentTokens: map[string]string{agentToken: "e2e-agent"},
 		// A customer of the held-order races has ten unpaid orders at once.
 		Quotas: api.Quotas{UnpaidOrdersPerAccount: 100},
@@ -148,10 +134,12 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 			ReminderOffsets:      ec.reminderOffsets,
 			ProvisioningAttempts: 3,
 		},
-	}, deps)
-	hs := httptest.NewServer(a.Handler())
+	}, nil)
+	go func() { _ = h.Run(ctx) }()
+	hs := httptest.NewServer(h.Handler)
 	t.Cleanup(hs.Close)
-	return &env{t: t, addr: addr, kr: kr, db: db, tc: tc, api: hs, logger: logger}
+	t.Cleanup(h.CloseStreams) // before Close, as a graceful shutdown does
+	return &env{t: t, addr: addr, kr: kr, db: db, tc: tc, api: hs, logger: logger, app: a}
 }
 
 type testWriter struct{ t *testing.T }

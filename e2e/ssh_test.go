@@ -118,8 +118,10 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 		t.Fatalf("host state after the end: %q %v", state, err)
 	}
 
-	// One mail per step of the order, each once.
+	// The address confirmation (sent at registration), then one mail per
+	// step of the order, each once.
 	want := []string{
+		"Confirmez votre adresse email Kernodeck",
 		"Commande " + ref + " enregistrée",
 		"Demande de paiement pour " + ref,
 		"Règlement confirmé pour la commande " + ref,
@@ -370,19 +372,17 @@ func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
 func TestCustomerReplacesThenReissuesKey(t *testing.T) {
 	sshtest.RequireRoot(t)
 	host := sshtest.Start(t, sshtest.RTXA5000)
-	var driver *sshhost.Driver
 	e := newEnv(t, func(c *envConfig) {
 		c.provisionerName = postgres.ProvisionerSSH
 		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
-			driver = &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdk-", ConnectTimeout: 5 * time.Second}
-			return driver
+			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdk-", ConnectTimeout: 5 * time.Second}
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() {
-		_ = (&sshhost.KeyRequests{DB: e.db, Driver: driver, Poll: 100 * time.Millisecond}).Run(ctx)
-	}()
+	keys := e.app.KeyRequests() // as `kernodeck worker` runs it
+	keys.Poll = 100 * time.Millisecond
+	go func() { _ = keys.Run(ctx) }()
 	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-keys", Address: host.Addr,
 		Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
 		t.Fatal(err)

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
+	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/workflows"
 )
@@ -111,7 +111,8 @@ func paymentSignals(t *testing.T, env *apptest.Env, ref string) []string {
 			continue
 		}
 		var pe workflows.PaymentEvent
-		require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &pe))
+		// Sealed with the harness's keyring, as the application seals them.
+		require.NoError(t, codec.DataConverter(env.Keyring).FromPayloads(a.GetInput(), &pe))
 		out = append(out, pe.TxID)
 	}
 	return out

@@ -8,12 +8,10 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
-	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kernodeck/kernodeck/chainwatch"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/chainwatch/evm"
 	"github.com/kernodeck/kernodeck/chainwatch/solana"
 	"github.com/kernodeck/kernodeck/chainwatch/tron"
@@ -23,14 +21,6 @@ import (
 	"github.com/kernodeck/kernodeck/postgres"
 )
 
-// watcherLeaseTTL is how long a watcher that died keeps its network's lease:
-// its successor (a restarted process has another holder name) waits that
-// long before it follows the chain again. The lease is renewed at every poll
-// (2 s); a step longer than this only lets a second watcher run beside it,
-// which records each payment once anyway. The chaos run measured 30 s
-// stalls after each chainwatch kill with the 30 s default.
-const watcherLeaseTTL = 10 * time.Second
-
 // runner is a watcher's main loop.
 type runner interface {
 	Run(ctx context.Context) error
@@ -39,7 +29,7 @@ type runner interface {
 // serveChainwatch runs one watcher per network with a node URL configured.
 // Each takes its network's lease, so running this on several machines keeps
 // one active watcher per network.
-func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, m *metrics.Metrics, logger *slog.Logger) error {
+func serveChainwatch(ctx context.Context, a *app.App, db *postgres.DB, logger *slog.Logger) error {
 	pcfg, err := config.PaymentsFromEnv(nil)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -49,7 +39,7 @@ func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, m *
 	g, gctx := errgroup.WithContext(ctx)
 	started := 0
 	for network, nodeURL := range pcfg.NodeURLs {
-		r, err := newWatcher(gctx, network, nodeURL, pcfg, db, tc, holder, m.Chains, logger)
+		r, err := newWatcher(gctx, network, nodeURL, pcfg, a, db, holder, logger)
 		if err != nil {
 			return fmt.Errorf("%s watcher: %w", network, err)
 		}
@@ -68,22 +58,11 @@ func serveChainwatch(ctx context.Context, db *postgres.DB, tc client.Client, m *
 	return g.Wait()
 }
 
-func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Payments, db *postgres.DB,
-	tc client.Client, holder string, chains *metrics.Chains, logger *slog.Logger) (runner, error) {
-	w := &chainwatch.Watcher{
-		Store:    chains.Store(db),
-		Signaler: chainwatch.TemporalSignaler{Client: tc},
-		Policy:   chainwatch.Policy{Confirmations: pcfg.Confirmations[network]},
-		Holder:   holder,
-		LeaseTTL: watcherLeaseTTL,
-		Poll:     pcfg.WatcherPoll,
-		Backfill: 100,
-		Logger:   logger.With("component", "chainwatch"),
-		Dust:     map[string]*big.Int{},
-	}
-	for asset, units := range pcfg.Dust[network] {
-		w.Dust[asset] = big.NewInt(units)
-	}
+// newWatcher dials network's node and builds its watcher (package app).
+func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Payments, a *app.App, db *postgres.DB,
+	holder string, logger *slog.Logger) (runner, error) {
+	opts := app.WatcherOptions{Confirmations: pcfg.Confirmations[network], Holder: holder, Poll: pcfg.WatcherPoll,
+		Backfill: 100, Dust: pcfg.Dust[network]}
 	switch network {
 	case "bitcoin", "litecoin":
 		u, err := url.Parse(nodeURL)
@@ -95,7 +74,7 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		if err != nil {
 			return nil, err
 		}
-		w.Chain = chain
+		w := a.Watcher(chain, opts)
 		if addr := pcfg.P2PAddrs[network]; addr != "" {
 			// The key network names the chain: "litecoin-regtest" -> regtest.
 			chainName := "main"
@@ -108,6 +87,7 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 			}
 			w.Notifier = &utxo.P2P{Addr: addr, Params: params, Asset: chain.Asset()}
 		}
+		return w, nil
 	case "ethereum":
 		tokens := map[string]string{}
 		for asset, contract := range pcfg.Tokens["ethereum"] {
@@ -117,29 +97,32 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		if err != nil {
 			return nil, err
 		}
-		w.Chain = chain
+		if pcfg.EthereumFinality == "finalized" {
+			opts.Confirmations = 1 // the tip itself is final
+		}
+		w := a.Watcher(chain, opts)
 		chain.SetWatched(evm.IndexFilter(w.Index()))
 		if pcfg.EthereumWSURL != "" {
 			w.Notifier = &evm.Heads{URL: pcfg.EthereumWSURL}
 		}
-		if pcfg.EthereumFinality == "finalized" {
-			w.Policy.Confirmations = 1 // the tip itself is final
-		}
+		return w, nil
 	case "tron":
 		chain, err := tron.New(tron.Config{URL: nodeURL, Tokens: pcfg.Tokens["tron"]})
 		if err != nil {
 			return nil, err
 		}
-		w.Chain = chain
+		return a.Watcher(chain, opts), nil
 	case "solana":
 		// Solana Pay: signatures per reference key at "finalized".
-		return &solana.Watcher{RPCURL: nodeURL, Store: db, Signaler: w.Signaler, Holder: holder, LeaseTTL: watcherLeaseTTL,
-			Poll: pcfg.WatcherPoll, Logger: w.Logger, Dust: w.Dust[solana.Asset]}, nil
+		var dust *big.Int
+		if units, ok := opts.Dust[solana.Asset]; ok {
+			dust = big.NewInt(units)
+		}
+		return &solana.Watcher{RPCURL: nodeURL, Store: db, Signaler: a.Signaler(), Holder: holder, LeaseTTL: app.WatcherLeaseTTL,
+			Poll: pcfg.WatcherPoll, Logger: logger.With("component", "chainwatch"), Dust: dust}, nil
 	default:
 		return nil, fmt.Errorf("unknown network %q", network)
 	}
-	w.Chain = chains.Chain(w.Chain)
-	return w, nil
 }
 
 func runChainwatch(ctx context.Context, cfg config.Config, prov provisioning, m *metrics.Metrics, logger *slog.Logger) error {
@@ -154,8 +137,11 @@ func runChainwatch(ctx context.Context, cfg config.Config, prov provisioning, m 
 	}
 	defer tc.Close()
 	m.CollectChainPayments(db)
+	// The watchers' part of the application only: no payment service or
+	// machine driver (their keys need not be on this machine).
+	a := app.New(app.Config{DB: db, Temporal: tc, Keyring: prov.keyring, Metrics: m, Logger: logger})
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "chainwatch", m, readiness(db, tc), logger) })
-	g.Go(func() error { return serveChainwatch(gctx, db, tc, m, logger) })
+	g.Go(func() error { return serveChainwatch(gctx, a, db, logger) })
 	return g.Wait()
 }

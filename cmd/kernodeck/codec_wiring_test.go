@@ -14,12 +14,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/secrets"
-	"github.com/kernodeck/kernodeck/wfclient"
 )
 
 // The codec endpoint is served by the operators' listener only, wired as
@@ -46,12 +46,13 @@ func TestCodecOnTheOperatorsListenerOnly(t *testing.T) {
 	prov := provisioning{cfg: pc, keyring: k}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	publicHandler, closeStreams, _, err := newAPIHandler(cfg, prov, db, &wfclient.Client{}, nil, nil, logger)
+	a := app.New(app.Config{DB: db, Keyring: k, ProvisionerName: pc.Provisioner, Logger: logger})
+	h, err := newAPIHandler(cfg, a, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(closeStreams)
-	public := httptest.NewServer(publicHandler)
+	t.Cleanup(h.CloseStreams)
+	public := httptest.NewServer(h.Handler)
 	t.Cleanup(public.Close)
 	m, err := metrics.New()
 	if err != nil {

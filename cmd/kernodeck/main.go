@@ -24,14 +24,12 @@ import (
 	"go.temporal.io/sdk/worker"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devserver"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
-	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/redact"
-	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
 )
 
@@ -194,35 +192,33 @@ func runAPI(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 		return err
 	}
 	defer tc.Close()
+	a, err := newApp(cfg, prov, db, tc, m, logger)
+	if err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "api", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
-	g.Go(func() error {
-		return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger)
-	})
+	g.Go(func() error { return serveAPI(gctx, cfg, a, logger) })
 	return g.Wait()
 }
 
 // serveAPI runs the HTTP server until ctx ends, then shuts it down gracefully.
-func serveAPI(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, wf *wfclient.Client, m *metrics.Metrics, logger *slog.Logger) error {
-	pay, err := paymentsFromEnv(db, logger)
-	if err != nil {
-		return err
-	}
-	handler, closeStreams, background, err := newAPIHandler(cfg, prov, db, wf, pay, m.HTTP, logger)
+func serveAPI(ctx context.Context, cfg config.Config, a *app.App, logger *slog.Logger) error {
+	h, err := newAPIHandler(cfg, a, logger)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
 		Addr:              cfg.HTTPAddr,
-		Handler:           handler,
+		Handler:           h.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		// No WriteTimeout: the order tracking is a long-lived SSE stream.
 	}
-	srv.RegisterOnShutdown(closeStreams)
+	srv.RegisterOnShutdown(h.CloseStreams)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return background(gctx) })
+	g.Go(func() error { return h.Run(gctx) })
 	g.Go(func() error {
 		logger.Info("api listening", "addr", "http://"+cfg.HTTPAddr)
 		logger.Info("web site: open http://" + cfg.HTTPAddr + "/ in a browser")
@@ -253,64 +249,39 @@ func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *met
 		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
+	a, err := newApp(cfg, prov, db, tc, m, logger)
+	if err != nil {
+		return err
+	}
 	m.CollectOrders(db)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "worker", m, readiness(db, tc), logger) })
-	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, m, logger) })
+	g.Go(func() error { return serveWorker(gctx, cfg, prov, a, tc, logger) })
 	return g.Wait()
 }
 
-// serveWorker registers search attributes, then runs the worker and the
-// workflow starter until ctx ends.
-func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, db *postgres.DB, tc client.Client, m *metrics.Metrics, logger *slog.Logger) error {
+// serveWorker registers search attributes, then runs the worker, the
+// workflow starter, and beside them the mail dispatcher and the SSH
+// driver's key requests when configured, until ctx ends.
+func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, a *app.App, tc client.Client, logger *slog.Logger) error {
 	if err := workers.RegisterSearchAttributes(ctx, tc, cfg.TemporalNamespace, logger); err != nil {
 		return err
 	}
-	pay, err := paymentsFromEnv(db, logger)
+	mail, err := prov.dispatcher(a, logger)
 	if err != nil {
 		return err
 	}
-	provisioner, err := prov.provisioner(cfg, db, logger)
-	if err != nil {
-		return err
-	}
-	mail, err := prov.dispatcher(db, logger)
-	if err != nil {
-		return err
-	}
-	quotas, err := config.QuotasFromEnv(nil)
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	acts := &activities.Activities{
-		Store:       db,
-		Provisioner: m.Steps.Provisioner(provisioner),
-		Payments:    pay,
-		Capacity: postgres.Capacity{DB: db, Provisioner: prov.cfg.Provisioner,
-			MaxUnpaidPerAccount: quotas.HoldsPerAccount, MaxUnpaidPerNetwork: quotas.HoldsPerNetwork},
-		HoldFirst: quotas.HoldFirst,
-		Logger:    logger,
-	}
-	if d, ok := provisioner.(*sshhost.Driver); ok {
+	if kr := a.KeyRequests(); kr != nil {
 		// Customers' key changes, written by the API, applied on the hosts.
-		kr := &sshhost.KeyRequests{DB: db, Driver: d, Logger: logger.With("component", "key-requests")}
 		go func() { _ = kr.Run(ctx) }()
 	}
-	w := workers.New(tc, acts)
+	w := a.Worker()
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
 	logger.Info("worker started", "task_queue", "kernodeck", "provisioner", prov.cfg.Provisioner, "mail", mail != nil)
-	starter := &workers.Starter{
-		Store:        db,
-		Workflows:    &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion},
-		RentalConfig: cfg.RentalConfig(),
-		TopUpTimeout: cfg.TopUpTimeout,
-		Interval:     cfg.StarterInterval,
-		Grace:        cfg.StarterInterval,
-		Logger:       logger.With("component", "starter"),
-	}
+	starter := a.Starter(cfg.RentalConfig(), cfg.TopUpTimeout, cfg.StarterInterval)
 	return withMail(ctx, mail, starter.Run)
 }
 
@@ -385,15 +356,17 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 		return fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	defer tc.Close()
+	a, err := newApp(cfg, prov, db, tc, m, logger)
+	if err != nil {
+		return err
+	}
 	m.CollectOrders(db)
 	m.CollectChainPayments(db)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
-	g.Go(func() error { return serveWorker(gctx, cfg, prov, db, tc, m, logger) })
-	g.Go(func() error {
-		return serveAPI(gctx, cfg, prov, db, &wfclient.Client{Temporal: tc, MaxVersion: cfg.WorkflowVersion}, m, logger)
-	})
-	g.Go(func() error { return serveChainwatch(gctx, db, tc, m, logger) })
+	g.Go(func() error { return serveWorker(gctx, cfg, prov, a, tc, logger) })
+	g.Go(func() error { return serveAPI(gctx, cfg, a, logger) })
+	g.Go(func() error { return serveChainwatch(gctx, a, db, logger) })
 	return g.Wait()
 }
 

@@ -7,15 +7,14 @@ import (
 	"os"
 
 	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/config"
-	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -54,22 +53,9 @@ func loadProvisioning(cfg config.Config, dev bool, logger *slog.Logger) (provisi
 }
 
 // clientOptions are the Temporal client options: the connection (address,
-// namespace, TLS, API key), and on top every payload and failure message
-// sealed with the keyring before it reaches the server, and the SDK's
-// metrics in the process's registry.
+// namespace, TLS, API key) as app.ClientOptions completes it.
 func (p provisioning) clientOptions(m *metrics.Metrics, logger *slog.Logger) client.Options {
-	opts := p.conn
-	opts.Logger = tlog.NewStructuredLogger(logger.With("component", "temporal"))
-	opts.DataConverter = codec.DataConverter(p.keyring)
-	opts.FailureConverter = codec.FailureConverter(p.keyring)
-	opts.MetricsHandler = m.Temporal()
-	return opts
-}
-
-// store is the database as the API uses it: with the keyring that opens
-// access secrets, and availability counted the way the driver reserves.
-func (p provisioning) store(db *postgres.DB) *postgres.Store {
-	return postgres.NewStore(db, p.keyring, p.cfg.Provisioner)
+	return app.ClientOptions(p.conn, p.keyring, m, logger)
 }
 
 // provisioner builds the configured machine driver.
@@ -78,20 +64,6 @@ func (p provisioning) provisioner(cfg config.Config, db *postgres.DB, logger *sl
 		return &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil
 	}
 	return p.sshDriver(db, logger)
-}
-
-// hostOperations is the host inventory operators work from the support
-// console (the same code as `kernodeck hosts`); nil when the machine
-// driver is not SSH's (no inventory).
-func (p provisioning) hostOperations(db *postgres.DB, logger *slog.Logger) (api.HostOperator, error) {
-	if p.cfg.Provisioner != postgres.ProvisionerSSH {
-		return nil, nil
-	}
-	d, err := p.sshDriver(db, logger)
-	if err != nil {
-		return nil, err
-	}
-	return sshhost.NewOperations(d), nil
 }
 
 // sshDriver is the SSH machine driver as configured.
@@ -113,23 +85,13 @@ func (p provisioning) sshDriver(db *postgres.DB, logger *slog.Logger) (*sshhost.
 
 // dispatcher builds the mail dispatcher; nil when no SMTP server is
 // configured (mails then stay queued in the outbox until one is).
-func (p provisioning) dispatcher(db *postgres.DB, logger *slog.Logger) (*notify.Dispatcher, error) {
+func (p provisioning) dispatcher(a *app.App, logger *slog.Logger) (*notify.Dispatcher, error) {
 	if p.cfg.SMTPHost == "" {
 		logger.Warn("no KERNODECK_SMTP_HOST: customer mails stay queued in mail_outbox")
 		return nil, nil
 	}
-	r, err := notify.NewRenderer(p.cfg.PublicURL)
-	if err != nil {
-		return nil, err
-	}
-	sender, err := notify.NewSMTPSender(notify.SMTPConfig{Host: p.cfg.SMTPHost, Port: p.cfg.SMTPPort,
-		Username: p.cfg.SMTPUser, Password: p.cfg.SMTPPassword, TLS: p.cfg.SMTPTLS})
-	if err != nil {
-		return nil, err
-	}
-	return &notify.Dispatcher{DB: db.DB, Sender: sender, Renderer: r, From: p.cfg.MailFrom,
-		Poll: p.cfg.MailPoll, MaxAttempts: p.cfg.MailMaxAttempt, Logger: logger.With("component", "mail"),
-		Links: &mailverify.Signer{Keyring: p.keyring}}, nil
+	return a.Dispatcher(app.Mail{PublicURL: p.cfg.PublicURL, From: p.cfg.MailFrom, Poll: p.cfg.MailPoll, MaxAttempts: p.cfg.MailMaxAttempt,
+		SMTP: notify.SMTPConfig{Host: p.cfg.SMTPHost, Port: p.cfg.SMTPPort, Username: p.cfg.SMTPUser, Password: p.cfg.SMTPPassword, TLS: p.cfg.SMTPTLS}})
 }
 
 // withMail runs fn and, when there is one, the mail dispatcher beside it.
