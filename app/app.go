@@ -235,6 +235,8 @@ type WatcherOptions struct {
 	// Dust are the amounts per asset (base units) below which a payment is
 	// recorded but not counted.
 	Dust map[string]int64
+	// Mempool is the node's mempool, where the chain has one.
+	Mempool chainwatch.Mempool
 }
 
 // Watcher builds the watcher of chain, measured when the application is.
@@ -248,6 +250,7 @@ func (a *App) Watcher(chain chainwatch.Chain, o WatcherOptions) *chainwatch.Watc
 		LeaseTTL: WatcherLeaseTTL,
 		Poll:     o.Poll,
 		Backfill: o.Backfill,
+		Mempool:  o.Mempool,
 		Logger:   a.cfg.Logger.With("component", "chainwatch"),
 		Dust:     map[string]*big.Int{},
 	}

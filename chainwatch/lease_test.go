@@ -55,6 +55,11 @@ func (c *fakeChain) Mempool(context.Context) ([]chainwatch.MempoolTx, error) {
 	return c.mempool, nil
 }
 
+// TxState: every transaction stays in the mempool.
+func (c *fakeChain) TxState(context.Context, string) (chainwatch.TxState, error) {
+	return chainwatch.TxPending, nil
+}
+
 // gateSignaler acknowledges every signal; with gate set, the first one
 // hands its context to entered and waits for release.
 type gateSignaler struct {
@@ -227,6 +232,7 @@ func TestTakeoverReadsMempool(t *testing.T) {
 	}
 	sig := &gateSignaler{}
 	w := newWatcher(db, chain, sig, "standby")
+	w.Mempool = chain
 	if _, err := w.Step(ctx); !errors.Is(err, chainwatch.ErrLeaseLost) {
 		t.Fatalf("standby step: %v, want ErrLeaseLost", err)
 	}

@@ -44,17 +44,16 @@ const (
 	TxMined                  // in a block
 )
 
-// MempoolChain is a Chain whose node can say where a transaction is.
-type MempoolChain interface {
-	Chain
+// Mempool is a node's mempool, on the chains that have one (Bitcoin,
+// Litecoin), given to the watcher as such (Watcher.Mempool) rather than
+// found on its Chain, which decorators (metrics) wrap.
+type Mempool interface {
+	// TxState says where a transaction is: a mempool payment whose
+	// transaction is gone was replaced or double-spent.
 	TxState(ctx context.Context, txid string) (TxState, error)
-}
-
-// MempoolLister is a Chain whose node can list the transactions in its
-// mempool: a watcher taking the lease over reads them, so what was
-// broadcast while no watcher was active is detected before its block.
-type MempoolLister interface {
-	Chain
+	// Mempool lists the mempool's transactions: a watcher taking the lease
+	// over reads them, so what was broadcast while no watcher was active
+	// is detected before its block.
 	Mempool(ctx context.Context) ([]MempoolTx, error)
 }
 
@@ -160,11 +159,10 @@ func (w *Watcher) recordMempool(ctx context.Context, tx MempoolTx, seen []Seen) 
 // readMempool records the payments of every transaction in the node's
 // mempool, when the chain can list it (the step delivers them).
 func (w *Watcher) readMempool(ctx context.Context) error {
-	ml, ok := w.Chain.(MempoolLister)
-	if !ok {
+	if w.Mempool == nil {
 		return nil
 	}
-	txs, err := ml.Mempool(ctx)
+	txs, err := w.Mempool.Mempool(ctx)
 	if err != nil {
 		return fmt.Errorf("read mempool: %w", err)
 	}
@@ -181,8 +179,7 @@ func (w *Watcher) readMempool(ctx context.Context) error {
 // checkMempool reverts the mempool payments whose transaction the node no
 // longer has (replaced or double-spent before being mined).
 func (w *Watcher) checkMempool(ctx context.Context) error {
-	mc, ok := w.Chain.(MempoolChain)
-	if !ok {
+	if w.Mempool == nil {
 		return nil
 	}
 	txids, err := w.Store.MempoolPayments(ctx, w.Chain.Network())
@@ -191,7 +188,7 @@ func (w *Watcher) checkMempool(ctx context.Context) error {
 	}
 	var errs []error
 	for _, txid := range txids {
-		st, err := mc.TxState(ctx, txid)
+		st, err := w.Mempool.TxState(ctx, txid)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("transaction %s: %w", txid, err))
 			continue

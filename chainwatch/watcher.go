@@ -37,6 +37,9 @@ type Watcher struct {
 	// Notifier, if set, pushes the node's new blocks and mempool
 	// transactions; polling stays the fallback.
 	Notifier Notifier
+	// Mempool, if set, is the node's mempool: replaced transactions are
+	// found, and a watcher taking the lease over reads it.
+	Mempool Mempool
 
 	index  *Index
 	wake   chan struct{}

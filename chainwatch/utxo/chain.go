@@ -404,7 +404,7 @@ func (c *Chain) TxState(ctx context.Context, txid string) (chainwatch.TxState, e
 	return chainwatch.TxMined, nil
 }
 
-var _ chainwatch.MempoolLister = (*Chain)(nil)
+var _ chainwatch.Mempool = (*Chain)(nil)
 
 // Mempool lists the node's mempool transactions with the outputs that pay
 // an address and the outpoints they spend (getrawmempool, then

@@ -43,7 +43,7 @@ func newFixture(t *testing.T, n node, opts apptest.Options) *fixture {
 func (f *fixture) runWatcher(holder string, configure ...func(*chainwatch.Watcher)) *chainwatch.Watcher {
 	f.t.Helper()
 	w := f.e.Watcher(f.chain, f.n.policy())
-	w.Holder = holder
+	w.Holder, w.Mempool = holder, f.chain
 	for _, c := range configure {
 		c(w)
 	}

@@ -74,6 +74,7 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		if err != nil {
 			return nil, err
 		}
+		opts.Mempool = chain
 		w := a.Watcher(chain, opts)
 		if addr := pcfg.P2PAddrs[network]; addr != "" {
 			// The key network names the chain: "litecoin-regtest" -> regtest.
