@@ -14,6 +14,7 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
+	"github.com/stretchr/testify/require"
 )
 
 // leaseTTL is short so that a delivery outlasting it takes a few seconds;
@@ -129,16 +130,10 @@ func stepAsync(ctx context.Context, w *chainwatch.Watcher) <-chan error {
 	return done
 }
 
-// waitFor polls cond until it holds, failing the test after a minute.
+// waitFor waits until cond holds, failing the test after a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	require.Eventually(t, cond, time.Minute, 20*time.Millisecond, "timed out waiting for %s", what)
 }
 
 func receive[T any](t *testing.T, what string, ch <-chan T) T {

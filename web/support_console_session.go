@@ -5,7 +5,6 @@ package web
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -56,20 +55,7 @@ func (s *Site) signedInAgent(c *gin.Context) (*agent, bool) {
 	return a, true
 }
 
-func (s *Site) toConsoleLogin(c *gin.Context) {
-	next := "/support"
-	if c.Request.Method == http.MethodGet && !strings.HasSuffix(c.Request.URL.Path, "/live") {
-		next = c.Request.URL.RequestURI()
-	}
-	if c.GetHeader("HX-Request") != "" {
-		// A live part's request: htmx follows this with a full navigation
-		// (a redirect would be followed by the request and swapped in).
-		c.Header("HX-Redirect", "/support/login?next="+url.QueryEscape(next))
-		c.Status(http.StatusUnauthorized)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, "/support/login?next="+url.QueryEscape(next))
-}
+func (s *Site) toConsoleLogin(c *gin.Context) { toSignIn(c, "/support/login", "/support") }
 
 // consoleNext keeps a post-sign-in destination inside the console.
 func consoleNext(next string) string {

@@ -311,18 +311,25 @@ func (s *Site) visitorPage(c *gin.Context, title string) page {
 }
 
 // toLogin sends the visitor to the login page, to come back here after.
-func (s *Site) toLogin(c *gin.Context) {
+func (s *Site) toLogin(c *gin.Context) { toSignIn(c, "/login", "/orders") }
+
+// toSignIn sends the visitor to the sign-in page at loginPath, to come
+// back here after; to fallback when this request is not one to repeat (not
+// a GET, or a live part's).
+func toSignIn(c *gin.Context, loginPath, fallback string) {
 	next := c.Request.URL.RequestURI()
 	if c.Request.Method != http.MethodGet || strings.HasSuffix(c.Request.URL.Path, "/live") {
-		next = "/orders"
+		next = fallback
 	}
+	target := loginPath + "?next=" + url.QueryEscape(next)
 	if c.GetHeader("HX-Request") != "" {
-		// htmx follows this header with a full navigation.
-		c.Header("HX-Redirect", "/login?next="+url.QueryEscape(next))
+		// A live part's request: htmx follows this header with a full
+		// navigation (a redirect would be followed and swapped in).
+		c.Header("HX-Redirect", target)
 		c.Status(http.StatusUnauthorized)
 		return
 	}
-	c.Redirect(http.StatusSeeOther, "/login?next="+url.QueryEscape(next))
+	c.Redirect(http.StatusSeeOther, target)
 }
 
 // safeNext keeps a post-login destination only if it is a path of the
