@@ -346,7 +346,11 @@ const heartbeatEvery = 2 * time.Second
 // step whose worker died is retried after its heartbeat timeout (seconds)
 // instead of its start-to-close timeout (minutes). Call the returned func
 // when the step is done.
-func heartbeating(ctx context.Context) func() {
+func heartbeating(ctx context.Context) func() { return beating(ctx, nil) }
+
+// beating is heartbeating whose every beat carries details() when set (the
+// server keeps the last one: what a retry resumes from).
+func beating(ctx context.Context, details func() any) func() {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
@@ -361,7 +365,11 @@ func heartbeating(ctx context.Context) func() {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx)
+				if details == nil {
+					activity.RecordHeartbeat(ctx)
+				} else {
+					activity.RecordHeartbeat(ctx, details())
+				}
 			}
 		}
 	}()

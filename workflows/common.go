@@ -69,7 +69,7 @@ func timelineRetry() *temporal.RetryPolicy {
 // lost with its worker is retried after HeartbeatTimeout, not StartToClose.
 func machineCtx(ctx workflow.Context, attempts int32) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
+		StartToCloseTimeout: machineStepTimeout,
 		HeartbeatTimeout:    MachineHeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    5 * time.Second,
@@ -79,6 +79,9 @@ func machineCtx(ctx workflow.Context, attempts int32) workflow.Context {
 		},
 	})
 }
+
+// machineStepTimeout bounds one machine step's attempt.
+const machineStepTimeout = 2 * time.Minute
 
 // MachineHeartbeatTimeout is how long a machine step may go without a
 // heartbeat before Temporal retries it on another worker.
@@ -338,6 +341,11 @@ const (
 	// checked against their support_actions row before they change
 	// anything.
 	vAddressed workflow.Version = 7
+	// vOneProvisioning: the provisioning steps run in one activity
+	// (activities.Provision) that writes their events itself, three
+	// workflow tasks fewer per order; attempts count for the whole
+	// preparation, a retry resuming at the step that failed.
+	vOneProvisioning workflow.Version = 8
 	// vMaxHistory, the version new workflows record, is in rollout.go
 	// (rollout_kdrollout.go: a test release one version ahead).
 )

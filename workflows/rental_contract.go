@@ -56,7 +56,8 @@ type RentalConfig struct {
 	UnpaidTimeout time.Duration
 	// ReminderOffsets: reminders go out this long before the end.
 	ReminderOffsets []time.Duration
-	// ProvisioningAttempts per provisioning step before waiting for support.
+	// ProvisioningAttempts of the provisioning (per step before
+	// vOneProvisioning) before waiting for support.
 	ProvisioningAttempts int32
 	// Day is the length of a rental day (0: 24 h). Only tests shorten it,
 	// to run a whole 30-day rental on a real server in seconds.

@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -47,93 +48,98 @@ func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool
 	}
 }
 
-// provisionOnce runs the four steps once. stepErr is a step that failed after
+// provisionOnce runs the steps once. stepErr is a step that failed after
 // its retries (handed to support); err is a workflow-level failure.
 func (r *rental) provisionOnce(ctx workflow.Context) (access activities.AccessSummary, step string, stepErr, err error) {
 	var a *activities.Activities
+	in := activities.ProvisionInput{
+		OrderRef: r.in.OrderRef, GPUModel: r.in.GPUModel, GPUs: r.in.TotalGPUs, Preset: r.in.Preset, Attempt: r.Attempt,
+	}
+	if r.v < vOneProvisioning {
+		return r.provisionStepByStep(ctx, in)
+	}
+	// The first step's start moves the order to provisioning (with the
+	// "paid" event); the activity writes the other step events itself.
+	if err := r.recordStep(ctx, in.StepStarted(activities.StepReserve)); err != nil {
+		return access, activities.StepReserve, nil, err
+	}
+	pctx := workflow.WithStartToCloseTimeout(machineCtx(ctx, r.cfg.ProvisioningAttempts),
+		time.Duration(len(activities.ProvisioningSteps))*machineStepTimeout)
+	serr := workflow.ExecuteActivity(pctx, a.Provision, in).Get(ctx, &access)
+	if serr == nil {
+		return access, "", nil, nil
+	}
+	if ctx.Err() != nil {
+		return access, "", nil, ctx.Err()
+	}
+	return access, activities.FailedStep(serr), serr, nil
+}
+
+// provisionStepByStep is provisionOnce before vOneProvisioning: an
+// activity per step, the workflow writing every step event.
+func (r *rental) provisionStepByStep(ctx workflow.Context, in activities.ProvisionInput) (access activities.AccessSummary, step string, stepErr, err error) {
+	var a *activities.Activities
 	mctx := machineCtx(ctx, r.cfg.ProvisioningAttempts)
 	var verification activities.Verification
-	steps := []struct {
-		name, startMsg string
-		run            func() (doneMsg string, data map[string]any, err error)
-	}{
-		{"reserve", fmt.Sprintf("Réservation de %d GPU %s en cours.", r.in.TotalGPUs, r.in.GPUModel), func() (string, map[string]any, error) {
-			err := workflow.ExecuteActivity(mctx, a.ReserveCapacity, activities.ReserveInput{
-				OrderRef: r.in.OrderRef, GPUModel: r.in.GPUModel, GPUs: r.in.TotalGPUs,
+	run := func(step string) error {
+		switch step {
+		case activities.StepReserve:
+			return workflow.ExecuteActivity(mctx, a.ReserveCapacity, activities.ReserveInput{
+				OrderRef: in.OrderRef, GPUModel: in.GPUModel, GPUs: in.GPUs,
 			}).Get(ctx, nil)
-			return "Capacité réservée.", nil, err
-		}},
-		{"prepare", fmt.Sprintf("Préparation de l'environnement (%s) en cours.", r.in.Preset), func() (string, map[string]any, error) {
-			err := workflow.ExecuteActivity(mctx, a.PreparePreset, activities.PrepareInput{
-				OrderRef: r.in.OrderRef, Preset: r.in.Preset,
+		case activities.StepPrepare:
+			return workflow.ExecuteActivity(mctx, a.PreparePreset, activities.PrepareInput{
+				OrderRef: in.OrderRef, Preset: in.Preset,
 			}).Get(ctx, nil)
-			return "Environnement préparé.", map[string]any{"preset": r.in.Preset}, err
-		}},
-		{"verify", "Vérification de la machine en cours.", func() (string, map[string]any, error) {
-			err := workflow.ExecuteActivity(mctx, a.VerifyMachine, activities.VerifyInput{
-				OrderRef: r.in.OrderRef, GPUModel: r.in.GPUModel, GPUs: r.in.TotalGPUs,
+		case activities.StepVerify:
+			return workflow.ExecuteActivity(mctx, a.VerifyMachine, activities.VerifyInput{
+				OrderRef: in.OrderRef, GPUModel: in.GPUModel, GPUs: in.GPUs,
 			}).Get(ctx, &verification)
-			v := verification
-			return fmt.Sprintf("Machine vérifiée : %d GPU %s détectés, pilote %s, CUDA %s.", v.GPUCount, v.GPUModel, v.DriverVersion, v.CUDAVersion),
-				map[string]any{
-					"gpu_model_seen": v.GPUModel, "gpu_count_seen": v.GPUCount,
-					"driver_version": v.DriverVersion, "cuda_version": v.CUDAVersion, "notes": v.Notes,
-				}, err
-		}},
-		{"access", "Création des accès en cours.", func() (string, map[string]any, error) {
-			err := workflow.ExecuteActivity(mctx, a.CreateAccess, activities.CreateAccessInput{
-				OrderRef: r.in.OrderRef, Verification: verification,
+		default:
+			return workflow.ExecuteActivity(mctx, a.CreateAccess, activities.CreateAccessInput{
+				OrderRef: in.OrderRef, Verification: verification,
 			}).Get(ctx, &access)
-			return "Accès créés.", nil, err
-		}},
-	}
-	for _, s := range steps {
-		prefix := domain.KeyProvisioning(r.Attempt, s.name)
-		if err := r.recordStep(ctx, prefix+":start", s.name, s.startMsg, nil); err != nil {
-			return access, s.name, nil, err
 		}
-		doneMsg, data, serr := s.run()
-		if serr != nil {
+	}
+	for _, s := range activities.ProvisioningSteps {
+		if err := r.recordStep(ctx, in.StepStarted(s)); err != nil {
+			return access, s, nil, err
+		}
+		if serr := run(s); serr != nil {
 			if ctx.Err() != nil {
-				return access, s.name, nil, ctx.Err()
+				return access, s, nil, ctx.Err()
 			}
-			return access, s.name, serr, nil
+			return access, s, serr, nil
 		}
 		// Written with the next step's (or the access's) event.
-		if err := r.recordStep(ctx, prefix+":done", s.name, doneMsg, data); err != nil {
-			return access, s.name, nil, err
+		if err := r.recordStep(ctx, in.StepDone(s, verification)); err != nil {
+			return access, s, nil, err
 		}
 	}
 	return access, "", nil, nil
 }
 
-func (r *rental) recordStep(ctx workflow.Context, key, step, message string, data map[string]any) error {
+func (r *rental) recordStep(ctx workflow.Context, ev activities.OrderEvent) error {
 	if err := r.mu.Lock(ctx); err != nil {
 		return err
 	}
 	defer r.mu.Unlock()
-	if data == nil {
-		data = map[string]any{}
-	}
-	data["step"] = step
-	data["attempt"] = r.Attempt
-	ev := activities.OrderEvent{Key: key, Kind: domain.EventProvisioningStep, Message: message, Data: data}
 	if r.phase() != PhaseProvisioning {
 		// At the first step's start: its done follows in the same phase
 		// (nothing moves a provisioning rental while a step runs).
 		return r.transition(ctx, PhaseProvisioning, ev)
 	}
-	if strings.HasSuffix(key, ":done") {
+	if strings.HasSuffix(ev.Key, ":done") {
 		return r.writeLater(ctx, ev)
 	}
 	return r.record(ctx, ev)
 }
 
 var stepLabels = map[string]string{
-	"reserve": "réservation de la capacité",
-	"prepare": "préparation de l'environnement",
-	"verify":  "vérification de la machine",
-	"access":  "création des accès",
+	activities.StepReserve: "réservation de la capacité",
+	activities.StepPrepare: "préparation de l'environnement",
+	activities.StepVerify:  "vérification de la machine",
+	activities.StepAccess:  "création des accès",
 }
 
 func (r *rental) provisioningFailed(ctx workflow.Context, step string, stepErr error) error {

@@ -36,12 +36,14 @@ type RentalWorkflowSuite struct {
 	mu       sync.Mutex // mocks run on activity goroutines
 	events   []activities.OrderEvent
 	revokeAt time.Time
+	machine  *machine
 }
 
 func TestRentalWorkflowSuite(t *testing.T) { suite.Run(t, new(RentalWorkflowSuite)) }
 
 func (s *RentalWorkflowSuite) SetupTest() {
 	s.events, s.revokeAt = nil, time.Time{}
+	s.machine = &machine{fail: map[string][]error{}, always: map[string]error{}, calls: map[string]int{}}
 	s.env = newSuiteEnv(&s.WorkflowTestSuite, RentalWorkflowID(testOrderRef), domain.TargetOrder, testOrderRef,
 		a.RecordOrderEvent, a.RecordOrderEvents, &s.mu, &s.events)
 }
@@ -77,20 +79,76 @@ func payment(tx string, cents int64) PaymentEvent {
 		IntentID: "pi-1", Address: testAddress}
 }
 
-// mockReserve makes ReserveCapacity succeed.
-func (s *RentalWorkflowSuite) mockReserve() {
-	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(nil).Maybe()
+// machine is the suite's machine driver under the real Provision
+// activity: every step succeeds but for the errors queued for it, and
+// counts its calls.
+type machine struct {
+	mu     sync.Mutex
+	fail   map[string][]error // errors of a step's next calls
+	always map[string]error   // a step that fails every time
+	calls  map[string]int
 }
 
-// mockMachine mocks every machine step but the reservation.
-func (s *RentalWorkflowSuite) mockMachine() {
-	s.env.OnActivity(a.PreparePreset, mock.Anything, mock.Anything).Return(nil).Maybe()
-	s.env.OnActivity(a.VerifyMachine, mock.Anything, mock.Anything).Return(activities.Verification{
-		GPUModel: "NVIDIA RTX A5000", GPUCount: 2, DriverVersion: "550.54", CUDAVersion: "12.4",
-	}, nil).Maybe()
-	s.env.OnActivity(a.CreateAccess, mock.Anything, mock.Anything).Return(activities.AccessSummary{
-		Host: "gpu-7.kernodeck.net", Port: 22, Username: "kd-test",
-	}, nil).Maybe()
+func (m *machine) step(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls[name]++
+	if err := m.always[name]; err != nil {
+		return err
+	}
+	if errs := m.fail[name]; len(errs) > 0 {
+		m.fail[name] = errs[1:]
+		return errs[0]
+	}
+	return nil
+}
+
+// called is how many times step ran.
+func (m *machine) called(step string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[step]
+}
+
+func (m *machine) Reserve(context.Context, activities.ReserveInput) error {
+	return m.step(activities.StepReserve)
+}
+func (m *machine) Prepare(context.Context, activities.PrepareInput) error {
+	return m.step(activities.StepPrepare)
+}
+func (m *machine) Verify(context.Context, activities.VerifyInput) (activities.Verification, error) {
+	return activities.Verification{GPUModel: "NVIDIA RTX A5000", GPUCount: 2, DriverVersion: "550.54", CUDAVersion: "12.4"},
+		m.step(activities.StepVerify)
+}
+func (m *machine) CreateAccess(context.Context, activities.CreateAccessInput) (activities.AccessSummary, error) {
+	return activities.AccessSummary{Host: "gpu-7.kernodeck.net", Port: 22, Username: "kd-test"}, m.step(activities.StepAccess)
+}
+
+// The teardown's two steps are activities of their own, mocked by method.
+func (m *machine) RevokeAccess(context.Context, string) error { panic("RevokeAccess is mocked") }
+func (m *machine) Release(context.Context, string) error      { panic("ReleaseCapacity is mocked") }
+
+// eventKeeper is the store under the real Provision activity: it keeps the
+// step events it writes with the workflow's (the only call Provision makes).
+type eventKeeper struct {
+	activities.Store
+	keep func(...activities.OrderEvent)
+}
+
+func (k eventKeeper) RecordOrderEvent(_ context.Context, ev activities.OrderEvent) error {
+	k.keep(ev)
+	return nil
+}
+
+// mockAllMachine runs the real Provision activity on the suite's machine
+// and mocks the teardown's steps.
+func (s *RentalWorkflowSuite) mockAllMachine() {
+	acts := &activities.Activities{Provisioner: s.machine, Store: eventKeeper{keep: func(evs ...activities.OrderEvent) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.events = append(s.events, evs...)
+	}}}
+	s.env.OnActivity(a.Provision, mock.Anything, mock.Anything).Return(acts.Provision).Maybe()
 	s.env.OnActivity(a.RevokeAccess, mock.Anything, mock.Anything).Return(nil).Maybe().
 		Run(func(mock.Arguments) {
 			s.mu.Lock()
@@ -98,11 +156,6 @@ func (s *RentalWorkflowSuite) mockMachine() {
 			s.revokeAt = s.env.Now()
 		})
 	s.env.OnActivity(a.ReleaseCapacity, mock.Anything, mock.Anything).Return(nil).Maybe()
-}
-
-func (s *RentalWorkflowSuite) mockAllMachine() {
-	s.mockReserve()
-	s.mockMachine()
 }
 
 func (s *RentalWorkflowSuite) signalAt(d time.Duration, name string, p PaymentEvent) {
@@ -320,8 +373,8 @@ func (s *RentalWorkflowSuite) TestCancelBeforePayment() {
 	s.Require().True(c.done)
 	s.NoError(c.err)
 	s.Equal(domain.StatusCancelled, st.Status)
-	s.env.AssertActivityNotCalled(s.T(), "ReserveCapacity", mock.Anything, mock.Anything)
-	s.env.AssertActivityNumberOfCalls(s.T(), "PreparePreset", 0)
+	s.Zero(s.machine.called(activities.StepReserve))
+	s.Zero(s.machine.called(activities.StepPrepare))
 	cancelled := s.eventsOf(domain.EventCancelled)
 	s.Require().Len(cancelled, 1)
 	s.Equal(domain.StatusCancelled, cancelled[0].Status)
@@ -346,7 +399,7 @@ func (s *RentalWorkflowSuite) TestConfirmationTwiceProvisionsOnce() {
 	s.signalAt(time.Hour, SignalPaymentConfirmed, payment("tx1", totalCents))
 	st := s.run(rentalInput(3))
 
-	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 1)
+	s.Equal(1, s.machine.called(activities.StepReserve))
 	s.Equal(totalCents, st.PaidCents)
 	s.Equal([]string{"bitcoin:tx1:0"}, st.PaymentsConfirmed)
 	s.Len(s.eventsOf(domain.EventPaymentConfirmed), 1)
@@ -355,9 +408,9 @@ func (s *RentalWorkflowSuite) TestConfirmationTwiceProvisionsOnce() {
 
 func (s *RentalWorkflowSuite) TestProvisioningFailureThenSupportRetry() {
 	// Both attempts of the first run fail, the support retry succeeds.
-	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(errors.New("driver unreachable")).Times(2)
-	s.mockReserve()
-	s.mockMachine()
+	unreachable := errors.New("driver unreachable")
+	s.machine.fail[activities.StepReserve] = []error{unreachable, unreachable}
+	s.mockAllMachine()
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	failed := s.queryAt(time.Hour)
 	retry := s.updateAt(2*time.Hour, UpdateRetryProvisioning, SupportAction{ActionID: 11, Agent: "alice", Reason: "driver back"})
@@ -380,7 +433,7 @@ func (s *RentalWorkflowSuite) TestProvisioningFailureThenSupportRetry() {
 	s.Equal("reserve", pf[0].Data["step"])
 	s.Contains(pf[0].Data["error"], "driver unreachable")
 	s.Len(s.eventsOf(domain.EventProvisioningRetry), 1)
-	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 3)
+	s.Equal(3, s.machine.called(activities.StepReserve))
 	s.Len(s.eventsOf(domain.EventAccessAvailable), 1)
 	// The retry's step events are new ones.
 	var keys []string
@@ -390,6 +443,51 @@ func (s *RentalWorkflowSuite) TestProvisioningFailureThenSupportRetry() {
 	s.Contains(keys, "prov:1:reserve:start")
 	s.Contains(keys, "prov:2:reserve:start")
 	s.Contains(keys, "prov:2:access:done")
+}
+
+// A step that fails once is retried from where the attempt stopped (the
+// heartbeat's progress): the steps before it are not run again, and every
+// step event is written (the store keeps one per key).
+func (s *RentalWorkflowSuite) TestProvisioningRetryResumesAtTheFailedStep() {
+	s.machine.fail[activities.StepPrepare] = []error{errors.New("apt mirror down")}
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(1, s.machine.called(activities.StepReserve))
+	s.Equal(2, s.machine.called(activities.StepPrepare))
+	s.Equal(1, s.machine.called(activities.StepAccess))
+	keys := map[string]int{}
+	for _, ev := range s.eventsOf(domain.EventProvisioningStep) {
+		keys[ev.Key]++
+	}
+	for _, step := range activities.ProvisioningSteps {
+		for _, edge := range []string{"start", "done"} {
+			s.Positive(keys[domain.KeyProvisioning(1, step)+":"+edge], step+":"+edge)
+		}
+	}
+	s.Empty(s.eventsOf(domain.EventProvisioningFailed))
+}
+
+// A refusal at a later step is not retried and names that step to support.
+func (s *RentalWorkflowSuite) TestProvisioningRefusalNamesItsStep() {
+	s.machine.always[activities.StepVerify] = &domain.Error{Code: activities.ErrTypeVerifyMismatch, Message: "1 GPU vu, 2 attendus"}
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	failed := s.queryAt(time.Hour)
+	s.updateAt(2*time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: totalCents, Reason: "GPU manquant"})
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusProvisioningFailed, failed.Status)
+	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal("1 GPU vu, 2 attendus", failed.ProvisioningError)
+	s.Equal(1, s.machine.called(activities.StepVerify))
+	s.Zero(s.machine.called(activities.StepAccess))
+	pf := s.eventsOf(domain.EventProvisioningFailed)
+	s.Require().Len(pf, 1)
+	s.Equal(activities.StepVerify, pf[0].Data["step"])
+	s.Contains(pf[0].Message, "vérification de la machine")
 }
 
 func (s *RentalWorkflowSuite) TestRetryRejectedUnlessFailed() {
@@ -407,8 +505,8 @@ func (s *RentalWorkflowSuite) TestRetryRejectedUnlessFailed() {
 // and the status (they used to be two writes under one key, and the status
 // was lost).
 func (s *RentalWorkflowSuite) TestRefundAfterProvisioningFailure() {
-	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(errors.New("no machine")).Maybe()
-	s.mockMachine()
+	s.machine.always[activities.StepReserve] = errors.New("no machine")
+	s.mockAllMachine()
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	ref := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: totalCents, Reason: "no capacity"})
 	st := s.run(rentalInput(3))
@@ -420,7 +518,7 @@ func (s *RentalWorkflowSuite) TestRefundAfterProvisioningFailure() {
 	s.Equal(totalCents, st.RefundedCents)
 	s.env.AssertActivityNotCalled(s.T(), "RefundToBalance", mock.Anything, mock.Anything)
 	s.env.AssertActivityNumberOfCalls(s.T(), "ReleaseCapacity", 1)
-	s.env.AssertActivityNotCalled(s.T(), "CreateAccess", mock.Anything, mock.Anything)
+	s.Zero(s.machine.called(activities.StepAccess))
 	refunded := s.eventsOf(domain.EventRefunded)
 	s.Require().Len(refunded, 1)
 	s.Equal("refund:12", refunded[0].Key)
@@ -436,8 +534,8 @@ func (s *RentalWorkflowSuite) TestRefundAfterProvisioningFailure() {
 // A 1-cent refund in provisioning_failed does not close the order: the rest
 // stays refundable, and refunding it closes the order.
 func (s *RentalWorkflowSuite) TestOneCentRefundLeavesTheRest() {
-	s.env.OnActivity(a.ReserveCapacity, mock.Anything, mock.Anything).Return(errors.New("no machine")).Maybe()
-	s.mockMachine()
+	s.machine.always[activities.StepReserve] = errors.New("no machine")
+	s.mockAllMachine()
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	cent := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: 1, Reason: "test"})
 	mid := s.queryAt(2 * time.Hour)
@@ -483,7 +581,7 @@ func (s *RentalWorkflowSuite) TestPayFromBalance() {
 	s.Equal(domain.StatusEnded, st.Status)
 	// The debit transaction wrote the "paid" event; the workflow must not.
 	s.Empty(s.eventsOf(domain.EventPaid))
-	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 1)
+	s.Equal(1, s.machine.called(activities.StepReserve))
 }
 
 func (s *RentalWorkflowSuite) TestPayFromBalanceInsufficient() {
@@ -505,7 +603,7 @@ func (s *RentalWorkflowSuite) TestPayFromBalanceInsufficient() {
 	s.Equal(domain.StatusAwaitingPayment, after.Status)
 	s.Zero(after.PaidCents)
 	s.Equal(domain.StatusExpired, st.Status)
-	s.env.AssertActivityNotCalled(s.T(), "ReserveCapacity", mock.Anything, mock.Anything)
+	s.Zero(s.machine.called(activities.StepReserve))
 }
 
 func (s *RentalWorkflowSuite) TestPartialThenRemainingPayment() {
@@ -527,7 +625,7 @@ func (s *RentalWorkflowSuite) TestPartialThenRemainingPayment() {
 	s.True(paid[0].PaidAt.Equal(testStart.Add(3 * time.Minute)))
 	s.Equal(totalCents, st.PaidCents)
 	s.True(st.PeriodStart.Equal(testStart.Add(3 * time.Minute)))
-	s.env.AssertActivityNumberOfCalls(s.T(), "ReserveCapacity", 1)
+	s.Equal(1, s.machine.called(activities.StepReserve))
 }
 
 func (s *RentalWorkflowSuite) TestRevertedBeforeConfirmation() {
@@ -654,7 +752,7 @@ func (s *RentalWorkflowSuite) TestUnpaidTimeoutExpires() {
 	s.Require().Len(expired, 1)
 	s.True(expired[0].At.Equal(testStart.Add(2 * time.Hour)))
 	s.Equal(domain.StatusExpired, expired[0].Status)
-	s.env.AssertActivityNotCalled(s.T(), "ReserveCapacity", mock.Anything, mock.Anything)
+	s.Zero(s.machine.called(activities.StepReserve))
 }
 
 func (s *RentalWorkflowSuite) TestDefaultUnpaidTimeout() {

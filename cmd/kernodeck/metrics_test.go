@@ -67,8 +67,8 @@ func TestMetricsAndAlertsOfARunningService(t *testing.T) {
 		{"kernodeck_payment_exceptions_open_oldest_seconds", nil, exactly(0), "an empty queue"},
 		{"temporal_workflow_task_execution_latency_seconds", map[string]string{"workflow_type": "RentalWorkflow"}, atLeast(1), "workflow tasks ran"},
 		{"temporal_workflow_task_schedule_to_start_latency_seconds", nil, atLeast(1), "workflow tasks polled"},
-		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"activity_type": "ReserveCapacity"}, atLeast(1), "activity polled"},
-		{"temporal_activity_execution_latency_seconds", map[string]string{"activity_type": "CreateAccess"}, atLeast(1), "activity ran"},
+		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"activity_type": "Provision"}, atLeast(1), "activity polled"},
+		{"temporal_activity_execution_latency_seconds", map[string]string{"activity_type": "Provision"}, atLeast(1), "activity ran"},
 		{"process_resident_memory_bytes", nil, atLeast(1 << 20), "a resident set"},
 		{"go_goroutines", nil, atLeast(10), "goroutines"},
 	}
