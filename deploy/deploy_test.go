@@ -164,6 +164,8 @@ func TestTemporalConfigVariables(t *testing.T) {
 // order ends active, paid once by its one chain payment (in a transaction
 // it broadcast, in a block it mined), and the ledger balances; the
 // standby must take the lease over, and no customer read be answered 5xx.
+// The Temporal server must have started activities eagerly
+// (deploy/temporal/dynamicconfig.yaml), as its metrics count them.
 // Two to three minutes; the Temporal server is built by
 // scripts/ensure-tools.sh (or on the first run, ~12 minutes).
 func TestProdlikeSmallBurst(t *testing.T) {
@@ -209,6 +211,7 @@ func TestProdlikeSmallBurst(t *testing.T) {
 		regexp.MustCompile(`kill: api-1 \(pid \d+\) SIGKILLed`),
 		regexp.MustCompile(`customers' order reads during the burst: [1-9]\d* answered 2xx, 0 5xx`),
 		regexp.MustCompile(`check: every order active`),
+		regexp.MustCompile(`Temporal server: [1-9]\d* activity tasks started eagerly`),
 	} {
 		if !want.Match(out) {
 			t.Errorf("no %q in the burst's output", want)

@@ -51,6 +51,8 @@ type burst struct {
 	dir      string
 	rollout  string
 	versions bool
+	// temporalMetrics is the Temporal server's /metrics.
+	temporalMetrics string
 }
 
 // burstOrder is an order of the burst and its payment request.
@@ -90,6 +92,8 @@ func (b *burst) flagsBurst(fs *flag.FlagSet) {
 	fs.StringVar(&b.rollout, "rollout", "", "after the block: a rolling restart of prodlike's workers onto this kernodeck binary "+
 		"(go build -tags kdrollout: one workflow history version ahead), worker-1 then worker-2, each by SIGTERM")
 	fs.BoolVar(&b.versions, "versions", false, "afterwards: count the orders' workflows by the history version they recorded, and those that took the kdrollout step")
+	fs.StringVar(&b.temporalMetrics, "temporal-metrics", env("KD_PRODLIKE_TEMPORAL_METRICS", ""),
+		"the Temporal server's /metrics URL: report how it handed the activities to the workers (eagerly or through matching)")
 	fs.StringVar(&b.dir, "dir", env("KD_PRODLIKE_DIR", ""), "scripts/prodlike.sh's state directory (pids/NAME), for -kill")
 }
 
@@ -139,6 +143,12 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	var dispatched activityDispatch
+	if b.temporalMetrics != "" {
+		if dispatched, err = b.readDispatch(ctx); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "# burst of %d orders, %s, %d cores, load average %s\n", b.n, time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadavg())
 	if _, err := db.ExecContext(ctx, `UPDATE gpu_inventory SET total_gpus = total_gpus + $1 WHERE gpu_model = $2`, 2*b.n*8, b.model); err != nil {
 		return fmt.Errorf("capacity: %w", err)
@@ -364,6 +374,9 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		if err := b.check(ctx, out, db, refs, txids, blocks); err != nil {
 			return err
 		}
+	}
+	if b.temporalMetrics != "" {
+		b.reportDispatch(ctx, out, dispatched)
 	}
 	if b.versions {
 		if err := b.reportVersions(ctx, out, refs); err != nil {
