@@ -56,8 +56,12 @@ type Config struct {
 	Keyring *secrets.Keyring
 	// Payments serves payment requests (nil: no method offered).
 	Payments *payments.Service
-	// Provisioner is the machine driver (provision/localpg or sshhost).
+	// Provisioner is the machine driver (provision/localpg; SSH's when
+	// SSH is set and this is nil).
 	Provisioner activities.Provisioner
+	// SSH is the SSH machine driver when it is the one: its host operations
+	// (Hosts) and the customers' key changes (KeyRequests) come with it.
+	SSH *sshhost.Driver
 	// ProvisionerName is the availability rule of quotes and capacity
 	// (postgres.ProvisionerLocal or postgres.ProvisionerSSH).
 	ProvisionerName string
@@ -95,8 +99,13 @@ func New(c Config) *App {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if d, ok := c.Provisioner.(*sshhost.Driver); ok && c.Hosts == nil {
-		c.Hosts = sshhost.NewOperations(d)
+	if c.SSH != nil {
+		if c.Provisioner == nil {
+			c.Provisioner = c.SSH
+		}
+		if c.Hosts == nil {
+			c.Hosts = sshhost.NewOperations(c.SSH)
+		}
 	}
 	a := &App{cfg: c, Workflows: &wfclient.Client{Temporal: c.Temporal, MaxVersion: c.WorkflowVersion}}
 	a.Activities = &activities.Activities{
@@ -162,11 +171,10 @@ func (a *App) Starter(rental workflows.RentalConfig, topUpTimeout, interval time
 // KeyRequests applies on the hosts the customers' key changes the API
 // records; nil unless the machine driver is SSH's.
 func (a *App) KeyRequests() *sshhost.KeyRequests {
-	d, ok := a.cfg.Provisioner.(*sshhost.Driver)
-	if !ok {
+	if a.cfg.SSH == nil {
 		return nil
 	}
-	return &sshhost.KeyRequests{DB: a.cfg.DB, Driver: d, Logger: a.cfg.Logger.With("component", "key-requests")}
+	return &sshhost.KeyRequests{DB: a.cfg.DB, Driver: a.cfg.SSH, Logger: a.cfg.Logger.With("component", "key-requests")}
 }
 
 // Mail are the mail dispatcher's settings.

@@ -28,6 +28,7 @@ import (
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/workers"
 	"github.com/kernodeck/kernodeck/workflows"
@@ -50,9 +51,10 @@ func e2eKeyring(t testing.TB) *secrets.Keyring {
 
 // envConfig changes what newEnv runs.
 type envConfig struct {
-	// provisioner replaces the local driver (and names the availability rule).
-	provisioner     func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner
-	provisionerName string
+	// provisioner replaces the local driver.
+	provisioner func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner
+	// ssh, if set, is the machine driver (and the availability rule).
+	ssh func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver
 	// mail, if set, runs a mail dispatcher in the worker.
 	mail *notify.SMTPConfig
 	// reminderOffsets replace the default reminders.
@@ -76,8 +78,7 @@ type env struct {
 // API on a fresh database.
 func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	t.Helper()
-	ec := envConfig{provisionerName: postgres.ProvisionerLocal,
-		reminderOffsets: []time.Duration{48 * time.Hour, 6 * time.Hour}}
+	ec := envConfig{reminderOffsets: []time.Duration{48 * time.Hour, 6 * time.Hour}}
 	for _, o := range opts {
 		o(&ec)
 	}
@@ -103,12 +104,17 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	if ec.provisioner != nil {
 		prov = ec.provisioner(db, kr)
 	}
+	var ssh *sshhost.Driver
+	provisionerName := postgres.ProvisionerLocal
+	if ec.ssh != nil {
+		prov, ssh, provisionerName = nil, ec.ssh(db, kr), postgres.ProvisionerSSH
+	}
 	var pay *payments.Service
 	if ec.payments != nil {
 		pay = ec.payments(db)
 	}
 	a := app.New(app.Config{DB: db, Temporal: tc, Keyring: kr, Payments: pay,
-		Provisioner: prov, ProvisionerName: ec.provisionerName,
+		Provisioner: prov, SSH: ssh, ProvisionerName: provisionerName,
 		Holds:  &app.Holds{}, // capacity held, without limits per account or network
 		Logger: logger})
 	if ec.mail != nil {

@@ -12,7 +12,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/notify"
@@ -40,8 +39,7 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	mp := mailtest.Start(t)
 	e := newEnv(t, func(c *envConfig) {
-		c.provisionerName = postgres.ProvisionerSSH
-		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
 			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: e2eUserPrefix,
 				ConnectTimeout: 5 * time.Second}
 		}
@@ -215,8 +213,7 @@ func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 	const prefix = "kdr-"
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	e := newEnv(t, func(c *envConfig) {
-		c.provisionerName = postgres.ProvisionerSSH
-		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
 			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: prefix,
 				ConnectTimeout: 5 * time.Second}
 		}
@@ -297,8 +294,7 @@ func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
 	sshtest.RequireRoot(t)
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	e := newEnv(t, func(c *envConfig) {
-		c.provisionerName = postgres.ProvisionerSSH
-		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
 			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdc-", ConnectTimeout: 5 * time.Second}
 		}
 		c.payments = btcPayments(t)
@@ -373,8 +369,7 @@ func TestCustomerReplacesThenReissuesKey(t *testing.T) {
 	sshtest.RequireRoot(t)
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	e := newEnv(t, func(c *envConfig) {
-		c.provisionerName = postgres.ProvisionerSSH
-		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
 			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdk-", ConnectTimeout: 5 * time.Second}
 		}
 	})
@@ -462,8 +457,7 @@ func TestHeldOrderNeverWaitsWhileAnotherRaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, func(c *envConfig) {
-		c.provisionerName = postgres.ProvisionerSSH
-		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
+		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
 			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: admin, UserPrefix: "kdh-", ConnectTimeout: 5 * time.Second}
 		}
 		c.payments = btcPayments(t)

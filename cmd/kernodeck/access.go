@@ -9,7 +9,6 @@ import (
 
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/postgres"
-	"github.com/kernodeck/kernodeck/provision/sshhost"
 )
 
 const accessUsage = `kernodeck access: give a customer their access back (support, SSH driver).
@@ -37,13 +36,12 @@ func runAccess(ctx context.Context, cfg config.Config, prov provisioning, args [
 		return err
 	}
 	defer db.Close()
-	p, err := prov.provisioner(cfg, db, logger)
+	if prov.cfg.Provisioner != postgres.ProvisionerSSH {
+		return errors.New("access keys are managed by the SSH driver only (KERNODECK_PROVISIONER=ssh)")
+	}
+	d, err := prov.sshDriver(db, logger)
 	if err != nil {
 		return err
-	}
-	d, ok := p.(*sshhost.Driver)
-	if !ok {
-		return errors.New("access keys are managed by the SSH driver only (KERNODECK_PROVISIONER=ssh)")
 	}
 	switch args[0] {
 	case "replace-key":

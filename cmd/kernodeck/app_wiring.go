@@ -26,13 +26,13 @@ func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Cli
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	driver, err := prov.provisioner(cfg, db, logger)
+	local, ssh, err := prov.drivers(cfg, db, logger)
 	if err != nil {
 		return nil, err
 	}
 	return app.New(app.Config{
 		DB: db, Temporal: tc, Keyring: prov.keyring, Payments: pay,
-		Provisioner: driver, ProvisionerName: prov.cfg.Provisioner,
+		Provisioner: local, SSH: ssh, ProvisionerName: prov.cfg.Provisioner,
 		Holds:   &app.Holds{PerAccount: quotas.HoldsPerAccount, PerNetwork: quotas.HoldsPerNetwork, First: quotas.HoldFirst},
 		Metrics: m, Logger: logger, WorkflowVersion: cfg.WorkflowVersion,
 	}), nil

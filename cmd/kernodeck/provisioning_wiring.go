@@ -58,12 +58,13 @@ func (p provisioning) clientOptions(m *metrics.Metrics, logger *slog.Logger) cli
 	return app.ClientOptions(p.conn, p.keyring, m, logger)
 }
 
-// provisioner builds the configured machine driver.
-func (p provisioning) provisioner(cfg config.Config, db *postgres.DB, logger *slog.Logger) (activities.Provisioner, error) {
+// drivers is the configured machine driver: the local one, or SSH's.
+func (p provisioning) drivers(cfg config.Config, db *postgres.DB, logger *slog.Logger) (local activities.Provisioner, ssh *sshhost.Driver, err error) {
 	if p.cfg.Provisioner != postgres.ProvisionerSSH {
-		return &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil
+		return &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil, nil
 	}
-	return p.sshDriver(db, logger)
+	ssh, err = p.sshDriver(db, logger)
+	return nil, ssh, err
 }
 
 // sshDriver is the SSH machine driver as configured.
