@@ -1,0 +1,190 @@
+package sshhost
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/provision/accesskey"
+)
+
+// ensureSecrets generates the order's key pair (when the customer gave no
+// public key) and Jupyter token once, stores them sealed on the reservation
+// and returns the public key to install and the token. A retry finds them.
+func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, preset string) (pubKey, jupyterToken string, err error) {
+	if customerKey == "" && !r.PublicKey.Valid {
+		priv, pub, err := accesskey.New(accesskey.Comment(r.OrderRef))
+		if err != nil {
+			return "", "", fmt.Errorf("generate key pair: %w", err)
+		}
+		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET private_key = $2, public_key = $3
+			WHERE id = $1 AND public_key IS NULL`, r.ID, postgres.ReservationPrivateKey.Seal(d.Keyring, r.OrderRef, priv), pub); err != nil {
+			return "", "", fmt.Errorf("store key pair: %w", err)
+		}
+	}
+	if preset == "notebook" && !r.JupyterTok.Valid {
+		var b [24]byte
+		_, _ = rand.Read(b[:])
+		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET jupyter_token = $2
+			WHERE id = $1 AND jupyter_token IS NULL`, r.ID, postgres.ReservationJupyterToken.Seal(d.Keyring, r.OrderRef, hex.EncodeToString(b[:]))); err != nil {
+			return "", "", fmt.Errorf("store jupyter token: %w", err)
+		}
+	}
+	// Read back what won: a concurrent or earlier attempt may have written first.
+	var pub, tok sql.NullString
+	if err := d.DB.QueryRowxContext(ctx, `SELECT public_key, jupyter_token FROM host_reservations WHERE id = $1`, r.ID).
+		Scan(&pub, &tok); err != nil {
+		return "", "", fmt.Errorf("read secrets: %w", err)
+	}
+	pubKey = customerKey
+	if pubKey == "" {
+		pubKey = pub.String
+	}
+	if tok.Valid {
+		if jupyterToken, err = postgres.ReservationJupyterToken.Open(d.Keyring, r.OrderRef, tok.String); err != nil {
+			return "", "", err
+		}
+	}
+	return pubKey, jupyterToken, nil
+}
+
+// Prepare creates the customer's account, installs their public key (theirs
+// or a generated one) and lays out the preset.
+func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error {
+	r, ok, err := d.activeReservation(ctx, d.DB, in.OrderRef)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("prepare %s: no active host reservation", in.OrderRef)
+	}
+	var customerKey sql.NullString
+	if err := d.DB.GetContext(ctx, &customerKey, `SELECT ssh_public_key FROM orders WHERE ref = $1`, in.OrderRef); err != nil {
+		return fmt.Errorf("order %s: %w", in.OrderRef, err)
+	}
+	pubKey, token, err := d.ensureSecrets(ctx, r, customerKey.String, in.Preset)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
+	}
+	// Customer uids are never given twice on a host: prepare takes the next
+	// one above its own counter and above every uid recorded here.
+	var floor int64
+	if err := d.DB.GetContext(ctx, &floor, `SELECT COALESCE(max(unix_uid) + 1, 0) FROM host_reservations
+		WHERE host_id = $1`, r.host.ID); err != nil {
+		return fmt.Errorf("prepare %s: uids of %s: %w", in.OrderRef, r.Name, err)
+	}
+	vendor, err := d.vendor(ctx, r.GPUModel)
+	if err != nil {
+		return err
+	}
+	client, closeFn, err := d.connect(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	res, err := d.runScript(ctx, client, prepareScript, [][2]string{
+		{"KD_USER", r.UnixUser}, {"KD_ORDER", in.OrderRef}, {"KD_PUBKEY", pubKey},
+		{"KD_PRESET", in.Preset}, {"KD_SCRATCH", d.scratchDir()}, {"KD_JUPYTER_TOKEN", token},
+		{"KD_JUPYTER_PORT", fmt.Sprint(d.jupyterPort())}, {"KD_HOST", r.Address},
+		{"KD_UID_FLOOR", fmt.Sprint(floor)}, {"KD_GPU_VENDOR", vendor},
+	}, d.step(ctx, in.OrderRef))
+	if err != nil {
+		return fmt.Errorf("prepare %s on %s: %w", in.OrderRef, r.Name, err)
+	}
+	if !hasLine(res.Stdout, "KD_PREPARE_OK "+res.Tag) {
+		return fmt.Errorf("prepare %s on %s: script ended early", in.OrderRef, r.Name)
+	}
+	uid, subIDs, ok := parseIDs(res.Stdout)
+	if !ok {
+		return fmt.Errorf("prepare %s on %s: the account's uid was not reported", in.OrderRef, r.Name)
+	}
+	// The ranges recorded stay recorded: a release searches every one.
+	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET prepared_at = COALESCE(prepared_at, now()),
+		preset_check = $2, unix_uid = $3, sub_ids = $4 WHERE id = $1`, r.ID, presetCheck(res.Stdout), uid,
+		mergeIDs(r.SubIDs, subIDs)); err != nil {
+		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
+	}
+	return nil
+}
+
+// vendor is the GPU vendor of a catalog model (nvidia or amd).
+func (d *Driver) vendor(ctx context.Context, model string) (string, error) {
+	var v string
+	if err := d.DB.GetContext(ctx, &v, `SELECT vendor FROM gpu_models WHERE model = $1`, model); err != nil {
+		return "", fmt.Errorf("model %s: %w", model, err)
+	}
+	return v, nil
+}
+
+var idsLineRE = regexp.MustCompile(`^KD_IDS ([0-9]+) [0-9]+((?: [0-9]+ [0-9]+)*) ?$`)
+
+// parseIDs reads prepare's "KD_IDS uid gid [first count]..." line: the
+// account's uid and its subordinate ranges as "first:count ...".
+func parseIDs(stdout string) (uid int64, subIDs string, ok bool) {
+	for _, line := range strings.Split(stdout, "\n") {
+		m := idsLineRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if _, err := fmt.Sscan(m[1], &uid); err != nil {
+			return 0, "", false
+		}
+		f := strings.Fields(m[2])
+		var ranges []string
+		for i := 0; i+1 < len(f); i += 2 {
+			ranges = append(ranges, f[i]+":"+f[i+1])
+		}
+		return uid, strings.Join(ranges, " "), true
+	}
+	return 0, "", false
+}
+
+// mergeIDs joins two "first:count ..." lists without repeating a range.
+func mergeIDs(a, b string) string {
+	var out []string
+	for _, r := range strings.Fields(a + " " + b) {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// presetCheck turns the preset check's "KD_PRESET_CHECK ok|fail|absent
+// detail" line into the French note for the order (nil: the preset has no
+// check). The detail comes from the customer's side of the host: control
+// characters are dropped and its length bounded.
+func presetCheck(stdout string) any {
+	for _, line := range strings.Split(stdout, "\n") {
+		rest, ok := strings.CutPrefix(line, "KD_PRESET_CHECK ")
+		if !ok {
+			continue
+		}
+		verdict, detail, _ := strings.Cut(rest, " ")
+		detail = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return -1
+			}
+			return r
+		}, detail)
+		if len(detail) > 300 {
+			detail = detail[:300]
+		}
+		switch verdict {
+		case "ok":
+			return "Contrôle PyTorch réussi (~/kernodeck/check_torch.py) : " + detail + "."
+		case "fail":
+			return "Contrôle PyTorch en échec : PyTorch ne voit pas le GPU (" + detail + ")."
+		default:
+			return "PyTorch n'est pas installé sur l'image de la machine : contrôle non exécuté (~/kernodeck/check_torch.py le fera avec votre interpréteur)."
+		}
+	}
+	return nil
+}
