@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,10 +39,23 @@ func (d *deadPrepare) Prepare(ctx context.Context, in activities.PrepareInput) e
 	return context.Canceled
 }
 
+// reserveCounter counts the reservations of the drivers it wraps.
+type reserveCounter struct {
+	activities.Provisioner
+	n *atomic.Int32
+}
+
+func (c reserveCounter) Reserve(ctx context.Context, in activities.ReserveInput) error {
+	c.n.Add(1)
+	return c.Provisioner.Reserve(ctx, in)
+}
+
 // A machine step in flight on a worker that dies is retried on the next
 // worker after the step's heartbeat timeout, not its start-to-close timeout:
 // the retry's last failure is a heartbeat timeout, and the order reaches
-// active. The time from the restart to active is logged (BENCHMARKS.md).
+// active, the retry resuming at the step that died (the heartbeat's
+// progress: the reservation is not made again). The time from the restart
+// to active is logged (BENCHMARKS.md).
 func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -58,7 +72,8 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local := &localpg.Provisioner{DB: db.DB, Host: "gpu.test", Port: 22, Keyring: kr}
+	var reserves atomic.Int32
+	local := reserveCounter{Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu.test", Port: 22, Keyring: kr}, n: &reserves}
 	dead := &deadPrepare{Provisioner: local, started: make(chan struct{}), release: make(chan struct{})}
 	defer close(dead.release)
 
@@ -139,6 +154,9 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	}
 	if !heartbeatRetry {
 		t.Fatal("no step was retried after a heartbeat timeout")
+	}
+	if n := reserves.Load(); n != 1 {
+		t.Fatalf("%d reservations: the retry did not resume at the step that died", n)
 	}
 }
 
