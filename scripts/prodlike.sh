@@ -14,7 +14,8 @@
 #     development payer of devnodes.SendBitcoin, which has no wallet), its
 #     peer-to-peer port open to the watchers (push);
 #   - two `kernodeck api` (different ports), two `kernodeck worker` (local
-#     provisioning driver), two `kernodeck chainwatch` watching both chains
+#     provisioning driver; one with KD_PRODLIKE_WORKERS=1), two
+#     `kernodeck chainwatch` watching both chains
 #     (each network under its own lease: one process holds it, the other
 #     waits to take over);
 # then it waits until Ctrl-C (or SIGTERM), which stops everything it started
@@ -44,6 +45,9 @@
 #   KD_PRODLIKE_DB         Kernodeck's database; default kd_prodlike
 #   KD_TEMPORAL_DB, KD_TEMPORAL_VISIBILITY_DB
 #                          Temporal's; default kd_temporal, kd_temporal_visibility
+#   KD_PRODLIKE_WORKERS    `kernodeck worker` processes: 2 (default) or 1
+#                          (worker-1 alone, e.g. for one worker's memory under
+#                          `kdload rentals`)
 #   KD_PRODLIKE_KEEP=1     keep the databases and the chain of the last run
 #                          (default: dropped and made again, so every run starts
 #                          the same)
@@ -71,6 +75,8 @@ KD_DB="${KD_PRODLIKE_DB:-kd_prodlike}"
 T_DB="${KD_TEMPORAL_DB:-kd_temporal}"
 TV_DB="${KD_TEMPORAL_VISIBILITY_DB:-kd_temporal_visibility}"
 PG_MODE="${KD_PRODLIKE_PG:-own}"
+WORKERS="${KD_PRODLIKE_WORKERS:-2}"
+case "$WORKERS" in 1 | 2) ;; *) echo "KD_PRODLIKE_WORKERS: 1 or 2" >&2; exit 2 ;; esac
 case "$PG_MODE" in own | shared) ;; *) echo "KD_PRODLIKE_PG: own or shared" >&2; exit 2 ;; esac
 PGHOST="${PGHOST:-127.0.0.1}"
 PGPORT="${PGPORT:-5432}"
@@ -522,10 +528,14 @@ kd() { # NAME METRICS_PORT [VAR=VALUE...] -- SUBCOMMAND
 kd chainwatch-1 $((BASE + 95)) -- chainwatch
 kd chainwatch-2 $((BASE + 96)) -- chainwatch
 kd worker-1 $((BASE + 93)) -- worker
-kd worker-2 $((BASE + 94)) -- worker
+[ "$WORKERS" = 1 ] || kd worker-2 $((BASE + 94)) -- worker
 kd api-1 $((BASE + 91)) KERNODECK_HTTP_ADDR="127.0.0.1:$P_API1" -- api
 kd api-2 $((BASE + 92)) KERNODECK_HTTP_ADDR="127.0.0.1:$P_API2" -- api
-for port in $(seq $((BASE + 91)) $((BASE + 96))); do
+# The operations listeners of the processes started (name=address).
+METRICS="api-1=127.0.0.1:$((BASE + 91)) api-2=127.0.0.1:$((BASE + 92)) worker-1=127.0.0.1:$((BASE + 93))"
+[ "$WORKERS" = 1 ] || METRICS="$METRICS worker-2=127.0.0.1:$((BASE + 94))"
+METRICS="$METRICS chainwatch-1=127.0.0.1:$((BASE + 95)) chainwatch-2=127.0.0.1:$((BASE + 96))"
+for port in $(sed 's/[^ ]*://g' <<<"$METRICS"); do
 	wait_until "readiness on :$port" 120 curl -sf "http://127.0.0.1:$port/readyz"
 done
 wait_until "api-1" 60 curl -sf "http://127.0.0.1:$P_API1/healthz"
@@ -551,7 +561,8 @@ KD_PRODLIKE_API1=http://127.0.0.1:$P_API1
 KD_PRODLIKE_API2=http://127.0.0.1:$P_API2
 KD_PRODLIKE_LTC_URL=$LTC_URL/wallet/dev
 KD_PRODLIKE_BTC_URL=$BTC_URL
-KD_PRODLIKE_METRICS="api-1=127.0.0.1:$((BASE + 91)) api-2=127.0.0.1:$((BASE + 92)) worker-1=127.0.0.1:$((BASE + 93)) worker-2=127.0.0.1:$((BASE + 94)) chainwatch-1=127.0.0.1:$((BASE + 95)) chainwatch-2=127.0.0.1:$((BASE + 96))"
+KD_PRODLIKE_METRICS="$METRICS"
+KD_PRODLIKE_TEMPORAL_DBS="$T_DB $TV_DB"
 KD_PRODLIKE_TEMPORAL_METRICS=http://127.0.0.1:$P_TMETRICS/metrics
 KD_PRODLIKE_TEMPORAL_PPROF=127.0.0.1:$P_TPPROF
 set +a
@@ -569,7 +580,7 @@ Kernodeck, production-shaped, ready ($(date -u +%T) UTC):
   Temporal          127.0.0.1:$P_FRONTEND, mutual TLS, namespace $NAMESPACE, PostgreSQL $T_DB + $TV_DB
                     CLI: temporal --address 127.0.0.1:$P_FRONTEND --namespace $NAMESPACE --tls-cert-path $TLS/operator.pem \\
                          --tls-key-path $TLS/operator.key --tls-ca-path $TLS/ca.pem --tls-server-name $SERVER_NAME workflow list
-  metrics/readyz    api 127.0.0.1:$((BASE + 91)),$((BASE + 92))  worker :$((BASE + 93)),$((BASE + 94))  chainwatch :$((BASE + 95)),$((BASE + 96))  temporal :$P_TMETRICS
+  metrics/readyz    api 127.0.0.1:$((BASE + 91)),$((BASE + 92))  worker :$((BASE + 93))$([ "$WORKERS" = 1 ] || echo ",$((BASE + 94))")  chainwatch :$((BASE + 95)),$((BASE + 96))  temporal :$P_TMETRICS
   Litecoin regtest  $LTC_URL (wallet dev), peer-to-peer 127.0.0.1:$P_LTC_P2P
   Bitcoin regtest   $BTC_URL (btcd, no wallet: devnodes.SendBitcoin pays), peer-to-peer 127.0.0.1:$P_BTC_P2P
   leases            litecoin held by $(lease_holder litecoin), bitcoin by $(lease_holder bitcoin)
