@@ -31,7 +31,6 @@ import (
 // in one block just after Litecoin's, are watched beside them.
 type burst struct {
 	common
-	api2     string
 	n, conc  int
 	ltcURL   string
 	btc      int
@@ -48,7 +47,6 @@ type burst struct {
 	bareRun  string
 	checkRun bool
 	kill     bool
-	dir      string
 	rollout  string
 	versions bool
 	// temporalMetrics is the Temporal server's /metrics.
@@ -60,23 +58,11 @@ type burstOrder struct{ ref, address, amount string }
 
 func (b *burst) flagsBurst(fs *flag.FlagSet) {
 	b.flags(fs)
-	env := func(k, def string) string {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
-	// scripts/prodlike.sh exports these for a command it runs.
-	for flagName, k := range map[string]string{"api": "KD_PRODLIKE_API1", "db": "KERNODECK_DATABASE_URL", "namespace": "TEMPORAL_NAMESPACE"} {
-		if v := os.Getenv(k); v != "" {
-			_ = fs.Set(flagName, v)
-		}
-	}
-	fs.StringVar(&b.api2, "api2", env("KD_PRODLIKE_API2", ""), "a second API replica (requests alternate between the two)")
-	fs.StringVar(&b.ltcURL, "ltc", env("KD_PRODLIKE_LTC_URL", ""), "Litecoin Core wallet RPC URL (http://user:pass@127.0.0.1:port/wallet/NAME)")
+	b.prodlikeFlags(fs)
+	fs.StringVar(&b.ltcURL, "ltc", envOr("KD_PRODLIKE_LTC_URL", ""), "Litecoin Core wallet RPC URL (http://user:pass@127.0.0.1:port/wallet/NAME)")
 	fs.IntVar(&b.n, "n", 500, "orders in the burst (at most 20000)")
 	fs.IntVar(&b.btc, "btc", 0, "more orders, with a BTC payment request, paid by one transaction on btcd (at most 2000)")
-	fs.StringVar(&b.btcURL, "btc-url", env("KD_PRODLIKE_BTC_URL", ""), "btcd's RPC URL (http://user:pass@127.0.0.1:port), for -btc; "+
+	fs.StringVar(&b.btcURL, "btc-url", envOr("KD_PRODLIKE_BTC_URL", ""), "btcd's RPC URL (http://user:pass@127.0.0.1:port), for -btc; "+
 		"btcd mines to the development payer (devnodes.SendBitcoin)")
 	fs.IntVar(&b.btcConf, "btc-conf", 2, "Bitcoin confirmations of the deployment's policy (blocks mined after the broadcast)")
 	fs.IntVar(&b.conc, "c", 16, "concurrent API clients while creating the orders")
@@ -92,9 +78,8 @@ func (b *burst) flagsBurst(fs *flag.FlagSet) {
 	fs.StringVar(&b.rollout, "rollout", "", "after the block: a rolling restart of prodlike's workers onto this kernodeck binary "+
 		"(go build -tags kdrollout: one workflow history version ahead), worker-1 then worker-2, each by SIGTERM")
 	fs.BoolVar(&b.versions, "versions", false, "afterwards: count the orders' workflows by the history version they recorded, and those that took the kdrollout step")
-	fs.StringVar(&b.temporalMetrics, "temporal-metrics", env("KD_PRODLIKE_TEMPORAL_METRICS", ""),
+	fs.StringVar(&b.temporalMetrics, "temporal-metrics", envOr("KD_PRODLIKE_TEMPORAL_METRICS", ""),
 		"the Temporal server's /metrics URL: report how it handed the activities to the workers (eagerly or through matching)")
-	fs.StringVar(&b.dir, "dir", env("KD_PRODLIKE_DIR", ""), "scripts/prodlike.sh's state directory (pids/NAME), for -kill")
 }
 
 func (b *burst) run(ctx context.Context, out io.Writer) error {
@@ -113,25 +98,9 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	if b.ltcURL == "" {
 		return fmt.Errorf("-ltc (the Litecoin wallet's RPC URL) is required")
 	}
-	if v := os.Getenv("TEMPORAL_ADDRESS"); v != "" {
-		b.temporal = v
-	}
-	if v := os.Getenv("TEMPORAL_NAMESPACE"); v != "" {
-		b.namespace = v
-	}
-	if err := b.loopbackOnly(); err != nil {
+	var err error
+	if b.clients, err = b.replicas(); err != nil {
 		return err
-	}
-	b.clients = [2]*apiclient.Client{b.client, b.client}
-	if b.api2 != "" {
-		save := b.api
-		b.api = b.api2
-		if err := b.loopbackOnly(); err != nil {
-			return err
-		}
-		b.clients[1] = b.client
-		b.api = save
-		b.client = b.clients[0]
 	}
 	if b.timeout == 0 {
 		b.timeout = 10*time.Minute + time.Duration(b.n)*time.Second/2

@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/contrib/envconfig"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -39,23 +35,6 @@ func (b *burst) bareWrite(ctx context.Context, key string) error {
 		activity.GetLogger(ctx).Warn("bare write", "err", err)
 	}
 	return err
-}
-
-// dialTemporal connects to the deployment's Temporal as its processes do
-// (TEMPORAL_* settings: address, namespace, mutual TLS).
-func (b *burst) dialTemporal() (client.Client, error) {
-	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
-	if err != nil {
-		return nil, err
-	}
-	if opts.HostPort == "" {
-		opts.HostPort = b.temporal
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = b.namespace
-	}
-	opts.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	return client.Dial(opts)
 }
 
 // bareLoop starts n minimal workflows (not timed), then signals them all at

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -27,18 +26,6 @@ func (k *killReport) add(format string, args ...any) {
 type readReport struct {
 	mu                      sync.Mutex
 	ok, s5xx, other, failed int
-}
-
-// prodlikePID is the PID scripts/prodlike.sh recorded for one of its
-// processes.
-func (b *burst) prodlikePID(name string) (int, error) {
-	raw, err := os.ReadFile(b.dir + "/pids/" + name)
-	if err != nil {
-		return 0, err
-	}
-	var pid int
-	_, err = fmt.Sscan(string(raw), &pid)
-	return pid, err
 }
 
 // killReplicas SIGKILLs, after the block, the chainwatch holding the

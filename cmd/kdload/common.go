@@ -5,18 +5,26 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/log"
 
 	"github.com/kernodeck/kernodeck/apiclient"
 )
 
-// common are the flags both loads share.
+// common are the flags the loads share.
 type common struct {
 	api          string
+	api2         string
+	dir          string
 	supportToken string
 	dbURL        string
 	temporal     string
@@ -33,6 +41,74 @@ func (c *common) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.temporal, "temporal", "127.0.0.1:37233", "Temporal frontend")
 	fs.StringVar(&c.namespace, "namespace", "default", "Temporal namespace")
 	fs.StringVar(&c.model, "model", "rtx-a5000", "GPU model ordered")
+}
+
+// prodlikeFlags registers the flags of a run on scripts/prodlike.sh's
+// deployment and takes the defaults of those common.flags registered from
+// the environment prodlike gives the command it runs; a flag given wins.
+func (c *common) prodlikeFlags(fs *flag.FlagSet) {
+	for flagName, k := range map[string]string{"api": "KD_PRODLIKE_API1", "db": "KERNODECK_DATABASE_URL",
+		"temporal": "TEMPORAL_ADDRESS", "namespace": "TEMPORAL_NAMESPACE"} {
+		if v := os.Getenv(k); v != "" {
+			_ = fs.Set(flagName, v)
+		}
+	}
+	fs.StringVar(&c.api2, "api2", envOr("KD_PRODLIKE_API2", ""), "a second API replica (requests alternate between the two)")
+	fs.StringVar(&c.dir, "dir", envOr("KD_PRODLIKE_DIR", ""), "scripts/prodlike.sh's state directory (pids/NAME)")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// replicas are clients of the API at -api and at -api2 (-api twice without
+// it), after loopbackOnly's check of both; c.client stays -api's.
+func (c *common) replicas() ([2]*apiclient.Client, error) {
+	if err := c.loopbackOnly(); err != nil {
+		return [2]*apiclient.Client{}, err
+	}
+	cl := [2]*apiclient.Client{c.client, c.client}
+	if c.api2 == "" {
+		return cl, nil
+	}
+	first := c.api
+	c.api = c.api2
+	err := c.loopbackOnly()
+	cl[1] = c.client
+	c.api, c.client, c.http = first, cl[0], cl[0].HTTP
+	return cl, err
+}
+
+// prodlikePID is the PID scripts/prodlike.sh recorded for one of its
+// processes (kept current across its restarts).
+func (c *common) prodlikePID(name string) (int, error) {
+	raw, err := os.ReadFile(c.dir + "/pids/" + name)
+	if err != nil {
+		return 0, err
+	}
+	var pid int
+	_, err = fmt.Sscan(string(raw), &pid)
+	return pid, err
+}
+
+// dialTemporal connects to the deployment's Temporal as its processes do
+// (TEMPORAL_* settings: address, namespace, mutual TLS).
+func (c *common) dialTemporal() (client.Client, error) {
+	opts, err := envconfig.LoadClientOptions(envconfig.LoadClientOptionsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = c.temporal
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = c.namespace
+	}
+	opts.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	return client.Dial(opts)
 }
 
 // loopbackOnly refuses to send load anywhere but this machine.
@@ -58,9 +134,9 @@ func (c *common) customer(ctx context.Context, email string, i int) (string, err
 	return c.client.Register(ctx, fmt.Sprintf("203.0.113.%d", 1+(i/5)%250), email)
 }
 
-// createOrder creates a 30-day order of one lot and returns its reference.
+// createOrder creates an order of one lot for rentalDays and returns its reference.
 func (c *common) createOrder(ctx context.Context, token string) (string, error) {
-	return c.client.CreateOrder(ctx, token, c.model, 30)
+	return c.client.CreateOrder(ctx, token, c.model, rentalDays)
 }
 
 // attribute pays an order by support attribution (the full amount due).

@@ -1,10 +1,13 @@
 // Command kdload is Kernodeck's bounded load generator. It drives a running
 // service on this machine (loopback only) and prints what it measured:
 //
-//	kdload rentals  N rentals created through the API, paid by support
-//	                attribution, provisioned by the worker's driver into the
-//	                active period; then worker RSS, workflow task latencies,
-//	                history events per rental, PostgreSQL rows and size
+//	kdload rentals  N rentals (at most 100,000) created through the API,
+//	                paid by support attribution, provisioned by the worker's
+//	                driver into their 30-day active period; a checkpoint line
+//	                every -every active rentals (worker and Temporal server
+//	                RSS, database sizes, rate); then workflow task latencies,
+//	                history events per rental, PostgreSQL rows and size; on
+//	                scripts/load.sh's service or prodlike's
 //	kdload api      GET /v1/orders/{ref} and POST /v1/orders at rising
 //	                concurrency beside GET /healthz, and a bare
 //	                StartWorkflow + INSERT loop, as ratios
@@ -49,13 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "rentals":
 		r := rentals{}
-		r.flags(fs) // into r itself: a copy of a flag-bound value would keep the defaults
-		fs.IntVar(&r.n, "n", 1000, "rentals to start (at most 20000)")
-		fs.IntVar(&r.conc, "c", 16, "concurrent API clients")
-		fs.StringVar(&r.workerMetrics, "worker-metrics", "http://127.0.0.1:39092/metrics", "the worker's /metrics")
-		fs.IntVar(&r.workerPID, "worker-pid", 0, "the worker's PID, for its peak RSS (VmHWM)")
-		fs.IntVar(&r.sample, "history-sample", 200, "rentals whose history length is read")
-		fs.DurationVar(&r.timeout, "timeout", 0, "give up after (default: 5 min + 1 s per rental)")
+		r.flagsRentals(fs) // into r itself: a copy of a flag-bound value would keep the defaults
 		if err = fs.Parse(args[1:]); err != nil {
 			return 2
 		}
