@@ -39,12 +39,17 @@ type ProvisionInput struct {
 
 // StepStarted is the timeline event of step's start.
 func (in ProvisionInput) StepStarted(step string) OrderEvent {
-	msg := map[string]string{
-		StepReserve: fmt.Sprintf("Réservation de %d GPU %s en cours.", in.GPUs, in.GPUModel),
-		StepPrepare: fmt.Sprintf("Préparation de l'environnement (%s) en cours.", in.Preset),
-		StepVerify:  "Vérification de la machine en cours.",
-		StepAccess:  "Création des accès en cours.",
-	}[step]
+	var msg string
+	switch step {
+	case StepReserve:
+		msg = fmt.Sprintf("Réservation de %d GPU %s en cours.", in.GPUs, in.GPUModel)
+	case StepPrepare:
+		msg = fmt.Sprintf("Préparation de l'environnement (%s) en cours.", in.Preset)
+	case StepVerify:
+		msg = "Vérification de la machine en cours."
+	default:
+		msg = "Création des accès en cours."
+	}
 	return in.stepEvent(step, "start", msg, nil)
 }
 
