@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workflows"
@@ -69,7 +72,48 @@ func TestThirtyDayRentalHistoryBound(t *testing.T) {
 	if n > maxPlainRentalHistory {
 		t.Fatalf("plain 30-day rental: %d history events, want at most %d", n, maxPlainRentalHistory)
 	}
+	// History version 9 (vLeanTasks): one upsert of Kernodeck's search
+	// attributes per workflow task, one timer at a time in the period, and
+	// the last status upserted before the workflow closed.
+	for i, task := range tasksOf(historyOf(t, e.tc, wid).Events) {
+		if task.upserts > 1 || task.timers > 1 {
+			t.Errorf("workflow task %d (event %d): %d search attribute upserts, %d timers started; want at most 1 of each",
+				i, task.first, task.upserts, task.timers)
+		}
+	}
+	if st := e.kdStatus(wid); st != string(domain.StatusEnded) {
+		t.Errorf("KdStatus %q after the workflow closed, want %q", st, domain.StatusEnded)
+	}
 	replayHistory(t, e.tc, wid, "rental_30d_plain.json")
+}
+
+// taskCommands is what one workflow task's completion recorded.
+type taskCommands struct {
+	first           int64 // its WorkflowTaskCompleted event
+	upserts, timers int
+}
+
+// tasksOf groups a history's commands by the workflow task that made
+// them. An upsert of the SDK's TemporalChangeVersion alone (GetVersion's)
+// is not counted: only Kernodeck's attributes.
+func tasksOf(events []*historypb.HistoryEvent) []taskCommands {
+	var tasks []taskCommands
+	for _, ev := range events {
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			tasks = append(tasks, taskCommands{first: ev.GetEventId()})
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			fields := ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()
+			if _, sdk := fields["TemporalChangeVersion"]; !(sdk && len(fields) == 1) && len(tasks) > 0 {
+				tasks[len(tasks)-1].upserts++
+			}
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			if len(tasks) > 0 {
+				tasks[len(tasks)-1].timers++
+			}
+		}
+	}
+	return tasks
 }
 
 // TestPaymentAloneHistoryCost measures what one payment arriving alone

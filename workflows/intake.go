@@ -36,10 +36,16 @@ func newIntakeRun(ctx workflow.Context, ceiling int, kind, ref string, amount in
 // quiet waits until the updates running and the payment signals being
 // handled are done; withPending: and those received but not yet read (a
 // run continuing as new leaves none behind).
+// From vLeanTasks it then upserts what the search attributes kept: the run
+// ends in this task.
 func (i *intakeRun) quiet(ctx workflow.Context, withPending bool) error {
-	return workflow.Await(ctx, func() bool {
+	err := workflow.Await(ctx, func() bool {
 		return workflow.AllHandlersFinished(ctx) && i.signalsBusy == 0 && (!withPending || !signalsPending(ctx))
 	})
+	if err == nil && i.v >= vLeanTasks {
+		i.sa.flush(ctx)
+	}
+	return err
 }
 
 // checkFull notes a history past max; it reports whether it just did.

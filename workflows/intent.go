@@ -81,7 +81,7 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 	}
 	r.Payments.addRequest(it)
 	r.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
-	r.sa.flush(ctx)
+	r.sa.settle(ctx)
 	return it, nil
 }
 
@@ -114,6 +114,6 @@ func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (do
 	}
 	t.Payments.addRequest(it)
 	t.sa.notePayment(ctx, PaymentEvent{Asset: it.Asset, Network: it.Network})
-	t.sa.flush(ctx)
+	t.sa.settle(ctx)
 	return it, nil
 }

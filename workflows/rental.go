@@ -169,6 +169,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 		}
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, &r.intakeRun) })
+	r.sa.sync(ctx)
 	return nil
 }
 
@@ -254,14 +255,16 @@ func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 	var a *activities.Activities
 	ev.OrderRef = r.in.OrderRef
 	ev.At = workflow.Now(ctx).UTC()
-	r.sa.flush(ctx)
-	return r.tl.write(ctx, r.v, r.batch, a.RecordOrderEvent, a.RecordOrderEvents, ev)
+	r.sa.settle(ctx)
+	return r.sa.write(func() error {
+		return r.tl.write(ctx, r.v, r.batch, a.RecordOrderEvent, a.RecordOrderEvents, ev)
+	})
 }
 
 // flushBatch writes the batch's events in one local activity.
 func (r *rental) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
-	err := r.tl.flush(ctx, r.v, a.RecordOrderEvents)
+	err := r.sa.write(func() error { return r.tl.flush(ctx, r.v, a.RecordOrderEvents) })
 	if r.checkFull(ctx, r.cfg.MaxHistory) {
 		r.wake.SendAsync(struct{}{}) // the period loop continues as new
 	}

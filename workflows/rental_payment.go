@@ -72,7 +72,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 		// moves.
 		for {
 			until := r.PayUntil
-			ok, err := awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
+			ok, err := r.sa.await(ctx, until.Sub(workflow.Now(ctx)), func() bool {
 				return settled() || !r.PayUntil.Equal(until) || r.full
 			})
 			if err != nil || settled() {
@@ -86,7 +86,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 			}
 		}
 	} else {
-		ok, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, settled)
+		ok, err := r.sa.await(ctx, r.cfg.UnpaidTimeout, settled)
 		if err != nil || ok {
 			return err
 		}
@@ -94,7 +94,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 	if len(r.Payments.Pending) > 0 {
 		// As payment gateways do, a payment seen on chain before the deadline
 		// gets time to confirm (bounded by one more window).
-		if _, err := awaitOrTimeout(ctx, r.cfg.UnpaidTimeout, func() bool {
+		if _, err := r.sa.await(ctx, r.cfg.UnpaidTimeout, func() bool {
 			return settled() || len(r.Payments.Pending) == 0
 		}); err != nil {
 			return err

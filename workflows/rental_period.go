@@ -54,30 +54,43 @@ func (r *rental) runPeriod(ctx workflow.Context) error {
 		now := workflow.Now(ctx)
 		tctx, cancelTimers := workflow.WithCancel(ctx)
 		sel := workflow.NewSelector(ctx)
-		ended, moved := false, false
+		ended, rearm := false, false
 		var due []reminder
-		sel.AddFuture(workflow.NewTimer(tctx, r.End.Sub(now)), func(f workflow.Future) {
-			ended = f.Get(tctx, nil) == nil
-		})
-		for _, off := range r.cfg.ReminderOffsets {
-			rem := reminder{
-				key: fmt.Sprintf("reminder:%d:%s", r.End.Unix(), off), at: r.End.Add(-off), end: r.End, offset: off,
+		rems := r.reminders(now)
+		if r.v >= vLeanTasks {
+			// One timer, to the first reminder or the end; the loop arms
+			// the next one.
+			next, at := []reminder(nil), r.End
+			for _, rem := range rems {
+				if rem.at.Before(at) {
+					next, at = []reminder{rem}, rem.at
+				} else if rem.at.Equal(at) && at.Before(r.End) {
+					next = append(next, rem)
+				}
 			}
-			if rem.at.Before(now) || r.Reminded[rem.key] {
-				continue // too late for this one, or already sent for this end
-			}
-			sel.AddFuture(workflow.NewTimer(tctx, rem.at.Sub(now)), func(f workflow.Future) {
+			sel.AddFuture(workflow.NewTimer(tctx, at.Sub(now)), func(f workflow.Future) {
 				if f.Get(tctx, nil) == nil {
-					due = append(due, rem)
+					ended, due, rearm = len(next) == 0, next, len(next) > 0
 				}
 			})
+		} else {
+			sel.AddFuture(workflow.NewTimer(tctx, r.End.Sub(now)), func(f workflow.Future) {
+				ended = f.Get(tctx, nil) == nil
+			})
+			for _, rem := range rems {
+				sel.AddFuture(workflow.NewTimer(tctx, rem.at.Sub(now)), func(f workflow.Future) {
+					if f.Get(tctx, nil) == nil {
+						due = append(due, rem)
+					}
+				})
+			}
 		}
 		sel.AddReceive(r.wake, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
-			moved = true
+			rearm = true // the end moved
 		})
-		for !ended && !moved {
-			sel.Select(ctx)
+		for !ended && !rearm {
+			_ = r.sa.wait(func() bool { return r.wake.Len() > 0 }, func() error { sel.Select(ctx); return nil })
 			if err := ctx.Err(); err != nil {
 				cancelTimers()
 				return err
@@ -97,6 +110,21 @@ func (r *rental) runPeriod(ctx workflow.Context) error {
 	// (teardown, transition).
 	r.setPhase(ctx, PhaseEnding)
 	return nil
+}
+
+// reminders are the reminders of the current end still to send: not sent
+// yet, and not due before now (too late for them).
+func (r *rental) reminders(now time.Time) []reminder {
+	var rems []reminder
+	for _, off := range r.cfg.ReminderOffsets {
+		rem := reminder{
+			key: fmt.Sprintf("reminder:%d:%s", r.End.Unix(), off), at: r.End.Add(-off), end: r.End, offset: off,
+		}
+		if !rem.at.Before(now) && !r.Reminded[rem.key] {
+			rems = append(rems, rem)
+		}
+	}
+	return rems
 }
 
 func (r *rental) sendReminder(ctx workflow.Context, rem reminder) error {
@@ -124,7 +152,7 @@ func (r *rental) teardown(ctx workflow.Context) error {
 	var a *activities.Activities
 	endedAt := workflow.Now(ctx).UTC()
 	mctx := machineCtx(ctx, 0)
-	if err := workflow.ExecuteActivity(mctx, a.RevokeAccess, r.in.OrderRef).Get(ctx, nil); err != nil {
+	if err := r.sa.get(ctx, workflow.ExecuteActivity(mctx, a.RevokeAccess, r.in.OrderRef), nil); err != nil {
 		return err
 	}
 	if err := r.recordLocked(ctx, activities.OrderEvent{
@@ -133,7 +161,7 @@ func (r *rental) teardown(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.ExecuteActivity(mctx, a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+	if err := r.sa.get(ctx, workflow.ExecuteActivity(mctx, a.ReleaseCapacity, r.in.OrderRef), nil); err != nil {
 		return err
 	}
 	if err := r.mu.Lock(ctx); err != nil {

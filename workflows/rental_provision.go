@@ -35,7 +35,8 @@ func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool
 			}
 		}
 		r.resumedWaitingSupport = false
-		if err := workflow.Await(ctx, func() bool { return r.RetryAsked || r.phase().Closed() || r.full }); err != nil {
+		asked := func() bool { return r.RetryAsked || r.phase().Closed() || r.full }
+		if err := r.sa.wait(asked, func() error { return workflow.Await(ctx, asked) }); err != nil {
 			return access, false, err
 		}
 		if r.full && !r.RetryAsked && !r.phase().Closed() {
@@ -65,7 +66,7 @@ func (r *rental) provisionOnce(ctx workflow.Context) (access activities.AccessSu
 	}
 	pctx := workflow.WithStartToCloseTimeout(machineCtx(ctx, r.cfg.ProvisioningAttempts),
 		time.Duration(len(activities.ProvisioningSteps))*machineStepTimeout)
-	serr := workflow.ExecuteActivity(pctx, a.Provision, in).Get(ctx, &access)
+	serr := r.sa.get(ctx, workflow.ExecuteActivity(pctx, a.Provision, in), &access)
 	if serr == nil {
 		return access, "", nil, nil
 	}

@@ -102,6 +102,7 @@ func (t *topUp) setup(ctx workflow.Context) error {
 		return err
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, &t.intakeRun) })
+	t.sa.sync(ctx)
 	return nil
 }
 
@@ -117,7 +118,7 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 			// Until the end of the payment window, which a reverted
 			// payment moves.
 			until := t.PayUntil
-			ok, err = awaitOrTimeout(ctx, until.Sub(workflow.Now(ctx)), func() bool {
+			ok, err = t.sa.await(ctx, until.Sub(workflow.Now(ctx)), func() bool {
 				return settled() || !t.PayUntil.Equal(until) || t.full
 			})
 			if err == nil && !settled() && t.full {
@@ -127,14 +128,14 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 				continue
 			}
 		} else {
-			ok, err = awaitOrTimeout(ctx, t.timeout, settled)
+			ok, err = t.sa.await(ctx, t.timeout, settled)
 		}
 		if err != nil {
 			return t.Status, err
 		}
 		if !ok && len(t.Payments.Pending) > 0 {
 			// A payment seen before the deadline gets time to confirm.
-			if _, err := awaitOrTimeout(ctx, t.timeout, func() bool {
+			if _, err := t.sa.await(ctx, t.timeout, func() bool {
 				return settled() || len(t.Payments.Pending) == 0
 			}); err != nil {
 				return t.Status, err
@@ -166,7 +167,7 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 // as new if its history passes its bound meanwhile.
 func (t *topUp) listen(ctx workflow.Context) (TopUpStatus, error) {
 	if t.Status.Status == domain.TopUpCredited {
-		if _, err := awaitOrTimeout(ctx, t.ListenUntil.Sub(workflow.Now(ctx)), func() bool { return t.full }); err != nil {
+		if _, err := t.sa.await(ctx, t.ListenUntil.Sub(workflow.Now(ctx)), func() bool { return t.full }); err != nil {
 			return t.Status, err
 		}
 		if t.full && workflow.Now(ctx).Before(t.ListenUntil) {
@@ -261,8 +262,10 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 	ev.At = workflow.Now(ctx).UTC()
 	received := t.Status.ReceivedCents
 	ev.ReceivedCents = &received
-	t.sa.flush(ctx)
-	return t.tl.write(ctx, t.v, t.batch, a.RecordTopUpEvent, a.RecordTopUpEvents, ev)
+	t.sa.settle(ctx)
+	return t.sa.write(func() error {
+		return t.tl.write(ctx, t.v, t.batch, a.RecordTopUpEvent, a.RecordTopUpEvents, ev)
+	})
 }
 
 func (t *topUp) validateCancel(req CancelRequest) error {
