@@ -6,6 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
@@ -335,4 +339,60 @@ func BenchmarkReserveConcurrent(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A paid order that holds its GPUs turns its hold into its reservation
+// without waiting for the model's capacity lock (in a block paying
+// thousands of orders of one model, every reservation waited for it); an
+// order without a hold still waits for the lock, and gets its reservation
+// once the lock is given back.
+func TestHeldReservationSkipsTheCapacityLock(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	const model = "h100-80g"
+	if _, err := db.Exec(`UPDATE gpu_inventory SET total_gpus = 2 WHERE gpu_model = $1`, model); err != nil {
+		t.Fatal(err)
+	}
+	var acc int64
+	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','l@x.io','h') RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	held, unheld := newOrder(t, db, acc, model, 1, 1), newOrder(t, db, acc, model, 1, 1)
+	holdFor(t, db, held, model, domain.StatusProvisioning, 1, "-1 hour") // paid: live past its window
+	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
+
+	lock, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if err := postgres.LockCapacity(ctx, lock, model); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := p.Reserve(rctx, activities.ReserveInput{OrderRef: held, GPUModel: model, GPUs: 1}); err != nil {
+		t.Fatalf("the order holding its GPU, while the capacity lock is taken: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Reserve(rctx, activities.ReserveInput{OrderRef: unheld, GPUModel: model, GPUs: 1}) }()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var waiting int
+		require.NoError(c, db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`))
+		assert.Equal(c, 1, waiting, "the order without a hold waits for the lock")
+	}, 15*time.Second, 20*time.Millisecond)
+	if err := lock.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the order without a hold, once the lock is given back: %v", err)
+	}
+	var states []string
+	if err := db.Select(&states, `SELECT h.state FROM capacity_holds h WHERE h.order_ref = $1
+		UNION ALL SELECT r.state FROM gpu_reservations r WHERE r.order_ref IN ($1, $2) ORDER BY 1`, held, unheld); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(states) != "[consumed reserved reserved]" {
+		t.Fatalf("hold and reservations %v, want the hold consumed and both reserved", states)
+	}
 }
