@@ -61,12 +61,24 @@ const hostFreeSQL = `h.state = 'available'
 // take, prefer first (the host it holds; 0: none), else the lowest ID.
 // found is false when none is free.
 func FreeHost(ctx context.Context, q sqlx.QueryerContext, model string, gpus int, orderRef string, prefer int64) (id int64, name string, found bool, err error) {
+	return pickHost(ctx, q, freeHostSQL+` ORDER BY h.id = $4 DESC, h.id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		model, gpus, orderRef, prefer)
+}
+
+// HeldHostFree locks host id, the one orderRef holds, if it is still free
+// for the order (gpus GPUs of model, available). Other orders pass over a
+// host an order holds, so this needs no capacity lock.
+func HeldHostFree(ctx context.Context, q sqlx.QueryerContext, model string, gpus int, orderRef string, id int64) (name string, found bool, err error) {
+	_, name, found, err = pickHost(ctx, q, freeHostSQL+` AND h.id = $4 FOR UPDATE SKIP LOCKED`, model, gpus, orderRef, id)
+	return name, found, err
+}
+
+func pickHost(ctx context.Context, q sqlx.QueryerContext, query, model string, gpus int, orderRef string, id int64) (int64, string, bool, error) {
 	var h struct {
 		ID   int64  `db:"id"`
 		Name string `db:"name"`
 	}
-	err = sqlx.GetContext(ctx, q, &h, freeHostSQL+` ORDER BY h.id = $4 DESC, h.id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-		model, gpus, orderRef, prefer)
+	err := sqlx.GetContext(ctx, q, &h, query, model, gpus, orderRef, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, "", false, nil
 	}

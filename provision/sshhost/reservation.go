@@ -55,8 +55,9 @@ func (d *Driver) activeReservation(ctx context.Context, q sqlx.QueryerContext, o
 
 // Reserve takes a free host with exactly the order's GPUs: the host the
 // order holds since its payment request if it has one (postgres.Capacity),
-// else a free host no other order holds. Decisions on a model's capacity are
-// serialised (postgres.LockCapacity), and unique indexes allow one active
+// without waiting for the capacity lock, else a free host no other order
+// holds. Other decisions on a model's capacity are serialised
+// (postgres.LockCapacity), and unique indexes allow one active
 // reservation per order and per host, so two orders never share a machine.
 // A second call for the same order keeps its host. No free host: a
 // non-retryable no_capacity error (the order waits for support).
@@ -69,9 +70,6 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 		if _, ok, err := d.activeReservation(ctx, tx, in.OrderRef); err != nil || ok {
 			return err
 		}
-		if err := postgres.LockCapacity(ctx, tx, in.GPUModel); err != nil {
-			return err
-		}
 		held, _, err := postgres.HeldHost(ctx, tx, in.OrderRef)
 		if err != nil {
 			return err
@@ -81,9 +79,24 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 			Name string
 		}
 		var found bool
-		h.ID, h.Name, found, err = postgres.FreeHost(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef, held)
-		if err != nil {
-			return fmt.Errorf("pick host: %w", err)
+		if held != 0 {
+			// The host its hold keeps: no other order may take it
+			// (FreeHost passes over hosts others hold), so no capacity
+			// lock (migration 00056 says why).
+			h.ID = held
+			h.Name, found, err = postgres.HeldHostFree(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef, held)
+			if err != nil {
+				return fmt.Errorf("pick held host: %w", err)
+			}
+		}
+		if !found {
+			if err := postgres.LockCapacity(ctx, tx, in.GPUModel); err != nil {
+				return err
+			}
+			h.ID, h.Name, found, err = postgres.FreeHost(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef, held)
+			if err != nil {
+				return fmt.Errorf("pick host: %w", err)
+			}
 		}
 		if !found {
 			return domain.Errorf(domain.ECodeNoCapacity,

@@ -2,6 +2,7 @@ package sshhost_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -541,6 +544,80 @@ func TestHeldOrderGetsItsHostWhileAnotherRaces(t *testing.T) {
 			UPDATE gpu_hosts SET state = 'available'`); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A paid order takes the host its hold keeps without waiting for the
+// model's capacity lock; an order without a hold waits for the lock, then
+// gets the other free host, never the held one.
+func TestHeldOrderSkipsTheCapacityLock(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	other, _ := customerKey(t)
+	for i, name := range []string{"gpu-held-1", "gpu-held-2"} {
+		fake := &sshtest.Host{Addr: fmt.Sprintf("10.0.0.%d", 20+i), Port: 22, KeyType: ssh.KeyAlgoED25519}
+		f.addHost(name, fake, ssh.FingerprintSHA256(other.PublicKey()), "h100-80g", 1)
+	}
+	d := &sshhost.Driver{DB: f.db.DB, Keyring: keyring(t), UserPrefix: userPrefix}
+	capa := postgres.Capacity{DB: f.db, Provisioner: postgres.ProvisionerSSH}
+	held, unheld := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
+	if _, err := f.db.Exec(`UPDATE orders SET status = 'awaiting_payment' WHERE ref = $1`, held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := capa.HoldCapacity(ctx, held, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec(`UPDATE orders SET status = 'provisioning' WHERE ref = $1`, held); err != nil {
+		t.Fatal(err)
+	}
+	var heldHost string
+	if err := f.db.Get(&heldHost, `SELECT h.name FROM capacity_holds c JOIN gpu_hosts h ON h.id = c.host_id WHERE c.order_ref = $1`, held); err != nil {
+		t.Fatal(err)
+	}
+
+	lock, err := f.db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if err := postgres.LockCapacity(ctx, lock, "h100-80g"); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := d.Reserve(rctx, activities.ReserveInput{OrderRef: held, GPUModel: "h100-80g", GPUs: 1}); err != nil {
+		t.Fatalf("the order holding its host, while the capacity lock is taken: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Reserve(rctx, activities.ReserveInput{OrderRef: unheld, GPUModel: "h100-80g", GPUs: 1})
+	}()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var waiting int
+		require.NoError(c, f.db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`))
+		assert.Equal(c, 1, waiting, "the order without a hold waits for the lock")
+	}, 15*time.Second, 20*time.Millisecond)
+	if err := lock.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the order without a hold, once the lock is given back: %v", err)
+	}
+	got := map[string]string{}
+	rows, err := f.db.Query(`SELECT order_ref, host_name FROM host_reservations WHERE state = 'active'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ref, host string
+		if err := rows.Scan(&ref, &host); err != nil {
+			t.Fatal(err)
+		}
+		got[ref] = host
+	}
+	if len(got) != 2 || got[held] != heldHost || got[unheld] == heldHost || got[unheld] == "" {
+		t.Fatalf("reservations %v: want %s on its held host %s, and %s on the other", got, held, heldHost, unheld)
 	}
 }
 
