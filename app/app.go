@@ -135,6 +135,10 @@ func ClientOptions(conn client.Options, keyring *secrets.Keyring, m *metrics.Met
 	conn.Logger = tlog.NewStructuredLogger(logger.With("component", "temporal"))
 	conn.DataConverter = codec.DataConverter(keyring)
 	conn.FailureConverter = codec.FailureConverter(keyring)
+	// No gzip on the wire (the SDK's default): the payloads are sealed, so
+	// they do not compress, and gzip costs CPU on both ends of every call,
+	// the Temporal server's included.
+	conn.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	if m != nil {
 		conn.MetricsHandler = m.Temporal()
 	}

@@ -108,6 +108,7 @@ func (c *common) dialTemporal() (client.Client, error) {
 		opts.Namespace = c.namespace
 	}
 	opts.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{} // as app.ClientOptions
 	return client.Dial(opts)
 }
 
