@@ -402,27 +402,25 @@ func (b *burst) waitStatus(ctx context.Context, db *sqlx.DB, refs []string, stat
 		idx[r] = i
 	}
 	seen := make([]time.Time, len(refs))
-	left := len(refs)
+	pending := slices.Clone(refs) // not seen yet: only these are read again, the poll weighs on the database it measures
 	deadline := time.Now().Add(within)
-	for left > 0 {
+	for len(pending) > 0 {
 		var got []string
 		if err := db.SelectContext(ctx, &got, `SELECT ref FROM orders WHERE ref = ANY($1) AND status = ANY($2)`,
-			pq.Array(refs), pq.Array(statuses)); err != nil {
+			pq.Array(pending), pq.Array(statuses)); err != nil {
 			return nil, err
 		}
 		now := time.Now()
 		for _, r := range got {
-			if i := idx[r]; seen[i].IsZero() {
-				seen[i] = now
-				left--
-			}
+			seen[idx[r]] = now
 		}
-		if left == 0 || (within > 0 && now.After(deadline)) {
+		pending = slices.DeleteFunc(pending, func(r string) bool { return !seen[idx[r]].IsZero() })
+		if len(pending) == 0 || (within > 0 && now.After(deadline)) {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%d of %d orders never reached %v: %w", left, len(refs), statuses, ctx.Err())
+			return nil, fmt.Errorf("%d of %d orders never reached %v: %w", len(pending), len(refs), statuses, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
