@@ -122,6 +122,7 @@ func (a *Activities) Provision(ctx context.Context, in ProvisionInput) (AccessSu
 				return access, stepFailure(step, err)
 			}
 		}
+		began := a.now()
 		var err error
 		switch step {
 		case StepReserve:
@@ -137,16 +138,30 @@ func (a *Activities) Provision(ctx context.Context, in ProvisionInput) (AccessSu
 			err = a.recordStep(ctx, in.StepDone(step, p.Verification))
 		}
 		if err != nil {
+			// The retry resumes here, whatever the beats sent.
+			heartbeat(ctx, p)
 			return access, stepFailure(step, err)
 		}
 		p.Done = i + 1
 		done := p
 		last.Store(&done)
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, done)
+		// A step that took a beat's interval or more is heartbeated at
+		// once, so that a worker lost now does not make the retry redo it;
+		// a quicker one rides on the next beat (redoing it costs little,
+		// and each heartbeat is one more write of the workflow on the
+		// Temporal server, for every order a busy block pays).
+		if a.now().Sub(began) >= heartbeatEvery {
+			heartbeat(ctx, done)
 		}
 	}
 	return access, nil
+}
+
+// heartbeat records a Provision attempt's progress, in an activity.
+func heartbeat(ctx context.Context, p provisionProgress) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, p)
+	}
 }
 
 func (a *Activities) recordStep(ctx context.Context, ev OrderEvent) error {

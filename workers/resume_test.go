@@ -21,6 +21,8 @@ import (
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
 	"github.com/kernodeck/kernodeck/workflows"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // deadPrepare is a driver whose Prepare never returns and ignores
@@ -116,6 +118,15 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("Prepare never started")
 	}
+	// Reserve was quick: its end reaches the server with Provision's next
+	// background beat, not at once.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		d, err := tc.DescribeWorkflow(ctx, "rental-"+o.Ref, "")
+		require.NoError(c, err)
+		pending := d.RawResponse.GetPendingActivities()
+		require.Len(c, pending, 1)
+		assert.NotNil(c, pending[0].GetHeartbeatDetails(), "Provision's progress heartbeated")
+	}, 30*time.Second, 100*time.Millisecond)
 	first.Stop() // the worker is gone; its Prepare never answers
 	restarted := time.Now()
 	second := workers.New(tc, &activities.Activities{Store: db, Provisioner: local, Logger: logger})

@@ -10,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -87,12 +89,22 @@ type machine struct {
 	fail   map[string][]error // errors of a step's next calls
 	always map[string]error   // a step that fails every time
 	calls  map[string]int
+	takes  map[string]time.Duration // how long a step takes on the machine's clock
+	clock  time.Time                // the activities' clock (Activities.Now)
+}
+
+// now is the machine's clock, which only its steps move.
+func (m *machine) now() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.clock
 }
 
 func (m *machine) step(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls[name]++
+	m.clock = m.clock.Add(m.takes[name])
 	if err := m.always[name]; err != nil {
 		return err
 	}
@@ -143,7 +155,7 @@ func (k eventKeeper) RecordOrderEvent(_ context.Context, ev activities.OrderEven
 // mockAllMachine runs the real Provision activity on the suite's machine
 // and mocks the teardown's steps.
 func (s *RentalWorkflowSuite) mockAllMachine() {
-	acts := &activities.Activities{Provisioner: s.machine, Store: eventKeeper{keep: func(evs ...activities.OrderEvent) {
+	acts := &activities.Activities{Provisioner: s.machine, Now: s.machine.now, Store: eventKeeper{keep: func(evs ...activities.OrderEvent) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.events = append(s.events, evs...)
@@ -468,6 +480,26 @@ func (s *RentalWorkflowSuite) TestProvisioningRetryResumesAtTheFailedStep() {
 		}
 	}
 	s.Empty(s.eventsOf(domain.EventProvisioningFailed))
+}
+
+// Provision heartbeats a step's end at once only when the step took a
+// beat's interval or more: an order whose steps are quick costs the
+// Temporal server no heartbeat (a busy block pays thousands at once); a
+// slow step's end is recorded, so a worker lost next does not redo it.
+func (s *RentalWorkflowSuite) TestProvisionHeartbeatsOnlyAfterASlowStep() {
+	var beats []int // each heartbeat's steps done
+	s.env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {
+		var p struct{ Done int }
+		s.Require().NoError(details.Get(&p))
+		beats = append(beats, p.Done)
+	})
+	s.machine.takes = map[string]time.Duration{activities.StepPrepare: 3 * time.Minute}
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	st := s.run(rentalInput(3))
+
+	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal([]int{2}, beats, "one heartbeat, after prepare (the second step)")
 }
 
 // A refusal at a later step is not retried and names that step to support.
