@@ -10,8 +10,11 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/postgres"
 )
@@ -58,4 +61,17 @@ func NewDB(t testing.TB) *postgres.DB {
 		t.Fatalf("pgtest: %v", err)
 	}
 	return db
+}
+
+// AwaitLockWaiters waits, up to 15 s, until n sessions on db's database
+// (not another test's: the server is shared) wait for an advisory lock.
+func AwaitLockWaiters(t testing.TB, db *postgres.DB, n int) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var waiting int
+		require.NoError(c, db.Get(&waiting, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`))
+		assert.Equal(c, n, waiting, "sessions waiting for an advisory lock")
+	}, 15*time.Second, 20*time.Millisecond)
 }

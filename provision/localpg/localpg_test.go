@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -376,11 +373,7 @@ func TestHeldReservationSkipsTheCapacityLock(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Reserve(rctx, activities.ReserveInput{OrderRef: unheld, GPUModel: model, GPUs: 1}) }()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var waiting int
-		require.NoError(c, db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`))
-		assert.Equal(c, 1, waiting, "the order without a hold waits for the lock")
-	}, 15*time.Second, 20*time.Millisecond)
+	pgtest.AwaitLockWaiters(t, db, 1) // the order without a hold waits for the lock
 	if err := lock.Commit(); err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -592,11 +590,7 @@ func TestHeldOrderSkipsTheCapacityLock(t *testing.T) {
 	go func() {
 		done <- d.Reserve(rctx, activities.ReserveInput{OrderRef: unheld, GPUModel: "h100-80g", GPUs: 1})
 	}()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var waiting int
-		require.NoError(c, f.db.Get(&waiting, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`))
-		assert.Equal(c, 1, waiting, "the order without a hold waits for the lock")
-	}, 15*time.Second, 20*time.Millisecond)
+	pgtest.AwaitLockWaiters(t, f.db, 1) // the order without a hold waits for the lock
 	if err := lock.Commit(); err != nil {
 		t.Fatal(err)
 	}
