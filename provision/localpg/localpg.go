@@ -35,12 +35,22 @@ type Provisioner struct {
 var _ activities.Provisioner = (*Provisioner)(nil)
 
 // Reserve takes GPUs of the model for the order; a second call for the
-// same order is a no-op. The check and the insert are one server-side call
-// (kd_reserve_gpus, migration 00055) under the model's capacity lock, the
+// same order is a no-op. An order whose hold still counts turns it into its
+// reservation without the model's capacity lock (kd_take_held_gpus,
+// migration 00056, says why). Otherwise the check and the insert are one
+// server-side call (kd_reserve_gpus, migration 00055) under that lock, the
 // one holds take too (postgres.LockCapacity): concurrent reservations of a
 // model wait for each other only for that call's statements, not for
 // round trips (issue 23).
 func (p *Provisioner) Reserve(ctx context.Context, in activities.ReserveInput) error {
+	var held bool
+	if err := p.DB.GetContext(ctx, &held, `SELECT kd_take_held_gpus($1, $2, $3)`,
+		in.OrderRef, in.GPUModel, in.GPUs); err != nil {
+		return fmt.Errorf("reserve %d GPU %s for %s from its hold: %w", in.GPUs, in.GPUModel, in.OrderRef, err)
+	}
+	if held {
+		return nil
+	}
 	var r struct {
 		Outcome string `db:"outcome"`
 		Free    int    `db:"free"`
