@@ -223,10 +223,11 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	}
 
 	// Push: the watcher, a peer of the node, sees them in the mempool.
-	detected, err := b.waitStatus(ctx, db, refs, []string{"payment_detected", "paid", "provisioning", "active"}, b.detect)
+	seen, err := b.waitStatus(ctx, db, refs, [][]string{{"payment_detected", "paid", "provisioning", "active"}}, b.detect)
 	if err != nil {
 		return err
 	}
+	detected := seen[0]
 	lastDetected := time.Duration(0)
 	for _, t := range detected {
 		if !t.IsZero() {
@@ -271,16 +272,17 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		blocks = append(blocks, btcBlocks...)
 	}
 
-	states := map[string][]string{
-		"paid":   {"paid", "provisioning", "active"},
-		"active": {"active"},
-	}
 	var paid, active []time.Time
 	var wg sync.WaitGroup
-	var perr, aerr error
-	wg.Add(2)
-	go func() { defer wg.Done(); paid, perr = b.waitStatus(ctx, db, refs, states["paid"], 0) }()
-	go func() { defer wg.Done(); active, aerr = b.waitStatus(ctx, db, refs, states["active"], 0) }()
+	var perr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		seen, err := b.waitStatus(ctx, db, refs, [][]string{{"paid", "provisioning", "active"}, {"active"}}, 0)
+		if perr = err; err == nil {
+			paid, active = seen[0], seen[1]
+		}
+	}()
 	var kills *killReport
 	readers := &readReport{}
 	kctx, kcancel := context.WithCancel(ctx)
@@ -311,9 +313,6 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	kwg.Wait()
 	if perr != nil {
 		return perr
-	}
-	if aerr != nil {
-		return aerr
 	}
 	toPaid := since(paid[:b.n], tBlock)
 	toActive := since(active[:b.n], tBlock)

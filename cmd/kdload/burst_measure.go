@@ -13,36 +13,47 @@ import (
 	"github.com/lib/pq"
 )
 
-// waitStatus polls the orders' statuses every 100 ms and returns, per
-// order, when it was first seen in one of the states (zero if never). With
-// within 0 it waits until every order is seen (or ctx ends: an error);
-// otherwise at most within.
-func (b *burst) waitStatus(ctx context.Context, db *sqlx.DB, refs []string, statuses []string, within time.Duration) ([]time.Time, error) {
+// waitStatus polls the orders' statuses every 250 ms and returns, per
+// stage and per order, when the order was first seen in one of the
+// stage's statuses (zero if never). Each stage's statuses include the
+// next stage's: an order is read until it reaches the last stage. With
+// within 0 it waits until every order is seen there (or ctx ends: an
+// error); otherwise at most within. One query per poll, of the orders not
+// seen at the end yet: the poll weighs on the database it measures.
+func (b *burst) waitStatus(ctx context.Context, db *sqlx.DB, refs []string, stages [][]string, within time.Duration) ([][]time.Time, error) {
 	idx := make(map[string]int, len(refs))
 	for i, r := range refs {
 		idx[r] = i
 	}
-	seen := make([]time.Time, len(refs))
-	pending := slices.Clone(refs) // not seen yet: only these are read again, the poll weighs on the database it measures
+	seen := make([][]time.Time, len(stages))
+	for k := range stages {
+		seen[k] = make([]time.Time, len(refs))
+	}
+	last := seen[len(stages)-1]
+	pending := slices.Clone(refs)
 	deadline := time.Now().Add(within)
 	for len(pending) > 0 {
-		var got []string
-		if err := db.SelectContext(ctx, &got, `SELECT ref FROM orders WHERE ref = ANY($1) AND status = ANY($2)`,
-			pq.Array(pending), pq.Array(statuses)); err != nil {
+		var got []struct{ Ref, Status string }
+		if err := db.SelectContext(ctx, &got, `SELECT ref, status FROM orders WHERE ref = ANY($1) AND status = ANY($2)`,
+			pq.Array(pending), pq.Array(stages[0])); err != nil {
 			return nil, err
 		}
 		now := time.Now()
-		for _, r := range got {
-			seen[idx[r]] = now
+		for _, o := range got {
+			for k, st := range stages {
+				if at := &seen[k][idx[o.Ref]]; at.IsZero() && slices.Contains(st, o.Status) {
+					*at = now
+				}
+			}
 		}
-		pending = slices.DeleteFunc(pending, func(r string) bool { return !seen[idx[r]].IsZero() })
+		pending = slices.DeleteFunc(pending, func(r string) bool { return !last[idx[r]].IsZero() })
 		if len(pending) == 0 || (within > 0 && now.After(deadline)) {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%d of %d orders never reached %v: %w", len(pending), len(refs), statuses, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+			return nil, fmt.Errorf("%d of %d orders never reached %v: %w", len(pending), len(refs), stages[len(stages)-1], ctx.Err())
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 	return seen, nil
