@@ -586,6 +586,16 @@ func TestGPUHeldByAnotherAccountKeepsTheHostOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the other account's process", func() bool { return sshtest.ProcessCount(other) == 1 })
+	// Another host on this kernel (its own mount namespace and /dev) whose
+	// account holds that host's /dev/nvidia0: /proc shows the process, but
+	// it holds none of this host's GPUs, so it never keeps this host out.
+	elsewhere := sshtest.Start(t, sshtest.RTXA5000, sshtest.Options{GPUNodes: []string{"/dev/nvidia0", "/dev/nvidiactl"}})
+	neighbour := elsewhere.UIDMax
+	if _, err := elsewhere.AdminRun(fmt.Sprintf("setpriv --reuid=%d --regid=%d --clear-groups setsid sh -c 'exec sleep 3600' </dev/nvidia0 >/dev/null 2>&1 &", neighbour, neighbour)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = elsewhere.AdminRun(fmt.Sprintf("pkill -KILL -U %d", neighbour)) })
+	waitFor(t, "the other host's process", func() bool { return sshtest.ProcessCount(neighbour) >= 1 })
 	if err := d.RevokeAccess(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
@@ -597,6 +607,9 @@ func TestGPUHeldByAnotherAccountKeepsTheHostOut(t *testing.T) {
 	_ = f.db.QueryRow(`SELECT state, note, gpu_reset FROM gpu_hosts WHERE name = 'gpu-held-node'`).Scan(&state, &note, &reset)
 	if state != sshhost.StateBroken || !strings.Contains(note, "GPU encore ouverts par") || !strings.Contains(note, strconv.Itoa(other)) || reset != nil {
 		t.Fatalf("host %s, note %q, reset %v", state, note, reset)
+	}
+	if neighbour != other && strings.Contains(note, strconv.Itoa(neighbour)) {
+		t.Fatalf("the other host's process is named: %q", note)
 	}
 	// Not the customer's: the teardown left it alone.
 	if n := sshtest.ProcessCount(other); n != 1 {

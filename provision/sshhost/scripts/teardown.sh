@@ -282,12 +282,28 @@ if [ "$KD_MODE" = release ]; then
 	fi
 	# The GPUs: nobody but the host's own services may hold their device
 	# nodes; then a reset, where the driver offers one.
+	# A file held open counts when it is one of this host's GPU nodes: the
+	# same device (major:minor) for a device node, the same file otherwise.
+	# /proc shows every process of the kernel, and a process of another
+	# mount namespace may hold a node of the same name that is not ours.
+	gpu_id() {
+		{ stat -L -c '%F|%t:%T|%d:%i' -- "$1" 2>/dev/null || true; } |
+			awk -F'|' '{ print ($1 == "character special file") ? "c" $2 : "f" $3 }'
+	}
+	gpus=" "
+	for n in /dev/nvidia* /dev/kfd /dev/dri/*; do
+		[ -e "$n" ] && gpus="$gpus$(gpu_id "$n") "
+	done
 	uid_min=$(kd_login_def UID_MIN 1000)
-	holders=""
-	for p in $(find -P /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname '/dev/nvidia*' -o -lname /dev/kfd -o -lname '/dev/dri/*' \) \
-		-printf '%h\n' 2>/dev/null | sort -u); do
-		p=${p%/fd}
+	holders="" seen=" "
+	for f in $(find -P /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname '/dev/nvidia*' -o -lname /dev/kfd -o -lname '/dev/dri/*' \) \
+		-print 2>/dev/null); do
+		id=$(gpu_id "$f") && [ -n "$id" ] || continue
+		case "$gpus" in *" $id "*) ;; *) continue ;; esac
+		p=${f%/fd/*}
 		o=$(stat -c %u "$p" 2>/dev/null) || continue
+		case "$seen" in *" $p "*) continue ;; esac
+		seen="$seen$p "
 		if [ "$o" -ge "$uid_min" ]; then holders="$holders${p#/proc/} (uid $o) "; fi
 	done
 	[ -z "$holders" ] || dirty "GPU encore ouverts par : $holders"
