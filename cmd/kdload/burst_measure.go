@@ -32,11 +32,11 @@ func (b *burst) waitStatus(ctx context.Context, db *sqlx.DB, refs []string, stag
 	last := seen[len(stages)-1]
 	pending := slices.Clone(refs)
 	deadline := time.Now().Add(within)
-	for len(pending) > 0 {
+	err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
 		var got []struct{ Ref, Status string }
 		if err := db.SelectContext(ctx, &got, `SELECT ref, status FROM orders WHERE ref = ANY($1) AND status = ANY($2)`,
 			pq.Array(pending), pq.Array(stages[0])); err != nil {
-			return nil, err
+			return false, err
 		}
 		now := time.Now()
 		for _, o := range got {
@@ -47,14 +47,10 @@ func (b *burst) waitStatus(ctx context.Context, db *sqlx.DB, refs []string, stag
 			}
 		}
 		pending = slices.DeleteFunc(pending, func(r string) bool { return !last[idx[r]].IsZero() })
-		if len(pending) == 0 || (within > 0 && now.After(deadline)) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%d of %d orders never reached %v: %w", len(pending), len(refs), stages[len(stages)-1], ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
+		return len(pending) == 0 || (within > 0 && now.After(deadline)), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%d of %d orders never reached %v: %w", len(pending), len(refs), stages[len(stages)-1], err)
 	}
 	return seen, nil
 }
