@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/wfclient"
@@ -72,9 +74,10 @@ func TestThirtyDayRentalHistoryBound(t *testing.T) {
 	if n > maxPlainRentalHistory {
 		t.Fatalf("plain 30-day rental: %d history events, want at most %d", n, maxPlainRentalHistory)
 	}
-	// History version 9 (vLeanTasks): one upsert of Kernodeck's search
-	// attributes per workflow task, one timer at a time in the period, and
-	// the last status upserted before the workflow closed.
+	// From history version 9 (vLeanTasks; the first task from 10,
+	// vStartInSync): one upsert of Kernodeck's search attributes per
+	// workflow task, one timer at a time in the period, and the last status
+	// upserted before the workflow closed.
 	for i, task := range tasksOf(historyOf(t, e.tc, wid).Events) {
 		if task.upserts > 1 || task.timers > 1 {
 			t.Errorf("workflow task %d (event %d): %d search attribute upserts, %d timers started; want at most 1 of each",
@@ -85,6 +88,74 @@ func TestThirtyDayRentalHistoryBound(t *testing.T) {
 		t.Errorf("KdStatus %q after the workflow closed, want %q", st, domain.StatusEnded)
 	}
 	replayHistory(t, e.tc, wid, "rental_30d_plain.json")
+}
+
+// TestFirstTaskUpsertsOnce starts a rental and a top-up with a payment
+// that comes with their first workflow task, as on a busy server where the
+// watcher's signal (or the checkout's payment request) reaches a workflow
+// before a worker has run it: signal-with-start puts it there every time.
+// That task moves the status, and still upserts the search attributes
+// once, with the run's reference and the status it reached (history
+// version 10, vStartInSync; at 9 the run's start upserted on its own).
+func TestFirstTaskUpsertsOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	acc := e.account("first-task@example.com")
+	item, err := e.db.CatalogItem(ctx, "rtx-a5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := e.db.CreateOrder(ctx, acc, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := e.db.CreateTopUp(ctx, acc, 100_00)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := []struct {
+		wid, ref, wfType string
+		in               any
+		cents            int64
+	}{
+		{workflows.RentalWorkflowID(o.Ref), o.Ref, wfclient.RentalWorkflowType,
+			workflows.NewRentalInput(o, workflows.RentalConfig{UnpaidTimeout: time.Hour}), o.TotalCents},
+		{workflows.TopUpWorkflowID(tu.Ref), tu.Ref, wfclient.TopUpWorkflowType,
+			workflows.NewTopUpInput(tu, time.Hour), tu.AmountCents},
+	}
+	for i, s := range starts {
+		p := e.addressed(s.wid, workflows.PaymentEvent{Network: "bitcoin", Asset: "BTC",
+			TxID: fmt.Sprintf("first%02d", i), AmountBase: "100000", AmountCents: s.cents})
+		if _, err := e.tc.SignalWithStartWorkflow(ctx, s.wid, workflows.SignalPaymentSeen, p,
+			client.StartWorkflowOptions{ID: s.wid, TaskQueue: workflows.TaskQueue}, s.wfType, s.in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range starts {
+		e.waitFor(s.wid+" KdStatus payment_detected", func() bool {
+			return e.kdStatus(s.wid) == domain.StatusPaymentDetected
+		})
+		hist := historyOf(t, e.tc, s.wid)
+		if ev := hist.Events[1]; ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			t.Fatalf("%s: event 2 is %v, want the signal before the first workflow task", s.wid, ev.GetEventType())
+		}
+		tasks := tasksOf(hist.Events)
+		if len(tasks) == 0 || tasks[0].upserts != 1 {
+			t.Errorf("%s: first workflow task %+v, want 1 search attribute upsert", s.wid, tasks)
+		}
+		d, err := e.tc.DescribeWorkflow(ctx, s.wid, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := d.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.SearchAttrRef]
+		if got := strings.Trim(string(ref.GetData()), `"`); got != s.ref {
+			t.Errorf("%s: KdRef %q, want %q", s.wid, got, s.ref)
+		}
+	}
 }
 
 // taskCommands is what one workflow task's completion recorded.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/domain"
@@ -55,7 +56,17 @@ func TestPaymentRequestThroughAPI(t *testing.T) {
 	e.waitFor("workflow waiting for its payment", func() bool {
 		h := historyOf(t, e.tc, wid)
 		before = len(h.Events)
-		return before > 0 && h.Events[before-1].GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED
+		// Its unpaid timer started, and no workflow task after the one that
+		// started it (from version 10 that task's search attribute upsert
+		// comes after the timer).
+		timer := slices.ContainsFunc(h.Events, func(ev *historypb.HistoryEvent) bool {
+			return ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED
+		})
+		last := enumspb.EVENT_TYPE_UNSPECIFIED
+		if before > 0 {
+			last = h.Events[before-1].GetEventType()
+		}
+		return timer && (last == enumspb.EVENT_TYPE_TIMER_STARTED || last == enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
 	})
 	if st, out := e.call("POST", "/v1/orders/"+ref+"/pay-from-balance", dana, nil); st != http.StatusConflict || errCode(out) != "insufficient_balance" {
 		t.Fatalf("pay from an empty balance: %d %v", st, out)

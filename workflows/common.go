@@ -333,6 +333,11 @@ const (
 	// rental period waits on one timer, to its next reminder or its end,
 	// instead of one per reminder and one for the end.
 	vLeanTasks workflow.Version = 9
+	// vStartInSync: the attributes a run starts with (its reference,
+	// customer, status...) wait for sync too, so the first workflow task
+	// upserts once even when a payment or an update came with it (before,
+	// setup upserted them at once, and sync again what the task changed).
+	vStartInSync workflow.Version = 10
 	// vMaxHistory, the version new workflows record, is in rollout.go
 	// (rollout_kdrollout.go: a test release one version ahead).
 )

@@ -162,6 +162,23 @@ func receivePaymentSignal(ctx workflow.Context, withDust bool) paymentSignal {
 	return got
 }
 
+// admit reports whether the run takes sig (admitted). From vStartInSync
+// the check holds the search attributes' upsert back: looking up a
+// payment request the run does not know yet is a local activity, and the
+// signal, taken from its channel but not yet handled, would otherwise let
+// sync upsert a status it is about to change, then again in the same task.
+func admit(ctx workflow.Context, run *intakeRun, sig paymentSignal) bool {
+	if run.v < vStartInSync {
+		return admitted(ctx, run.v, run, sig)
+	}
+	ok := false
+	_ = run.sa.hold(func() error {
+		ok = admitted(ctx, run.v, run, sig)
+		return nil
+	})
+	return ok
+}
+
 // maxPaymentBatch bounds the signals handled in one batch (and so the size
 // of its one timeline write).
 const maxPaymentBatch = 100
@@ -206,7 +223,7 @@ func listenPayments(ctx workflow.Context, run *intakeRun) {
 			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
 			continue
 		}
-		if !admitted(ctx, v, run, sig) {
+		if !admit(ctx, run, sig) {
 			continue
 		}
 		*busy++
@@ -224,7 +241,7 @@ func listenPayments(ctx workflow.Context, run *intakeRun) {
 				if !ok {
 					break
 				}
-				if wellFormed(next) && admitted(ctx, v, run, next) {
+				if wellFormed(next) && admit(ctx, run, next) {
 					handle(next)
 				}
 			}

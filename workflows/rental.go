@@ -131,14 +131,13 @@ func (r *rental) setup(ctx workflow.Context) error {
 	attrs := []temporal.SearchAttributeUpdate{
 		saKeyRef.ValueSet(r.in.OrderRef),
 		saKeyCustomer.ValueSet(strconv.FormatInt(r.in.AccountID, 10)),
-		saKeyStatus.ValueSet(r.Status.Status),
 		saKeyGPU.ValueSet(r.in.GPUModel),
 		saKeyKind.ValueSet("rental"),
 	}
 	if r.sa.Asset != "" {
 		attrs = append(attrs, saKeyAsset.ValueSet(r.sa.Asset), saKeyNetwork.ValueSet(r.sa.Network))
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
+	if err := r.sa.begin(ctx, r.Status.Status, attrs...); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RentalStatus, error) {
@@ -256,7 +255,7 @@ func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 	ev.OrderRef = r.in.OrderRef
 	ev.At = workflow.Now(ctx).UTC()
 	r.sa.settle(ctx)
-	return r.sa.write(func() error {
+	return r.sa.hold(func() error {
 		return r.tl.write(ctx, r.v, r.batch, a.RecordOrderEvent, a.RecordOrderEvents, ev)
 	})
 }
@@ -264,7 +263,7 @@ func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 // flushBatch writes the batch's events in one local activity.
 func (r *rental) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
-	err := r.sa.write(func() error { return r.tl.flush(ctx, r.v, a.RecordOrderEvents) })
+	err := r.sa.hold(func() error { return r.tl.flush(ctx, r.v, a.RecordOrderEvents) })
 	if r.checkFull(ctx, r.cfg.MaxHistory) {
 		r.wake.SendAsync(struct{}{}) // the period loop continues as new
 	}

@@ -42,9 +42,21 @@ type searchAttrs struct {
 	Asset, Network string // as last upserted
 	pending        []temporal.SearchAttributeUpdate
 	status         string      // to upsert (vLeanTasks), "" if none
-	writing        int         // timeline writes (local activities, run inside the task) under way
+	held           int         // local activities (run inside the task) under way, see hold
 	waiting        bool        // the main flow waits outside the task (wait)
 	wake           func() bool // what ends that wait inside the task, if anything
+}
+
+// begin upserts the attributes a run starts with, and its status. From
+// vStartInSync it keeps them for sync, which upserts them with what the
+// first workflow task changed.
+func (s *searchAttrs) begin(ctx workflow.Context, status string, attrs ...temporal.SearchAttributeUpdate) error {
+	if s.V < vStartInSync {
+		return workflow.UpsertTypedSearchAttributes(ctx, append(attrs, saKeyStatus.ValueSet(status))...)
+	}
+	s.pending = append(s.pending, attrs...)
+	s.status = status
+	return nil
 }
 
 // notePayment records the asset and network of a payment or request.
@@ -78,10 +90,12 @@ func (s *searchAttrs) settle(ctx workflow.Context) {
 	}
 }
 
-// write runs a timeline write: sync waits for it.
-func (s *searchAttrs) write(fn func() error) error {
-	s.writing++
-	defer func() { s.writing-- }()
+// hold runs fn, work inside the workflow task whose outcome may change
+// what is upserted (a timeline write; from vStartInSync a payment
+// signal's check against its payment request): sync waits for it.
+func (s *searchAttrs) hold(fn func() error) error {
+	s.held++
+	defer func() { s.held-- }()
 	return fn()
 }
 
@@ -127,9 +141,9 @@ func (s *searchAttrs) sync(ctx workflow.Context) {
 
 // idle reports whether something waits to be upserted and nothing more
 // will change it in this workflow task: the main flow waits outside the
-// task, not about to wake, and no timeline write is under way.
+// task, not about to wake, and nothing held (hold) is under way.
 func (s *searchAttrs) idle() bool {
-	return (len(s.pending) > 0 || s.status != "") && s.writing == 0 && s.waiting && (s.wake == nil || !s.wake())
+	return (len(s.pending) > 0 || s.status != "") && s.held == 0 && s.waiting && (s.wake == nil || !s.wake())
 }
 
 // flush upserts what is kept, if anything.

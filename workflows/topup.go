@@ -76,10 +76,9 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 }
 
 func (t *topUp) setup(ctx workflow.Context) error {
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
+	if err := t.sa.begin(ctx, t.Status.Status,
 		saKeyRef.ValueSet(t.in.TopUpRef),
 		saKeyCustomer.ValueSet(strconv.FormatInt(t.in.AccountID, 10)),
-		saKeyStatus.ValueSet(t.Status.Status),
 		saKeyKind.ValueSet("topup"),
 	); err != nil {
 		return err
@@ -263,7 +262,7 @@ func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
 	received := t.Status.ReceivedCents
 	ev.ReceivedCents = &received
 	t.sa.settle(ctx)
-	return t.sa.write(func() error {
+	return t.sa.hold(func() error {
 		return t.tl.write(ctx, t.v, t.batch, a.RecordTopUpEvent, a.RecordTopUpEvents, ev)
 	})
 }

@@ -40,7 +40,7 @@ func (t *topUp) minedAgain(ctx workflow.Context, p *PaymentEvent, ekey string, e
 // flushBatch writes the batch's events in one local activity.
 func (t *topUp) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
-	err := t.sa.write(func() error { return t.tl.flush(ctx, t.v, a.RecordTopUpEvents) })
+	err := t.sa.hold(func() error { return t.tl.flush(ctx, t.v, a.RecordTopUpEvents) })
 	t.checkFull(ctx, t.maxHist)
 	return err
 }
