@@ -288,26 +288,26 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	kctx, kcancel := context.WithCancel(ctx)
 	defer kcancel()
 	var kwg sync.WaitGroup
+	// replaced is closed when the kills or the rollout are over.
+	replaced := make(chan struct{})
 	if b.rollout != "" {
 		kills = &killReport{}
-		kwg.Add(1)
-		go func() { defer kwg.Done(); b.rollWorkers(kctx, tBlock, kills) }()
+		go func() { defer close(replaced); b.rollWorkers(kctx, tBlock, kills) }()
 	}
-	killed := make(chan struct{})
 	if b.kill {
 		kills = &killReport{}
 		kwg.Add(4)
-		go func() { defer close(killed); b.killReplicas(kctx, db, tBlock, kills) }()
+		go func() { defer close(replaced); b.killReplicas(kctx, db, tBlock, kills) }()
 		// Customers read their orders through both replicas meanwhile.
 		for r := range 4 {
 			go func() { defer kwg.Done(); b.readOrders(kctx, r, refs, tokens, readers) }()
 		}
 	}
 	wg.Wait()
-	if b.kill {
-		// A small burst may end before the kills do: they go on (the
-		// customers reading) to the last restart.
-		<-killed
+	if kills != nil {
+		// A small burst may end before the kills or the rollout do: they
+		// go on (the customers reading) to the last restart.
+		<-replaced
 	}
 	kcancel()
 	kwg.Wait()
