@@ -25,6 +25,17 @@ const maxPlainRentalHistory = 100
 // its workflow with cfg.
 func (e *env) startOrderDays(accountID int64, days int, cfg workflows.RentalConfig) domain.Order {
 	e.t.Helper()
+	o := e.createOrder(accountID, days)
+	if err := (&wfclient.Client{Temporal: e.tc}).StartRental(context.Background(), workflows.NewRentalInput(o, cfg)); err != nil {
+		e.t.Fatal(err)
+	}
+	return o
+}
+
+// createOrder stores an order of one RTX A5000 lot for days, without
+// starting its workflow.
+func (e *env) createOrder(accountID int64, days int) domain.Order {
+	e.t.Helper()
 	ctx := context.Background()
 	item, err := e.db.CatalogItem(ctx, "rtx-a5000")
 	if err != nil {
@@ -36,9 +47,6 @@ func (e *env) startOrderDays(accountID int64, days int, cfg workflows.RentalConf
 	}
 	o, err := e.db.CreateOrder(ctx, accountID, q)
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := (&wfclient.Client{Temporal: e.tc}).StartRental(ctx, workflows.NewRentalInput(o, cfg)); err != nil {
 		e.t.Fatal(err)
 	}
 	return o
@@ -101,18 +109,7 @@ func TestFirstTaskUpsertsOnce(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	acc := e.account("first-task@example.com")
-	item, err := e.db.CatalogItem(ctx, "rtx-a5000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := domain.PriceQuote(item, domain.Configuration{Model: "rtx-a5000", Lots: 1, DurationDays: 3, Preset: "python"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := e.db.CreateOrder(ctx, acc, q)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := e.createOrder(acc, 3)
 	tu, err := e.db.CreateTopUp(ctx, acc, 100_00)
 	if err != nil {
 		t.Fatal(err)
