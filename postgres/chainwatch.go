@@ -156,6 +156,9 @@ func (db *DB) BlockHash(ctx context.Context, network string, height int64) (stri
 }
 
 // RecordBlock stores a block's hash and its payments in one transaction.
+// The payments already stored (seen in the mempool, or a block read again)
+// move into the block first, all in one statement; the new ones follow, in
+// the block's order.
 func (db *DB) RecordBlock(ctx context.Context, network, holder string, height int64, hash string, payments []domain.ChainSeen) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := checkLease(ctx, tx, network, holder); err != nil {
@@ -166,14 +169,81 @@ func (db *DB) RecordBlock(ctx context.Context, network, holder string, height in
 			ON CONFLICT (network, height) DO UPDATE SET hash = EXCLUDED.hash`, network, height, hash); err != nil {
 			return fmt.Errorf("record block %s/%d: %w", network, height, err)
 		}
-		for _, p := range payments {
+		fresh, err := mineKnownPayments(ctx, tx, network, payments)
+		if err != nil {
+			return fmt.Errorf("record block %s/%d: %w", network, height, err)
+		}
+		for _, p := range fresh {
 			if err := recordPayment(ctx, tx, network, p); err != nil {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM chain_blocks WHERE network = $1 AND height < $2`, network, height-keepBlocks)
+		_, err = tx.ExecContext(ctx, `DELETE FROM chain_blocks WHERE network = $1 AND height < $2`, network, height-keepBlocks)
 		return err
 	})
+}
+
+// mineKnownPayments moves the payments of ps that are already stored into
+// their block (a reverted one is seen again, as a new state) and returns
+// the others. One statement for all: a busy block pays thousands of
+// requests whose payments the mempool showed first, and two round trips
+// each (recordPayment's) took the watcher 12 s under the burst of issue 23
+// before the first confirmation could be signalled.
+func mineKnownPayments(ctx context.Context, tx *sqlx.Tx, network string, ps []domain.ChainSeen) ([]domain.ChainSeen, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	txids, indexes := make([]string, len(ps)), make([]int64, len(ps))
+	heights, hashes, times := make([]int64, len(ps)), make([]string, len(ps)), make([]string, len(ps))
+	for i, p := range ps {
+		txids[i], indexes[i], heights[i], hashes[i] = p.TxID, p.Index, p.BlockHeight, p.BlockHash
+		if !p.BlockTime.IsZero() {
+			times[i] = p.BlockTime.Format(time.RFC3339Nano)
+		}
+	}
+	// The final SELECT reads the snapshot from before the UPDATE: every
+	// stored payment of the block, confirmed ones included (they stay).
+	var known []struct {
+		TxID  string `db:"txid"`
+		Index int64  `db:"output_index"`
+	}
+	err := tx.SelectContext(ctx, &known, `
+		WITH b AS (
+			SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[])
+				AS b(txid, output_index, height, hash, at)),
+		moved AS (
+			UPDATE chain_payments p SET block_height = b.height, block_hash = b.hash,
+				block_time = NULLIF(b.at, '')::timestamptz, mempool = false,
+				state = CASE WHEN p.state = 'reverted' THEN 'seen' ELSE p.state END,
+				state_version = p.state_version + CASE WHEN p.state = 'reverted' THEN 1 ELSE 0 END,
+				after_confirmation = CASE WHEN p.state = 'reverted' THEN false ELSE p.after_confirmation END,
+				reverted_at = CASE WHEN p.state = 'reverted' THEN NULL ELSE p.reverted_at END
+			FROM b
+			WHERE p.network = $1 AND p.txid = b.txid AND p.output_index = b.output_index AND p.state <> 'confirmed')
+		SELECT p.txid, p.output_index FROM chain_payments p JOIN b
+			ON p.network = $1 AND p.txid = b.txid AND p.output_index = b.output_index`,
+		network, pq.Array(txids), pq.Array(indexes), pq.Array(heights), pq.Array(hashes), pq.Array(times))
+	if err != nil {
+		return nil, fmt.Errorf("payments seen before: %w", err)
+	}
+	if len(known) == 0 {
+		return ps, nil
+	}
+	type key struct {
+		txid  string
+		index int64
+	}
+	stored := make(map[key]bool, len(known))
+	for _, k := range known {
+		stored[key{k.TxID, k.Index}] = true
+	}
+	var fresh []domain.ChainSeen
+	for _, p := range ps {
+		if !stored[key{p.TxID, p.Index}] {
+			fresh = append(fresh, p)
+		}
+	}
+	return fresh, nil
 }
 
 // paidIntent is what recordPayment needs of the request an address or an
