@@ -40,12 +40,13 @@ import (
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
-// WatcherLeaseTTL is how long a watcher that died keeps its network's lease:
-// its successor (a restarted process has another holder name) waits that
-// long before it follows the chain again. The lease is renewed at every poll
-// (2 s); a step longer than this only lets a second watcher run beside it,
-// which records each payment once anyway. The chaos run measured 30 s
-// stalls after each chainwatch kill with the 30 s default.
+// WatcherLeaseTTL is how long a watcher that is alive but stuck keeps its
+// network's lease: its successor waits that long before it follows the
+// chain. A watcher whose process died loses the lease sooner, at the
+// standby's next poll (its beacon is gone: postgres.AcquireLease). The
+// lease is renewed at every poll (2 s) and every third of the TTL during a
+// long step. The chaos run measured 30 s stalls after each chainwatch kill
+// with the 30 s default.
 const WatcherLeaseTTL = 10 * time.Second
 
 // Config are the application's dependencies.

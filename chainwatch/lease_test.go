@@ -196,6 +196,12 @@ func TestLostLeaseStopsSignals(t *testing.T) {
 	done := stepAsync(ctx, newWatcher(db, chain, sig, "holder"))
 	inFlight := receive(t, "the first signal", sig.entered)
 
+	// The other watcher runs in a process of its own (its beacon lit: it
+	// is alive), and takes the lease as if the holder's had run out.
+	other := openProcess(t, db)
+	if ok, err := other.AcquireLease(ctx, "bitcoin", "other", time.Hour); err != nil || ok {
+		t.Fatalf("other watcher's lease while the holder is alive: %v %v, want refused", ok, err)
+	}
 	if _, err := db.Exec(`UPDATE watcher_leases SET holder = 'other', expires_at = now() + interval '1 hour'
 		WHERE network = 'bitcoin'`); err != nil {
 		t.Fatal(err)
@@ -207,6 +213,52 @@ func TestLostLeaseStopsSignals(t *testing.T) {
 	}
 	if got := sig.signals(); len(got) != 1 {
 		t.Fatalf("%d signals sent, want only the one in flight when the lease was lost", len(got))
+	}
+}
+
+// openProcess opens db's database as another process of the service
+// would, closed at the end of the test.
+func openProcess(t *testing.T, db *postgres.DB) *postgres.DB {
+	t.Helper()
+	p, err := postgres.Open(t.Context(), db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// A holder whose process dies (its sessions end, nothing released) loses
+// its lease to the standby's next step, with an hour of it left: the
+// standby sees the holder's beacon gone. While the holder lives, the
+// standby waits.
+func TestDeadHolderLeaseTakenAtOnce(t *testing.T) {
+	ctx := t.Context()
+	db := pgtest.NewDB(t)
+	seedRequest(t, db)
+	holder := openProcess(t, db)
+	if ok, err := holder.AcquireLease(ctx, "bitcoin", "holder", time.Hour); err != nil || !ok {
+		t.Fatalf("holder's lease: %v %v", ok, err)
+	}
+	standby := newWatcher(db, &fakeChain{tip: 5, paid: []int64{36262}}, &gateSignaler{}, "standby")
+	if _, err := standby.Step(ctx); !errors.Is(err, chainwatch.ErrLeaseLost) {
+		t.Fatalf("standby's step while the holder lives: %v, want ErrLeaseLost", err)
+	}
+	if err := holder.Close(); err != nil { // the process dies: no ReleaseLease
+		t.Fatal(err)
+	}
+	// PostgreSQL ends the holder's session as soon as it reads the closed
+	// connection: the step after that takes over.
+	waitFor(t, "the standby to take the lease over", func() bool {
+		_, err := standby.Step(ctx)
+		return err == nil
+	})
+	var who string
+	if err := db.Get(&who, `SELECT holder FROM watcher_leases WHERE network = 'bitcoin'`); err != nil {
+		t.Fatal(err)
+	}
+	if who != "standby" {
+		t.Fatalf("lease held by %q, want the standby", who)
 	}
 }
 

@@ -585,30 +585,6 @@ func (db *DB) MarkUndeliverable(ctx context.Context, p domain.PendingPayment) er
 	})
 }
 
-// AcquireLease takes the network's lease for holder if it is free, expired
-// or already held by holder; it reports whether holder now has it.
-func (db *DB) AcquireLease(ctx context.Context, network, holder string, ttl time.Duration) (bool, error) {
-	var got string
-	err := db.GetContext(ctx, &got, `
-		INSERT INTO watcher_leases (network, holder, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
-		ON CONFLICT (network) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-			WHERE watcher_leases.holder = EXCLUDED.holder OR watcher_leases.expires_at < now()
-		RETURNING holder`, network, holder, ttl.Milliseconds())
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("lease %s: %w", network, err)
-	}
-	return got == holder, nil
-}
-
-// ReleaseLease gives up the lease if holder has it.
-func (db *DB) ReleaseLease(ctx context.Context, network, holder string) error {
-	_, err := db.ExecContext(ctx, `DELETE FROM watcher_leases WHERE network = $1 AND holder = $2`, network, holder)
-	return err
-}
-
 // RecordMempool stores payments seen in the node's mempool (seen, no
 // block); payments already stored are left as they are.
 func (db *DB) RecordMempool(ctx context.Context, network, holder string, payments []domain.ChainSeen) error {

@@ -23,6 +23,7 @@ type DB struct {
 	URL       string
 	stmts     stmtCache
 	timelines timelineCache
+	beacons   leaseBeacons
 }
 
 // Open connects to PostgreSQL and checks the connection.
