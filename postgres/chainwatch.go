@@ -73,16 +73,17 @@ func (db *DB) KnownAddresses(ctx context.Context, network string, afterSeq int64
 }
 
 // checkLease fails with domain.ErrLeaseLost unless holder holds the
-// network's lease; the row stays locked (shared) until the transaction
-// ends, so the lease cannot change hands while holder writes. An empty
-// holder skips the check.
+// network's lease; the row stays locked (FOR KEY SHARE) until the
+// transaction ends, so the lease cannot change hands while holder writes (a
+// takeover locks it FOR UPDATE), while holder's own renewals, which change
+// no key, do not wait (AcquireLease). An empty holder skips the check.
 func checkLease(ctx context.Context, tx *sqlx.Tx, network, holder string) error {
 	if holder == "" {
 		return nil
 	}
 	var n int
 	err := tx.GetContext(ctx, &n, `SELECT 1 FROM watcher_leases
-		WHERE network = $1 AND holder = $2 AND expires_at > now() FOR SHARE`, network, holder)
+		WHERE network = $1 AND holder = $2 AND expires_at > now() FOR KEY SHARE`, network, holder)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%s by %s: %w", network, holder, domain.ErrLeaseLost)
 	}
