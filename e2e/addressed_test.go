@@ -114,7 +114,7 @@ func (e *env) supportRow(ref, action string, params map[string]any) int64 {
 	raw, _ := json.Marshal(params)
 	var id int64
 	if err := e.db.Get(&id, `INSERT INTO support_actions (agent, action, target_ref, reason, params)
-		VALUES ('e2e-agent', $1, $2, 'action du test', $3) RETURNING id`, action, ref, raw); err != nil {
+		VALUES ('e2e-agent', $1, $2, 'action du test', $3) RETURNING id`, action, ref, string(raw)); err != nil {
 		e.t.Fatal(err)
 	}
 	return id

@@ -28,9 +28,9 @@ type DB struct {
 
 // Open connects to PostgreSQL and checks the connection.
 func Open(ctx context.Context, url string) (*DB, error) {
-	db, err := sqlx.Open("postgres", url)
+	db, err := openPool(url)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
+		return nil, err
 	}
 	db.SetMaxOpenConns(20)
 	// As many idle as open: with fewer, every burst above the idle count
@@ -45,6 +45,26 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		return nil, fmt.Errorf("ping postgres: %w", err)
 	}
 	return &DB{DB: db, URL: url}, nil
+}
+
+// openPool opens a pool on url with lib/pq's binary_parameters on, so that
+// a statement with arguments takes one round trip (Parse, Bind, Execute)
+// instead of two (Parse and Describe, then Bind and Execute): a busy
+// block's timeline writes, on the worker and on PostgreSQL, spent most of
+// their time in those round trips (BENCHMARKS.md). It sends []byte
+// arguments in binary: raw bytes for bytea and text, so JSON goes to a
+// jsonb column as a string (nullJSON), never as []byte.
+func openPool(url string) (*sqlx.DB, error) {
+	cfg, err := pq.NewConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	cfg.BinaryParameters = true
+	conn, err := pq.NewConnectorConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return sqlx.NewDb(sql.OpenDB(conn), "postgres"), nil
 }
 
 // Migrate applies the embedded migrations up to the newest.

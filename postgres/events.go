@@ -54,6 +54,8 @@ func insertEventRow(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message st
 	return true, nil
 }
 
+// nullJSON passes JSON to a jsonb column as a string (or NULL): the pool
+// sends []byte arguments in binary (openPool), which jsonb refuses.
 func nullJSON(b []byte) any {
 	if b == nil {
 		return nil

@@ -81,7 +81,7 @@ func (db *DB) createOrder(ctx context.Context, accountID int64, q domain.Quote, 
 		var o domain.Order
 		args := []any{ref, accountID, q.Model, q.Lots, q.GPUsPerLot, q.TotalGPUs, q.DurationDays,
 			q.Preset, q.LotCents, q.TotalCents, domain.StatusAwaitingPayment,
-			domain.RentalWorkflowID(ref), q.SSHPublicKey, msg, data, MailTemplates[domain.EventCreated], string(mail)}
+			domain.RentalWorkflowID(ref), q.SSHPublicKey, msg, string(data), MailTemplates[domain.EventCreated], string(mail)}
 		if check == nil {
 			err = db.getPrepared(ctx, &o, createOrderSQL, args...)
 		} else {
@@ -108,7 +108,7 @@ func (db *DB) createOrder(ctx context.Context, accountID int64, q domain.Quote, 
 func insertCreatedEvent(ctx context.Context, tx *sqlx.Tx, ref, message string, data []byte) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO timeline_events (ref, idem_key, kind, message, data)
-		VALUES ($1, 'created', $2, $3, $4)`, ref, domain.EventCreated, message, data)
+		VALUES ($1, 'created', $2, $3, $4)`, ref, domain.EventCreated, message, nullJSON(data))
 	if err != nil {
 		return fmt.Errorf("created event: %w", err)
 	}

@@ -491,7 +491,7 @@ func (s *invSeq) audited(name string, arg any) any {
 		s.must(err, "params")
 		var id int64
 		s.must(s.w.db.GetContext(s.ctx, &id, `INSERT INTO support_actions (agent, action, target_ref, reason, params)
-			VALUES ($1, $2, $3, 'test des invariants', $4) RETURNING id`, c.Agent, c.Action, c.TargetRef, params), "support action")
+			VALUES ($1, $2, $3, 'test des invariants', $4) RETURNING id`, c.Agent, c.Action, c.TargetRef, string(params)), "support action")
 		if s.rows == nil {
 			s.rows = map[int64]int64{}
 		}
