@@ -21,6 +21,9 @@ type Store interface {
 	// changes, ledger posting, queued amounts) in one transaction, once per
 	// (OrderRef, Key); a refusal is a domain error and writes nothing.
 	RecordOrderEvent(ctx context.Context, ev OrderEvent) error
+	// RecordOrderEventsTogether applies several transitions of an order,
+	// in their order, in one transaction: all of them or none.
+	RecordOrderEventsTogether(ctx context.Context, evs ...OrderEvent) error
 	// RecordTopUpEvent does the same for a top-up.
 	RecordTopUpEvent(ctx context.Context, ev TopUpEvent) error
 	// PayOrderFromBalance is the "paid" transition of an order paid from the

@@ -69,13 +69,30 @@ func nullJSON(b []byte) any {
 // one transaction, once per (OrderRef, Key). A refusal (balance short,
 // queued amount already settled) writes nothing.
 func (db *DB) RecordOrderEvent(ctx context.Context, ev domain.OrderEvent) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error { return recordOrderEvent(ctx, tx, ev) })
+}
+
+// RecordOrderEventsTogether applies transitions of an order in their
+// order, in one transaction: all of them or none (a provisioning step's
+// end and the next step's start).
+func (db *DB) RecordOrderEventsTogether(ctx context.Context, evs ...domain.OrderEvent) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
-		fresh, err := insertEventRow(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
-		if err != nil || !fresh {
-			return err
+		for _, ev := range evs {
+			if err := recordOrderEvent(ctx, tx, ev); err != nil {
+				return err
+			}
 		}
-		var o orderMailRow
-		err = tx.GetContext(ctx, &o, `
+		return nil
+	})
+}
+
+func recordOrderEvent(ctx context.Context, tx *sqlx.Tx, ev domain.OrderEvent) error {
+	fresh, err := insertEventRow(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
+	if err != nil || !fresh {
+		return err
+	}
+	var o orderMailRow
+	err = tx.GetContext(ctx, &o, `
 			UPDATE orders SET
 				status = COALESCE(NULLIF($2, ''), status),
 				paid_cents = COALESCE($3, paid_cents),
@@ -90,18 +107,17 @@ func (db *DB) RecordOrderEvent(ctx context.Context, ev domain.OrderEvent) error 
 				updated_at = now()
 			WHERE ref = $1
 			RETURNING `+orderMailColumns,
-			ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt,
-			ev.RefundedCents, ev.UnbackedCents, ev.ShortfallCents)
-		if err != nil {
-			return fmt.Errorf("update order %s: %w", ev.OrderRef, notFound(err))
-		}
-		if err := applyMoney(ctx, tx, moneyChange{kind: domain.TargetOrder, ref: ev.OrderRef, accountID: o.AccountID,
-			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use, reversal: ev.Reversal}); err != nil {
-			return err
-		}
-		// The mail announcing the event commits or rolls back with it.
-		return queueMail(ctx, tx, o.AccountID, ev.OrderRef, ev.Key, ev.Kind, o.data(ev.Kind, ev.Message, ev.Data, ev.At))
-	})
+		ev.OrderRef, ev.Status, ev.PaidCents, ev.PaymentMethod, ev.PaidAt, ev.PeriodStart, ev.PeriodEnd, ev.EndedAt,
+		ev.RefundedCents, ev.UnbackedCents, ev.ShortfallCents)
+	if err != nil {
+		return fmt.Errorf("update order %s: %w", ev.OrderRef, notFound(err))
+	}
+	if err := applyMoney(ctx, tx, moneyChange{kind: domain.TargetOrder, ref: ev.OrderRef, accountID: o.AccountID,
+		key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use, reversal: ev.Reversal}); err != nil {
+		return err
+	}
+	// The mail announcing the event commits or rolls back with it.
+	return queueMail(ctx, tx, o.AccountID, ev.OrderRef, ev.Key, ev.Kind, o.data(ev.Kind, ev.Message, ev.Data, ev.At))
 }
 
 // RecordTopUpEvent applies one transition of a top-up (see RecordOrderEvent).

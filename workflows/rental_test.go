@@ -147,8 +147,8 @@ type eventKeeper struct {
 	keep func(...activities.OrderEvent)
 }
 
-func (k eventKeeper) RecordOrderEvent(_ context.Context, ev activities.OrderEvent) error {
-	k.keep(ev)
+func (k eventKeeper) RecordOrderEventsTogether(_ context.Context, evs ...activities.OrderEvent) error {
+	k.keep(evs...)
 	return nil
 }
 

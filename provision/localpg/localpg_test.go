@@ -3,6 +3,8 @@ package localpg_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -387,5 +389,78 @@ func TestHeldReservationSkipsTheCapacityLock(t *testing.T) {
 	}
 	if fmt.Sprint(states) != "[consumed reserved reserved]" {
 		t.Fatalf("hold and reservations %v, want the hold consumed and both reserved", states)
+	}
+}
+
+// The real Provision activity, on this driver and PostgreSQL, writes each
+// step's end and the next step's start in one transaction: four
+// transactions for the seven step events, where it took seven. Run again
+// from the start, as after a lost heartbeat, it writes nothing twice.
+func TestProvisionWritesStepEndWithNextStart(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	var acc int64
+	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','p@x.io','h') RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	ref := newOrder(t, db, acc, "b200", 1, 2)
+	acts := &activities.Activities{Store: db, Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}}
+	in := activities.ProvisionInput{OrderRef: ref, GPUModel: "b200", GPUs: 2, Preset: "pytorch", Attempt: 1}
+	for range 2 {
+		if _, err := acts.Provision(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows []struct {
+		Key string `db:"idem_key"`
+		Tx  string `db:"tx"`
+	}
+	if err := db.Select(&rows, `SELECT idem_key, xmin::text AS tx FROM timeline_events
+		WHERE ref = $1 AND kind = $2 ORDER BY id`, ref, domain.EventProvisioningStep); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	txs := map[string]bool{}
+	for _, r := range rows {
+		keys = append(keys, strings.TrimPrefix(r.Key, domain.KeyProvisioning(1, "")))
+		txs[r.Tx] = true
+	}
+	want := []string{"reserve:done", "prepare:start", "prepare:done", "verify:start", "verify:done", "access:start", "access:done"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("step events %v, want %v", keys, want)
+	}
+	for i := 0; i+1 < len(rows)-1; i += 2 {
+		if rows[i].Tx != rows[i+1].Tx {
+			t.Errorf("%s and %s in transactions %s and %s, want one", keys[i], keys[i+1], rows[i].Tx, rows[i+1].Tx)
+		}
+	}
+	if len(txs) != 4 {
+		t.Errorf("step events written in %d transactions, want 4", len(txs))
+	}
+}
+
+// BenchmarkProvision: the real Provision activity for one order, its four
+// steps and their timeline events, on this driver and PostgreSQL.
+func BenchmarkProvision(b *testing.B) {
+	ctx := context.Background()
+	db := pgtest.NewDB(b)
+	const model = "h100-80g"
+	if _, err := db.Exec(`UPDATE gpu_inventory SET total_gpus = 1000000 WHERE gpu_model = $1`, model); err != nil {
+		b.Fatal(err)
+	}
+	var acc int64
+	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','bench@x.io','h') RETURNING id`); err != nil {
+		b.Fatal(err)
+	}
+	refs := make([]string, b.N)
+	for i := range refs {
+		refs[i] = newOrder(b, db, acc, model, 1, 1)
+	}
+	acts := &activities.Activities{Store: db, Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(b)}}
+	b.ResetTimer()
+	for _, ref := range refs {
+		if _, err := acts.Provision(ctx, activities.ProvisionInput{OrderRef: ref, GPUModel: model, GPUs: 1, Preset: "pytorch", Attempt: 1}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
