@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -379,9 +380,15 @@ func beating(ctx context.Context, details func() any) func() {
 	return func() { close(done) }
 }
 
-// RecordOrderEvents applies transitions of one order in order, each in its
-// own transaction: one call for events the workflow writes together.
+// RecordOrderEvents applies transitions of one order in order: one call for
+// events the workflow writes together. When none of them moves money they
+// go in one transaction (the "paid" event and the first provisioning
+// step's start, for every order a block pays); otherwise each goes in its
+// own, so that a refused one leaves those before it written.
 func (a *Activities) RecordOrderEvents(ctx context.Context, evs []OrderEvent) error {
+	if !slices.ContainsFunc(evs, OrderEvent.MovesMoney) {
+		return domainToApplication(a.Store.RecordOrderEventsTogether(ctx, evs...))
+	}
 	for _, ev := range evs {
 		if err := a.RecordOrderEvent(ctx, ev); err != nil {
 			return err

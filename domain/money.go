@@ -340,6 +340,13 @@ type OrderEvent struct {
 	Reversal   *Reversal
 }
 
+// MovesMoney reports whether the transition posts to the ledger or touches
+// support's queue: only such a transition can be refused (a balance short,
+// a queued amount already settled).
+func (ev OrderEvent) MovesMoney() bool {
+	return ev.Posting != nil || len(ev.Exceptions) > 0 || ev.Use != nil || ev.Reversal != nil
+}
+
 // TopUpEvent is one transition of a top-up (see OrderEvent).
 type TopUpEvent struct {
 	TopUpRef   string
