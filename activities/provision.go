@@ -98,12 +98,13 @@ type provisionProgress struct {
 // Provision runs an order's provisioning steps in one activity, from the
 // first one not yet done (a retry resumes where the last attempt's
 // heartbeat says), and writes each step's end and the next one's start to
-// the timeline as it goes, in one transaction (a busy block's orders
-// wrote seven step transactions each before, the most of what a worker
-// did for them); the first step's start is the workflow's, as it moves the
-// order to provisioning. Each step and each event is idempotent
-// per order, so a step redone after a lost heartbeat does no harm. A step
-// that fails comes back as an application error naming it (FailedStep).
+// the timeline as it goes, in one transaction (four step transactions per
+// order instead of seven: in a busy block, the timeline writes were a
+// quarter of a worker's CPU, BENCHMARKS.md); the first step's start is
+// the workflow's, as it moves the order to provisioning. Each step and
+// each event is idempotent per order, so a step redone after a lost
+// heartbeat does no harm. A step that fails comes back as an application
+// error naming it (FailedStep).
 func (a *Activities) Provision(ctx context.Context, in ProvisionInput) (AccessSummary, error) {
 	var p provisionProgress
 	if activity.IsActivity(ctx) && activity.HasHeartbeatDetails(ctx) {

@@ -49,9 +49,9 @@ func Open(ctx context.Context, url string) (*DB, error) {
 
 // openPool opens a pool on url with lib/pq's binary_parameters on, so that
 // a statement with arguments takes one round trip (Parse, Bind, Execute)
-// instead of two (Parse and Describe, then Bind and Execute): a busy
-// block's timeline writes, on the worker and on PostgreSQL, spent most of
-// their time in those round trips (BENCHMARKS.md). It sends []byte
+// instead of two (Parse and Describe, then Bind and Execute): in a busy
+// block, the timeline writes were a quarter of a worker's CPU, much of it
+// the system calls of those round trips (BENCHMARKS.md). It sends []byte
 // arguments in binary: raw bytes for bytea and text, so JSON goes to a
 // jsonb column as a string (nullJSON), never as []byte.
 func openPool(url string) (*sqlx.DB, error) {
