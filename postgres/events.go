@@ -86,6 +86,7 @@ func (db *DB) RecordOrderEventsTogether(ctx context.Context, evs ...domain.Order
 	})
 }
 
+// recordOrderEvent applies one transition inside tx (RecordOrderEvent).
 func recordOrderEvent(ctx context.Context, tx *sqlx.Tx, ev domain.OrderEvent) error {
 	fresh, err := insertEventRow(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
 	if err != nil || !fresh {
