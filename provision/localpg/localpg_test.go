@@ -304,13 +304,10 @@ func TestConcurrentReservationsRespectHolds(t *testing.T) {
 	}
 }
 
-// BenchmarkReserveConcurrent reserves one GPU of the same model per
-// iteration from 32 goroutines per CPU, with 200 other orders' holds of the
-// model present (issue 23: the burst's orders are all one model).
-func BenchmarkReserveConcurrent(b *testing.B) {
-	ctx := context.Background()
+// benchDB is a database whose model has capacity for any benchmark, and
+// an account to order with.
+func benchDB(b *testing.B, model string) (*postgres.DB, int64) {
 	db := pgtest.NewDB(b)
-	const model = "h100-80g"
 	if _, err := db.Exec(`UPDATE gpu_inventory SET total_gpus = 1000000 WHERE gpu_model = $1`, model); err != nil {
 		b.Fatal(err)
 	}
@@ -318,6 +315,16 @@ func BenchmarkReserveConcurrent(b *testing.B) {
 	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','bench@x.io','h') RETURNING id`); err != nil {
 		b.Fatal(err)
 	}
+	return db, acc
+}
+
+// BenchmarkReserveConcurrent reserves one GPU of the same model per
+// iteration from 32 goroutines per CPU, with 200 other orders' holds of the
+// model present (issue 23: the burst's orders are all one model).
+func BenchmarkReserveConcurrent(b *testing.B) {
+	ctx := context.Background()
+	const model = "h100-80g"
+	db, acc := benchDB(b, model)
 	for range 200 {
 		holdFor(b, db, newOrder(b, db, acc, model, 1, 1), model, domain.StatusPaid, 1, "1 hour")
 	}
@@ -443,15 +450,8 @@ func TestProvisionWritesStepEndWithNextStart(t *testing.T) {
 // steps and their timeline events, on this driver and PostgreSQL.
 func BenchmarkProvision(b *testing.B) {
 	ctx := context.Background()
-	db := pgtest.NewDB(b)
 	const model = "h100-80g"
-	if _, err := db.Exec(`UPDATE gpu_inventory SET total_gpus = 1000000 WHERE gpu_model = $1`, model); err != nil {
-		b.Fatal(err)
-	}
-	var acc int64
-	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','bench@x.io','h') RETURNING id`); err != nil {
-		b.Fatal(err)
-	}
+	db, acc := benchDB(b, model)
 	refs := make([]string, b.N)
 	for i := range refs {
 		refs[i] = newOrder(b, db, acc, model, 1, 1)
