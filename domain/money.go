@@ -308,65 +308,6 @@ type Posting struct {
 	Memo      string
 }
 
-// OrderEvent is one transition of an order, written by its workflow only:
-// a timeline entry and everything it causes (status and amounts, a ledger
-// posting, amounts put in or taken from support's queue), applied in one
-// transaction, once per (OrderRef, Key).
-type OrderEvent struct {
-	OrderRef string
-	Key      string
-	Kind     string
-	Message  string // French, shown on the tracking
-	Data     map[string]any
-	At       time.Time // workflow time of the event
-
-	// Order changes (nil / "" = unchanged).
-	Status        string
-	PaidCents     *int64 // cumulative
-	RefundedCents *int64 // cumulative order refunds
-	UnbackedCents *int64 // cumulative attributions naming no received payment
-	// ShortfallCents: cumulative order refunds paid out on payments a deep
-	// reorganisation removed since (in their flags' shortfall).
-	ShortfallCents *int64
-	PaymentMethod  string
-	PaidAt         *time.Time
-	PeriodStart    *time.Time
-	PeriodEnd      *time.Time
-	EndedAt        *time.Time
-
-	Posting    *Posting
-	Exceptions []NewException
-	Use        *ExceptionUse
-	Reversal   *Reversal
-}
-
-// MovesMoney reports whether the transition posts to the ledger or touches
-// support's queue: only such a transition can be refused (a balance short,
-// a queued amount already settled).
-func (ev OrderEvent) MovesMoney() bool {
-	return ev.Posting != nil || len(ev.Exceptions) > 0 || ev.Use != nil || ev.Reversal != nil
-}
-
-// TopUpEvent is one transition of a top-up (see OrderEvent).
-type TopUpEvent struct {
-	TopUpRef   string
-	Key        string
-	Kind       string
-	Message    string
-	Data       map[string]any
-	At         time.Time
-	Status     string
-	CreditedAt *time.Time
-	// ReceivedCents is what the workflow has counted toward the top-up
-	// when it writes this transition (nil: unchanged).
-	ReceivedCents *int64
-
-	Posting    *Posting
-	Exceptions []NewException
-	Use        *ExceptionUse
-	Reversal   *Reversal
-}
-
 // ExceptionValue states, once, the USD value of a queued amount received in
 // another asset (NeedsValue), valued by support at that asset's rate when
 // it came in. It is then refunded or counted like any queued amount; a value
