@@ -44,6 +44,14 @@ func (ev OrderEvent) MovesMoney() bool {
 	return ev.Posting != nil || len(ev.Exceptions) > 0 || ev.Use != nil || ev.Reversal != nil
 }
 
+// ChangesOrder reports whether the transition sets any of the order's own
+// fields (a provisioning step's start or end sets none).
+func (ev OrderEvent) ChangesOrder() bool {
+	return ev.Status != "" || ev.PaidCents != nil || ev.RefundedCents != nil || ev.UnbackedCents != nil ||
+		ev.ShortfallCents != nil || ev.PaymentMethod != "" || ev.PaidAt != nil || ev.PeriodStart != nil ||
+		ev.PeriodEnd != nil || ev.EndedAt != nil
+}
+
 // TopUpEvent is one transition of a top-up (see OrderEvent).
 type TopUpEvent struct {
 	TopUpRef   string

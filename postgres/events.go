@@ -29,6 +29,31 @@ func insertEvent(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message strin
 // insertEventRow is insertEvent without the mail, for callers that queue it
 // themselves after changing the state the mail describes.
 func insertEventRow(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message string, data map[string]any, at time.Time) (bool, error) {
+	return insertEventFrom(ctx, tx, `VALUES ($1, $2, $3, $4, $5, $6)`, ref, key, kind, message, data, at)
+}
+
+// insertOrderEventRow is insertEventRow for an event of an order that must
+// exist (checked by its key, as the UPDATE of RecordOrderEvent would).
+func insertOrderEventRow(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message string, data map[string]any, at time.Time) (bool, error) {
+	fresh, err := insertEventFrom(ctx, tx, `SELECT $1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::timestamptz
+		FROM orders WHERE ref = $1`, ref, key, kind, message, data, at)
+	if err != nil || fresh {
+		return fresh, err
+	}
+	// Nothing inserted: written before, or no such order.
+	var exists bool
+	if err := tx.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM orders WHERE ref = $1)`, ref); err != nil {
+		return false, fmt.Errorf("order %s: %w", ref, err)
+	}
+	if !exists {
+		return false, fmt.Errorf("event %s of order %s: %w", key, ref, domainNotFound)
+	}
+	return false, nil
+}
+
+// insertEventFrom inserts the event whose columns rows ($1-$6) gives, once
+// per (ref, key), and reports whether it is new.
+func insertEventFrom(ctx context.Context, tx *sqlx.Tx, rows, ref, key, kind, message string, data map[string]any, at time.Time) (bool, error) {
 	var raw []byte
 	if data != nil {
 		var err error
@@ -42,7 +67,7 @@ func insertEventRow(ctx context.Context, tx *sqlx.Tx, ref, key, kind, message st
 	var id int64
 	err := tx.QueryRowxContext(ctx, `
 		INSERT INTO timeline_events (ref, idem_key, kind, message, data, at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+		`+rows+`
 		ON CONFLICT (ref, idem_key) DO NOTHING
 		RETURNING id`, ref, key, kind, message, nullJSON(raw), at).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -88,6 +113,14 @@ func (db *DB) RecordOrderEventsTogether(ctx context.Context, evs ...domain.Order
 
 // recordOrderEvent applies one transition inside tx (RecordOrderEvent).
 func recordOrderEvent(ctx context.Context, tx *sqlx.Tx, ev domain.OrderEvent) error {
+	if _, mailed := MailTemplates[ev.Kind]; !mailed && !ev.ChangesOrder() && !ev.MovesMoney() {
+		// A provisioning step's start or end: the order's row stays as it
+		// is (its updated_at is when the order itself last changed). One
+		// statement instead of two, and no row version, for seven of the
+		// eleven events of every order a busy block pays.
+		_, err := insertOrderEventRow(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
+		return err
+	}
 	fresh, err := insertEventRow(ctx, tx, ev.OrderRef, ev.Key, ev.Kind, ev.Message, ev.Data, ev.At)
 	if err != nil || !fresh {
 		return err

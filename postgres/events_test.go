@@ -45,3 +45,50 @@ func TestRecordOrderEventsOneTransactionUnlessMoneyMoves(t *testing.T) {
 	require.NoError(t, db.Get(&status, `SELECT status FROM orders WHERE ref = $1`, o.Ref))
 	require.Equal(t, domain.StatusProvisioning, status)
 }
+
+// A provisioning step's start or end changes nothing on its order: it is
+// written to the timeline, once, and leaves the order's row as it is (no
+// new row version, updated_at unchanged). It needs the order to exist, as
+// every order event does; an event that changes the order still updates it.
+func TestStepEventLeavesTheOrderRow(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := mkAccount(t, db, "steps@example.com")
+	o := mkOrder(t, db, acc.ID, "b200", 1)
+	type row struct {
+		Tx      string    `db:"tx"`
+		Updated time.Time `db:"updated_at"`
+	}
+	read := func() (r row) {
+		t.Helper()
+		require.NoError(t, db.Get(&r, `SELECT xmin::text AS tx, updated_at FROM orders WHERE ref = $1`, o.Ref))
+		return r
+	}
+	before := read()
+	in := activities.ProvisionInput{OrderRef: o.Ref, GPUModel: "b200", GPUs: 1, Preset: "python", Attempt: 1}
+	step := in.StepStarted(activities.StepPrepare)
+	step.At = time.Now().UTC()
+	require.False(t, step.ChangesOrder())
+	for range 2 {
+		require.NoError(t, db.RecordOrderEvent(ctx, step))
+	}
+	var n int
+	require.NoError(t, db.Get(&n, `SELECT count(*) FROM timeline_events WHERE ref = $1 AND idem_key = $2`, o.Ref, step.Key))
+	require.Equal(t, 1, n, "written once")
+	require.Equal(t, before, read(), "the order's row is left as it was")
+
+	lost := step
+	lost.OrderRef = "KD-NOPE"
+	require.Equal(t, domain.ECodeNotFound, domain.ErrorCode(db.RecordOrderEvent(ctx, lost)))
+	require.NoError(t, db.Get(&n, `SELECT count(*) FROM timeline_events WHERE ref = 'KD-NOPE'`))
+	require.Zero(t, n, "no event for an order that does not exist")
+
+	moved := in.StepStarted(activities.StepReserve)
+	moved.Status = domain.StatusProvisioning
+	require.NoError(t, db.RecordOrderEvent(ctx, moved))
+	after := read()
+	require.NotEqual(t, before.Tx, after.Tx, "an event that changes the order updates its row")
+	var status string
+	require.NoError(t, db.Get(&status, `SELECT status FROM orders WHERE ref = $1`, o.Ref))
+	require.Equal(t, domain.StatusProvisioning, status)
+}
