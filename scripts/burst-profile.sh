@@ -54,15 +54,24 @@ until grep -q '^block ' "$OUT/burst.txt"; do
 done
 psql -qAt "$PGURL" -c 'SELECT pg_stat_statements_reset()' >/dev/null
 cpu_snapshot >"$OUT/cpu-block.txt"
+head -1 /proc/stat >"$OUT/stat-block.txt"
 (
 	until grep -q '^load average after' "$OUT/burst.txt"; do
 		kill -0 "$pid" 2>/dev/null || exit 0
 		sleep 0.5
 	done
 	cpu_snapshot >"$OUT/cpu-active.txt"
+	head -1 /proc/stat >"$OUT/stat-active.txt"
 	{
 		echo "# CPU from the block until every order was active ($(getconf CLK_TCK) ticks/s)"
 		cpu_diff "$OUT/cpu-block.txt" "$OUT/cpu-active.txt"
+		# The whole machine (/proc/stat), kernel threads and exited
+		# processes included: how busy its cores were.
+		cat "$OUT/stat-block.txt" "$OUT/stat-active.txt" | awk -v hz="$(getconf CLK_TCK)" '
+			{ for (i = 2; i <= 9; i++) v[NR, i] = $i }
+			END { d = 0; for (i = 2; i <= 9; i++) { x[i] = (v[2, i] - v[1, i]) / hz; d += x[i] }
+				printf "machine: %.1f s of core time, busy %.1f s (user %.1f, system %.1f, softirq %.1f), idle %.1f s, iowait %.1f s, steal %.1f s\n",
+					d, d - x[5] - x[6], x[2] + x[3], x[4], x[8], x[5], x[6], x[9] }'
 	} >"$OUT/cpu.txt"
 ) &
 cpujob=$!

@@ -114,11 +114,9 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	var dispatched activityDispatch
-	if b.temporalMetrics != "" {
-		if dispatched, err = b.readDispatch(ctx); err != nil {
-			return err
-		}
+	counted, err := b.readCounters(ctx)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "# burst of %d orders, %s, %d cores, load average %s\n", b.n, time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), loadavg())
 	if _, err := db.ExecContext(ctx, `UPDATE gpu_inventory SET total_gpus = total_gpus + $1 WHERE gpu_model = $2`, 2*b.n*8, b.model); err != nil {
@@ -247,6 +245,10 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	tBlock := time.Now()
+	atBlock, err := b.readCounters(ctx)
+	if err != nil {
+		return err
+	}
 	var blk struct {
 		Tx     []string `json:"tx"`
 		Height int64    `json:"height"`
@@ -304,6 +306,10 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	wg.Wait()
+	atActive, err := b.readCounters(ctx)
+	if err != nil {
+		return err
+	}
 	if kills != nil {
 		// A small burst may end before the kills or the rollout do: they
 		// go on (the customers reading) to the last restart.
@@ -345,9 +351,7 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 	}
-	if b.temporalMetrics != "" {
-		b.reportDispatch(ctx, out, dispatched)
-	}
+	b.reportCounters(ctx, out, counted, atBlock, atActive)
 	if b.versions {
 		if err := b.reportVersions(ctx, out, refs); err != nil {
 			return err

@@ -32,6 +32,8 @@ type bare struct {
 	conc  int
 	run   string       // the current run's key prefix and rows
 	ready atomic.Int64 // workflows of the current run that reached their wait for the signal
+	// counters reads the Temporal server's (burst.readCounters).
+	counters func(context.Context) (serverCounters, error)
 }
 
 // Workflow waits for one signal, writes one row through an activity, and
@@ -68,7 +70,7 @@ func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (media
 		at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (run, key))`); err != nil {
 		return 0, 0, err
 	}
-	bl := &bare{db: db, tc: tc, n: b.n, conc: b.conc}
+	bl := &bare{db: db, tc: tc, n: b.n, conc: b.conc, counters: b.readCounters}
 	queue := fmt.Sprintf("kdload-bare-%d", time.Now().UnixNano())
 	w := worker.New(tc, queue, worker.Options{})
 	w.RegisterWorkflowWithOptions(bl.Workflow, workflow.RegisterOptions{Name: "BareWorkflow"})
@@ -121,6 +123,10 @@ func (b *bare) once(ctx context.Context, out io.Writer, queue string, round int)
 	}); err != nil {
 		return 0, err
 	}
+	before, err := b.counters(ctx)
+	if err != nil {
+		return 0, err
+	}
 	t0 := time.Now()
 	if err := parallel(ctx, b.n, b.conc, func(ctx context.Context, i int) error {
 		return b.tc.SignalWorkflow(ctx, ids[i], "", bareSignal, nil)
@@ -137,8 +143,15 @@ func (b *bare) once(ctx context.Context, out io.Writer, queue string, round int)
 	}
 	total := time.Since(t0)
 	rate := float64(b.n) / total.Seconds()
+	after, err := b.counters(ctx)
+	if err != nil {
+		return 0, err
+	}
 	fmt.Fprintf(out, "bare loop %d: %d signals sent in %.1f s (c=%d), %d rows written by activities %.1f s after the first: %.0f/s\n",
 		round, b.n, signalled.Seconds(), b.conc, b.n, total.Seconds(), rate)
+	if after != (serverCounters{}) {
+		fmt.Fprintf(out, "bare loop %d, Temporal server from the first signal to the last row: %s\n", round, after.since(before).work(b.n))
+	}
 	return rate, nil
 }
 
