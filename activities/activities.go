@@ -342,9 +342,21 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 	return it, domainToApplication(err)
 }
 
-// heartbeatEvery is well under the machine steps' heartbeat timeout (the SDK
-// batches heartbeats anyway).
-const heartbeatEvery = 2 * time.Second
+// beatEvery is how often a machine step heartbeats: half its heartbeat
+// timeout, so that a beat delayed by a busy machine still arrives in time
+// (the SDK spaces the later ones by 80 % of the timeout anyway), and a
+// step that ends sooner sends none. Every beat is one more write of the
+// workflow on the Temporal server, for every order a busy block pays
+// (BENCHMARKS.md); before, the first came after 2 s.
+func beatEvery(ctx context.Context) time.Duration {
+	if !activity.IsActivity(ctx) {
+		return 2 * time.Second
+	}
+	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
+		return hb / 2
+	}
+	return 2 * time.Second
+}
 
 // heartbeating heartbeats in the background while a machine step runs, so a
 // step whose worker died is retried after its heartbeat timeout (seconds)
@@ -360,7 +372,7 @@ func beating(ctx context.Context, details func() any) func() {
 	}
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(heartbeatEvery)
+		t := time.NewTicker(beatEvery(ctx))
 		defer t.Stop()
 		for {
 			select {

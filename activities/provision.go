@@ -161,7 +161,7 @@ func (a *Activities) Provision(ctx context.Context, in ProvisionInput) (AccessSu
 		// a quicker one rides on the next beat (redoing it costs little,
 		// and each heartbeat is one more write of the workflow on the
 		// Temporal server, for every order a busy block pays).
-		if a.now().Sub(began) >= heartbeatEvery {
+		if a.now().Sub(began) >= beatEvery(ctx) {
 			heartbeat(ctx, done)
 		}
 	}
