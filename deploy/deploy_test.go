@@ -212,9 +212,13 @@ func TestProdlikeSmallBurst(t *testing.T) {
 		regexp.MustCompile(`customers' order reads during the burst: [1-9]\d* answered 2xx, 0 5xx`),
 		regexp.MustCompile(`check: every order active`),
 		regexp.MustCompile(`Temporal server: [1-9]\d* activity tasks started eagerly`),
+		regexp.MustCompile(`Temporal server, from the block to the last order active: [1-9]\d* execution writes`),
 		// The ceiling, run twice, each run's 50 rows written.
 		regexp.MustCompile(`(?m)^bare loop 1: 50 signals sent .* 50 rows written`),
 		regexp.MustCompile(`(?m)^bare loop 2: 50 signals sent .* 50 rows written`),
+		// The customers read during the ceiling's runs as during the burst.
+		regexp.MustCompile(`(?m)^bare loop 1, customers' order reads meanwhile: [1-9]\d* answered 2xx, 0 5xx`),
+		regexp.MustCompile(`(?m)^bare loop 1, Temporal server from the first signal to the last row: [1-9]\d* execution writes`),
 		regexp.MustCompile(`(?m)^ratio to the bare loop's median run: paid \d+ %, active \d+ %; to its fastest`),
 	} {
 		if !want.Match(out) {

@@ -286,10 +286,9 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		}
 	}()
 	var kills *killReport
-	readers := &readReport{}
 	kctx, kcancel := context.WithCancel(ctx)
 	defer kcancel()
-	var kwg sync.WaitGroup
+	stopReading := func() *readReport { return nil }
 	// replaced is closed when the kills or the rollout are over.
 	replaced := make(chan struct{})
 	if b.rollout != "" {
@@ -298,12 +297,9 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 	}
 	if b.kill {
 		kills = &killReport{}
-		kwg.Add(4)
 		go func() { defer close(replaced); b.killReplicas(kctx, db, tBlock, kills) }()
 		// Customers read their orders through both replicas meanwhile.
-		for r := range 4 {
-			go func() { defer kwg.Done(); b.readOrders(kctx, r, refs, tokens, readers) }()
-		}
+		stopReading = b.reading(kctx, refs, tokens)
 	}
 	wg.Wait()
 	atActive, err := b.readCounters(ctx)
@@ -315,8 +311,8 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		// go on (the customers reading) to the last restart.
 		<-replaced
 	}
+	readers := stopReading()
 	kcancel()
-	kwg.Wait()
 	if perr != nil {
 		return perr
 	}
@@ -336,11 +332,8 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		}
 		kills.mu.Unlock()
 	}
-	if b.kill {
-		readers.mu.Lock()
-		fmt.Fprintf(out, "customers' order reads during the burst: %d answered 2xx, %d 5xx, %d other statuses, %d failed connections (api-1 killed or not yet restarted)\n",
-			readers.ok, readers.s5xx, readers.other, readers.failed)
-		readers.mu.Unlock()
+	if readers != nil {
+		fmt.Fprintf(out, "customers' order reads during the burst: %s (api-1 killed or not yet restarted)\n", readers)
 	}
 
 	if b.checkRun {
@@ -358,7 +351,13 @@ func (b *burst) run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	if b.bare {
-		median, best, err := b.bareLoop(ctx, out, db)
+		var reads func(context.Context) func() *readReport
+		if b.kill {
+			// The same customers read their orders during each bare run:
+			// the ceiling and the burst share the machine with them alike.
+			reads = func(ctx context.Context) func() *readReport { return b.reading(ctx, refs, tokens) }
+		}
+		median, best, err := b.bareLoop(ctx, out, db, reads)
 		if err != nil {
 			return fmt.Errorf("bare loop: %w", err)
 		}

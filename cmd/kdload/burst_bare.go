@@ -34,6 +34,8 @@ type bare struct {
 	ready atomic.Int64 // workflows of the current run that reached their wait for the signal
 	// counters reads the Temporal server's (burst.readCounters).
 	counters func(context.Context) (serverCounters, error)
+	// reads, if not nil, starts the customers' reads for a run.
+	reads func(context.Context) func() *readReport
 }
 
 // Workflow waits for one signal, writes one row through an activity, and
@@ -60,7 +62,10 @@ func (b *bare) write(ctx context.Context, run, key string) error {
 
 // bareLoop runs the bare loop b.rounds times and returns the median rate
 // and the fastest, per second.
-func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (median, best float64, err error) {
+//
+// reads, if not nil, starts the customers' reads that ran during the burst
+// (-kill) for each run, and returns what stops them.
+func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB, reads func(context.Context) func() *readReport) (median, best float64, err error) {
 	tc, err := b.dialTemporal()
 	if err != nil {
 		return 0, 0, err
@@ -70,7 +75,7 @@ func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB) (media
 		at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (run, key))`); err != nil {
 		return 0, 0, err
 	}
-	bl := &bare{db: db, tc: tc, n: b.n, conc: b.conc, counters: b.readCounters}
+	bl := &bare{db: db, tc: tc, n: b.n, conc: b.conc, counters: b.readCounters, reads: reads}
 	queue := fmt.Sprintf("kdload-bare-%d", time.Now().UnixNano())
 	w := worker.New(tc, queue, worker.Options{})
 	w.RegisterWorkflowWithOptions(bl.Workflow, workflow.RegisterOptions{Name: "BareWorkflow"})
@@ -127,6 +132,11 @@ func (b *bare) once(ctx context.Context, out io.Writer, queue string, round int)
 	if err != nil {
 		return 0, err
 	}
+	stopReading := func() *readReport { return nil }
+	if b.reads != nil {
+		stopReading = b.reads(ctx)
+		defer stopReading() // on an error; stopping twice is harmless
+	}
 	t0 := time.Now()
 	if err := parallel(ctx, b.n, b.conc, func(ctx context.Context, i int) error {
 		return b.tc.SignalWorkflow(ctx, ids[i], "", bareSignal, nil)
@@ -142,6 +152,7 @@ func (b *bare) once(ctx context.Context, out io.Writer, queue string, round int)
 		return 0, fmt.Errorf("rows: %w", err)
 	}
 	total := time.Since(t0)
+	readers := stopReading()
 	rate := float64(b.n) / total.Seconds()
 	after, err := b.counters(ctx)
 	if err != nil {
@@ -149,6 +160,9 @@ func (b *bare) once(ctx context.Context, out io.Writer, queue string, round int)
 	}
 	fmt.Fprintf(out, "bare loop %d: %d signals sent in %.1f s (c=%d), %d rows written by activities %.1f s after the first: %.0f/s\n",
 		round, b.n, signalled.Seconds(), b.conc, b.n, total.Seconds(), rate)
+	if readers != nil {
+		fmt.Fprintf(out, "bare loop %d, customers' order reads meanwhile: %s\n", round, readers)
+	}
 	if after != (serverCounters{}) {
 		fmt.Fprintf(out, "bare loop %d, Temporal server from the first signal to the last row: %s\n", round, after.since(before).work(b.n))
 	}

@@ -28,6 +28,28 @@ type readReport struct {
 	ok, s5xx, other, failed int
 }
 
+func (r *readReport) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("%d answered 2xx, %d 5xx, %d other statuses, %d failed connections", r.ok, r.s5xx, r.other, r.failed)
+}
+
+// reading starts the customers' readers (readOrders, four of them, through
+// both API replicas); the returned func stops them and reports.
+func (b *burst) reading(ctx context.Context, refs, tokens []string) func() *readReport {
+	ctx, cancel := context.WithCancel(ctx)
+	rep := &readReport{}
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Go(func() { b.readOrders(ctx, r, refs, tokens, rep) })
+	}
+	return func() *readReport {
+		cancel()
+		wg.Wait()
+		return rep
+	}
+}
+
 // killReplicas SIGKILLs, after the block, the chainwatch holding the
 // Litecoin lease (then times the takeover: the lease held by another
 // process, and with -btc the Bitcoin lease's if it held that too),
