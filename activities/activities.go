@@ -349,11 +349,10 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 // workflow on the Temporal server, for every order a busy block pays
 // (BENCHMARKS.md); before, the first came after 2 s.
 func beatEvery(ctx context.Context) time.Duration {
-	if !activity.IsActivity(ctx) {
-		return 2 * time.Second
-	}
-	if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
-		return hb / 2
+	if activity.IsActivity(ctx) {
+		if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb > 0 {
+			return hb / 2
+		}
 	}
 	return 2 * time.Second
 }
