@@ -32,7 +32,8 @@ type bare struct {
 	conc  int
 	run   string       // the current run's key prefix and rows
 	ready atomic.Int64 // workflows of the current run that reached their wait for the signal
-	// counters reads the Temporal server's (burst.readCounters).
+	// counters reads the Temporal server's (burst.readCounters); nil
+	// when its metrics endpoint is not known.
 	counters func(context.Context) (serverCounters, error)
 	// reads, if not nil, starts the customers' reads for a run.
 	reads func(context.Context) func() *readReport
@@ -75,7 +76,10 @@ func (b *burst) bareLoop(ctx context.Context, out io.Writer, db *sqlx.DB, reads 
 		at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (run, key))`); err != nil {
 		return 0, 0, err
 	}
-	bl := &bare{db: db, tc: tc, n: b.n, conc: b.conc, counters: b.readCounters, reads: reads}
+	bl := &bare{db: db, tc: tc, n: b.n, conc: b.conc, reads: reads}
+	if b.temporalMetrics != "" {
+		bl.counters = b.readCounters
+	}
 	queue := fmt.Sprintf("kdload-bare-%d", time.Now().UnixNano())
 	w := worker.New(tc, queue, worker.Options{})
 	w.RegisterWorkflowWithOptions(bl.Workflow, workflow.RegisterOptions{Name: "BareWorkflow"})
@@ -128,9 +132,12 @@ func (b *bare) once(ctx context.Context, out io.Writer, queue string, round int)
 	}); err != nil {
 		return 0, err
 	}
-	before, err := b.counters(ctx)
-	if err != nil {
-		return 0, err
+	var before, after serverCounters
+	var err error
+	if b.counters != nil {
+		if before, err = b.counters(ctx); err != nil {
+			return 0, err
+		}
 	}
 	stopReading := func() *readReport { return nil }
 	if b.reads != nil {
@@ -154,16 +161,17 @@ func (b *bare) once(ctx context.Context, out io.Writer, queue string, round int)
 	total := time.Since(t0)
 	readers := stopReading()
 	rate := float64(b.n) / total.Seconds()
-	after, err := b.counters(ctx)
-	if err != nil {
-		return 0, err
+	if b.counters != nil {
+		if after, err = b.counters(ctx); err != nil {
+			return 0, err
+		}
 	}
 	fmt.Fprintf(out, "bare loop %d: %d signals sent in %.1f s (c=%d), %d rows written by activities %.1f s after the first: %.0f/s\n",
 		round, b.n, signalled.Seconds(), b.conc, b.n, total.Seconds(), rate)
 	if readers != nil {
 		fmt.Fprintf(out, "bare loop %d, customers' order reads meanwhile: %s\n", round, readers)
 	}
-	if after != (serverCounters{}) {
+	if b.counters != nil {
 		fmt.Fprintf(out, "bare loop %d, Temporal server from the first signal to the last row: %s\n", round, after.since(before).work(b.n))
 	}
 	return rate, nil

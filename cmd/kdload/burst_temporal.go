@@ -20,9 +20,9 @@ type serverCounters struct {
 	// matching, to a worker's poll.
 	eager, polled float64
 	// writes are the history service's updates of an execution
-	// (UpdateWorkflowExecution): on this deployment, each waits for its
-	// shard's one persistence slot, so they bound the rate of the burst
-	// and of the bare loop alike.
+	// (UpdateWorkflowExecution), one per signal, task start or
+	// completion: the count to compare between the burst and the bare
+	// loop (BENCHMARKS.md).
 	writes float64
 	// stickyTimeouts are workflow tasks that waited out their sticky
 	// queue's schedule-to-start timeout: each is scheduled again on the
