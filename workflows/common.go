@@ -338,6 +338,17 @@ const (
 	// upserts once even when a payment or an update came with it (before,
 	// setup upserted them at once, and sync again what the task changed).
 	vStartInSync workflow.Version = 10
+	// vDrain: nothing a run received is left behind when it ends or
+	// continues as new. A payment signal is busy from the moment it
+	// leaves its channel (its check may run a local activity), and an
+	// ending run drains its channels as a continuing one does. The
+	// history bound is checked at every wait of the main flow and after
+	// every update (updates counted against the server's limit), a
+	// payment request still valid is refused by the validator (no
+	// history), local activities hand over to an activity after
+	// localRetryBound, handlers never wait on an unbounded retry, and a
+	// teardown that cannot finish is reported (teardownStuckAfter).
+	vDrain workflow.Version = 11
 	// vMaxHistory, the version new workflows record, is in rollout.go
 	// (rollout_kdrollout.go: a test release one version ahead).
 )

@@ -35,10 +35,12 @@ func newIntakeRun(ctx workflow.Context, ceiling int, kind, ref string, amount in
 
 // quiet waits until the updates running and the payment signals being
 // handled are done; withPending: and those received but not yet read (a
-// run continuing as new leaves none behind).
+// run continuing as new leaves none behind; from vDrain, an ending run
+// neither).
 // From vLeanTasks it then upserts what the search attributes kept: the run
 // ends in this task.
 func (i *intakeRun) quiet(ctx workflow.Context, withPending bool) error {
+	withPending = withPending || i.v >= vDrain
 	err := workflow.Await(ctx, func() bool {
 		return workflow.AllHandlersFinished(ctx) && i.signalsBusy == 0 && (!withPending || !signalsPending(ctx))
 	})
@@ -214,19 +216,28 @@ func listenPayments(ctx workflow.Context, run *intakeRun) {
 			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
 		}
 	}
+	// From vDrain a signal is busy from the moment it leaves its channel:
+	// its check may wait on a local activity, and a run that ended or
+	// continued as new meanwhile would drop it, the watcher having
+	// already seen it delivered.
+	early := v >= vDrain
 	for {
 		sig := receivePaymentSignal(ctx, batching)
 		if ctx.Err() != nil {
 			return
 		}
-		if !wellFormed(sig) {
-			workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
+		if early {
+			*busy++
+		}
+		if !takes(ctx, run, sig) {
+			if early {
+				*busy--
+			}
 			continue
 		}
-		if !admit(ctx, run, sig) {
-			continue
+		if !early {
+			*busy++
 		}
-		*busy++
 		if err := mu.Lock(ctx); err != nil {
 			*busy--
 			return
@@ -241,7 +252,7 @@ func listenPayments(ctx workflow.Context, run *intakeRun) {
 				if !ok {
 					break
 				}
-				if wellFormed(next) && admit(ctx, run, next) {
+				if takes(ctx, run, next) {
 					handle(next)
 				}
 			}
@@ -253,6 +264,15 @@ func listenPayments(ctx workflow.Context, run *intakeRun) {
 		mu.Unlock()
 		*busy--
 	}
+}
+
+// takes reports whether the run handles sig: well formed and admitted.
+func takes(ctx workflow.Context, run *intakeRun, sig paymentSignal) bool {
+	if !wellFormed(sig) {
+		workflow.GetLogger(ctx).Error("malformed payment signal ignored", "signal", sig.name)
+		return false
+	}
+	return admit(ctx, run, sig)
 }
 
 func wellFormed(sig paymentSignal) bool {
