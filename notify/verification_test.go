@@ -131,8 +131,10 @@ func (e *verifyEnv) deliver() []mailtest.Message {
 		}
 	}
 	var failed int
-	_ = e.db.Get(&failed, `SELECT count(*) FROM mail_outbox WHERE state <> 'sent'
-		AND template = $1`, postgres.MailEmailVerification)
+	if err := e.db.Get(&failed, `SELECT count(*) FROM mail_outbox WHERE state <> 'sent'
+		AND template = $1`, postgres.MailEmailVerification); err != nil {
+		e.t.Fatal(err)
+	}
 	if failed != 0 {
 		e.t.Fatalf("%d confirmation mails not sent", failed)
 	}
@@ -236,7 +238,9 @@ func TestMailedLinkExpires(t *testing.T) {
 		t.Fatalf("expired link: %d %v", code, out)
 	}
 	var verified bool
-	_ = e.db.Get(&verified, `SELECT email_verified_at IS NOT NULL FROM accounts WHERE email = 'late@example.com'`)
+	if err := e.db.Get(&verified, `SELECT email_verified_at IS NOT NULL FROM accounts WHERE email = 'late@example.com'`); err != nil {
+		t.Fatal(err)
+	}
 	if verified {
 		t.Fatal("an expired link confirmed the address")
 	}
