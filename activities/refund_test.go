@@ -28,17 +28,7 @@ type refundFixture struct {
 func newRefundFixture(t *testing.T) refundFixture {
 	t.Helper()
 	db := pgtest.NewDB(t)
-	var acc int64
-	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash)
-		VALUES ('Ada', 'Lovelace', 'refund@example.com', 'x') RETURNING id`); err != nil {
-		t.Fatal(err)
-	}
-	ref := domain.NewRef(domain.OrderRefPrefix)
-	if _, err := db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
-		duration_days, preset, lot_cents, total_cents, status, workflow_id)
-		VALUES ($1, $2, 'rtx-a5000', 1, 1, 1, 3, 'python', 2357, 2357, 'awaiting_payment', 'rental-' || $1)`, ref, acc); err != nil {
-		t.Fatal(err)
-	}
+	acc, ref := pgtest.AccountWithOrder(t, db, "refund@example.com")
 	return refundFixture{db: db, acts: &activities.Activities{Store: db}, acc: acc, ref: ref}
 }
 

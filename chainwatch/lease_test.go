@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kernodeck/kernodeck/chainwatch"
-	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/stretchr/testify/require"
@@ -99,17 +98,7 @@ func (s *gateSignaler) signals() []chainwatch.Pending {
 // payAddress.
 func seedRequest(t *testing.T, db *postgres.DB) {
 	t.Helper()
-	var acc int64
-	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash)
-		VALUES ('Ada', 'Lovelace', 'lease@example.com', 'x') RETURNING id`); err != nil {
-		t.Fatal(err)
-	}
-	ref := domain.NewRef(domain.OrderRefPrefix)
-	if _, err := db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
-		duration_days, preset, lot_cents, total_cents, status, workflow_id)
-		VALUES ($1, $2, 'rtx-a5000', 1, 1, 1, 3, 'python', 2357, 2357, 'awaiting_payment', 'rental-' || $1)`, ref, acc); err != nil {
-		t.Fatal(err)
-	}
+	acc, ref := pgtest.AccountWithOrder(t, db, "lease@example.com")
 	if _, err := db.Exec(`INSERT INTO payment_intents (id, target_kind, target_ref, account_id, asset, network, decimals,
 		amount_base, usd_cents, rate, rate_source, rate_at, address, derivation_index, payment_uri, deadline, watch_until, request_key)
 		VALUES ('PI-LEASE', 'order', $1, $2, 'BTC', 'bitcoin', 8, 36262, 2357, 65000, 'test', now(), $3, 1,

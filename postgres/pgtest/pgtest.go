@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 )
 
@@ -74,4 +75,22 @@ func AwaitLockWaiters(t testing.TB, db *postgres.DB, n int) {
 			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`))
 		assert.Equal(c, n, waiting, "sessions waiting for an advisory lock")
 	}, 15*time.Second, 20*time.Millisecond)
+}
+
+// AccountWithOrder inserts an account with email and its unpaid order of
+// one lot of rtx-a5000 for 3 days (23.57 USD), with no workflow: the seed
+// of tests of what happens to an order's money.
+func AccountWithOrder(t testing.TB, db *postgres.DB, email string) (accountID int64, ref string) {
+	t.Helper()
+	if err := db.Get(&accountID, `INSERT INTO accounts (first_name, last_name, email, password_hash)
+		VALUES ('Ada', 'Lovelace', $1, 'x') RETURNING id`, email); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	ref = domain.NewRef(domain.OrderRefPrefix)
+	if _, err := db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
+		duration_days, preset, lot_cents, total_cents, status, workflow_id)
+		VALUES ($1, $2, 'rtx-a5000', 1, 1, 1, 3, 'python', 2357, 2357, 'awaiting_payment', 'rental-' || $1)`, ref, accountID); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return accountID, ref
 }
