@@ -16,14 +16,18 @@ import (
 // TestWatcherKilledBetweenSeenAndConfirmed: a watcher process is killed
 // with SIGKILL after it recorded and signalled a payment as seen, the
 // confirming blocks are mined while no watcher runs, and a new watcher
-// process (another holder, so it first waits for the dead one's lease to
-// expire) confirms the payment, once.
+// process (another holder, so it must take the dead one's lease over:
+// its beacon is out, or at worst its time is up) confirms the payment,
+// once.
 func TestWatcherKilledBetweenSeenAndConfirmed(t *testing.T) {
 	skipShort(t)
 	forEachNode(t, func(t *testing.T, n node) {
 		f := newFixture(t, n, apptest.Options{})
 		relay := f.e.SignalRelay()
-		const lease = 2 * time.Second
+		// Long enough that the killed watcher's lease still runs when it is
+		// checked below however loaded the machine, short enough that the
+		// waits below outlast it should the beacon not end it.
+		const lease = 20 * time.Second
 		first := f.startChild(relay, "watcher-a", lease)
 		o, in := f.order()
 		n.pay(in.Address, amountOf(in))
@@ -31,9 +35,10 @@ func TestWatcherKilledBetweenSeenAndConfirmed(t *testing.T) {
 		f.waitPayments("payment seen and signalled", in.ID, onePayment("seen"))
 		f.e.WaitOrderStatus(o.Ref, domain.StatusPaymentDetected)
 
+		// kill waits for the process's end: from here until watcher-b
+		// starts, no watcher runs, so the confirmations are left unread.
 		first.kill()
 		f.confirmRest()
-		time.Sleep(500 * time.Millisecond)
 		if ps := f.e.ChainPayments(in.ID); len(ps) != 1 || ps[0].State != "seen" {
 			t.Fatalf("with no watcher running: %+v", ps)
 		}
