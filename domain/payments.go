@@ -77,6 +77,14 @@ type Intent struct {
 // Expired reports whether the request's deadline has passed at now.
 func (i Intent) Expired(now time.Time) bool { return !now.Before(i.Deadline) }
 
+// ErrIntentActive refuses a new payment request while one is still valid
+// until deadline (one active request per order or top-up).
+func ErrIntentActive(deadline time.Time) *Error {
+	return Errorf(ECodeIntentActive,
+		"Une demande de paiement est encore valable jusqu'au %s : utilisez-la, ou attendez son échéance pour en créer une autre.",
+		deadline.UTC().Format("02/01/2006 à 15:04 UTC"))
+}
+
 // Intent statuses.
 const (
 	IntentOpen       = "open"

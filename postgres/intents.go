@@ -57,7 +57,16 @@ func (db *DB) InsertIntent(ctx context.Context, in domain.Intent, requestKey str
 		err := tx.GetContext(ctx, &out, `SELECT `+intentColumns+` FROM payment_intents
 			WHERE target_ref = $1 AND request_key = $2`, in.TargetRef, requestKey)
 		if err == nil {
-			return nil // a retried activity: same request
+			if out.Asset == in.Asset && out.Network == in.Network {
+				return nil // a retried creation: the same request
+			}
+			// The key's request is another method's, written by a creation
+			// that gave up (the workflow gives its key back): it is the
+			// open one, or it just expired.
+			if !out.Expired(now) {
+				return domain.ErrIntentActive(out.Deadline)
+			}
+			return domain.Errorf(domain.ECodeConflict, "La demande de paiement précédente vient d'expirer : réessayez.")
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("intent by key: %w", err)
@@ -67,9 +76,7 @@ func (db *DB) InsertIntent(ctx context.Context, in domain.Intent, requestKey str
 			WHERE target_ref = $1 AND status = 'open' FOR UPDATE`, in.TargetRef)
 		switch {
 		case err == nil && !open.Expired(now):
-			return domain.Errorf(domain.ECodeIntentActive,
-				"Une demande de paiement est encore valable jusqu'au %s : utilisez-la, ou attendez son échéance pour en créer une autre.",
-				open.Deadline.UTC().Format("02/01/2006 à 15:04 UTC"))
+			return domain.ErrIntentActive(open.Deadline)
 		case err == nil:
 			if _, err := tx.ExecContext(ctx, `UPDATE payment_intents SET status = 'superseded' WHERE id = $1`, open.ID); err != nil {
 				return fmt.Errorf("supersede %s: %w", open.ID, err)

@@ -105,10 +105,15 @@ func drainCases(unpaid time.Duration) []*drainCase {
 
 // env is a test environment for c whose payment requests pi-1 and pi-2
 // are c's, unknown to the run: reading pi-2 takes checkPi2 of workflow
-// time. The first batch write takes firstWrite.
+// time. The first batch write takes firstWrite, and brings the history
+// to its bound.
 func (c *drainCase) env(checkPi2, firstWrite time.Duration) *testsuite.TestWorkflowEnvironment {
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestWorkflowEnvironment()
+	bound := func(args mock.Arguments) {
+		env.SetCurrentHistoryLength(DefaultMaxHistory)
+		c.keep(args)
+	}
 	env.SetStartTime(testStart)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: c.wid})
 	request := func(id string) domain.Intent {
@@ -117,7 +122,7 @@ func (c *drainCase) env(checkPi2, firstWrite time.Duration) *testsuite.TestWorkf
 	env.OnActivity(a.PaymentRequest, mock.Anything, "pi-1").Return(request("pi-1"), nil).Maybe()
 	env.OnActivity(a.PaymentRequest, mock.Anything, "pi-2").After(checkPi2).Return(request("pi-2"), nil).Once()
 	if firstWrite > 0 {
-		env.OnActivity(c.many, mock.Anything, mock.Anything).After(firstWrite).Return(nil).Run(c.keep).Once()
+		env.OnActivity(c.many, mock.Anything, mock.Anything).After(firstWrite).Return(nil).Run(bound).Once()
 	}
 	env.OnActivity(c.many, mock.Anything, mock.Anything).Return(nil).Run(c.keep).Maybe()
 	env.OnActivity(c.one, mock.Anything, mock.Anything).Return(nil).Run(c.keep).Maybe()
@@ -142,8 +147,6 @@ func TestPaymentInItsCheckWhenTheRunContinuesIsCarried(t *testing.T) {
 	for _, c := range drainCases(24 * time.Hour) {
 		t.Run(c.name, func(t *testing.T) {
 			env := c.env(time.Minute, time.Minute)
-			// At its bound from the start: the first batch continues it as new.
-			env.SetCurrentHistoryLength(DefaultMaxHistory)
 			first := payment("tx-first", 1000)
 			late := payment("tx-late", 1000)
 			late.IntentID = "pi-2"

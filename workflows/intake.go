@@ -16,8 +16,13 @@ type intakeRun struct {
 	sa          searchAttrs
 	signalsBusy int  // payment signals being processed
 	full        bool // the history passed its bound: continue as new at the next waiting point
-	batch       bool // payment signals being handled in one batch (vReorgDust): their events wait for one write
-	debiting    bool // a balance debit is paying the order: no attribution meanwhile
+	maxHistory  int  // the history's bound (DefaultMaxHistory)
+	updates     int  // updates handled by this run (vDrain)
+	// onFull wakes a wait of the main flow that does not poll full (the
+	// rental's period); nil: none.
+	onFull   func()
+	batch    bool // payment signals being handled in one batch (vReorgDust): their events wait for one write
+	debiting bool // a balance debit is paying the order: no attribution meanwhile
 	// kind and ref name the order or top-up, as its payment requests do
 	// (domain.TargetOrder or domain.TargetTopUp); amount is its total.
 	kind, ref string
@@ -50,13 +55,57 @@ func (i *intakeRun) quiet(ctx workflow.Context, withPending bool) error {
 	return err
 }
 
-// checkFull notes a history past max; it reports whether it just did.
-func (i *intakeRun) checkFull(ctx workflow.Context, max int) bool {
-	if i.full || !historyFull(ctx, i.v, max) {
-		return false
+// checkFull notes a history past its bound (from vDrain, or a run past
+// maxUpdatesPerRun updates), and wakes the main flow (onFull).
+func (i *intakeRun) checkFull(ctx workflow.Context) {
+	if i.full || !(historyFull(ctx, i.v, i.maxHistory) || (i.v >= vDrain && i.updates >= maxUpdatesPerRun)) {
+		return
 	}
 	i.full = true
-	return true
+	if i.onFull != nil {
+		i.onFull()
+	}
+}
+
+// over reports, at a waiting point of the main flow, whether the run
+// continues as new. From vDrain the wait checks the bound itself, so that
+// a run fed only timers, updates or retry markers continues too; before,
+// only a batch of payment signals did.
+func (i *intakeRun) over(ctx workflow.Context) bool {
+	if i.v >= vDrain {
+		i.checkFull(ctx)
+	}
+	return i.full
+}
+
+// maxUpdatesPerRun is how many updates a run handles before it continues
+// as new (vDrain): well below the server's limit per run (2,000 by
+// default), past which every update is refused, support's included.
+const maxUpdatesPerRun = 500
+
+// updateCounted wraps an update handler: from vDrain, each update handled counts
+// toward the run's bound, checked once it returns.
+func updateCounted[A any](i *intakeRun, h func(workflow.Context, A) error) func(workflow.Context, A) error {
+	return func(ctx workflow.Context, arg A) error {
+		defer i.afterUpdate(ctx)
+		return h(ctx, arg)
+	}
+}
+
+// updateCountedR is updateCounted for a handler with a result.
+func updateCountedR[A, R any](i *intakeRun, h func(workflow.Context, A) (R, error)) func(workflow.Context, A) (R, error) {
+	return func(ctx workflow.Context, arg A) (R, error) {
+		defer i.afterUpdate(ctx)
+		return h(ctx, arg)
+	}
+}
+
+func (i *intakeRun) afterUpdate(ctx workflow.Context) {
+	if i.v < vDrain {
+		return
+	}
+	i.updates++
+	i.checkFull(ctx)
 }
 
 // texts are the words of the payee's kind.

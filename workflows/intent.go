@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,16 @@ func validateIntentRequest(req IntentRequest) error {
 	return nil
 }
 
+// noValidRequest refuses, from vDrain, a new request while one of the
+// run's is still valid: refused by the validator, it leaves no history
+// (the store refuses it too, for runs before vDrain).
+func noValidRequest(ctx workflow.Context, run *intakeRun) error {
+	if until := run.st.Payments.ValidUntil; run.v >= vDrain && workflow.Now(ctx).Before(until) {
+		return refusal(domain.ErrIntentActive(until))
+	}
+	return nil
+}
+
 // createIntent runs the activity. Its refusals (non-retryable application
 // errors typed with a domain code) reach the caller as plain refusals.
 func createIntent(ctx workflow.Context, in activities.CreateIntentInput) (domain.Intent, error) {
@@ -52,14 +63,38 @@ func createIntent(ctx workflow.Context, in activities.CreateIntentInput) (domain
 	return it, nil
 }
 
-func (r *rental) validateCreateIntent(req IntentRequest) error {
+// requestKey is the key of a run's next payment request (counted by
+// intents). From vDrain a creation that gave up without a refusal (the
+// store unreachable, perhaps after its first attempt wrote the request)
+// gives its key back: the customer's next try finds that request by key,
+// instead of a refusal for a request that exists.
+func requestKey(v workflow.Version, intents *int) (key string, giveBack func(error)) {
+	*intents++
+	n := *intents
+	return fmt.Sprintf("intent:%d", n), func(err error) {
+		if v >= vDrain && *intents == n && refusalCode(err) == domain.ECodeUnavailable {
+			*intents--
+		}
+	}
+}
+
+// refusalCode is the domain code of an update refusal ("" if none).
+func refusalCode(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Type()
+	}
+	return ""
+}
+
+func (r *rental) validateCreateIntent(ctx workflow.Context, req IntentRequest) error {
 	if err := validateIntentRequest(req); err != nil {
 		return err
 	}
 	if r.debiting || !r.awaiting() {
 		return errNotAwaitingPayment()
 	}
-	return nil
+	return noValidRequest(ctx, &r.intakeRun)
 }
 
 func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (domain.Intent, error) {
@@ -67,16 +102,17 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 		return domain.Intent{}, errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateCreateIntent(req); err != nil {
+	if err := r.validateCreateIntent(ctx, req); err != nil {
 		return domain.Intent{}, err
 	}
-	r.Intents++
+	key, giveBack := requestKey(r.v, &r.Intents)
 	it, err := createIntent(ctx, activities.CreateIntentInput{
 		TargetKind: "order", TargetRef: r.in.OrderRef, AccountID: r.in.AccountID,
 		Asset: req.Asset, Network: req.Network, USDCents: r.in.TotalCents - r.netPaid(),
-		RequestKey: fmt.Sprintf("intent:%d", r.Intents), NotAfter: r.PayUntil,
+		RequestKey: key, NotAfter: r.PayUntil,
 	})
 	if err != nil {
+		giveBack(err)
 		return domain.Intent{}, err
 	}
 	r.Payments.addRequest(it)
@@ -85,14 +121,14 @@ func (r *rental) createPaymentIntent(ctx workflow.Context, req IntentRequest) (d
 	return it, nil
 }
 
-func (t *topUp) validateCreateIntent(req IntentRequest) error {
+func (t *topUp) validateCreateIntent(ctx workflow.Context, req IntentRequest) error {
 	if err := validateIntentRequest(req); err != nil {
 		return err
 	}
 	if !t.awaiting() {
 		return reject(domain.ECodeConflict, "Cette recharge n'attend plus de paiement.")
 	}
-	return nil
+	return noValidRequest(ctx, &t.intakeRun)
 }
 
 func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (domain.Intent, error) {
@@ -100,16 +136,17 @@ func (t *topUp) createPaymentIntent(ctx workflow.Context, req IntentRequest) (do
 		return domain.Intent{}, errUnavailable()
 	}
 	defer t.mu.Unlock()
-	if err := t.validateCreateIntent(req); err != nil {
+	if err := t.validateCreateIntent(ctx, req); err != nil {
 		return domain.Intent{}, err
 	}
-	t.Intents++
+	key, giveBack := requestKey(t.v, &t.Intents)
 	it, err := createIntent(ctx, activities.CreateIntentInput{
 		TargetKind: "topup", TargetRef: t.in.TopUpRef, AccountID: t.in.AccountID,
 		Asset: req.Asset, Network: req.Network, USDCents: t.in.AmountCents - t.Status.ReceivedCents,
-		RequestKey: fmt.Sprintf("intent:%d", t.Intents), NotAfter: t.PayUntil,
+		RequestKey: key, NotAfter: t.PayUntil,
 	})
 	if err != nil {
+		giveBack(err)
 		return domain.Intent{}, err
 	}
 	t.Payments.addRequest(it)

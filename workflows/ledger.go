@@ -28,6 +28,9 @@ type paymentLedger struct {
 	// (addressedChecks): a payment signal must name one of them with its
 	// address, asset and network.
 	Requests map[string]PaymentRequestRef `json:",omitempty"`
+	// ValidUntil is the latest deadline of those requests: until then a
+	// new one is refused by the validator (vDrain), leaving no history.
+	ValidUntil time.Time `json:",omitempty"`
 }
 
 // PaymentRequestRef is what a payment signal must repeat of the payment
@@ -42,6 +45,9 @@ func (l *paymentLedger) addRequest(it domain.Intent) {
 		l.Requests = map[string]PaymentRequestRef{} // a ledger carried from before the field
 	}
 	l.Requests[it.ID] = PaymentRequestRef{Address: it.Address, Asset: it.Asset, Network: it.Network}
+	if it.Deadline.After(l.ValidUntil) {
+		l.ValidUntil = it.Deadline
+	}
 }
 
 // ownRequest reports whether intentID is one of the workflow's payment

@@ -121,6 +121,8 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 		wake: workflow.NewBufferedChannel(ctx, 1),
 	}
 	r.intakeRun = newIntakeRun(ctx, cfg.MaxVersion, domain.TargetOrder, in.OrderRef, in.TotalCents, &r.payeeState, r)
+	r.maxHistory = cfg.MaxHistory
+	r.onFull = func() { r.wake.SendAsync(struct{}{}) } // the period loop continues as new
 	return r
 }
 
@@ -152,14 +154,14 @@ func (r *rental) setup(ctx workflow.Context) error {
 		handler   any
 		validator any
 	}{
-		{UpdatePayFromBalance, r.payFromBalance, r.validatePayFromBalance},
-		{UpdateAttributePayment, r.attributePayment, r.validateAttribution},
-		{UpdateCancel, r.cancel, r.validateCancel},
-		{UpdateExtend, r.extend, r.validateExtend},
-		{UpdateEndEarly, r.endEarly, r.validateEndEarly},
-		{UpdateRetryProvisioning, r.retryProvisioning, r.validateRetry},
-		{UpdateRefund, r.refund, r.validateRefund},
-		{UpdateCreatePaymentIntent, r.createPaymentIntent, r.validateCreateIntent},
+		{UpdatePayFromBalance, updateCounted(&r.intakeRun, r.payFromBalance), r.validatePayFromBalance},
+		{UpdateAttributePayment, updateCounted(&r.intakeRun, r.attributePayment), r.validateAttribution},
+		{UpdateCancel, updateCounted(&r.intakeRun, r.cancel), r.validateCancel},
+		{UpdateExtend, updateCounted(&r.intakeRun, r.extend), r.validateExtend},
+		{UpdateEndEarly, updateCounted(&r.intakeRun, r.endEarly), r.validateEndEarly},
+		{UpdateRetryProvisioning, updateCounted(&r.intakeRun, r.retryProvisioning), r.validateRetry},
+		{UpdateRefund, updateCounted(&r.intakeRun, r.refund), r.validateRefund},
+		{UpdateCreatePaymentIntent, updateCountedR(&r.intakeRun, r.createPaymentIntent), r.validateCreateIntent},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,
@@ -264,9 +266,7 @@ func (r *rental) record(ctx workflow.Context, ev activities.OrderEvent) error {
 func (r *rental) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
 	err := r.sa.hold(func() error { return r.tl.flush(ctx, r.v, a.RecordOrderEvents) })
-	if r.checkFull(ctx, r.cfg.MaxHistory) {
-		r.wake.SendAsync(struct{}{}) // the period loop continues as new
-	}
+	r.checkFull(ctx)
 	return err
 }
 

@@ -73,7 +73,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 		for {
 			until := r.PayUntil
 			ok, err := r.sa.await(ctx, until.Sub(workflow.Now(ctx)), func() bool {
-				return settled() || !r.PayUntil.Equal(until) || r.full
+				return settled() || !r.PayUntil.Equal(until) || r.over(ctx)
 			})
 			if err != nil || settled() {
 				return err

@@ -48,7 +48,7 @@ type reminder struct {
 // Timers live in a child context cancelled and re-armed whenever the end moves.
 func (r *rental) runPeriod(ctx workflow.Context) error {
 	for !r.EndAsked && workflow.Now(ctx).Before(r.End) {
-		if r.full {
+		if r.over(ctx) {
 			return r.continueAsNew(ctx, phasePeriod)
 		}
 		now := workflow.Now(ctx)

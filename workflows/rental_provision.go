@@ -35,7 +35,7 @@ func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool
 			}
 		}
 		r.resumedWaitingSupport = false
-		asked := func() bool { return r.RetryAsked || r.phase().Closed() || r.full }
+		asked := func() bool { return r.RetryAsked || r.phase().Closed() || r.over(ctx) }
 		if err := r.sa.wait(asked, func() error { return workflow.Await(ctx, asked) }); err != nil {
 			return access, false, err
 		}

@@ -16,9 +16,9 @@ import (
 // payment still arriving on the intent is recorded for support, not lost.
 func TopUpWorkflow(ctx workflow.Context, in TopUpInput) (TopUpStatus, error) {
 	t := newTopUp(ctx, in)
-	t.maxHist = in.MaxHistory
-	if t.maxHist <= 0 {
-		t.maxHist = DefaultMaxHistory
+	t.maxHistory = in.MaxHistory
+	if t.maxHistory <= 0 {
+		t.maxHistory = DefaultMaxHistory
 	}
 	if in.Carry != nil {
 		t.restore(in.Carry)
@@ -53,7 +53,6 @@ type topUp struct {
 	in      TopUpInput
 	timeout time.Duration
 	tl      timeline[activities.TopUpEvent] // a batch's events, for one write
-	maxHist int                             // history bound
 }
 
 func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
@@ -88,15 +87,15 @@ func (t *topUp) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAttributePayment, t.attributePayment,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAttributePayment, updateCounted(&t.intakeRun, t.attributePayment),
 		workflow.UpdateHandlerOptions{Validator: t.validateAttribution}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, t.cancel,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, updateCounted(&t.intakeRun, t.cancel),
 		workflow.UpdateHandlerOptions{Validator: t.validateCancel}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCreatePaymentIntent, t.createPaymentIntent,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCreatePaymentIntent, updateCountedR(&t.intakeRun, t.createPaymentIntent),
 		workflow.UpdateHandlerOptions{Validator: t.validateCreateIntent}); err != nil {
 		return err
 	}
@@ -118,7 +117,7 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 			// payment moves.
 			until := t.PayUntil
 			ok, err = t.sa.await(ctx, until.Sub(workflow.Now(ctx)), func() bool {
-				return settled() || !t.PayUntil.Equal(until) || t.full
+				return settled() || !t.PayUntil.Equal(until) || t.over(ctx)
 			})
 			if err == nil && !settled() && t.full {
 				return t.Status, t.continueAsNew(ctx, phasePayment)
@@ -166,7 +165,7 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 // as new if its history passes its bound meanwhile.
 func (t *topUp) listen(ctx workflow.Context) (TopUpStatus, error) {
 	if t.Status.Status == domain.TopUpCredited {
-		if _, err := t.sa.await(ctx, t.ListenUntil.Sub(workflow.Now(ctx)), func() bool { return t.full }); err != nil {
+		if _, err := t.sa.await(ctx, t.ListenUntil.Sub(workflow.Now(ctx)), func() bool { return t.over(ctx) }); err != nil {
 			return t.Status, err
 		}
 		if t.full && workflow.Now(ctx).Before(t.ListenUntil) {

@@ -41,7 +41,7 @@ func (t *topUp) minedAgain(ctx workflow.Context, p *PaymentEvent, ekey string, e
 func (t *topUp) flushBatch(ctx workflow.Context) error {
 	var a *activities.Activities
 	err := t.sa.hold(func() error { return t.tl.flush(ctx, t.v, a.RecordTopUpEvents) })
-	t.checkFull(ctx, t.maxHist)
+	t.checkFull(ctx)
 	return err
 }
 
