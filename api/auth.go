@@ -350,11 +350,12 @@ func (s *Server) register(c *gin.Context) {
 	}
 	// Unconfirmed, with its confirmation mail queued in the same
 	// transaction: the only mail the address gets until it is confirmed.
+	// The same work and the same answer whether or not the address is
+	// already an account's: that owner is mailed a notice instead of the
+	// link, asynchronously as the link would be (postgres.RegisterAccount).
 	acc, err := s.store.RegisterAccount(c.Request.Context(),
 		domain.Account{FirstName: first, LastName: last, Email: email}, hash, s.now())
 	if err != nil {
-		// A taken email gets the store's fixed message: nothing about the
-		// existing account, no session.
 		s.fail(c, err)
 		return
 	}
@@ -436,7 +437,7 @@ func (s *Server) login(c *gin.Context) {
 		if found {
 			s.recordActivity(c, acc.ID, domain.ActivityLoginFailed)
 		}
-		s.fail(c, domain.Errorf(domain.ECodeUnauthorized, "Email ou mot de passe incorrect."))
+		s.fail(c, errLoginFailed)
 		return
 	}
 	// The right password: this attempt is taken back from the network's
@@ -452,6 +453,11 @@ func (s *Server) login(c *gin.Context) {
 	s.recordActivity(c, acc.ID, domain.ActivityLogin)
 	c.JSON(http.StatusOK, resp)
 }
+
+// errLoginFailed answers every refused login alike, an address not yet
+// confirmed included (postgres.AccountByEmail).
+var errLoginFailed = domain.Errorf(domain.ECodeUnauthorized,
+	"Email ou mot de passe incorrect. Si vous venez de créer votre compte, confirmez d'abord votre adresse avec le lien reçu par email.")
 
 // loginRules are the locking counters of a login for email from network:
 // the pair first, then the network (Forgive relies on the order). The

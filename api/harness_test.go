@@ -2,7 +2,10 @@ package api_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -340,8 +343,15 @@ func (h *harness) registerUnverified(email string) customer {
 	tok, _ := r.body["token"].(string)
 	require.NotEmpty(h.t, tok)
 	id := int64(r.obj("account")["id"].(float64))
-	web := h.loginWeb(email, testPassword)
-	return customer{id: id, email: email, auth: auth{bearer: tok}, web: web}
+	// Its cookie session is written as a login would open it: an
+	// unconfirmed account does not sign in with its password.
+	cookie, csrf, client := rand.Text(), rand.Text(), domain.SessionClient{IP: "192.0.2.1"}
+	sum := sha256.Sum256([]byte(cookie))
+	ctx := context.Background()
+	require.NoError(h.t, h.db.CreateSession(ctx, sum[:], id, csrf, time.Now().Add(cmp.Or(h.cfg.SessionTTL, api.DefaultSessionTTL)),
+		cmp.Or(h.cfg.SessionIdle, api.DefaultSessionIdle), client))
+	require.NoError(h.t, h.db.RecordActivity(ctx, id, domain.ActivityLogin, client))
+	return customer{id: id, email: email, auth: auth{bearer: tok}, web: auth{cookie: cookie, csrf: csrf}}
 }
 
 // loginWeb logs in the browser way: cookie + CSRF token.

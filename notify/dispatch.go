@@ -115,6 +115,9 @@ type outboxRow struct {
 	Email     string `db:"email"`
 	FirstName string `db:"first_name"`
 	GPUName   string `db:"gpu_name"` // the catalog's name of the order's model
+	// Owner is the first name of another account that confirmed the
+	// address: a registration's link is then replaced by a notice to them.
+	Owner string `db:"owner"`
 }
 
 // Once runs one pass: gives up on expired leases, then sends what is due.
@@ -167,7 +170,9 @@ func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
 		FROM due, accounts a
 		WHERE m.id = due.id AND a.id = m.account_id
 		RETURNING m.id, m.outbox_key, m.template, m.ref, m.data, m.attempts, m.account_id, a.email, a.first_name,
-			COALESCE((SELECT g.display_name FROM gpu_models g WHERE g.model = m.data->>'gpu_model'), '') AS gpu_name`,
+			COALESCE((SELECT g.display_name FROM gpu_models g WHERE g.model = m.data->>'gpu_model'), '') AS gpu_name,
+			COALESCE((SELECT o.first_name FROM accounts o WHERE m.template = $3 AND lower(o.email) = lower(a.email)
+				AND o.id <> a.id AND o.email_verified_at IS NOT NULL), '') AS owner`,
 		d.Batch, d.Lease.Seconds(), postgres.MailEmailVerification)
 	if err != nil {
 		return nil, fmt.Errorf("claim mails: %w", err)
@@ -177,7 +182,15 @@ func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
 
 func (d *Dispatcher) message(r outboxRow) (*mail.Msg, error) {
 	var rendered Mail
-	if r.Template == postgres.MailEmailVerification {
+	if r.Template == postgres.MailEmailVerification && r.Owner != "" {
+		// Someone registered an address that is already an account's: its
+		// owner is told, with nothing from the registration (its names are
+		// the registrant's words), and no link is sealed.
+		var err error
+		if rendered, err = d.Renderer.RenderRegistrationAttempt(r.Owner); err != nil {
+			return nil, err
+		}
+	} else if r.Template == postgres.MailEmailVerification {
 		if d.Links == nil {
 			return nil, errors.New("confirmation mail without a link signer (Dispatcher.Links)")
 		}

@@ -42,6 +42,13 @@ const textFooter = "\n-- \nKernodeck — ce message est envoyé automatiquement 
 // verificationSubject is the confirmation mail's subject (no reference).
 const verificationSubject = "Confirmez votre adresse email Kernodeck"
 
+// registrationAttempt is the template, and attemptSubject the subject, of
+// the notice sent instead of a link when the address already has an account.
+const (
+	registrationAttempt = "registration_attempt"
+	attemptSubject      = "Tentative d'inscription avec votre adresse email Kernodeck"
+)
+
 // VerifyPath is the site's page a confirmation link opens (package web
 // serves it; the link's token is its "token" query parameter).
 const VerifyPath = "/verify-email"
@@ -64,7 +71,7 @@ func NewRenderer(baseURL string) (*Renderer, error) {
 	if r.layout, err = htmltemplate.New("layout").Parse(htmlLayout); err != nil {
 		return nil, err
 	}
-	names := []string{postgres.MailEmailVerification}
+	names := []string{postgres.MailEmailVerification, registrationAttempt}
 	for name := range subjects {
 		names = append(names, name)
 	}
@@ -155,6 +162,12 @@ func (r *Renderer) RenderVerification(firstName, token string, expires time.Time
 	v := verificationView{FirstName: firstName, Expires: frDate(expires),
 		URL: r.BaseURL + VerifyPath + "?token=" + url.QueryEscape(token)}
 	return r.execute(postgres.MailEmailVerification, verificationSubject, v)
+}
+
+// RenderRegistrationAttempt renders the notice to an address's owner that
+// someone tried to register an account with it.
+func (r *Renderer) RenderRegistrationAttempt(firstName string) (Mail, error) {
+	return r.execute(registrationAttempt, attemptSubject, verificationView{FirstName: firstName, URL: r.BaseURL + "/login"})
 }
 
 // Render renders template name for a customer.

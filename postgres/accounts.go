@@ -17,8 +17,8 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// errEmailTaken is what a duplicate registration gets. Its message is the
-// same whoever owns the address: nothing of the existing account leaks.
+// errEmailTaken is what CreateAccount (operators, fixtures) gets for an
+// address a confirmed account holds. Registrations never get it.
 var errEmailTaken = &domain.Error{
 	Code:    domain.ECodeEmailTaken,
 	Message: "Cette adresse email ne peut pas être utilisée pour créer un compte. Si vous avez déjà un compte, connectez-vous.",
@@ -71,19 +71,33 @@ func (db *DB) CreateAccount(ctx context.Context, a domain.Account, passwordHash 
 // RegisterAccount inserts a customer's account with its address not yet
 // confirmed, and queues the confirmation mail (the only mail it gets until
 // the address is confirmed) in the same transaction, dated now (the clock
-// ResendVerification's limits are measured on). A taken email gives
-// ECodeEmailTaken, as CreateAccount.
+// ResendVerification's limits are measured on).
+//
+// It succeeds whether or not another account holds the address, so that a
+// registration tells nothing about it: an unconfirmed account holds no
+// address (only confirmed ones are unique), cannot sign in with its
+// password (AccountByEmail) and can never be confirmed while another
+// account holds the address; the notify dispatcher sends that address's
+// owner a notice instead of the link. Earlier unconfirmed accounts of the
+// address that hold nothing (replaceable) are deleted first, with their
+// sessions and mails: a registration replaces them.
 func (db *DB) RegisterAccount(ctx context.Context, a domain.Account, passwordHash string, now time.Time) (domain.Account, error) {
 	var out domain.Account
+	email := strings.TrimSpace(a.Email)
 	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
-		err := tx.GetContext(ctx, &out, `
-			INSERT INTO accounts (first_name, last_name, email, password_hash, email_verified_at)
-			VALUES ($1, $2, $3, $4, NULL)
-			RETURNING `+accountColumnList,
-			a.FirstName, a.LastName, strings.TrimSpace(a.Email), passwordHash)
-		if isUniqueViolation(err) {
-			return errEmailTaken
+		// One registration of an address at a time: each replaces the last.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('kd-register:' || lower($1), 0))`,
+			email); err != nil {
+			return fmt.Errorf("lock address: %w", err)
 		}
+		if _, err := deleteRegistrations(ctx, tx, `lower(a.email) = lower($1)`, email); err != nil {
+			return err
+		}
+		err := tx.GetContext(ctx, &out, `
+			INSERT INTO accounts (first_name, last_name, email, password_hash, email_verified_at, signin_unconfirmed)
+			VALUES ($1, $2, $3, $4, NULL, false)
+			RETURNING `+accountColumnList,
+			a.FirstName, a.LastName, email, passwordHash)
 		if err != nil {
 			return fmt.Errorf("register account: %w", err)
 		}
@@ -93,6 +107,66 @@ func (db *DB) RegisterAccount(ctx context.Context, a domain.Account, passwordHas
 		return domain.Account{}, err
 	}
 	return out, nil
+}
+
+// replaceableAccount selects (alias a) the unconfirmed accounts that hold
+// nothing but sessions, activity and mails: no order and no top-up (a
+// running workflow, a deposit address still watched), no ledger entry.
+const replaceableAccount = `a.email_verified_at IS NULL
+	AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.account_id = a.id)
+	AND NOT EXISTS (SELECT 1 FROM topups t WHERE t.account_id = a.id)
+	AND NOT EXISTS (SELECT 1 FROM ledger_entries l WHERE l.ledger_account = 'customer:' || a.id)`
+
+// deleteRegistrations deletes the replaceable accounts matching where (on
+// accounts a, with args), with their mails; sessions, activity and streams
+// go with them (ON DELETE CASCADE). The accounts are locked first, and
+// checked in a later statement: an order's insert locks its unconfirmed
+// account (trigger orders_unverified_limit), so none can slip in between.
+func deleteRegistrations(ctx context.Context, tx *sqlx.Tx, where string, args ...any) (int64, error) {
+	var ids []int64
+	if err := tx.SelectContext(ctx, &ids, `SELECT a.id FROM accounts a
+		WHERE a.email_verified_at IS NULL AND `+where+` ORDER BY a.id FOR UPDATE`, args...); err != nil {
+		return 0, fmt.Errorf("lock unconfirmed accounts: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var gone []int64
+	if err := tx.SelectContext(ctx, &gone, `SELECT a.id FROM accounts a WHERE a.id = ANY($1) AND `+replaceableAccount,
+		pq.Int64Array(ids)); err != nil {
+		return 0, fmt.Errorf("replaceable accounts: %w", err)
+	}
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mail_outbox WHERE account_id = ANY($1)`, pq.Int64Array(gone)); err != nil {
+		return 0, fmt.Errorf("delete mails of unconfirmed accounts: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM accounts WHERE id = ANY($1)`, pq.Int64Array(gone))
+	if err != nil {
+		return 0, fmt.Errorf("delete unconfirmed accounts: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// DeleteExpiredRegistrations deletes the replaceable unconfirmed accounts
+// whose newest confirmation link has expired (linkTTL after its mail was
+// sent; a mail not sent yet keeps its account), housekeeping run by the
+// worker. It returns how many went.
+func (db *DB) DeleteExpiredRegistrations(ctx context.Context, linkTTL time.Duration) (int64, error) {
+	var n int64
+	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		n, err = deleteRegistrations(ctx, tx, `a.created_at <= now() - make_interval(secs => $1)
+			AND NOT EXISTS (SELECT 1 FROM mail_outbox m WHERE m.account_id = a.id AND m.template = $2
+				AND (m.state IN ('pending', 'sending') OR COALESCE(m.sent_at, m.created_at) > now() - make_interval(secs => $1)))`,
+			linkTTL.Seconds(), MailEmailVerification)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete expired registrations: %w", err)
+	}
+	return n, nil
 }
 
 // queueVerificationMail queues the n-th confirmation mail of an account.
@@ -122,6 +196,10 @@ func (db *DB) VerifyEmail(ctx context.Context, accountID int64, email string) (a
 		u AS (UPDATE accounts SET email_verified_at = now()
 			WHERE id = (SELECT id FROM a) AND email_verified_at IS NULL)
 		SELECT (SELECT verified FROM a)`, accountID, strings.TrimSpace(email))
+	if isUniqueViolation(err) {
+		// Another account confirmed the address first: it is theirs.
+		return false, fmt.Errorf("verify email of account %d: %w", accountID, domain.ErrNotFound)
+	}
 	if err != nil {
 		return false, fmt.Errorf("verify email of account %d: %w", accountID, err)
 	}
@@ -187,8 +265,12 @@ func (db *DB) Account(ctx context.Context, id int64) (domain.Account, error) {
 	return a, nil
 }
 
-// AccountByEmail returns the account registered under email (compared
-// case-insensitively) and its encoded password hash, for login.
+// AccountByEmail returns the account that signs in with email (compared
+// case-insensitively) and its encoded password hash, for login: the one
+// that confirmed the address, else one registered before registrations
+// stopped holding addresses (migration 00057). An account registered since
+// signs in only once confirmed: otherwise signing in with the password just
+// registered would tell whether the address was someone's.
 func (db *DB) AccountByEmail(ctx context.Context, email string) (domain.Account, string, error) {
 	var row struct {
 		domain.Account
@@ -196,7 +278,8 @@ func (db *DB) AccountByEmail(ctx context.Context, email string) (domain.Account,
 	}
 	err := db.GetContext(ctx, &row, `
 		SELECT `+accountColumnList+`, password_hash FROM accounts
-		WHERE lower(email) = lower($1)`, strings.TrimSpace(email))
+		WHERE lower(email) = lower($1) AND (email_verified_at IS NOT NULL OR signin_unconfirmed)
+		ORDER BY email_verified_at IS NULL, id LIMIT 1`, strings.TrimSpace(email))
 	if err != nil {
 		return domain.Account{}, "", fmt.Errorf("account by email: %w", notFound(err))
 	}

@@ -248,6 +248,7 @@ func TestLoginNextThroughTheSite(t *testing.T) {
 	b := &browser{sh: sh}
 	b.do("POST", "/register", url.Values{"first_name": {"Ada"}, "last_name": {"L"},
 		"email": {"next@example.com"}, "password": {"correct horse battery staple"}})
+	sh.confirm("next@example.com")
 	for next, want := range map[string]string{
 		"/\t/evil.example": "/orders", "//evil.example": "/orders", "/balance": "/balance",
 	} {

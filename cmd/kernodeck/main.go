@@ -27,6 +27,7 @@ import (
 	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/redact"
@@ -275,6 +276,7 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, a *a
 		// Customers' key changes, written by the API, applied on the hosts.
 		go func() { _ = kr.Run(ctx) }()
 	}
+	go expireRegistrations(ctx, a.Store().DB, 10*time.Minute, logger)
 	w := a.Worker()
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
@@ -283,6 +285,26 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, a *a
 	logger.Info("worker started", "task_queue", "kernodeck", "provisioner", prov.cfg.Provisioner, "mail", mail != nil)
 	starter := a.Starter(cfg.RentalConfig(), cfg.TopUpTimeout, cfg.StarterInterval)
 	return withMail(ctx, mail, starter.Run)
+}
+
+// expireRegistrations deletes, every interval until ctx ends, the
+// unconfirmed accounts that hold nothing once their link has expired.
+func expireRegistrations(ctx context.Context, db *postgres.DB, every time.Duration, logger *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		n, err := db.DeleteExpiredRegistrations(ctx, mailverify.DefaultTTL)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("expire unconfirmed accounts", "err", err)
+		} else if n > 0 {
+			logger.Info("unconfirmed accounts expired", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // devStaticRates are sample rates for local use only.
