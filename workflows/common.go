@@ -3,7 +3,10 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	historypb "go.temporal.io/api/history/v1"
@@ -419,14 +422,54 @@ func startVersion(ceiling int) workflow.Version {
 	return workflow.Version(max(ceiling, OldestStartVersion))
 }
 
-// localTimelineCtx is timelineCtx for local activities: the same
-// unlimited retries (a write lost with its worker is redone on replay).
-func localTimelineCtx(ctx workflow.Context) workflow.Context {
+// localTimelineCtx is timelineCtx for local activities: the same retries
+// (a write lost with its worker is redone on replay), for localRetryWindow,
+// or from vDrain localRetryBound.
+func localTimelineCtx(ctx workflow.Context, v workflow.Version) workflow.Context {
+	window := localRetryWindow
+	if v >= vDrain {
+		window = localRetryBound
+	}
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: localRetryWindow,
+		ScheduleToCloseTimeout: window,
 		StartToCloseTimeout:    10 * time.Second,
 		RetryPolicy:            timelineRetry(),
 	})
+}
+
+// localRetryBound is how long a local activity retries from vDrain. Past
+// the workflow task's timeout each retry is a marker and a timer in the
+// history (about 8,600 events a day with PostgreSQL away, the run's
+// bound in 6 days); after it the call hands over to an activity, whose
+// retries the server keeps out of the history (execLocal).
+const localRetryBound = 10 * time.Minute
+
+// MetricHandedOver counts the local activities that retried for
+// localRetryBound and handed over to an activity (label: activity): the
+// database has refused a workflow's writes for that long.
+const MetricHandedOver = "kernodeck_workflow_calls_handed_over"
+
+// activityName is fn's name, for logs and metrics.
+func activityName(fn any) string {
+	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+	name = strings.TrimSuffix(name, "-fm")
+	return name[strings.LastIndex(name, ".")+1:]
+}
+
+// execLocal runs fn as a local activity under lctx; from vDrain one that
+// still fails after its retries (not a refusal: a non-retryable error)
+// hands over to an activity under actx, counted (MetricHandedOver).
+func execLocal(ctx workflow.Context, v workflow.Version, lctx, actx workflow.Context, fn, arg, out any) error {
+	err := workflow.ExecuteLocalActivity(lctx, fn, arg).Get(ctx, out)
+	var ae *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	if err == nil || v < vDrain || (errors.As(err, &ae) && ae.NonRetryable()) || errors.As(err, &canceled) || ctx.Err() != nil {
+		return err
+	}
+	name := activityName(fn)
+	workflow.GetLogger(ctx).Warn("local activity handed over to an activity", "activity", name, "error", err)
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"activity": name}).Counter(MetricHandedOver).Inc(1)
+	return workflow.ExecuteActivity(actx, fn, arg).Get(ctx, out)
 }
 
 // localRetryWindow is how long a local activity's retries go on. Without
@@ -439,7 +482,7 @@ const localRetryWindow = 30 * 24 * time.Hour
 // as a local activity from vLocalTimeline on, as an activity before.
 func execTimeline(ctx workflow.Context, v workflow.Version, fn, arg any) error {
 	if v >= vLocalTimeline {
-		return workflow.ExecuteLocalActivity(localTimelineCtx(ctx), fn, arg).Get(ctx, nil)
+		return execLocal(ctx, v, localTimelineCtx(ctx, v), timelineCtx(ctx), fn, arg, nil)
 	}
 	return workflow.ExecuteActivity(timelineCtx(ctx), fn, arg).Get(ctx, nil)
 }

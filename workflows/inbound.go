@@ -122,7 +122,7 @@ func admitted(ctx workflow.Context, v workflow.Version, run *intakeRun, sig paym
 	case target != workflow.GetInfo(ctx).WorkflowExecution.ID:
 		refused(ctx, "signal", sig.name, refusedAddress)
 		return false
-	case !run.st.Payments.ownRequest(ctx, run.kind, run.ref, intent, address, asset, network):
+	case !run.st.Payments.ownRequest(ctx, v, run.kind, run.ref, intent, address, asset, network):
 		refused(ctx, "signal", sig.name, refusedRequest)
 		return false
 	}

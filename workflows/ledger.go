@@ -55,7 +55,7 @@ func (l *paymentLedger) addRequest(it domain.Intent) {
 // request the workflow did not make in this run's memory (made before
 // vAddressed, or in a run whose ledger predates the field) is read from
 // PostgreSQL once, in a local activity, and kept if it is ours.
-func (l *paymentLedger) ownRequest(ctx workflow.Context, targetKind, ref, intentID, address, asset, network string) bool {
+func (l *paymentLedger) ownRequest(ctx workflow.Context, v workflow.Version, targetKind, ref, intentID, address, asset, network string) bool {
 	got := PaymentRequestRef{Address: address, Asset: asset, Network: network}
 	if want, ok := l.Requests[intentID]; ok {
 		return want == got
@@ -64,13 +64,8 @@ func (l *paymentLedger) ownRequest(ctx workflow.Context, targetKind, ref, intent
 		return false
 	}
 	var a *activities.Activities
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: localRetryWindow,
-		StartToCloseTimeout:    10 * time.Second,
-		RetryPolicy:            timelineRetry(),
-	})
 	var it domain.Intent
-	if err := workflow.ExecuteLocalActivity(lctx, a.PaymentRequest, intentID).Get(ctx, &it); err != nil {
+	if err := execLocal(ctx, v, localTimelineCtx(ctx, v), timelineCtx(ctx), a.PaymentRequest, intentID, &it); err != nil {
 		return false // not found: not ours
 	}
 	if it.TargetKind != targetKind || it.TargetRef != ref {
