@@ -25,6 +25,7 @@ const (
 	EventExtended           = "extended"
 	EventEndRequested       = "end_requested"
 	EventAccessRevoked      = "access_revoked"
+	EventTeardownStuck      = "teardown_stuck" // revoking or releasing keeps failing: support is told, retries go on
 	EventEnded              = "ended"
 	EventCancelled          = "cancelled"
 	EventExpired            = "expired"
@@ -46,6 +47,8 @@ const (
 	KeyCancelled = "cancelled"
 	KeyRevoked   = "revoked"
 	KeyEnded     = "ended"
+	// KeyTeardownStuck: a teardown step reported stuck, once per order.
+	KeyTeardownStuck = "teardown-stuck"
 )
 
 // nth numbers a repeated key: the first is bare, the next ones get ":n".

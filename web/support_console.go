@@ -340,7 +340,7 @@ func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, erro
 	for _, e := range o.Timeline {
 		switch e.Kind {
 		case domain.EventProvisioningStep, domain.EventProvisioningFailed, domain.EventProvisioningRetry,
-			domain.EventAccessAvailable, domain.EventAccessRevoked:
+			domain.EventAccessAvailable, domain.EventAccessRevoked, domain.EventTeardownStuck:
 			d.Provisioning = append(d.Provisioning, e)
 		}
 	}

@@ -65,6 +65,8 @@ type RentalState struct {
 	// OverRefundable: a refund replayed from before "refund-over" (when
 	// the excess could be refunded twice, here and from the queue).
 	OverRefundable bool
+	// TeardownStuck: a teardown step was reported stuck (vDrain).
+	TeardownStuck bool `json:",omitempty"`
 	// Shortfalls are, per reverted payment generation (vRefundShortfall),
 	// the order refunds paid out on the strength of it: ShortfallCents in
 	// all. Its confirmation mined again backs them again.
@@ -221,12 +223,26 @@ func (r *rental) provisionAndRun(ctx workflow.Context) (RentalStatus, error) {
 	return r.period(ctx)
 }
 
-// period runs the rental period, then the teardown.
+// period runs the rental period, then the teardown. From vDrain the
+// teardown runs in a disconnected context: a workflow cancelled during
+// the period, or during the teardown, still revokes and releases.
 func (r *rental) period(ctx workflow.Context) (RentalStatus, error) {
-	if err := r.runPeriod(ctx); err != nil {
+	err := r.runPeriod(ctx)
+	cancelled := err != nil && r.v >= vDrain && temporal.IsCanceledError(err)
+	if err != nil && !cancelled {
 		return r.Status, err
 	}
-	if err := r.teardown(ctx); err != nil {
+	tctx := ctx
+	if r.v >= vDrain {
+		tctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	if cancelled {
+		r.setPhase(tctx, PhaseEnding) // written by the revocation's event
+	}
+	if terr := r.teardown(tctx); terr != nil {
+		return r.Status, terr
+	}
+	if err != nil {
 		return r.Status, err
 	}
 	return r.finish(ctx)

@@ -1,9 +1,11 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -148,11 +150,12 @@ func (r *rental) sendReminder(ctx workflow.Context, rem reminder) error {
 
 // teardown revokes access, then wipes and releases the machine. Both retry
 // without limit: a machine must never stay reachable after the period.
+// From vDrain a step still failing after teardownStuckAfter attempts is
+// reported (teardownStep).
 func (r *rental) teardown(ctx workflow.Context) error {
 	var a *activities.Activities
 	endedAt := workflow.Now(ctx).UTC()
-	mctx := machineCtx(ctx, 0)
-	if err := r.sa.get(ctx, workflow.ExecuteActivity(mctx, a.RevokeAccess, r.in.OrderRef), nil); err != nil {
+	if err := r.teardownStep(ctx, a.RevokeAccess); err != nil {
 		return err
 	}
 	if err := r.recordLocked(ctx, activities.OrderEvent{
@@ -161,7 +164,7 @@ func (r *rental) teardown(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := r.sa.get(ctx, workflow.ExecuteActivity(mctx, a.ReleaseCapacity, r.in.OrderRef), nil); err != nil {
+	if err := r.teardownStep(ctx, a.ReleaseCapacity); err != nil {
 		return err
 	}
 	if err := r.mu.Lock(ctx); err != nil {
@@ -173,6 +176,50 @@ func (r *rental) teardown(ctx workflow.Context) error {
 		Key: domain.KeyEnded, Kind: domain.EventEnded, EndedAt: ptrTo(endedAt),
 		Message: "Location terminée : la machine a été effacée et libérée.",
 	})
+}
+
+// teardownStuckAfter is how many attempts a teardown step makes (about
+// seven minutes with machineCtx's backoff) before it is reported stuck
+// (vDrain): a "teardown_stuck" event on the order, once, and
+// MetricTeardownStuck. It then retries every teardownStuckRetry, for ever.
+const (
+	teardownStuckAfter = 8
+	teardownStuckRetry = 30 * time.Minute
+)
+
+// MetricTeardownStuck counts the teardowns reported stuck (label: step).
+const MetricTeardownStuck = "kernodeck_teardowns_stuck"
+
+// teardownStep runs a teardown step (RevokeAccess, ReleaseCapacity) on
+// the order until it succeeds.
+func (r *rental) teardownStep(ctx workflow.Context, step any) error {
+	if r.v < vDrain {
+		return r.sa.get(ctx, workflow.ExecuteActivity(machineCtx(ctx, 0), step, r.in.OrderRef), nil)
+	}
+	err := r.sa.get(ctx, workflow.ExecuteActivity(machineCtx(ctx, teardownStuckAfter), step, r.in.OrderRef), nil)
+	var ae *temporal.ApplicationError
+	if err == nil || (errors.As(err, &ae) && ae.NonRetryable()) {
+		return err
+	}
+	name := activityName(step)
+	workflow.GetLogger(ctx).Error("teardown stuck", "order", r.in.OrderRef, "step", name, "error", err)
+	if !r.TeardownStuck {
+		r.TeardownStuck = true
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"step": name}).Counter(MetricTeardownStuck).Inc(1)
+		if err := r.recordLocked(ctx, activities.OrderEvent{
+			Key: domain.KeyTeardownStuck, Kind: domain.EventTeardownStuck,
+			Message: "La fin de location prend du retard : la machine n'a pas encore pu être libérée. Le support est prévenu et l'opération se poursuit.",
+			Data:    map[string]any{"step": name, "error": failureMessage(err)},
+		}); err != nil {
+			return err
+		}
+	}
+	slow := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: machineStepTimeout,
+		HeartbeatTimeout:    MachineHeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: teardownStuckRetry, BackoffCoefficient: 1, MaximumInterval: teardownStuckRetry},
+	})
+	return r.sa.get(ctx, workflow.ExecuteActivity(slow, step, r.in.OrderRef), nil)
 }
 
 func (r *rental) validateExtend(e Extension) error {
