@@ -157,7 +157,9 @@ func (a *App) Store() *postgres.Store {
 func (a *App) Register(r worker.Registry) { workers.Register(r, a.Activities) }
 
 // Worker is the Temporal worker on Kernodeck's task queue (not started).
-func (a *App) Worker() worker.Worker { return workers.New(a.cfg.Temporal, a.Activities) }
+func (a *App) Worker() worker.Worker {
+	return workers.New(a.cfg.Temporal, a.Activities, a.cfg.WorkflowVersion)
+}
 
 // Starter makes sure every stored order and top-up has its workflow,
 // every interval.

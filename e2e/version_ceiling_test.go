@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"testing"
 
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -23,6 +25,15 @@ func TestRentalStartedUnderVersionCeiling(t *testing.T) {
 
 	held := e.startOrder(acc, workflows.RentalConfig{MaxVersion: workflows.OldestStartVersion})
 	newest := e.startOrder(acc, workflows.RentalConfig{})
+	// kernodeck versions: the held run counts at its version while open.
+	wc := &wfclient.Client{Temporal: e.tc}
+	e.waitFor("open runs counted per version", func() bool {
+		counts, err := wc.OpenRunsByVersion(context.Background())
+		if err != nil || len(counts) != workflows.NewestVersion {
+			return false
+		}
+		return counts[workflows.OldestStartVersion-1].Open >= 1 && counts[workflows.NewestVersion-1].Open >= 1
+	})
 	for _, ref := range []string{held.Ref, newest.Ref} {
 		e.support("orders/"+ref+"/attribute-payment", map[string]any{"reason": "test du plafond de version"})
 		e.waitOrder(ref, domain.StatusActive)

@@ -79,7 +79,7 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	dead := &deadPrepare{Provisioner: local, started: make(chan struct{}), release: make(chan struct{})}
 	defer close(dead.release)
 
-	first := workers.New(tc, &activities.Activities{Store: db, Provisioner: dead, Logger: logger})
+	first := workers.New(tc, &activities.Activities{Store: db, Provisioner: dead, Logger: logger}, 0)
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond)
 	first.Stop() // the worker is gone; its Prepare never answers
 	restarted := time.Now()
-	second := workers.New(tc, &activities.Activities{Store: db, Provisioner: local, Logger: logger})
+	second := workers.New(tc, &activities.Activities{Store: db, Provisioner: local, Logger: logger}, 0)
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,13 @@ import (
 // all activities registered (not started). Its interceptor refuses any
 // start or update whose one argument is not addressed to its workflow and
 // any signal without exactly one payload (workflows.InboundInterceptor).
-func New(c client.Client, acts *activities.Activities) worker.Worker {
+// maxVersion (KERNODECK_WORKFLOW_VERSION; 0: none) caps the history
+// version of every run it starts, a run continuing as new included
+// (workflows.VersionCeiling).
+func New(c client.Client, acts *activities.Activities, maxVersion int) worker.Worker {
 	w := worker.New(c, workflows.TaskQueue, worker.Options{
-		Interceptors: []interceptor.WorkerInterceptor{&workflows.InboundInterceptor{}},
+		Interceptors:             []interceptor.WorkerInterceptor{&workflows.InboundInterceptor{}},
+		PreferredVersionProvider: workflows.VersionCeiling(maxVersion),
 	})
 	Register(w, acts)
 	return w

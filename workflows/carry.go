@@ -74,6 +74,9 @@ func (r *rental) continueAsNew(ctx workflow.Context, phase string) error {
 	}
 	in := r.in
 	in.Carry = r.carry(phase)
+	// The next run's version is capped by its worker's ceiling
+	// (VersionCeiling), not by its first start's.
+	in.Config.MaxVersion = 0
 	workflow.GetLogger(ctx).Info("rental continues as new", "phase", phase, "runs", in.Carry.Runs)
 	return workflow.NewContinueAsNewError(ctx, RentalWorkflow, in)
 }
@@ -106,6 +109,7 @@ func (t *topUp) continueAsNew(ctx workflow.Context, phase string) error {
 	}
 	in := t.in
 	in.Carry = t.carry(phase)
+	in.MaxVersion = 0 // as the rental's
 	workflow.GetLogger(ctx).Info("top-up continues as new", "phase", phase, "runs", in.Carry.Runs)
 	return workflow.NewContinueAsNewError(ctx, TopUpWorkflow, in)
 }

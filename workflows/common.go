@@ -12,6 +12,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -397,6 +398,10 @@ func historyVersion(ctx workflow.Context, ceiling int) workflow.Version {
 	return workflow.GetVersion(ctx, changeHistory, workflow.DefaultVersion, startVersion(ceiling))
 }
 
+// ChangeVersionTag is how TemporalChangeVersion names history version v
+// (the SDK's "<change id>-<version>").
+func ChangeVersionTag(v int) string { return fmt.Sprintf("%s-%d", changeHistory, v) }
+
 // RecordedVersion reads the command version a workflow recorded from one
 // event of its history (its kernodeck-history version marker, payloads
 // opened by dc); ok is false for any other event.
@@ -410,6 +415,21 @@ func RecordedVersion(ev *historypb.HistoryEvent, dc converter.DataConverter) (v 
 		return 0, false
 	}
 	return v, dc.FromPayloads(m.GetDetails()["version"], &v) == nil
+}
+
+// VersionCeiling is the worker's PreferredVersionProvider for ceiling
+// (KERNODECK_WORKFLOW_VERSION; 0: none): every run a worker starts, a run
+// continuing as new included, records at most startVersion(ceiling), so
+// that during a rolling restart onto a release with a new version no run
+// records one the old workers cannot replay. The provider is asked only
+// when the version is first recorded, never on replay.
+func VersionCeiling(ceiling int) func(worker.PreferredVersionProviderInput) *worker.VersionPreference {
+	return func(in worker.PreferredVersionProviderInput) *worker.VersionPreference {
+		if in.ChangeID != changeHistory || ceiling <= 0 {
+			return nil
+		}
+		return &worker.VersionPreference{Version: startVersion(ceiling), ClampToSupportedRange: true}
+	}
 }
 
 // startVersion is the version a workflow starting under ceiling records:

@@ -47,6 +47,8 @@ Usage:
   kernodeck worker    run the Temporal worker (workflows, activities, starter)
   kernodeck chainwatch
                       run the chain watchers of the networks with a node URL
+  kernodeck versions  open rentals and top-ups per workflow history version
+                      (retire a version's code once none is open)
   kernodeck wallet    derivation indexes used per network, and the gap after
                       the last paid one (set the wallet's gap limit above it)
   kernodeck migrate   apply the database migrations
@@ -123,6 +125,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runChainwatch(ctx, cfg, prov, m, logger)
 	case "wallet":
 		err = runWallet(ctx, cfg, stdout)
+	case "versions":
+		err = runVersions(ctx, cfg, stdout)
 	case "access":
 		err = runAccess(ctx, cfg, prov, args[1:], stdout, logger)
 	case "dev":
