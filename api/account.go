@@ -22,7 +22,8 @@ type AccountPageStore interface {
 	PasswordHash(ctx context.Context, accountID int64) (string, error)
 	ChangePassword(ctx context.Context, accountID int64, oldHash, newHash string, keep []byte, client domain.SessionClient) (int64, error)
 	RecordActivity(ctx context.Context, accountID int64, kind string, client domain.SessionClient) error
-	AccountActivity(ctx context.Context, accountID int64, limit int, since time.Time) ([]domain.AccountActivity, int, error)
+	RecordLoginFailure(ctx context.Context, accountID int64, network string, client domain.SessionClient) error
+	AccountActivity(ctx context.Context, accountID int64, limit int, since time.Time) ([]domain.AccountActivity, []domain.LoginFailures, int, error)
 }
 
 // activityShown is how many activity entries GET /v1/me/activity returns;
@@ -171,23 +172,28 @@ func (s *Server) changePassword(c *gin.Context) {
 }
 
 type activityResponse struct {
+	// Activity is the account's own actions: logins, password changes,
+	// sessions ended.
 	Activity []domain.AccountActivity `json:"activity"`
+	// LoginFailures groups the wrong passwords of the last 30 days per
+	// client network and day, the latest first.
+	LoginFailures []domain.LoginFailures `json:"login_failures"`
 	// FailedLogins counts wrong passwords given for the account's email in
 	// the last 30 days.
 	FailedLogins int `json:"failed_logins_30_days"`
 }
 
 func (s *Server) accountActivity(c *gin.Context) {
-	entries, failed, err := s.store.AccountActivity(c.Request.Context(), account(c).ID, activityShown, s.now().Add(-failedLoginsWindow))
+	entries, failures, failed, err := s.store.AccountActivity(c.Request.Context(), account(c).ID, activityShown, s.now().Add(-failedLoginsWindow))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, activityResponse{Activity: entries, FailedLogins: failed})
+	c.JSON(http.StatusOK, activityResponse{Activity: entries, LoginFailures: failures, FailedLogins: failed})
 }
 
-// recordActivity notes a login (or a failed one) in the account's
-// activity; a failure to write it is logged, the login stands.
+// recordActivity notes a login in the account's activity; a failure to
+// write it is logged, the login stands.
 func (s *Server) recordActivity(c *gin.Context, accountID int64, kind string) {
 	if err := s.store.RecordActivity(c.Request.Context(), accountID, kind, client(c)); err != nil {
 		s.log.Warn("record account activity", "kind", kind, "err", err)

@@ -170,8 +170,11 @@ func TestPasswordChange(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Code)
 	require.EqualValues(t, 1, r.body["failed_logins_30_days"])
 	require.Equal(t, "login", r.body["activity"].([]any)[0].(map[string]any)["kind"])
-	require.Equal(t, "login_failed", r.body["activity"].([]any)[1].(map[string]any)["kind"])
-	require.Equal(t, "password_changed", r.body["activity"].([]any)[2].(map[string]any)["kind"])
+	require.Equal(t, "password_changed", r.body["activity"].([]any)[1].(map[string]any)["kind"])
+	failures := r.body["login_failures"].([]any)
+	require.Len(t, failures, 1)
+	require.EqualValues(t, 1, failures[0].(map[string]any)["count"])
+	require.Equal(t, "192.0.2.1", failures[0].(map[string]any)["network"])
 }
 
 // Wrong current passwords are throttled per account: past the limit even

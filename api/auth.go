@@ -389,7 +389,8 @@ func (s *Server) login(c *gin.Context) {
 		s.fail(c, domain.FieldError("password", "Indiquez votre mot de passe."))
 		return
 	}
-	rules := s.loginRules(email, domain.ClientNetwork(c.ClientIP()))
+	network := domain.ClientNetwork(c.ClientIP())
+	rules := s.loginRules(email, network)
 	retry, err := s.store.Attempt(ctx, rules)
 	if err != nil {
 		s.fail(c, err)
@@ -400,12 +401,11 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	// From here the attempt counts as a failure under the network's rules
-	// until the password is right. The account's own failures (from every
-	// network) slow its logins down instead of locking them: its owner
-	// still gets in, after the delay, while a distributed guesser waits
-	// as long at every try.
-	accountKey := loginAccountKey(email)
-	failures, err := s.store.LoginFailures(ctx, accountKey, s.cfg.LoginWindow)
+	// until the password is right. The account's failures from this
+	// network slow its logins from there down instead of locking them:
+	// failures from other networks never slow its owner.
+	slowKey := loginSlowKey(email, network)
+	failures, err := s.store.LoginFailures(ctx, slowKey, s.cfg.LoginWindow)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -431,11 +431,13 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	if !found || !ok {
-		if err := s.store.AddLoginFailure(ctx, accountKey, s.cfg.LoginWindow); err != nil {
+		if err := s.store.AddLoginFailure(ctx, slowKey, s.cfg.LoginWindow); err != nil {
 			s.log.Warn("count login failure", "err", err)
 		}
 		if found {
-			s.recordActivity(c, acc.ID, domain.ActivityLoginFailed)
+			if err := s.store.RecordLoginFailure(ctx, acc.ID, network, client(c)); err != nil {
+				s.log.Warn("record login failure", "err", err)
+			}
 		}
 		s.fail(c, errLoginFailed)
 		return
@@ -474,13 +476,16 @@ func (s *Server) loginRules(email, network string) []domain.ThrottleRule {
 	}
 }
 
-// loginAccountKey counts an email's failed logins from every network.
-func loginAccountKey(email string) string { return "login:account:" + strings.ToLower(email) }
+// loginSlowKey counts an email's failed logins from one client network.
+func loginSlowKey(email, network string) string {
+	return "login:slow:" + strings.ToLower(email) + "|" + network
+}
 
 // loginDelay is the wait before an email's password is checked, after
-// failures failed logins on it (every network) within LoginWindow: none
-// below LoginSlowAfter, then LoginDelayBase doubled at each further failure,
-// at most LoginDelayMax. It is the same whether the email has an account.
+// failures failed logins on it from the client's network within
+// LoginWindow: none below LoginSlowAfter, then LoginDelayBase doubled at
+// each further failure, at most LoginDelayMax. It is the same whether the
+// email has an account.
 func (s *Server) loginDelay(failures int) time.Duration {
 	over := failures - s.cfg.LoginSlowAfter
 	if over < 0 {

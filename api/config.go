@@ -55,9 +55,10 @@ type Config struct {
 	// Past a limit: 429 for LoginLockout (15 min), doubled at each further
 	// lock up to a day. The account itself is never locked (its owner must
 	// get in whatever others try): past LoginSlowAfter (10) failures for one
-	// email from all networks together within LoginWindow, every login for
-	// that email waits LoginDelayBase (0.5 s), doubled at each further
-	// failure up to LoginDelayMax (10 s), before its password is checked.
+	// email from one network within LoginWindow, every login for that email
+	// from that network waits LoginDelayBase (0.5 s), doubled at each
+	// further failure up to LoginDelayMax (10 s), before its password is
+	// checked. Failures from other networks never slow the owner.
 	LoginWindow         time.Duration
 	MaxFailuresPerEmail int
 	MaxFailuresPerIP    int

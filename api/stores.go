@@ -16,7 +16,8 @@ type AccountStore interface {
 	VerifyEmail(ctx context.Context, accountID int64, email string) (already bool, err error)
 	ResendVerification(ctx context.Context, accountID int64, now time.Time, every time.Duration, perDay int) (time.Duration, error)
 	// LoginFailures and AddLoginFailure count an email's failed logins
-	// (every network) within a window: they slow its logins, never lock them.
+	// from one network within a window: they slow its logins from there,
+	// never lock them.
 	LoginFailures(ctx context.Context, key string, window time.Duration) (int, error)
 	AddLoginFailure(ctx context.Context, key string, window time.Duration) error
 	AccountByEmail(ctx context.Context, email string) (domain.Account, string, error)

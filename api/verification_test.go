@@ -163,40 +163,54 @@ func TestResendVerificationLimited(t *testing.T) {
 	require.Equal(t, domain.ECodeEmailAlreadyVerified, r.errCode())
 }
 
-// Failures on one account from many networks never lock its owner out:
-// each login for that email waits a delay that grows with the failures (up
-// to a maximum), then is checked; each network's own limit still locks.
-func TestAccountFailuresSlowDownInsteadOfLocking(t *testing.T) {
-	h := newHarness(t)
+// Failures on one account never lock its owner out, and only those from
+// the login's own network slow it down: failures from 120 other networks
+// cost the owner nothing; past 10 from one network, each login for that
+// email from there waits a delay that grows with them (up to a maximum),
+// then is checked.
+func TestAccountFailuresSlowDownOnlyTheirNetwork(t *testing.T) {
+	// Limits raised so that one network reaches the delay before its lock.
+	h := newHarness(t, func(cfg *api.Config, _ *api.Deps) { cfg.MaxFailuresPerEmail, cfg.MaxFailuresPerIP = 1000, 1000 })
 	h.register("owner@example.com")
-	fail := func(ip string) int {
-		return h.do("POST", "/v1/auth/login", map[string]any{"email": "owner@example.com", "password": "not the password"},
+	login := func(ip, password string) int {
+		return h.do("POST", "/v1/auth/login", map[string]any{"email": "owner@example.com", "password": password},
 			auth{ip: ip}).Code
 	}
-	// 120 failures, each from its own network (more than the old lock's 100).
 	for i := range 120 {
-		require.Equal(t, http.StatusUnauthorized, fail(fmt.Sprintf("203.0.113.%d", i+1)), "failure %d", i)
-		if i == 9 {
-			require.Empty(t, h.sleeps.all(), "no delay for the first 10 failures")
-		}
+		require.Equal(t, http.StatusUnauthorized, login(fmt.Sprintf("203.0.113.%d", i+1), "not the password"), "failure %d", i)
+	}
+	require.Empty(t, h.sleeps.all(), "one failure per network: no delay")
+	require.Equal(t, http.StatusOK, login("198.51.100.7", testPassword))
+	require.Empty(t, h.sleeps.all(), "the owner, from a network of their own, is not slowed")
+
+	for range 20 {
+		require.Equal(t, http.StatusUnauthorized, login("192.0.2.50", "not the password"))
 	}
 	delays := h.sleeps.all()
-	require.Len(t, delays, 110)
+	require.Len(t, delays, 10, "from the 11th failure of that network")
 	require.Equal(t, 500*time.Millisecond, delays[0], "the 11th attempt waits the base delay")
 	require.Equal(t, time.Second, delays[1])
 	for i := 1; i < len(delays); i++ {
 		require.GreaterOrEqual(t, delays[i], delays[i-1], "never shrinks while failures grow")
 	}
 	require.Equal(t, 10*time.Second, delays[len(delays)-1], "capped")
+	// From that network, the owner gets in too: after the delay.
+	require.Equal(t, http.StatusOK, login("192.0.2.50", testPassword))
+	require.Equal(t, 10*time.Second, h.sleeps.all()[10])
+	// From elsewhere, at once.
+	require.Equal(t, http.StatusOK, login("198.51.100.9", testPassword))
+	require.Len(t, h.sleeps.all(), 11)
+}
 
-	// The owner, from a network of their own, gets in: after the delay.
-	r := h.do("POST", "/v1/auth/login", map[string]any{"email": "owner@example.com", "password": testPassword},
-		auth{ip: "198.51.100.7"})
-	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
-	require.Equal(t, 10*time.Second, h.sleeps.all()[110])
-
-	// Per-network limits are kept: 5 failures for the email from one
-	// network lock that pair, 20 over any emails lock the network.
+// Each network's own limits lock: 5 failures for the email from one
+// network lock that pair, 20 over any emails lock the network.
+func TestLoginNetworkLimitsLock(t *testing.T) {
+	h := newHarness(t)
+	h.register("owner@example.com")
+	fail := func(ip string) int {
+		return h.do("POST", "/v1/auth/login", map[string]any{"email": "owner@example.com", "password": "not the password"},
+			auth{ip: ip}).Code
+	}
 	for range 5 {
 		require.Equal(t, http.StatusUnauthorized, fail("192.0.2.98"))
 	}
@@ -207,12 +221,37 @@ func TestAccountFailuresSlowDownInsteadOfLocking(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, r.Code)
 	}
 	require.Equal(t, http.StatusTooManyRequests, fail("192.0.2.99"))
-	// Another email is not slowed by this one's failures.
-	h.register("calm@example.com")
-	n := len(h.sleeps.all())
-	r = h.do("POST", "/v1/auth/login", map[string]any{"email": "calm@example.com", "password": testPassword}, auth{ip: "198.51.100.8"})
-	require.Equal(t, http.StatusOK, r.Code)
-	require.Len(t, h.sleeps.all(), n)
+}
+
+// 225 failed logins from 45 networks (5 each, under every lock) leave the
+// owner's successful login in its activity: failures are counted apart,
+// one group per network and day.
+func TestFailedLoginsKeptApartFromActivity(t *testing.T) {
+	h := newHarness(t)
+	c := h.register("target@example.com")
+	h.loginWeb(c.email, testPassword) // the thief's, from 192.0.2.1
+	for n := range 45 {
+		for range 5 {
+			r := h.do("POST", "/v1/auth/login", map[string]any{"email": c.email, "password": "not the password"},
+				auth{ip: fmt.Sprintf("198.51.100.%d", n+1)})
+			require.Equal(t, http.StatusUnauthorized, r.Code)
+		}
+	}
+	r := h.do("GET", "/v1/me/activity", nil, c.web)
+	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
+	kinds := []string{}
+	for _, e := range r.body["activity"].([]any) {
+		kinds = append(kinds, e.(map[string]any)["kind"].(string))
+	}
+	require.Equal(t, []string{"login", "login"}, kinds, "the thief's login and the harness's own")
+	require.EqualValues(t, 225, r.body["failed_logins_30_days"])
+	groups := r.body["login_failures"].([]any)
+	require.Len(t, groups, 45)
+	for _, g := range groups {
+		m := g.(map[string]any)
+		require.EqualValues(t, 5, m["count"], m["network"])
+		require.Equal(t, time.Now().UTC().Format(time.DateOnly), m["day"])
+	}
 }
 
 // serve sends a request as built.

@@ -50,7 +50,7 @@ type Session struct {
 // Account activity kinds.
 const (
 	ActivityLogin           = "login"
-	ActivityLoginFailed     = "login_failed" // a wrong password for this account's email
+	ActivityLoginFailed     = "login_failed" // before migration 00058; now a LoginFailures group
 	ActivityPasswordChanged = "password_changed"
 	ActivitySessionEnded    = "session_ended"  // one other session ended by the owner
 	ActivitySessionsEnded   = "sessions_ended" // every other session ended by the owner
@@ -63,6 +63,21 @@ type AccountActivity struct {
 	UserAgent string    `json:"user_agent" db:"user_agent"`
 	ClientIP  string    `json:"client_ip" db:"client_ip"`
 	At        time.Time `json:"at" db:"at"`
+}
+
+// LoginFailures counts the wrong passwords given for an account's email
+// from one client network on one day (UTC): kept apart from its activity,
+// so that failures never push a login out of it.
+type LoginFailures struct {
+	Day     string `json:"day" db:"day"` // YYYY-MM-DD
+	Network string `json:"network" db:"network"`
+	Count   int    `json:"count" db:"failures"`
+	// FirstAt and LastAt are the day's first and last failure from there;
+	// Device and UserAgent the last one's client.
+	FirstAt   time.Time `json:"first_at" db:"first_at"`
+	LastAt    time.Time `json:"last_at" db:"last_at"`
+	Device    string    `json:"device" db:"-"`
+	UserAgent string    `json:"user_agent" db:"user_agent"`
 }
 
 // browsers and systems DeviceLabel recognises, most specific first (Edge

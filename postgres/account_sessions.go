@@ -10,8 +10,13 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// activityKept is how many activity entries an account keeps (the newest).
-const activityKept = 200
+// activityKept is how many activity entries an account keeps (the
+// newest), and failureGroupsKept how many groups of failed logins (the
+// latest): each trimmed on its own, so failures never push an entry out.
+const (
+	activityKept      = 200
+	failureGroupsKept = 200
+)
 
 // AccountSessions lists accountID's open sessions, the most recently used
 // first; current (a token hash) is marked as the request's own.
@@ -113,8 +118,8 @@ func (db *DB) ChangePassword(ctx context.Context, accountID int64, oldHash, newH
 	return n, err
 }
 
-// RecordActivity adds an entry to accountID's activity (a login, a failed
-// login), keeping the newest activityKept.
+// RecordActivity adds an entry to accountID's activity (a login), keeping
+// the newest activityKept. Failed logins go to RecordLoginFailure.
 func (db *DB) RecordActivity(ctx context.Context, accountID int64, kind string, client domain.SessionClient) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error { return recordActivity(ctx, tx, accountID, kind, client) })
 }
@@ -124,7 +129,7 @@ func recordActivity(ctx context.Context, tx *sqlx.Tx, accountID int64, kind stri
 		VALUES ($1, $2, $3, $4)`, accountID, kind, client.UserAgent, client.IP); err != nil {
 		return fmt.Errorf("record %s of account %d: %w", kind, accountID, err)
 	}
-	// Bounded whatever others try (failed logins): the oldest go.
+	// Bounded (only the owner's own actions land here): the oldest go.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM account_activity WHERE account_id = $1 AND id <= (
 			SELECT id FROM account_activity WHERE account_id = $1 ORDER BY id DESC OFFSET $2 LIMIT 1)`,
 		accountID, activityKept); err != nil {
@@ -133,21 +138,55 @@ func recordActivity(ctx context.Context, tx *sqlx.Tx, accountID int64, kind stri
 	return nil
 }
 
+// RecordLoginFailure counts a wrong password for accountID's email from
+// network (a client network, see domain.ClientNetwork) in its group of the
+// day (UTC), keeping the latest failureGroupsKept groups.
+func (db *DB) RecordLoginFailure(ctx context.Context, accountID int64, network string, client domain.SessionClient) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO account_login_failures AS f (account_id, day, network, failures, user_agent)
+			VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, 1, $3)
+			ON CONFLICT (account_id, day, network) DO UPDATE SET
+				failures = f.failures + 1, last_at = now(), user_agent = EXCLUDED.user_agent`,
+			accountID, network, client.UserAgent); err != nil {
+			return fmt.Errorf("count login failure of account %d: %w", accountID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM account_login_failures f WHERE f.account_id = $1
+			AND (f.day, f.network) NOT IN (SELECT day, network FROM account_login_failures
+				WHERE account_id = $1 ORDER BY last_at DESC LIMIT $2)`, accountID, failureGroupsKept); err != nil {
+			return fmt.Errorf("trim login failures of account %d: %w", accountID, err)
+		}
+		return nil
+	})
+}
+
 // AccountActivity returns accountID's newest activity entries (at most
-// limit) and how many failed logins it counts since since.
-func (db *DB) AccountActivity(ctx context.Context, accountID int64, limit int, since time.Time) ([]domain.AccountActivity, int, error) {
+// limit), its groups of failed logins whose last failure is after since
+// (the latest first, at most limit), and how many failures those groups
+// count.
+func (db *DB) AccountActivity(ctx context.Context, accountID int64, limit int, since time.Time) ([]domain.AccountActivity, []domain.LoginFailures, int, error) {
 	out := []domain.AccountActivity{}
 	if err := db.SelectContext(ctx, &out, `SELECT kind, user_agent, client_ip, at FROM account_activity
 		WHERE account_id = $1 ORDER BY id DESC LIMIT $2`, accountID, limit); err != nil {
-		return nil, 0, fmt.Errorf("activity of account %d: %w", accountID, err)
+		return nil, nil, 0, fmt.Errorf("activity of account %d: %w", accountID, err)
 	}
 	for i := range out {
 		out[i].Device = domain.DeviceLabel(out[i].UserAgent)
 	}
-	var failed int
-	if err := db.GetContext(ctx, &failed, `SELECT count(*) FROM account_activity
-		WHERE account_id = $1 AND kind = $2 AND at > $3`, accountID, domain.ActivityLoginFailed, since); err != nil {
-		return nil, 0, fmt.Errorf("failed logins of account %d: %w", accountID, err)
+	failures := []domain.LoginFailures{}
+	if err := db.SelectContext(ctx, &failures, `SELECT to_char(day, 'YYYY-MM-DD') AS day, network, failures,
+			first_at, last_at, user_agent
+		FROM account_login_failures WHERE account_id = $1 AND last_at > $2
+		ORDER BY last_at DESC LIMIT $3`, accountID, since, limit); err != nil {
+		return nil, nil, 0, fmt.Errorf("failed logins of account %d: %w", accountID, err)
 	}
-	return out, failed, nil
+	var failed int
+	if err := db.GetContext(ctx, &failed, `SELECT COALESCE(sum(failures), 0) FROM account_login_failures
+		WHERE account_id = $1 AND last_at > $2`, accountID, since); err != nil {
+		return nil, nil, 0, fmt.Errorf("failed logins of account %d: %w", accountID, err)
+	}
+	for i := range failures {
+		failures[i].Device = domain.DeviceLabel(failures[i].UserAgent)
+	}
+	return out, failures, failed, nil
 }

@@ -509,7 +509,7 @@ func (db *DB) ThrottleLocked(ctx context.Context, rules []domain.ThrottleRule) (
 }
 
 // LoginFailures returns the failures counted under key (an email's failed
-// logins from every network) in its window, if that began less than window
+// logins from one network) in its window, if that began less than window
 // ago (0 otherwise).
 func (db *DB) LoginFailures(ctx context.Context, key string, window time.Duration) (int, error) {
 	var n int

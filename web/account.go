@@ -16,11 +16,12 @@ import (
 
 // accountData is what the account page shows.
 type accountData struct {
-	Sessions     []domain.Session
-	Activity     []domain.AccountActivity
-	FailedLogins int
-	MinLen       int
-	MaxLen       int
+	Sessions      []domain.Session
+	Activity      []domain.AccountActivity
+	LoginFailures []domain.LoginFailures
+	FailedLogins  int
+	MinLen        int
+	MaxLen        int
 }
 
 // accountNotices are the messages a redirect to /compte can ask for.
@@ -66,14 +67,16 @@ func (s *Site) renderAccount(c *gin.Context, p page, status int) {
 		return
 	}
 	var activity struct {
-		Activity     []domain.AccountActivity `json:"activity"`
-		FailedLogins int                      `json:"failed_logins_30_days"`
+		Activity      []domain.AccountActivity `json:"activity"`
+		LoginFailures []domain.LoginFailures   `json:"login_failures"`
+		FailedLogins  int                      `json:"failed_logins_30_days"`
 	}
 	if err := s.api.call(c, http.MethodGet, "/v1/me/activity", "", nil, &activity); err != nil {
 		s.fail(c, err)
 		return
 	}
 	d.Sessions, d.Activity, d.FailedLogins = sessions.Sessions, activity.Activity, activity.FailedLogins
+	d.LoginFailures = activity.LoginFailures
 	p.Data = d
 	s.render(c, status, "account", p)
 }

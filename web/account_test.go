@@ -158,7 +158,7 @@ func TestAccountPage(t *testing.T) {
 	}
 	page = ada.do("GET", "/compte?info=password", nil).Body.String()
 	for _, want := range []string{"l&#39;ancien mot de passe ne fonctionne plus", "1 tentative de connexion échouée",
-		`data-kind="login_failed"`, `data-kind="password_changed"`, `data-kind="session_ended"`} {
+		`data-network="192.0.2.1"`, `data-kind="password_changed"`, `data-kind="session_ended"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("after the change, the page lacks %q", want)
 		}
