@@ -73,6 +73,20 @@ func machineCtx(ctx workflow.Context, attempts int32) workflow.Context {
 	})
 }
 
+// handlerMachineCtx is for a machine call inside an update handler, which
+// holds the run's lock: from vDrain handlerAttempts attempts, then the
+// update fails with a "try again" (errUnavailable), never an unbounded
+// wait that would hold every payment and update behind it.
+func handlerMachineCtx(ctx workflow.Context, v workflow.Version) workflow.Context {
+	if v >= vDrain {
+		return machineCtx(ctx, handlerAttempts)
+	}
+	return machineCtx(ctx, 0)
+}
+
+// handlerAttempts bounds a machine call in an update handler (vDrain).
+const handlerAttempts = 3
+
 // machineStepTimeout bounds one machine step's attempt.
 const machineStepTimeout = 2 * time.Minute
 

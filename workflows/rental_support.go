@@ -59,7 +59,7 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 	if r.Status.Status == domain.StatusProvisioningFailed {
 		// Whatever the failed attempt reserved is given back first.
 		var a *activities.Activities
-		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(handlerMachineCtx(ctx, r.v), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
 		}
 	}
@@ -137,7 +137,9 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	}
 	if r.closingRefund {
 		// Whatever the failed attempt reserved is given back first.
-		if err := workflow.ExecuteActivity(machineCtx(ctx, 0), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(handlerMachineCtx(ctx, r.v), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
+			// Nothing refunded: the same action may be sent again.
+			r.Actions[rf.ActionID], r.closingRefund = false, false
 			return errUnavailable()
 		}
 	}

@@ -61,3 +61,38 @@ func (s *RentalWorkflowSuite) TestCancelledDuringThePeriodStillTearsDown() {
 	s.Require().Len(ended, 1)
 	s.Equal(domain.StatusEnded, ended[0].Status)
 }
+
+// In provisioning_failed a cancellation and a closing refund release the
+// machine inside their handler: a host that does not answer makes them
+// fail with a "try again" after a few attempts, the run's lock released
+// and nothing changed; the same action sent again once the host answers
+// goes through. Before vDrain the handler retried for ever, holding every
+// payment and update behind it.
+func (s *RentalWorkflowSuite) TestHandlerReleaseFailsWithTryAgain() {
+	var releases int
+	s.env.OnActivity(a.ReleaseCapacity, mock.Anything, mock.Anything).Return(func(context.Context, string) error {
+		releases++
+		if s.env.Now().Before(testStart.Add(3 * time.Hour)) {
+			return errors.New("ssh: connect to host gpu-1: no route to host")
+		}
+		return nil
+	})
+	s.machine.always["reserve"] = errors.New("no machine")
+	s.mockAllMachine()
+	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
+	first := s.updateAt(time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: totalCents, Reason: "pas de machine"})
+	mid := s.queryAt(2 * time.Hour)
+	again := s.updateAt(4*time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: totalCents, Reason: "pas de machine"})
+	st := s.run(rentalInput(3))
+
+	s.Require().True(first.done)
+	s.requireAppError(first.err, domain.ECodeUnavailable)
+	s.Equal(domain.StatusProvisioningFailed, mid.Status)
+	s.Zero(mid.RefundedCents)
+	s.Equal(handlerAttempts+1, releases, "three attempts, then one that works")
+	s.Require().True(again.done)
+	s.NoError(again.err)
+	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal(totalCents, st.RefundedCents)
+	s.Len(s.eventsOf(domain.EventRefunded), 1)
+}
