@@ -268,8 +268,9 @@ func latePayment(t *testing.T, n node) {
 	if data["late"] != true || data["to_support"] != true || !strings.Contains(ev.Message, "support") {
 		t.Fatalf("late payment event: %s %s", ev.Message, ev.Data)
 	}
-	// Give the workflow time to do something wrong.
-	time.Sleep(3 * time.Second)
+	// Whatever the late payment led to is written once its workflow has
+	// nothing left to do.
+	f.e.WaitSettled(domain.RentalWorkflowID(o.Ref))
 	got := f.e.Order(o.Ref)
 	if got.Status != domain.StatusAwaitingPayment || got.PaidCents != 0 {
 		t.Fatalf("late payment moved the order to %s (paid %d)", got.Status, got.PaidCents)
