@@ -12,7 +12,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/codec"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/notify/mailtest"
@@ -132,7 +134,17 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 		msgs = mp.Messages(t)
 		return len(msgs) >= len(want)
 	})
-	time.Sleep(time.Second) // a duplicate would arrive now
+	// A duplicate would be a second outbox row or a second send: once the
+	// rental's workflow has nothing left to do and no queued mail is
+	// still to send, what mailpit holds is final.
+	apptest.WaitSettled(t, context.Background(), e.tc, domain.RentalWorkflowID(ref))
+	e.waitFor("every queued mail sent", func() bool {
+		var left int
+		if err := e.db.Get(&left, `SELECT count(*) FROM mail_outbox WHERE state IN ('pending', 'sending')`); err != nil {
+			t.Fatal(err)
+		}
+		return left == 0
+	})
 	msgs = mp.Messages(t)
 	count := map[string]int{}
 	for _, m := range msgs {
