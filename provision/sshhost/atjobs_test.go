@@ -26,10 +26,7 @@ func TestAtJobRemovedWhereverTheSpoolIs(t *testing.T) {
 	}
 	f.addHost("gpu-atjobs", h, h.Fingerprint, "rtx-a5000", 1)
 	d := driver(f.db, h, t)
-	signer, pub := customerKey(t)
-	ref := f.order("rtx-a5000", 1, "python", pub)
-	user, _ := d.UnixUser(ref)
-	f.provision(d, ref, "rtx-a5000", 1, "python")
+	signer, ref, user := f.rental(d, "rtx-a5000", 1, "python")
 	uid := h.UID(t, user)
 
 	if out, err := h.Run(user, signer, "echo 'touch /tmp/kd-at-ran' | at now + 1 hour"); err != nil {

@@ -128,10 +128,7 @@ func TestHostileCustomerGetsNothingFromRoot(t *testing.T) {
 	h := sshtest.Start(t, sshtest.RTXA5000)
 	f.addHost("gpu-hostile", h, h.Fingerprint, "rtx-a5000", 1)
 	d := driver(f.db, h, t)
-	signer, pub := customerKey(t)
-	ref := f.order("rtx-a5000", 1, "notebook", pub)
-	user, _ := d.UnixUser(ref)
-	f.provision(d, ref, "rtx-a5000", 1, "notebook")
+	signer, ref, user := f.rental(d, "rtx-a5000", 1, "notebook")
 	uid := h.UID(t, user)
 
 	// A root-owned decoy the customer can read but not write.

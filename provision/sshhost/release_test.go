@@ -114,10 +114,7 @@ func TestReleaseLeavesNothingOfTheCustomer(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := driver(f.db, h, t)
-	signer, pub := customerKey(t)
-	ref := f.order("rtx-a5000", 1, "python", pub)
-	user, _ := d.UnixUser(ref)
-	f.provision(d, ref, "rtx-a5000", 1, "python")
+	signer, ref, user := f.rental(d, "rtx-a5000", 1, "python")
 	uid := h.UID(t, user)
 	sub, subN := h.SubUIDMin, h.SubUIDCount
 
@@ -480,10 +477,7 @@ func TestCustomerCannotForgeTeardownOutput(t *testing.T) {
 		steps = append(steps, step)
 		stepsMu.Unlock()
 	}
-	signer, pub := customerKey(t)
-	ref := f.order("rtx-a5000", 1, "python", pub)
-	user, _ := d.UnixUser(ref)
-	f.provision(d, ref, "rtx-a5000", 1, "python")
+	signer, ref, user := f.rental(d, "rtx-a5000", 1, "python")
 	uid := h.UID(t, user)
 	// Many files, so the helpers deleting them as the customer live long
 	// enough to be seen; a file only root could remove makes the host dirty.

@@ -103,6 +103,20 @@ func (f *fixture) provision(d *sshhost.Driver, ref, model string, gpus int, pres
 	return v
 }
 
+// rental provisions an order of a new customer with their own key, as
+// provision does: the customer's signer, the order and its Unix user.
+func (f *fixture) rental(d *sshhost.Driver, model string, gpus int, preset string) (ssh.Signer, string, string) {
+	f.t.Helper()
+	signer, pub := customerKey(f.t)
+	ref := f.order(model, gpus, preset, pub)
+	user, err := d.UnixUser(ref)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.provision(d, ref, model, gpus, preset)
+	return signer, ref, user
+}
+
 func (f *fixture) hostState(name string) string {
 	f.t.Helper()
 	var s string
