@@ -41,6 +41,9 @@ type Store interface {
 	SupportAction(ctx context.Context, id int64) (domain.SupportAction, error)
 	// Intent returns one payment request.
 	Intent(ctx context.Context, id string) (domain.Intent, error)
+	// CheckPayments checks watcher signals' claims against what the
+	// watchers recorded (postgres.DB.CheckPayments).
+	CheckPayments(ctx context.Context, claims []domain.PaymentClaim) ([]domain.PaymentCheck, error)
 }
 
 // Provisioner is a machine driver: it reserves, prepares, verifies, opens and
@@ -219,6 +222,14 @@ func (a *Activities) CheckSupportAction(ctx context.Context, c domain.SupportAct
 		err = row.Check(c)
 	}
 	return domainToApplication(err)
+}
+
+// CheckPayments tells a workflow, for each payment signal of a batch,
+// whether a watcher recorded that payment as the signal claims, with the
+// payment request it names: only money a watcher recorded is counted.
+func (a *Activities) CheckPayments(ctx context.Context, claims []domain.PaymentClaim) ([]domain.PaymentCheck, error) {
+	out, err := a.Store.CheckPayments(ctx, claims)
+	return out, domainToApplication(err)
 }
 
 // PaymentRequest reads one payment request, for a workflow checking that a

@@ -125,3 +125,33 @@ type IntentPayment struct {
 	Confirmations         int64 `json:"confirmations" db:"confirmations"`
 	ConfirmationsRequired int64 `json:"confirmations_required" db:"-"`
 }
+
+// PaymentClaim is what a watcher's signal says of one payment (or, Dust,
+// of a payment request's dust total), to be checked against what the
+// watchers recorded before a workflow counts anything: a signal sealed and
+// sent by someone else names a payment no watcher saw.
+type PaymentClaim struct {
+	Network     string
+	TxID        string
+	Index       int64
+	Asset       string
+	IntentID    string
+	Address     string
+	AmountBase  string // decimal base units
+	AmountCents int64
+	// Dust: the claim is a dust summary of IntentID at Version (TxID and
+	// Index unused): recorded when the stored summary is at that version
+	// or later and holds at least AmountBase.
+	Dust    bool  `json:",omitempty"`
+	Version int64 `json:",omitempty"`
+}
+
+// PaymentCheck is the store's answer on one claim.
+type PaymentCheck struct {
+	// Recorded: a watcher recorded the payment as claimed (network, txid,
+	// output, asset, request, address, amount and value).
+	Recorded bool
+	// Request is the payment request the claim names, if it exists (so a
+	// workflow need not read it again).
+	Request *Intent `json:",omitempty"`
+}

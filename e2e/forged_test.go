@@ -18,6 +18,7 @@ import (
 	"github.com/kernodeck/kernodeck/codec"
 	"github.com/kernodeck/kernodeck/devserver"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -66,7 +67,8 @@ func (e *env) settled(workflowID string) int {
 // payment-confirmed signals and an attribute-payment update sent in plain
 // JSON through the Temporal frontend (temporal CLI, no codec) change nothing:
 // order and timeline as before, the workflow keeps running. The same sent
-// sealed through the codec endpoint with an agent token work.
+// sealed through the codec endpoint with an agent token work, a payment
+// only once a watcher recorded it.
 func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 	e := newEnv(t)
 	alice := register(e, "Alice", "forged@example.com")
@@ -124,9 +126,23 @@ func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 	agent := remote(agentToken)
 	var ev workflows.PaymentEvent
 	_ = json.Unmarshal(payment, &ev)
-	// Confirmed alone: the dropped forged "seen" must not leave the workflow
-	// waiting on the payment-seen channel only.
-	if err := agent.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentConfirmed, e.addressed(wid, ev)); err != nil {
+	// Sealed for this workflow and fully addressed (its request, the
+	// request's address, asset and network), but no watcher recorded the
+	// payment: it changes nothing (vDrain: only money a watcher recorded
+	// is counted).
+	forged := e.addressed(wid, ev)
+	if err := agent.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentConfirmed, forged); err != nil {
+		t.Fatal(err)
+	}
+	e.settled(wid)
+	if after, afterTL, _ := order(e, alice, ref); !reflect.DeepEqual(before, after) || !reflect.DeepEqual(beforeTL, afterTL) {
+		t.Fatalf("a sealed, fully addressed payment no watcher recorded changed the order:\nbefore %v\nafter  %v", before, after)
+	}
+	// Confirmed alone, once a watcher recorded it: counted. The dropped
+	// forged "seen" must not leave the workflow waiting on the
+	// payment-seen channel only.
+	pgtest.Recorded(t, e.db, forged.Claim())
+	if err := agent.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentConfirmed, forged); err != nil {
 		t.Fatal(err)
 	}
 	o := waitStatus(e, alice, ref, "active")

@@ -11,6 +11,7 @@ import (
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
 	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/wfclient"
@@ -45,7 +46,9 @@ func withFlaky(out **flakyProvisioner) func(*envConfig) {
 // sends) to a workflow.
 func (e *env) payment(workflowID, signal string, p workflows.PaymentEvent) {
 	e.t.Helper()
-	if err := e.tc.SignalWorkflow(context.Background(), workflowID, "", signal, e.addressed(workflowID, p)); err != nil {
+	p = e.addressed(workflowID, p)
+	pgtest.Recorded(e.t, e.db, p.Claim()) // as the watcher records it before it signals
+	if err := e.tc.SignalWorkflow(context.Background(), workflowID, "", signal, p); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -254,10 +255,12 @@ func TestDustAndBurstsKeepHistorySmall(t *testing.T) {
 	wid := workflows.RentalWorkflowID(o.Ref)
 	dust := func(version, outputs, cents int64) {
 		id, address := e.testRequest(wid, "BTC", "bitcoin")
-		if err := e.tc.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentDust, workflows.DustSummary{
+		d := workflows.DustSummary{
 			Addressed: domain.Addressed{Target: wid}, IntentID: id, Address: address,
 			Network: "bitcoin", Asset: "BTC", Version: version, Outputs: outputs,
-			AmountBase: fmt.Sprint(outputs * 300), AmountCents: cents}); err != nil {
+			AmountBase: fmt.Sprint(outputs * 300), AmountCents: cents}
+		pgtest.Recorded(t, e.db, d.Claim())
+		if err := e.tc.SignalWorkflow(context.Background(), wid, "", workflows.SignalPaymentDust, d); err != nil {
 			t.Fatal(err)
 		}
 	}

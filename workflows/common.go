@@ -356,9 +356,11 @@ const (
 	// upserts once even when a payment or an update came with it (before,
 	// setup upserted them at once, and sync again what the task changed).
 	vStartInSync workflow.Version = 10
-	// vDrain: nothing a run received is left behind when it ends or
-	// continues as new. A payment signal is busy from the moment it
-	// leaves its channel (its check may run a local activity), and an
+	// vDrain: only money a watcher recorded is counted, and nothing a run
+	// received is left behind when it ends or continues as new. Payment
+	// signals are checked, a batch at a time, against chain_payments and
+	// their payment requests in one local activity (listenChecked); a
+	// signal is busy from the moment it leaves its channel, and an
 	// ending run drains its channels as a continuing one does. The
 	// history bound is checked at every wait of the main flow and after
 	// every update (updates counted against the server's limit), a

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -116,11 +117,11 @@ func (c *drainCase) env(checkPi2, firstWrite time.Duration) *testsuite.TestWorkf
 	}
 	env.SetStartTime(testStart)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: c.wid})
-	request := func(id string) domain.Intent {
-		return domain.Intent{ID: id, TargetKind: c.kind, TargetRef: c.ref, Address: testAddress, Asset: "BTC", Network: "bitcoin"}
-	}
-	env.OnActivity(a.PaymentRequest, mock.Anything, "pi-1").Return(request("pi-1"), nil).Maybe()
-	env.OnActivity(a.PaymentRequest, mock.Anything, "pi-2").After(checkPi2).Return(request("pi-2"), nil).Once()
+	namesPi2 := mock.MatchedBy(func(cs []domain.PaymentClaim) bool {
+		return slices.ContainsFunc(cs, func(c domain.PaymentClaim) bool { return c.IntentID == "pi-2" })
+	})
+	env.OnActivity(a.CheckPayments, mock.Anything, namesPi2).After(checkPi2).Return(recordedAs(c.kind, c.ref, nil)).Once()
+	env.OnActivity(a.CheckPayments, mock.Anything, mock.Anything).Return(recordedAs(c.kind, c.ref, nil)).Maybe()
 	if firstWrite > 0 {
 		env.OnActivity(c.many, mock.Anything, mock.Anything).After(firstWrite).Return(nil).Run(bound).Once()
 	}

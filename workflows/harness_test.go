@@ -69,12 +69,14 @@ func ofKind[E any](mu *sync.Mutex, events []E, kind string, kindOf func(E) strin
 
 // newSuiteEnv is a test environment for the workflow of ref (ID id) whose
 // timeline writes (one, many: the Record*Event activities) are kept in
-// events under mu.
-func newSuiteEnv[E any](ts *testsuite.WorkflowTestSuite, id, kind, ref string, one, many any, mu *sync.Mutex, events *[]E) *testsuite.TestWorkflowEnvironment {
+// events under mu, and whose payments the watchers recorded but those of
+// unrecorded (recordedAs).
+func newSuiteEnv[E any](ts *testsuite.WorkflowTestSuite, id, kind, ref string, one, many any, mu *sync.Mutex, events *[]E,
+	unrecorded map[string]bool) *testsuite.TestWorkflowEnvironment {
 	env := ts.NewTestWorkflowEnvironment()
 	env.SetStartTime(testStart)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
-	mockOwnRequests(env, kind, ref)
+	mockOwnRequests(env, kind, ref, unrecorded)
 	env.OnActivity(a.CheckSupportAction, mock.Anything, mock.Anything).Return(nil).Maybe()
 	keep := func(evs ...E) {
 		mu.Lock()

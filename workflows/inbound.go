@@ -14,7 +14,7 @@ import (
 
 // MetricRefusedCalls counts the inbound calls a worker refused (labels:
 // call = start, signal or update; name; reason = payloads, address,
-// request or action). The SDK's Prometheus exporter adds _total.
+// request, action or unrecorded). The SDK's Prometheus exporter adds _total.
 const MetricRefusedCalls = "kernodeck_refused_workflow_calls"
 
 // Why an inbound call was refused.

@@ -243,66 +243,36 @@ const maxPaymentBatch = 100
 // selector does.
 func listenPayments(ctx workflow.Context, run *intakeRun) {
 	v, mu, busy := run.v, run.mu, &run.signalsBusy
-	batching := v >= vReorgDust
-	handle := func(sig paymentSignal) {
-		if v >= vStateOrder && sig.name != SignalPaymentDust && run.st.Payments.stale(sig.ev) {
-			// A state the watcher replaced before this one was read (a
-			// batch is read by kind): the newer one is, or was, applied.
-			return
-		}
-		var err error
-		switch sig.name {
-		case SignalPaymentSeen:
-			err = onSeen(ctx, run, sig.ev)
-		case SignalPaymentConfirmed:
-			err = onConfirmed(ctx, run, sig.ev)
-		case SignalPaymentReverted:
-			err = onReverted(ctx, run, sig.ev)
-		case SignalPaymentDust:
-			err = onDust(ctx, run, sig.dust)
-		}
-		if err != nil {
-			workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
-		}
+	if v >= vDrain {
+		listenChecked(ctx, run)
+		return
 	}
-	// From vDrain a signal is busy from the moment it leaves its channel:
-	// its check may wait on a local activity, and a run that ended or
-	// continued as new meanwhile would drop it, the watcher having
-	// already seen it delivered.
-	early := v >= vDrain
+	batching := v >= vReorgDust
 	for {
 		sig := receivePaymentSignal(ctx, batching)
 		if ctx.Err() != nil {
 			return
 		}
-		if early {
-			*busy++
-		}
 		if !takes(ctx, run, sig) {
-			if early {
-				*busy--
-			}
 			continue
 		}
-		if !early {
-			*busy++
-		}
+		*busy++
 		if err := mu.Lock(ctx); err != nil {
 			*busy--
 			return
 		}
 		if !batching {
-			handle(sig)
+			handleSignal(ctx, run, sig)
 		} else {
 			run.batch = true
-			handle(sig)
+			handleSignal(ctx, run, sig)
 			for n := 1; n < maxPaymentBatch; n++ {
 				next, ok := receivePendingSignal(ctx, true)
 				if !ok {
 					break
 				}
 				if takes(ctx, run, next) {
-					handle(next)
+					handleSignal(ctx, run, next)
 				}
 			}
 			run.batch = false
@@ -312,6 +282,29 @@ func listenPayments(ctx workflow.Context, run *intakeRun) {
 		}
 		mu.Unlock()
 		*busy--
+	}
+}
+
+// handleSignal applies one admitted signal; the caller holds mu.
+func handleSignal(ctx workflow.Context, run *intakeRun, sig paymentSignal) {
+	if run.v >= vStateOrder && sig.name != SignalPaymentDust && run.st.Payments.stale(sig.ev) {
+		// A state the watcher replaced before this one was read (a
+		// batch is read by kind): the newer one is, or was, applied.
+		return
+	}
+	var err error
+	switch sig.name {
+	case SignalPaymentSeen:
+		err = onSeen(ctx, run, sig.ev)
+	case SignalPaymentConfirmed:
+		err = onConfirmed(ctx, run, sig.ev)
+	case SignalPaymentReverted:
+		err = onReverted(ctx, run, sig.ev)
+	case SignalPaymentDust:
+		err = onDust(ctx, run, sig.dust)
+	}
+	if err != nil {
+		workflow.GetLogger(ctx).Error("payment signal", "signal", sig.name, "key", sig.ev.Key(), "error", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -54,10 +55,11 @@ func (s *invSeq) directIntent() domain.Intent {
 }
 
 // direct addresses p as a watcher would: to the sequence's workflow,
-// naming its payment request.
+// naming its payment request, and recorded as a watcher records it.
 func (s *invSeq) direct(p workflows.PaymentEvent) workflows.PaymentEvent {
 	it := s.directIntent()
 	p.Target, p.IntentID, p.Address = s.wid, it.ID, it.Address
+	pgtest.Recorded(s.t, s.w.db, p.Claim())
 	return p
 }
 
@@ -184,9 +186,11 @@ func TestDustGoneAfterReorgLeavesNothingRefundable(t *testing.T) {
 	dust := func(version, cents int64) func(s *invSeq) {
 		return func(s *invSeq) {
 			it := s.directIntent()
-			s.env.SignalWorkflow(workflows.SignalPaymentDust, workflows.DustSummary{Addressed: domain.Addressed{Target: s.wid},
+			d := workflows.DustSummary{Addressed: domain.Addressed{Target: s.wid},
 				Network: domain.NetworkBitcoin, Asset: "BTC", IntentID: it.ID, Address: it.Address,
-				Version: version, Outputs: version % 2, AmountBase: "69", AmountCents: cents})
+				Version: version, Outputs: version % 2, AmountBase: "69", AmountCents: cents}
+			pgtest.Recorded(s.t, s.w.db, d.Claim())
+			s.env.SignalWorkflow(workflows.SignalPaymentDust, d)
 		}
 	}
 	s.at(time.Minute, "dust worth 4 cents", dust(1, 4))

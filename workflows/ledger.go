@@ -68,13 +68,20 @@ func (l *paymentLedger) ownRequest(ctx workflow.Context, v workflow.Version, tar
 	if err := execLocal(ctx, v, localTimelineCtx(ctx, v), timelineCtx(ctx), a.PaymentRequest, intentID, &it); err != nil {
 		return false // not found: not ours
 	}
-	if it.TargetKind != targetKind || it.TargetRef != ref {
+	return l.ownRequestIn(&it, targetKind, ref, intentID, got)
+}
+
+// ownRequestIn is ownRequest with the request already read (nil: none):
+// a request the ledger knows is compared as it knows it; one it does not
+// is kept if it is the target's, then compared.
+func (l *paymentLedger) ownRequestIn(it *domain.Intent, targetKind, ref, intentID string, got PaymentRequestRef) bool {
+	if want, ok := l.Requests[intentID]; ok {
+		return want == got
+	}
+	if it == nil || intentID == "" || it.TargetKind != targetKind || it.TargetRef != ref {
 		return false
 	}
-	if l.Requests == nil {
-		l.Requests = map[string]PaymentRequestRef{}
-	}
-	l.addRequest(it)
+	l.addRequest(*it)
 	return l.Requests[intentID] == got
 }
 

@@ -33,7 +33,7 @@ func (s *RentalWorkflowSuite) outage(d time.Duration) (history, activityAttempts
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.SetStartTime(testStart)
 	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: RentalWorkflowID(testOrderRef)})
-	mockOwnRequests(s.env, domain.TargetOrder, testOrderRef)
+	mockOwnRequests(s.env, domain.TargetOrder, testOrderRef, nil)
 	s.env.SetOnLocalActivityStartedListener(func(*activity.Info, context.Context, []any) { local++ })
 	s.env.SetOnTimerScheduledListener(func(string, time.Duration) { timers++ })
 	s.env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { activityAttempts++ })

@@ -47,7 +47,7 @@ func (s *RentalWorkflowSuite) SetupTest() {
 	s.events, s.revokeAt = nil, time.Time{}
 	s.machine = &machine{fail: map[string][]error{}, always: map[string]error{}, calls: map[string]int{}}
 	s.env = newSuiteEnv(&s.WorkflowTestSuite, RentalWorkflowID(testOrderRef), domain.TargetOrder, testOrderRef,
-		a.RecordOrderEvent, a.RecordOrderEvents, &s.mu, &s.events)
+		a.RecordOrderEvent, a.RecordOrderEvents, &s.mu, &s.events, nil)
 }
 
 func (s *RentalWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }
@@ -60,11 +60,28 @@ const (
 // mockOwnRequests answers the workflow's reading of a payment request it
 // did not make itself: every request the tests' payments name belongs to
 // the target, with the tests' address, asset and network.
-func mockOwnRequests(env *testsuite.TestWorkflowEnvironment, kind, ref string) {
+func mockOwnRequests(env *testsuite.TestWorkflowEnvironment, kind, ref string, unrecorded map[string]bool) {
 	env.OnActivity(a.PaymentRequest, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, id string) (domain.Intent, error) {
 			return domain.Intent{ID: id, TargetKind: kind, TargetRef: ref, Address: testAddress, Asset: "BTC", Network: "bitcoin"}, nil
 		}).Maybe()
+	env.OnActivity(a.CheckPayments, mock.Anything, mock.Anything).Return(recordedAs(kind, ref, unrecorded)).Maybe()
+}
+
+// recordedAs answers CheckPayments as the watchers would have recorded
+// every payment claimed, but those of unrecorded (by payment key), each
+// naming a request of the target with the tests' address, asset and
+// network.
+func recordedAs(kind, ref string, unrecorded map[string]bool) func(context.Context, []domain.PaymentClaim) ([]domain.PaymentCheck, error) {
+	return func(_ context.Context, claims []domain.PaymentClaim) ([]domain.PaymentCheck, error) {
+		out := make([]domain.PaymentCheck, len(claims))
+		for i, c := range claims {
+			it := domain.Intent{ID: c.IntentID, TargetKind: kind, TargetRef: ref, Address: testAddress, Asset: "BTC", Network: "bitcoin"}
+			key := domain.PaymentKey(c.Network, c.TxID, c.Index)
+			out[i] = domain.PaymentCheck{Recorded: !unrecorded[key], Request: &it}
+		}
+		return out, nil
+	}
 }
 
 func rentalInput(days int) RentalInput {
@@ -805,7 +822,7 @@ func (s *RentalWorkflowSuite) TestTimelineWriteRetriedPastItsAttemptTimeout() {
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(testStart)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: RentalWorkflowID(testOrderRef)})
-	mockOwnRequests(env, domain.TargetOrder, testOrderRef)
+	mockOwnRequests(env, domain.TargetOrder, testOrderRef, nil)
 	var mu sync.Mutex
 	var calls []time.Time
 	var written []activities.OrderEvent

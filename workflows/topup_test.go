@@ -33,7 +33,7 @@ func TestTopUpWorkflowSuite(t *testing.T) { suite.Run(t, new(TopUpWorkflowSuite)
 func (s *TopUpWorkflowSuite) SetupTest() {
 	s.events = nil
 	s.env = newSuiteEnv(&s.WorkflowTestSuite, TopUpWorkflowID(testTopUpRef), domain.TargetTopUp, testTopUpRef,
-		a.RecordTopUpEvent, a.RecordTopUpEvents, &s.mu, &s.events)
+		a.RecordTopUpEvent, a.RecordTopUpEvents, &s.mu, &s.events, nil)
 }
 
 func (s *TopUpWorkflowSuite) AfterTest(_, _ string) { s.env.AssertExpectations(s.T()) }

@@ -94,3 +94,30 @@ func AccountWithOrder(t testing.TB, db *postgres.DB, email string) (accountID in
 	}
 	return accountID, ref
 }
+
+// Recorded stores what c claims as a watcher would have recorded it (a
+// chain payment, or a request's dust summary), so that a test sending the
+// signal itself is not refused as unrecorded (postgres.DB.CheckPayments).
+// The row is created or made to match c; its state is not the test's to
+// drive here.
+func Recorded(t testing.TB, db *postgres.DB, c domain.PaymentClaim) {
+	t.Helper()
+	var err error
+	if c.Dust {
+		_, err = db.Exec(`INSERT INTO chain_dust_summaries (intent_id, network, outputs, amount_base, version)
+			VALUES ($1, $2, 1, $3::numeric, $4)
+			ON CONFLICT (intent_id) DO UPDATE SET amount_base = GREATEST(chain_dust_summaries.amount_base, EXCLUDED.amount_base),
+				version = GREATEST(chain_dust_summaries.version, EXCLUDED.version)`,
+			c.IntentID, c.Network, c.AmountBase, c.Version)
+	} else {
+		_, err = db.Exec(`INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base,
+				amount_cents, late, state)
+			VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, false, 'seen')
+			ON CONFLICT (network, txid, output_index) DO UPDATE SET asset = EXCLUDED.asset, intent_id = EXCLUDED.intent_id,
+				address = EXCLUDED.address, amount_base = EXCLUDED.amount_base, amount_cents = EXCLUDED.amount_cents`,
+			c.Network, c.TxID, c.Index, c.Asset, c.IntentID, c.Address, c.AmountBase, c.AmountCents)
+	}
+	if err != nil {
+		t.Fatalf("pgtest: record %+v: %v", c, err)
+	}
+}
