@@ -142,6 +142,7 @@ func ClientOptions(conn client.Options, keyring *secrets.Keyring, m *metrics.Met
 	conn.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
 	if m != nil {
 		conn.MetricsHandler = m.Temporal()
+		workflows.ExportMetrics(conn.MetricsHandler)
 	}
 	return conn
 }
