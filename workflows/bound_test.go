@@ -64,16 +64,23 @@ func (s *RentalWorkflowSuite) TestUpdatesAloneContinueAsNewBeforeTheLimit() {
 	}
 }
 
-// While a payment request is valid a new one is refused by the validator
-// (no history, no activity); once it expired, a new one is made.
-func (s *RentalWorkflowSuite) TestIntentStillValidRefusedByTheValidator() {
-	var calls int
+// intentsValidAnHour has the store make every payment request asked for,
+// valid for an hour; it returns the count of those made.
+func (s *RentalWorkflowSuite) intentsValidAnHour() *int {
+	calls := new(int)
 	s.env.OnActivity(a.CreatePaymentIntent, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CreateIntentInput) (domain.Intent, error) {
-			calls++
+			*calls++
 			return domain.Intent{ID: "PI-" + in.RequestKey, Asset: in.Asset, Network: in.Network,
 				Deadline: s.env.Now().Add(time.Hour)}, nil
 		})
+	return calls
+}
+
+// While a payment request is valid a new one is refused by the validator
+// (no history, no activity); once it expired, a new one is made.
+func (s *RentalWorkflowSuite) TestIntentStillValidRefusedByTheValidator() {
+	calls := s.intentsValidAnHour()
 	first, _ := s.intentAt(time.Minute, IntentRequest{Asset: "BTC", Network: "bitcoin"})
 	again, _ := s.intentAt(10*time.Minute, IntentRequest{Asset: "LTC", Network: "litecoin"})
 	later, it := s.intentAt(2*time.Hour, IntentRequest{Asset: "LTC", Network: "litecoin"})
@@ -86,7 +93,7 @@ func (s *RentalWorkflowSuite) TestIntentStillValidRefusedByTheValidator() {
 	s.Require().NoError(later.rejectErr)
 	s.Require().NoError(later.err)
 	s.Equal("PI-intent:2", it.ID)
-	s.Equal(2, calls, "the refused request ran no activity")
+	s.Equal(2, *calls, "the refused request ran no activity")
 }
 
 // A creation that gave up without a refusal (the store unreachable, its

@@ -1,16 +1,11 @@
 package workflows
 
 import (
-	"context"
 	"time"
 
-	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/kernodeck/kernodeck/activities"
-	"github.com/kernodeck/kernodeck/domain"
 )
 
 // A run continuing as new does not carry its first start's ceiling: the
@@ -41,13 +36,7 @@ func (s *RentalWorkflowSuite) TestContinuedRunUnderALowerCeilingRecordsTheLowerV
 	}{{int(vStartInSync), 2}, {0, 1}} {
 		s.SetupTest()
 		s.env.SetWorkerOptions(worker.Options{PreferredVersionProvider: VersionCeiling(c.ceiling)})
-		var calls int
-		s.env.OnActivity(a.CreatePaymentIntent, mock.Anything, mock.Anything).Return(
-			func(_ context.Context, in activities.CreateIntentInput) (domain.Intent, error) {
-				calls++
-				return domain.Intent{ID: "PI-" + in.RequestKey, Asset: in.Asset, Network: in.Network,
-					Deadline: s.env.Now().Add(time.Hour)}, nil
-			})
+		calls := s.intentsValidAnHour()
 		s.intentAt(time.Minute, IntentRequest{Asset: "BTC", Network: "bitcoin"})
 		s.intentAt(2*time.Minute, IntentRequest{Asset: "BTC", Network: "bitcoin"})
 		in := rentalInput(3)
@@ -58,6 +47,6 @@ func (s *RentalWorkflowSuite) TestContinuedRunUnderALowerCeilingRecordsTheLowerV
 			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}},
 			Reminded:   map[string]bool{}}
 		s.run(in)
-		s.Equal(c.calls, calls, "ceiling %d", c.ceiling)
+		s.Equal(c.calls, *calls, "ceiling %d", c.ceiling)
 	}
 }
