@@ -340,11 +340,6 @@ func localTimelineCtx(ctx workflow.Context, v workflow.Version) workflow.Context
 // retries the server keeps out of the history (execLocal).
 const localRetryBound = 10 * time.Minute
 
-// MetricHandedOver counts the local activities that retried for
-// localRetryBound and handed over to an activity (label: activity): the
-// database has refused a workflow's writes for that long.
-const MetricHandedOver = "kernodeck_workflow_calls_handed_over"
-
 // activityName is fn's name, for logs and metrics.
 func activityName(fn any) string {
 	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()

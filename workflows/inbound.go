@@ -12,11 +12,6 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// MetricRefusedCalls counts the inbound calls a worker refused (labels:
-// call = start, signal or update; name; reason = payloads, address,
-// request, action or unrecorded). The SDK's Prometheus exporter adds _total.
-const MetricRefusedCalls = "kernodeck_refused_workflow_calls"
-
 // Why an inbound call was refused.
 const (
 	refusedPayloads = "payloads" // not exactly one payload

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -187,16 +186,6 @@ const (
 	teardownStuckAfter = 8
 	teardownStuckRetry = 30 * time.Minute
 )
-
-// MetricTeardownStuck counts the teardowns reported stuck (label: step).
-const MetricTeardownStuck = "kernodeck_teardowns_stuck"
-
-// ExportMetrics exports the workflows' counters that alerts read at 0,
-// so that the alerts read a series before the first event.
-func ExportMetrics(h client.MetricsHandler) {
-	h.WithTags(map[string]string{"step": "RevokeAccess"}).Counter(MetricTeardownStuck).Inc(0)
-	h.WithTags(map[string]string{"activity": "RecordOrderEvents"}).Counter(MetricHandedOver).Inc(0)
-}
 
 // teardownStep runs a teardown step (RevokeAccess, ReleaseCapacity) on
 // the order until it succeeds.
