@@ -35,6 +35,7 @@ const (
 	StatusAwaitingPayment    = "awaiting_payment"
 	StatusPaymentDetected    = "payment_detected" // seen on chain, not yet confirmed
 	StatusPaid               = "paid"
+	StatusWaitingForMachine  = "waiting_for_machine" // paid, no free machine: waits in line, in payment order
 	StatusProvisioning       = "provisioning"
 	StatusProvisioningFailed = "provisioning_failed" // waiting for support
 	StatusActive             = "active"              // access available, period running

@@ -16,6 +16,7 @@ const (
 	EventPaymentToSupport   = "payment_to_support" // received after the workflow closed
 	EventPaymentDust        = "payment_dust"       // a payment request's dust total, for support
 	EventPaid               = "paid"
+	EventWaitingForMachine  = "waiting_for_machine" // paid with no free machine: in line
 	EventProvisioningStep   = "provisioning_step"
 	EventProvisioningFailed = "provisioning_failed"
 	EventProvisioningRetry  = "provisioning_retry"
@@ -42,6 +43,7 @@ const (
 const (
 	KeyCreated   = "created"
 	KeyPaid      = "paid"
+	KeyWaiting   = "waiting-for-machine"
 	KeyCredited  = "credited"
 	KeyExpired   = "expired"
 	KeyCancelled = "cancelled"
