@@ -203,7 +203,8 @@ const dustSubtract = `
 	WHERE s.intent_id = c.intent_id`
 
 // Rewind forgets the blocks above height; their payments revert, and those
-// that were confirmed are marked reverted after confirmation.
+// that were confirmed are marked reverted after confirmation. The holds of
+// orders they leave unpaid and without a payment seen are given back.
 func (db *DB) Rewind(ctx context.Context, network, holder string, height int64) (int, error) {
 	var n int
 	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -215,17 +216,32 @@ func (db *DB) Rewind(ctx context.Context, network, holder string, height int64) 
 		}
 		// SET reads the old state: after_confirmation is whether it was
 		// confirmed.
-		err := tx.GetContext(ctx, &n, `
+		var r struct {
+			N       int            `db:"n"`
+			Counted pq.StringArray `db:"counted"`
+		}
+		err := tx.GetContext(ctx, &r, `
 			WITH changed AS (
 				UPDATE chain_payments SET state = 'reverted', reverted_at = now(), state_version = state_version + 1,
 					after_confirmation = (state = 'confirmed'),
 					reversals = reversals + CASE WHEN state = 'confirmed' THEN 1 ELSE 0 END
 				WHERE network = $1 AND block_height > $2 AND state <> 'reverted'
-				RETURNING intent_id, dust AND after_confirmation AS dust, amount_base),
+				RETURNING intent_id, dust AND after_confirmation AS dust, amount_base,
+					NOT dust AND to_support IS NULL AS counted),
 			summaries AS (`+dustSubtract+`)
-			SELECT count(*) FROM changed`, network, height)
+			SELECT count(*) AS n, COALESCE(array_agg(DISTINCT intent_id) FILTER (WHERE counted), '{}') AS counted
+			FROM changed`, network, height)
 		if err != nil {
 			return fmt.Errorf("revert payments %s above %d: %w", network, height, err)
+		}
+		n = r.N
+		// A payment reorganised away has vanished as a replaced mempool
+		// one has (its transaction may be double-spent in the new branch):
+		// the hold its sighting extended to the request's deadline is given
+		// back the same way while the order is unpaid. Mined again, it pays
+		// an order without a hold, like any other.
+		if _, err := releaseVanishedHolds(ctx, tx, r.Counted); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM chain_blocks WHERE network = $1 AND height > $2`, network, height)
 		return err
@@ -401,17 +417,27 @@ func (db *DB) MempoolPayments(ctx context.Context, network string) ([]string, er
 }
 
 // RevertMempool reverts the mempool payments of a transaction the node
-// dropped (replaced or double-spent before being mined).
+// dropped (replaced or double-spent before being mined), and gives back
+// the holds of the orders they leave unpaid and without a payment seen.
 func (db *DB) RevertMempool(ctx context.Context, network, holder, txid string) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := checkLease(ctx, tx, network, holder); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE chain_payments SET state = 'reverted', reverted_at = now(), state_version = state_version + 1
-			WHERE network = $1 AND txid = $2 AND mempool AND state = 'seen'`, network, txid)
+		// The requests whose counted payments this reverts: their orders'
+		// holds, extended by the sighting, are given back at once
+		// (releaseVanishedHolds).
+		var counted []string
+		err := tx.SelectContext(ctx, &counted, `
+			WITH reverted AS (
+				UPDATE chain_payments SET state = 'reverted', reverted_at = now(), state_version = state_version + 1
+				WHERE network = $1 AND txid = $2 AND mempool AND state = 'seen'
+				RETURNING intent_id, NOT dust AND to_support IS NULL AS counted)
+			SELECT DISTINCT intent_id FROM reverted WHERE counted`, network, txid)
 		if err != nil {
 			return fmt.Errorf("revert mempool payment %s/%s: %w", network, txid, err)
 		}
-		return nil
+		_, err = releaseVanishedHolds(ctx, tx, counted)
+		return err
 	})
 }
