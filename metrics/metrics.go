@@ -44,6 +44,10 @@ const (
 	FamExceptionsOldest   = "kernodeck_payment_exceptions_open_oldest_seconds"
 	FamScrapeErrors       = "kernodeck_db_scrape_errors_total"
 	FamQuotaRefusals      = "kernodeck_quota_refusals_total"
+	// The line of paid orders waiting for a machine (machine_queue.go).
+	FamMachineQueueWaiting = "kernodeck_machine_queue_waiting"
+	FamMachineQueueOldest  = "kernodeck_machine_queue_oldest_wait_seconds"
+	FamMachineQueueOverdue = "kernodeck_machine_queue_overdue"
 )
 
 // latencyBuckets cover 1 ms to 2 min: HTTP requests, workflow tasks and

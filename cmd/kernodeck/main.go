@@ -259,6 +259,9 @@ func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *met
 		return err
 	}
 	m.CollectOrders(db)
+	if err := collectMachineQueue(m, db); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "worker", m, readiness(db, tc), logger) })
 	g.Go(func() error { return serveWorker(gctx, cfg, prov, a, tc, logger) })
@@ -387,6 +390,9 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 		return err
 	}
 	m.CollectOrders(db)
+	if err := collectMachineQueue(m, db); err != nil {
+		return err
+	}
 	m.CollectChainPayments(db)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })

@@ -65,6 +65,9 @@ func TestMetricsAndAlertsOfARunningService(t *testing.T) {
 		{"kernodeck_orders", map[string]string{"status": "active"}, exactly(1), "the order"},
 		{"kernodeck_payment_exceptions_open", nil, exactly(0), "paid exactly: nothing for support"},
 		{"kernodeck_payment_exceptions_open_oldest_seconds", nil, exactly(0), "an empty queue"},
+		{"kernodeck_machine_queue_waiting", map[string]string{"gpu_model": "rtx-a5000"}, exactly(0), "served at once: nobody in line"},
+		{"kernodeck_machine_queue_oldest_wait_seconds", map[string]string{"gpu_model": "rtx-a5000"}, exactly(0), "nobody in line"},
+		{"kernodeck_machine_queue_overdue", nil, exactly(0), "nobody in line"},
 		{"temporal_workflow_task_execution_latency_seconds", map[string]string{"workflow_type": "RentalWorkflow"}, atLeast(1), "workflow tasks ran"},
 		{"temporal_workflow_task_schedule_to_start_latency_seconds", nil, atLeast(1), "workflow tasks polled"},
 		{"temporal_activity_schedule_to_start_latency_seconds", map[string]string{"activity_type": "Provision"}, atLeast(1), "activity polled"},
@@ -152,6 +155,13 @@ func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.Metr
 		FROM orders WHERE ref = $1`, ref); err != nil {
 		t.Fatal(err)
 	}
+	// A paid order has waited an hour for a machine (past
+	// KERNODECK_QUEUE_ALERT_AFTER, 30 minutes by default).
+	waiting := s.newOrder(tok)
+	if _, err := s.db.Exec(`UPDATE orders SET status = 'waiting_for_machine', paid_cents = total_cents,
+		paid_at = now() - interval '1 hour' WHERE ref = $1`, waiting); err != nil {
+		t.Fatal(err)
+	}
 	fams, raw := s.scrape()
 	// With an activity failure (no capacity) seen, every family the
 	// dashboard queries is exported.
@@ -172,10 +182,16 @@ func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.Metr
 	if !ok || queued != 1 || queuedAge < 3600 {
 		t.Fatalf("exception queue: %v amounts (%v), oldest %v s; want 1, >= 3600 s", queued, ok, queuedAge)
 	}
+	line, _ := value(fams, "kernodeck_machine_queue_waiting", map[string]string{"gpu_model": "rtx-a5000"})
+	lineAge, _ := value(fams, "kernodeck_machine_queue_oldest_wait_seconds", map[string]string{"gpu_model": "rtx-a5000"})
+	if line != 1 || lineAge < 3600 {
+		t.Fatalf("line for rtx-a5000: %v waiting, oldest %v s; want 1, >= 3600 s", line, lineAge)
+	}
 	evalRules(t, fams, map[string][]expSample{
-		"KernodeckMailsFailed":              {{Labels: `{state="failed"}`, Value: 1}},
-		"KernodeckOrdersProvisioningFailed": {{Labels: `{}`, Value: 1}},
-		"KernodeckPaymentsUndelivered":      {{Labels: `{network="bitcoin"}`, Value: oldest}},
-		"KernodeckSupportExceptionsWaiting": {{Labels: `{}`, Value: 1}},
+		"KernodeckPaidOrderWaitingForMachine": {{Labels: `{}`, Value: 1}},
+		"KernodeckMailsFailed":                {{Labels: `{state="failed"}`, Value: 1}},
+		"KernodeckOrdersProvisioningFailed":   {{Labels: `{}`, Value: 1}},
+		"KernodeckPaymentsUndelivered":        {{Labels: `{network="bitcoin"}`, Value: oldest}},
+		"KernodeckSupportExceptionsWaiting":   {{Labels: `{}`, Value: 1}},
 	})
 }

@@ -96,6 +96,18 @@ func metricsAddr(command string) string {
 	return defaultMetricsAddr[command]
 }
 
+// collectMachineQueue exports the line of paid orders waiting for a
+// machine, with its overdue count past KERNODECK_QUEUE_ALERT_AFTER (the
+// processes that export the order gauges do).
+func collectMachineQueue(m *metrics.Metrics, db *postgres.DB) error {
+	after, err := config.QueueAlertAfterFromEnv(nil)
+	if err != nil {
+		return err
+	}
+	m.CollectMachineQueue(db, after)
+	return nil
+}
+
 // readiness is what /readyz checks: the database and Temporal answer.
 func readiness(db *postgres.DB, tc client.Client) []metrics.Check {
 	return []metrics.Check{
