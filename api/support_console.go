@@ -63,6 +63,9 @@ type SupportHostStore interface {
 	HostFlags(ctx context.Context) ([]domain.HostFlag, error)
 	// CloseHostFlag closes the open flags of an order's hosts.
 	CloseHostFlag(ctx context.Context, orderRef, agent string) error
+	// MachineQueue lists the paid orders waiting for a machine, line by
+	// line (model, size), each in payment order with its position.
+	MachineQueue(ctx context.Context) ([]domain.WaitingOrder, error)
 }
 
 // Bodies of the support API, named for the console (it decodes them).

@@ -153,6 +153,11 @@ func (s *Server) queueState(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The line for machines (its page is live on this stream too).
+	waiting, err := s.store.MachineQueue(ctx)
+	if err != nil {
+		return nil, err
+	}
 	// The queue's counts and identities, not its contents: the page reads
 	// those itself.
 	type item struct {
@@ -164,7 +169,8 @@ func (s *Server) queueState(ctx context.Context) (any, error) {
 		Exceptions []item   `json:"exceptions"`
 		Requests   []int64  `json:"support_requests"`
 		Stuck      []string `json:"provisioning_failed"`
-	}{Exceptions: []item{}, Requests: []int64{}, Stuck: []string{}}
+		Waiting    []string `json:"waiting_for_machine"`
+	}{Exceptions: []item{}, Requests: []int64{}, Stuck: []string{}, Waiting: []string{}}
 	for _, e := range viewExceptions(es) {
 		q.Exceptions = append(q.Exceptions, item{e.ID, e.RemainingCents, e.NeedsValue})
 	}
@@ -173,6 +179,9 @@ func (s *Server) queueState(ctx context.Context) (any, error) {
 	}
 	for _, o := range stuck {
 		q.Stuck = append(q.Stuck, o.Ref)
+	}
+	for _, o := range waiting {
+		q.Waiting = append(q.Waiting, o.Ref)
 	}
 	return q, nil
 }

@@ -29,6 +29,7 @@ var statusLabels = map[string]string{
 	domain.StatusAwaitingPayment:    "En attente de paiement",
 	domain.StatusPaymentDetected:    "Paiement détecté, en attente de confirmation",
 	domain.StatusPaid:               "Payée",
+	domain.StatusWaitingForMachine:  "En attente d'une machine",
 	domain.StatusProvisioning:       "Préparation de la machine",
 	domain.StatusProvisioningFailed: "Préparation bloquée : le support intervient",
 	domain.StatusActive:             "Active",

@@ -71,6 +71,8 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.POST("/topups/:ref/act", s.consoleAct)
 	g.POST("/support-requests/:id/answer", s.consoleAnswer)
 	g.GET("/hosts", s.consoleHosts)
+	g.GET("/machine-queue", s.consoleMachineQueue)
+	g.GET("/machine-queue/live", s.consoleMachineQueue)
 	g.POST("/hosts/:name/confirm", s.consoleHostConfirm)
 	g.POST("/hosts/:name/act", s.consoleHostAct)
 }
