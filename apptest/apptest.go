@@ -47,6 +47,9 @@ type Options struct {
 	// Deadline and WatchAfter of payment requests (1h and 24h by default).
 	Deadline   time.Duration
 	WatchAfter time.Duration
+	// Holds, when set, holds capacity for orders as the worker does
+	// (app.Config.Holds); nil: no holds.
+	Holds *app.Holds
 }
 
 // Env is a running harness.
@@ -110,6 +113,7 @@ func New(t testing.TB, o Options) *Env {
 		DB: db, Temporal: tc, Keyring: kr, Payments: pay,
 		Provisioner:     &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22, Keyring: kr},
 		ProvisionerName: postgres.ProvisionerLocal,
+		Holds:           o.Holds,
 		// The operators' host inventory is the SSH driver's on this database
 		// (no SSH key: a repair that must log in to a host fails).
 		Hosts:  sshhost.NewOperations(&sshhost.Driver{DB: db.DB, Logger: logger}),

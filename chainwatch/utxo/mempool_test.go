@@ -13,6 +13,7 @@ import (
 	"github.com/btcsuite/btcd/txscript"
 	"github.com/btcsuite/btcd/wire"
 
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
@@ -23,12 +24,13 @@ import (
 // announcements (and a poll of a minute, so nothing comes from polling), a
 // broadcast payment makes the order payment_detected before any block; a
 // replacement (RBF) of that transaction paying another address reverts it,
-// and the order is back to awaiting payment. A second payment, mined, then
-// confirms as usual.
+// and the order is back to awaiting payment. The hold the sighting extended
+// to the request's deadline is released at the replacement (issue 35). The
+// replacement, mined, pays nothing to the order.
 func TestMempoolPaymentDetectedThenReplaced(t *testing.T) {
 	skipShort(t)
 	forEachNode(t, func(t *testing.T, n node) {
-		f := newFixture(t, n, apptest.Options{})
+		f := newFixture(t, n, apptest.Options{Holds: &app.Holds{}})
 		f.runWatcher("watcher", func(w *chainwatch.Watcher) {
 			w.Notifier, w.Poll = n.notifier(), time.Minute
 		})
@@ -48,6 +50,11 @@ func TestMempoolPaymentDetectedThenReplaced(t *testing.T) {
 		if now, err := f.chain.Tip(f.e.Ctx); err != nil || now != tip {
 			t.Fatalf("a block was mined (tip %d, was %d): %v", now, tip, err)
 		}
+		// The sighting keeps the order's hold until the request's deadline.
+		want := in.Deadline.Add(domain.HoldGrace)
+		if h := f.hold(o.Ref); h.State != "held" || !h.Live || h.Until.Sub(want).Abs() > time.Millisecond {
+			t.Fatalf("hold after the mempool payment %+v, want live until %s", h, want)
+		}
 
 		other := otherAddress(t, n)
 		replacement := replace(other)
@@ -56,6 +63,11 @@ func TestMempoolPaymentDetectedThenReplaced(t *testing.T) {
 		}
 		f.waitPayments("replaced payment reverted", in.ID, onePayment(chainwatch.StateReverted))
 		f.e.WaitOrderStatus(o.Ref, domain.StatusAwaitingPayment)
+		// Replaced, the payment gives the hold back at once (issue 35): not
+		// at the request's deadline.
+		if h := f.hold(o.Ref); h.State != "released" || h.Live {
+			t.Fatalf("hold after the replacement %+v, want released", h)
+		}
 
 		// The replacement is mined: nothing for the order.
 		n.mine(int(n.policy()))
@@ -100,6 +112,26 @@ func TestMempoolReadOnTakeover(t *testing.T) {
 			t.Fatalf("a block was mined (tip %d, was %d): %v", now, tip, err)
 		}
 	})
+}
+
+// heldFor is an order's capacity hold: its state, end, and whether it
+// still counts (live_capacity_holds).
+type heldFor struct {
+	State string    `db:"state"`
+	Until time.Time `db:"held_until"`
+	Live  bool      `db:"live"`
+}
+
+// hold reads the order's latest capacity hold.
+func (f *fixture) hold(ref string) heldFor {
+	f.t.Helper()
+	var h heldFor
+	if err := f.e.DB.GetContext(f.e.Ctx, &h, `SELECT h.state, h.held_until,
+			EXISTS (SELECT 1 FROM live_capacity_holds l WHERE l.id = h.id) AS live
+		FROM capacity_holds h WHERE h.order_ref = $1 ORDER BY h.id DESC LIMIT 1`, ref); err != nil {
+		f.t.Fatalf("hold of %s: %v", ref, err)
+	}
+	return h
 }
 
 // otherAddress is an address of the same network that no request has.
