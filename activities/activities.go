@@ -77,13 +77,14 @@ type CreateIntentInput struct {
 }
 
 // CapacityHolder holds capacity for an order before money is asked for it
-// (postgres.Capacity): refused with no_capacity when nothing is free.
-// HoldForRequest, for a payment request, is also refused with
-// unpaid_holds_limit when the account or the client network already holds
-// its share for unpaid orders.
+// (postgres.Capacity): HoldCapacity (a balance payment) is refused with
+// no_capacity when nothing is free. HoldForRequest, for a payment request,
+// holds only when the rules on unpaid holds allow it and otherwise lets the
+// request be made without a hold (the decision says why); it is refused
+// with no_capacity only when everything is rented or held by payers.
 type CapacityHolder interface {
 	HoldCapacity(ctx context.Context, orderRef string, until time.Time) (taken bool, err error)
-	HoldForRequest(ctx context.Context, orderRef string, until time.Time) (taken bool, err error)
+	HoldForRequest(ctx context.Context, orderRef string, until time.Time) (domain.HoldDecision, error)
 	ReleaseHold(ctx context.Context, orderRef string) error
 }
 
@@ -338,12 +339,18 @@ func (a *Activities) CreatePaymentIntent(ctx context.Context, in CreateIntentInp
 	order := in.TargetKind == "order" && a.Capacity != nil
 	taken := false
 	if order {
-		// A short hold: a request costs nothing until it is paid. A
-		// payment seen extends it to the request's deadline (the chain
-		// watcher, postgres.ExtendHeldForPayment).
-		var err error
-		if taken, err = a.Capacity.HoldForRequest(ctx, in.TargetRef, a.now().Add(a.holdFirst())); err != nil {
+		// A short hold, when the rules allow one: a request costs nothing
+		// until it is paid. A payment seen extends it to the request's
+		// deadline (the chain watcher, postgres.ExtendHeldForPayment).
+		// Without a hold the request is made all the same: the machine
+		// goes to the first payment.
+		d, err := a.Capacity.HoldForRequest(ctx, in.TargetRef, a.now().Add(a.holdFirst()))
+		if err != nil {
 			return domain.Intent{}, domainToApplication(err)
+		}
+		taken = d.Taken
+		if !d.Held {
+			a.logger().Info("payment request without a hold", "order", in.TargetRef, "why", d.Reason)
 		}
 	}
 	it, err := a.Payments.CreateIntent(ctx, in)

@@ -34,7 +34,7 @@ func statusFor(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case domain.ECodeMediaType:
 		return http.StatusUnsupportedMediaType
-	case domain.ECodeTooMany, domain.ECodeQuota, domain.ECodeHoldLimit:
+	case domain.ECodeTooMany, domain.ECodeQuota:
 		return http.StatusTooManyRequests
 	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
 		return http.StatusServiceUnavailable

@@ -97,7 +97,7 @@ func (s *Server) createOrderIntent(c *gin.Context) {
 	defer cancel()
 	in, err := s.wf.CreateOrderIntent(ctx, o.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
 	if err != nil {
-		s.failIntent(c, o.Ref, req, s.holdLimitRetry(ctx, c, s.workflowError(ctx, "create payment request", o.Ref, err)))
+		s.failIntent(c, o.Ref, req, s.workflowError(ctx, "create payment request", o.Ref, err))
 		return
 	}
 	c.Header("Location", "/v1/payment-intents/"+in.ID)

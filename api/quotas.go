@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -86,12 +85,9 @@ type QuotaStore interface {
 	CreateTopUpLimited(ctx context.Context, accountID, amountCents int64, lim domain.Limit) (domain.TopUp, error)
 	CreateSupportRequestLimited(ctx context.Context, r domain.SupportRequest, perAccount, perOrder domain.Limit) (domain.SupportRequest, error)
 	// AskPaymentRequest counts a payment request asked on an order or a
-	// top-up and, on an order, records the asking network (its hold counts
-	// under it).
+	// top-up and, on an order, records the asking network (a hold the
+	// request takes belongs to it).
 	AskPaymentRequest(ctx context.Context, targetRef, network string, lim domain.Limit) error
-	// UnpaidHoldsRetry: when the first unpaid hold of the account or the
-	// network lapses.
-	UnpaidHoldsRetry(ctx context.Context, accountID int64, network string) (time.Duration, error)
 	// OpenStream, RenewStream and CloseStream lease a live stream's place.
 	OpenStream(ctx context.Context, accountID int64, session []byte, perSession, perAccount int, lease time.Duration) (int64, error)
 	RenewStream(ctx context.Context, id int64, lease time.Duration) error
@@ -155,21 +151,6 @@ func (s *Server) paymentRequestsLimit(quota string) domain.Limit {
 func (s *Server) supportLimits() (perAccount, perOrder domain.Limit) {
 	return domain.Limit{Quota: domain.QuotaSupportPerAccount, Max: s.cfg.Quotas.SupportRequestsPerDay, Window: quotaDay},
 		domain.Limit{Quota: domain.QuotaSupportPerOrder, Max: s.cfg.Quotas.SupportRequestsPerOrderDay, Window: quotaDay}
-}
-
-// holdLimitRetry gives a payment request refused for the unpaid-hold limit
-// (decided by the workflow's activity, which cannot say when) its wait:
-// until the first hold of the account or network lapses.
-func (s *Server) holdLimitRetry(ctx context.Context, c *gin.Context, err error) error {
-	var de *domain.Error
-	if !errors.As(err, &de) || de.Code != domain.ECodeHoldLimit {
-		return err
-	}
-	wait, rerr := s.store.UnpaidHoldsRetry(ctx, account(c).ID, domain.ClientNetwork(c.ClientIP()))
-	if rerr != nil || wait <= 0 {
-		wait = time.Minute // lapsed meanwhile, or unknown: soon
-	}
-	return &domain.QuotaError{Err: de, Quota: domain.QuotaUnpaidHolds, RetryAfter: wait}
 }
 
 // openStream takes the request's live-stream place (per session and per

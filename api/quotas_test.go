@@ -190,24 +190,6 @@ func TestQuotaPaymentRequestsPerHour(t *testing.T) {
 	require.Equal(t, 1, qc.count(domain.QuotaTopUpPaymentRequests))
 }
 
-// A payment request refused by the workflow for the unpaid-hold limit
-// (the worker's decision, which cannot say when) is a 429 whose
-// Retry-After is when the account's first unpaid hold lapses.
-func TestHoldLimitRefusalWaitsForTheFirstHold(t *testing.T) {
-	h, qc := quotaHarness(t, func(*api.Quotas) {})
-	c := h.register("holder@example.com")
-	held, ref := h.order(c), h.order(c)
-	_, err := h.db.Exec(`INSERT INTO capacity_holds (order_ref, gpu_model, gpus, held_until)
-		VALUES ($1, 'rtx-a5000', 2, now() + interval '12 minutes')`, held)
-	require.NoError(t, err)
-	h.wf.fail("CreateOrderIntent", &domain.Error{Code: domain.ECodeHoldLimit,
-		Message: "Votre compte réserve déjà 2 machine(s) pour des demandes de paiement non réglées."})
-	r := h.do("POST", "/v1/orders/"+ref+"/payment-intents", map[string]any{"asset": "BTC", "network": "bitcoin"}, c.auth)
-	requireQuota(t, r, "unpaid_holds_limit", 12*time.Minute)
-	require.Contains(t, r.obj("error")["message"], "Votre compte réserve déjà 2 machine(s)")
-	require.Equal(t, 1, qc.count(domain.QuotaUnpaidHolds))
-}
-
 // "J'ai payé" once per payment request: a second claim (or 20 at once)
 // answers the same and writes nothing: no claim, no timeline entry (so no
 // open stream wakes up).

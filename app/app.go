@@ -82,10 +82,15 @@ type Config struct {
 
 // Holds are the capacity hold rules (postgres.Capacity): at most
 // PerAccount and PerNetwork unpaid holds at once (0: no limit), each lasting
-// First until a payment is seen (0: domain.DefaultHoldFirst).
+// First until a payment is seen (0: domain.DefaultHoldFirst); holds of
+// unpaid orders take at most Share percent of a model's capacity (0: none
+// at all, 100: all of it), and at most Budget of unpaid hold time per
+// account and per network in 24 hours (0: no limit).
 type Holds struct {
 	PerAccount, PerNetwork int
 	First                  time.Duration
+	Share                  int
+	Budget                 time.Duration
 }
 
 // App is the assembled application.
@@ -122,7 +127,8 @@ func New(c Config) *App {
 	}
 	if c.Holds != nil {
 		a.Activities.Capacity = postgres.Capacity{DB: c.DB, Provisioner: c.ProvisionerName,
-			MaxUnpaidPerAccount: c.Holds.PerAccount, MaxUnpaidPerNetwork: c.Holds.PerNetwork}
+			MaxUnpaidPerAccount: c.Holds.PerAccount, MaxUnpaidPerNetwork: c.Holds.PerNetwork,
+			UnpaidShare: c.Holds.Share, UnpaidHoldBudget: c.Holds.Budget}
 		a.Activities.HoldFirst = c.Holds.First
 	}
 	return a

@@ -17,9 +17,12 @@ type Quotas struct {
 	HoldsPerAccount     int           // KERNODECK_UNPAID_HOLDS_PER_ACCOUNT
 	HoldsPerNetwork     int           // KERNODECK_UNPAID_HOLDS_PER_NETWORK
 	HoldFirst           time.Duration // KERNODECK_HOLD_FIRST
+	HoldShare           int           // KERNODECK_UNPAID_HOLD_SHARE (percent, 0 to 100)
+	HoldBudget          time.Duration // KERNODECK_UNPAID_HOLD_BUDGET (per 24 hours)
 }
 
-// QuotasFromEnv reads the quotas; each must be at least 1.
+// QuotasFromEnv reads the quotas; each count must be at least 1, each
+// duration positive, the share of unpaid holds from 0 to 100 percent.
 func QuotasFromEnv(getenv func(string) string) (Quotas, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -39,9 +42,14 @@ func QuotasFromEnv(getenv func(string) string) (Quotas, error) {
 		HoldsPerAccount:     p.int("KERNODECK_UNPAID_HOLDS_PER_ACCOUNT", domain.DefaultUnpaidHolds),
 		HoldsPerNetwork:     p.int("KERNODECK_UNPAID_HOLDS_PER_NETWORK", domain.DefaultUnpaidHolds),
 		HoldFirst:           p.dur("KERNODECK_HOLD_FIRST", domain.DefaultHoldFirst),
+		HoldShare:           p.int("KERNODECK_UNPAID_HOLD_SHARE", domain.DefaultUnpaidHoldShare),
+		HoldBudget:          p.dur("KERNODECK_UNPAID_HOLD_BUDGET", domain.DefaultUnpaidHoldBudget),
 	}
 	if p.err != nil {
 		return Quotas{}, p.err
+	}
+	if q.HoldShare < 0 || q.HoldShare > 100 {
+		return Quotas{}, fmt.Errorf("KERNODECK_UNPAID_HOLD_SHARE must be a percentage from 0 to 100")
 	}
 	for name, v := range map[string]int{
 		"KERNODECK_MAX_UNPAID_ORDERS":                  q.API.UnpaidOrdersPerAccount,

@@ -26,8 +26,7 @@ const (
 	ECodeUnavailable  = "unavailable"            // a dependency (Temporal, DB) is down (503)
 	ECodeInternal     = "internal"               // bug or unexpected failure (500)
 
-	ECodeQuota     = "quota_exceeded"     // a quota on what an account or network may create or open (429, Retry-After)
-	ECodeHoldLimit = "unpaid_holds_limit" // the account or network already holds its hosts for unpaid payment requests (429, Retry-After)
+	ECodeQuota = "quota_exceeded" // a quota on what an account or network may create or open (429, Retry-After)
 
 	ECodeMethodUnavailable = "method_unavailable"     // payment method not offered now (409)
 	ECodeRateUnavailable   = "rate_unavailable"       // no fresh rate for the asset (503)

@@ -18,9 +18,6 @@ const (
 	QuotaStreamsPerSession    = "streams_per_session"
 	QuotaStreamsPerAccount    = "streams_per_account"
 	QuotaRegistrations        = "registrations_per_network"
-	// Hosts held for unpaid payment requests, per account or per client
-	// network (the refusal's message says which).
-	QuotaUnpaidHolds = "unpaid_holds"
 )
 
 // Limit is one quota: at most Max things within Window. For things that
@@ -41,8 +38,8 @@ func (l Limit) Validate() error {
 	return nil
 }
 
-// QuotaError is a refusal by a quota: a *Error (code ECodeQuota or
-// ECodeHoldLimit, French message) with the quota's name and how long to
+// QuotaError is a refusal by a quota: a *Error (code ECodeQuota, French
+// message) with the quota's name and how long to
 // wait (the API's Retry-After). Nothing was written.
 type QuotaError struct {
 	Err        *Error
@@ -63,8 +60,10 @@ func QuotaExceeded(quota string, retry time.Duration, message string) *QuotaErro
 	return &QuotaError{Err: &Error{Code: ECodeQuota, Message: message}, Quota: quota, RetryAfter: max(retry, time.Second)}
 }
 
-// Unpaid capacity holds (issue 19): a payment request holds a whole host,
-// so the first hold is short and a payment seen extends it.
+// Unpaid capacity holds (issues 19, 35): a payment request may hold a
+// whole host, so the first hold is short, a payment seen extends it, and
+// what an unpaid request may hold is bounded; past the bounds the request
+// is still made, without a hold (the machine goes to the first payment).
 const (
 	// DefaultHoldFirst is how long a payment request's hold lasts until a
 	// payment to it is seen.
@@ -76,4 +75,34 @@ const (
 	// DefaultUnpaidHolds is how many hosts one account, and one client
 	// network, may hold for unpaid payment requests at once.
 	DefaultUnpaidHolds = 2
+	// DefaultUnpaidHoldShare is the percentage of a model's capacity that
+	// holds of unpaid orders may take: the rest goes to whoever pays first.
+	DefaultUnpaidHoldShare = 50
+	// DefaultUnpaidHoldBudget is the unpaid hold time one account, and one
+	// client network, may spend in 24 hours.
+	DefaultUnpaidHoldBudget = 2 * time.Hour
+	// HoldBudgetWindow is the window of that budget.
+	HoldBudgetWindow = 24 * time.Hour
 )
+
+// HoldDecision is what a payment request's capacity hold came to: the
+// request is made either way (held or not), unless nothing of the order's
+// configuration is left to sell at all (no_capacity).
+type HoldDecision struct {
+	// Held: a machine is held for the order until Until.
+	Held  bool
+	Until time.Time
+	// Taken: this call took the hold (a caller whose payment request is
+	// then refused gives it back).
+	Taken bool
+	// Reason says, in French, why nothing is held (when !Held).
+	Reason string
+}
+
+// MachineHold is what the customer reads of an unpaid order's hold, live:
+// a machine is held until Until, or none is (the machine goes to the first
+// payment received).
+type MachineHold struct {
+	Held  bool       `json:"held"`
+	Until *time.Time `json:"until,omitempty"`
+}

@@ -25,11 +25,18 @@ type Capacity struct {
 	Provisioner string // ProvisionerSSH or ProvisionerLocal
 	// MaxUnpaidPerAccount and MaxUnpaidPerNetwork bound the holds one
 	// account, and one client network (the network that asked for the
-	// payment request), keep for orders awaiting payment at once
-	// (HoldForRequest): a payment request costs nothing, and holds a whole
-	// host. 0: no limit.
+	// payment request, recorded on the hold when it is taken), keep for
+	// unpaid orders at once (HoldForRequest): a payment request costs
+	// nothing, and may hold a whole host. 0: no limit.
 	MaxUnpaidPerAccount int
 	MaxUnpaidPerNetwork int
+	// UnpaidShare is the percentage (0 to 100) of a model's capacity that
+	// holds of unpaid orders may take (HoldForRequest): the rest goes to
+	// whoever pays first. 0 holds nothing for unpaid orders.
+	UnpaidShare int
+	// UnpaidHoldBudget is the unpaid hold time one account, and one client
+	// network, may spend in 24 hours (HoldForRequest). 0: no limit.
+	UnpaidHoldBudget time.Duration
 }
 
 // LockCapacity serialises every decision about model's capacity (holds and
@@ -181,36 +188,53 @@ func noFitMessage(model string, gpus, gpusPerLot int, sizes []int) string {
 
 // HoldCapacity holds capacity for an order awaiting payment until until
 // (extended, never shortened, when called again), or refuses with
-// no_capacity and a French message when none is free: then no payment must
-// be asked. An order already paid (or further) is left alone, so a retried
-// activity never takes a second host. taken says the call took a new hold
-// (rather than extending the order's own): a caller whose payment is then
-// refused gives it back (ReleaseHold).
+// no_capacity and a French message when none is free, or when the paid
+// orders waiting for a machine of that model and size need every free one
+// (kd_waiting_ahead): then no payment must be asked. An order already paid
+// (or further) is left alone, so a retried activity never takes a second
+// host. taken says the call took a new hold (rather than extending the
+// order's own): a caller whose payment is then refused gives it back
+// (ReleaseHold).
 func (c Capacity) HoldCapacity(ctx context.Context, orderRef string, until time.Time) (taken bool, err error) {
-	return c.hold(ctx, orderRef, until, false)
+	d, err := c.hold(ctx, orderRef, until, false)
+	return d.Taken, err
 }
 
-// HoldForRequest is HoldCapacity for a payment request: a new hold is
-// also refused (ECodeHoldLimit, a *domain.QuotaError) when the order's
-// account, or the client network that asked for the request, already
-// holds MaxUnpaidPerAccount (MaxUnpaidPerNetwork) for other orders
-// awaiting payment. Extending the order's own hold is never refused.
-func (c Capacity) HoldForRequest(ctx context.Context, orderRef string, until time.Time) (taken bool, err error) {
+// HoldForRequest holds capacity for a payment request of an order until
+// until, when every rule allows it; otherwise the request is still made,
+// without a hold, and the decision says why in French. It never extends a
+// hold: an order that already holds keeps its hold as it is (only a
+// payment seen extends it, ExtendHeldForPayment). A new hold is taken only
+// when the account's address is confirmed, the account and the client
+// network that asked (recorded on the hold as its owners) hold fewer than
+// MaxUnpaidPerAccount (MaxUnpaidPerNetwork) for unpaid orders, the model's
+// holds of unpaid orders stay within UnpaidShare, the owners' unpaid hold
+// time of the last 24 hours leaves room in UnpaidHoldBudget, and the paid
+// orders waiting for a machine leave one free. It fails with no_capacity
+// only when no host of the order's configuration exists, or every one is
+// rented or held by paid orders: then no payment must be asked.
+func (c Capacity) HoldForRequest(ctx context.Context, orderRef string, until time.Time) (domain.HoldDecision, error) {
 	return c.hold(ctx, orderRef, until, true)
 }
 
-func (c Capacity) hold(ctx context.Context, orderRef string, until time.Time, limited bool) (taken bool, err error) {
+// holdOrder is what a hold decision reads of its order.
+type holdOrder struct {
+	Model       string `db:"gpu_model"`
+	GPUs        int    `db:"total_gpus"`
+	GPUsPerLot  int    `db:"gpus_per_lot"`
+	Status      string `db:"status"`
+	AccountID   int64  `db:"account_id"`
+	HoldNetwork []byte `db:"hold_network"`
+	Verified    bool   `db:"verified"`
+}
+
+func (c Capacity) hold(ctx context.Context, orderRef string, until time.Time, request bool) (d domain.HoldDecision, err error) {
 	err = c.DB.inTx(ctx, func(tx *sqlx.Tx) error {
-		var o struct {
-			Model       string `db:"gpu_model"`
-			GPUs        int    `db:"total_gpus"`
-			GPUsPerLot  int    `db:"gpus_per_lot"`
-			Status      string `db:"status"`
-			AccountID   int64  `db:"account_id"`
-			HoldNetwork []byte `db:"hold_network"`
-		}
-		err := tx.GetContext(ctx, &o, `SELECT gpu_model, total_gpus, gpus_per_lot, status, account_id, hold_network
-			FROM orders WHERE ref = $1`, orderRef)
+		d = domain.HoldDecision{}
+		var o holdOrder
+		err := tx.GetContext(ctx, &o, `SELECT o.gpu_model, o.total_gpus, o.gpus_per_lot, o.status, o.account_id, o.hold_network,
+				a.email_verified_at IS NOT NULL AS verified
+			FROM orders o JOIN accounts a ON a.id = o.account_id WHERE o.ref = $1`, orderRef)
 		if errors.Is(err, sql.ErrNoRows) {
 			return domain.ErrNotFound
 		}
@@ -220,8 +244,7 @@ func (c Capacity) hold(ctx context.Context, orderRef string, until time.Time, li
 		if o.Status != domain.StatusAwaitingPayment && o.Status != domain.StatusPaymentDetected {
 			return nil
 		}
-		limited = limited && o.Status == domain.StatusAwaitingPayment
-		if limited {
+		if request {
 			// Account, then network, then model: one lock order for every
 			// caller (no deadlock).
 			if err := c.lockHolder(ctx, tx, o.AccountID, o.HoldNetwork); err != nil {
@@ -231,71 +254,162 @@ func (c Capacity) hold(ctx context.Context, orderRef string, until time.Time, li
 		if err := LockCapacity(ctx, tx, o.Model); err != nil {
 			return err
 		}
-		// The order's own hold, if it still counts: extended.
-		res, err := tx.ExecContext(ctx, `UPDATE capacity_holds SET held_until = GREATEST(held_until, $2), updated_at = now()
-			WHERE order_ref = $1 AND state = 'held' AND id IN (SELECT id FROM live_capacity_holds)`, orderRef, until)
-		if err != nil {
-			return fmt.Errorf("extend hold of %s: %w", orderRef, err)
+		// The order's own hold, if it still counts: a payment request keeps
+		// it as it is; a balance payment extends it.
+		own := `SELECT held_until FROM live_capacity_holds WHERE order_ref = $1`
+		args := []any{orderRef}
+		if !request {
+			own = `UPDATE capacity_holds SET held_until = GREATEST(held_until, $2), updated_at = now()
+				WHERE order_ref = $1 AND state = 'held' AND id IN (SELECT id FROM live_capacity_holds) RETURNING held_until`
+			args = append(args, until)
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
+		var held time.Time
+		err = tx.GetContext(ctx, &held, own, args...)
+		if err == nil {
+			d = domain.HoldDecision{Held: true, Until: held}
 			return nil
 		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("hold of %s: %w", orderRef, err)
+		}
 		// Its lapsed hold, if any, was given back by LockCapacity.
-		if limited {
-			if err := c.checkUnpaidHolds(ctx, tx, orderRef, o.AccountID, o.HoldNetwork); err != nil {
+		hostID, reason, err := c.freeForHold(ctx, tx, orderRef, o)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			if !request {
+				return c.nothingFree(ctx, tx, o)
+			}
+			if err := c.checkSellable(ctx, tx, orderRef, o); err != nil {
+				return err
+			}
+			d.Reason = reason
+			return nil
+		}
+		if request {
+			if d.Reason, err = c.unpaidRefusal(ctx, tx, orderRef, o, until); err != nil || d.Reason != "" {
 				return err
 			}
 		}
-		var hostID sql.NullInt64
-		if c.Provisioner == ProvisionerSSH {
-			var h struct {
-				ID   int64  `db:"id"`
-				Name string `db:"name"`
-			}
-			err := tx.GetContext(ctx, &h, freeHostSQL+` ORDER BY h.id LIMIT 1`, o.Model, o.GPUs, orderRef)
-			if errors.Is(err, sql.ErrNoRows) {
-				sizes, serr := c.hostSizes(ctx, tx, o.Model)
-				if serr != nil {
-					return serr
-				}
-				if !slices.Contains(sizes, o.GPUs) {
-					return domain.Errorf(domain.ECodeNoCapacity, "%s Aucun paiement n'est demandé.",
-						noFitMessage(o.Model, o.GPUs, o.GPUsPerLot, sizes))
-				}
-				return noCapacity(o.Model, o.GPUs)
-			}
-			if err != nil {
-				return fmt.Errorf("free host for %s: %w", orderRef, err)
-			}
-			hostID = sql.NullInt64{Int64: h.ID, Valid: true}
-		} else {
-			free, err := FreeGPUs(ctx, tx, o.Model, orderRef)
-			if err != nil {
-				return err
-			}
-			if free < o.GPUs {
-				return noCapacity(o.Model, o.GPUs)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_holds (order_ref, gpu_model, gpus, host_id, held_until)
-			VALUES ($1, $2, $3, $4, $5)`, orderRef, o.Model, o.GPUs, hostID, until); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO capacity_holds (order_ref, gpu_model, gpus, host_id, held_until, account_id, network)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, orderRef, o.Model, o.GPUs, hostID, until, o.AccountID, o.HoldNetwork); err != nil {
 			return fmt.Errorf("hold capacity for %s: %w", orderRef, err)
 		}
-		taken = true
+		d = domain.HoldDecision{Held: true, Until: until, Taken: true}
 		return nil
 	})
-	return taken && err == nil, err
+	if err != nil {
+		return domain.HoldDecision{}, err
+	}
+	return d, nil
+}
+
+// freeForHold finds what a new hold of the order would take: the lowest
+// free host of its configuration (SSH driver) or its GPUs (local driver),
+// once the paid orders waiting for a machine of that model and size
+// (kd_waiting_ahead, migration 00059) have theirs: the first machine freed
+// is theirs. reason says in French why there is none.
+func (c Capacity) freeForHold(ctx context.Context, tx *sqlx.Tx, orderRef string, o holdOrder) (hostID sql.NullInt64, reason string, err error) {
+	var r struct {
+		Free    int           `db:"free"`
+		Waiting int           `db:"waiting"`
+		Host    sql.NullInt64 `db:"host"`
+	}
+	if c.Provisioner == ProvisionerSSH {
+		err = tx.GetContext(ctx, &r, `SELECT (SELECT count(*) FROM (`+freeHostSQL+`) f) AS free,
+			kd_waiting_ahead($1, $2, '') AS waiting,
+			(SELECT f.id FROM (`+freeHostSQL+`) f ORDER BY f.id LIMIT 1) AS host`, o.Model, o.GPUs, orderRef)
+		if err != nil {
+			return hostID, "", fmt.Errorf("free host for %s: %w", orderRef, err)
+		}
+		if r.Free > r.Waiting {
+			return r.Host, "", nil
+		}
+		if r.Free > 0 {
+			return hostID, paidLineReason(o.Model), nil
+		}
+		return hostID, allHeldReason(o.Model), nil
+	}
+	err = tx.GetContext(ctx, &r, `SELECT kd_free_gpus($1, $2) AS free, kd_waiting_ahead($1, 0, '') AS waiting`, o.Model, orderRef)
+	if err != nil {
+		return hostID, "", fmt.Errorf("free GPUs for %s: %w", orderRef, err)
+	}
+	switch {
+	case r.Free-r.Waiting >= o.GPUs:
+		return hostID, "", nil
+	case r.Free >= o.GPUs:
+		return hostID, paidLineReason(o.Model), nil
+	}
+	return hostID, allHeldReason(o.Model), nil
+}
+
+func paidLineReason(model string) string {
+	return fmt.Sprintf("Des commandes déjà payées attendent une machine %s : elles passent d'abord.", model)
+}
+
+func allHeldReason(model string) string {
+	return fmt.Sprintf("Les machines %s libres sont déjà réservées pour d'autres commandes.", model)
+}
+
+// nothingFree is the refusal of a balance payment when nothing is free: the
+// sizes that exist when none is the order's, else no_capacity.
+func (c Capacity) nothingFree(ctx context.Context, tx *sqlx.Tx, o holdOrder) error {
+	if c.Provisioner == ProvisionerSSH {
+		sizes, err := c.hostSizes(ctx, tx, o.Model)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(sizes, o.GPUs) {
+			return domain.Errorf(domain.ECodeNoCapacity, "%s Aucun paiement n'est demandé.",
+				noFitMessage(o.Model, o.GPUs, o.GPUsPerLot, sizes))
+		}
+	}
+	return noCapacity(o.Model, o.GPUs)
+}
+
+// paidStatusSQL: the order o of a hold is paid (or further): its hold is
+// not one of an unpaid order.
+const paidStatusSQL = `o.status NOT IN ('awaiting_payment', 'payment_detected')`
+
+// checkSellable refuses a payment request (nothingFree) when no host of the
+// order's configuration is available without being held by a paid order
+// (local driver: not enough GPUs left once reservations and paid orders'
+// holds are counted): everything is rented by payers. Otherwise a host
+// held for an unpaid order may still come back: the request is made.
+func (c Capacity) checkSellable(ctx context.Context, tx *sqlx.Tx, orderRef string, o holdOrder) error {
+	var left int
+	var err error
+	if c.Provisioner == ProvisionerSSH {
+		err = tx.GetContext(ctx, &left, `SELECT count(*) FROM gpu_hosts h
+			WHERE h.gpu_model = $1 AND h.gpu_count = $2 AND h.state = 'available'
+			AND NOT EXISTS (SELECT 1 FROM live_capacity_holds l JOIN orders o ON o.ref = l.order_ref
+				WHERE l.host_id = h.id AND l.order_ref <> $3 AND `+paidStatusSQL+`)`, o.Model, o.GPUs, orderRef)
+		if err == nil && left > 0 {
+			return nil
+		}
+	} else {
+		err = tx.GetContext(ctx, &left, `SELECT (COALESCE((SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $1), 0)
+			- COALESCE((SELECT SUM(gpus) FROM gpu_reservations WHERE gpu_model = $1 AND state <> 'released'), 0)
+			- COALESCE((SELECT SUM(l.gpus) FROM live_capacity_holds l JOIN orders o ON o.ref = l.order_ref
+				WHERE l.gpu_model = $1 AND l.order_ref <> $2 AND `+paidStatusSQL+`), 0))::int`, o.Model, orderRef)
+		if err == nil && left >= o.GPUs {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("capacity left for %s: %w", orderRef, err)
+	}
+	return c.nothingFree(ctx, tx, o)
 }
 
 // lockHolder serialises the unpaid-hold decisions of an account and of a
 // client network until the end of tx.
 func (c Capacity) lockHolder(ctx context.Context, tx *sqlx.Tx, accountID int64, network []byte) error {
-	if c.MaxUnpaidPerAccount > 0 {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-holds:account:' || $1))`, accountID); err != nil {
-			return fmt.Errorf("lock holds of account %d: %w", accountID, err)
-		}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-holds:account:' || $1))`, accountID); err != nil {
+		return fmt.Errorf("lock holds of account %d: %w", accountID, err)
 	}
-	if c.MaxUnpaidPerNetwork > 0 && network != nil {
+	if network != nil {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('kd-holds:network:' || encode($1, 'hex')))`, network); err != nil {
 			return fmt.Errorf("lock holds of a network: %w", err)
 		}
@@ -303,65 +417,109 @@ func (c Capacity) lockHolder(ctx context.Context, tx *sqlx.Tx, accountID int64, 
 	return nil
 }
 
-// unpaidHoldsSQL lists the live holds of orders awaiting payment other
-// than $1: add the holder's condition.
-const unpaidHoldsSQL = `SELECT l.held_until FROM live_capacity_holds l JOIN orders o ON o.ref = l.order_ref
-	WHERE o.status = 'awaiting_payment' AND l.order_ref <> $1`
+// unpaidHoldsSQL counts the live holds of unpaid orders (awaiting payment,
+// or a payment seen but not confirmed) other than $1: add the owner's
+// condition on l.
+const unpaidHoldsSQL = `SELECT count(*) FROM live_capacity_holds l JOIN orders o ON o.ref = l.order_ref
+	WHERE o.status IN ('awaiting_payment', 'payment_detected') AND l.order_ref <> $1`
 
-// checkUnpaidHolds refuses a new hold when the account, or the network,
-// already holds its maximum for unpaid orders.
-func (c Capacity) checkUnpaidHolds(ctx context.Context, tx *sqlx.Tx, orderRef string, accountID int64, network []byte) error {
-	count := func(cond string, arg any) (int, time.Duration, error) {
-		var r struct {
-			N    int             `db:"n"`
-			Wait sql.NullFloat64 `db:"wait"`
-		}
-		err := tx.GetContext(ctx, &r, `SELECT count(*) AS n, extract(epoch FROM min(h.held_until) - now())::float8 AS wait
-			FROM (`+unpaidHoldsSQL+` AND `+cond+`) h`, orderRef, arg)
-		return r.N, time.Duration(r.Wait.Float64 * float64(time.Second)), err
+// holdSpentSQL is the unpaid hold time, in seconds, of an owner's holds
+// ($1: the condition's argument) taken in the last 24 hours that no
+// reservation consumed: each from its taking until its end, or until it
+// was given back when that came first. Add the owner's condition on h.
+const holdSpentSQL = `SELECT COALESCE(SUM(GREATEST(extract(epoch FROM
+		CASE WHEN h.state = 'released' THEN LEAST(h.held_until, h.updated_at) ELSE h.held_until END - h.created_at), 0)), 0)::float8
+	FROM capacity_holds h WHERE h.state <> 'consumed' AND h.created_at > now() - make_interval(secs => $2)`
+
+// unpaidRefusal says in French why a payment request takes no new hold
+// ("" when it may): the account's address not confirmed, the account or
+// the network at its count of unpaid holds, the model's unpaid share
+// reached, or the owners' daily budget of unpaid hold time spent.
+func (c Capacity) unpaidRefusal(ctx context.Context, tx *sqlx.Tx, orderRef string, o holdOrder, until time.Time) (string, error) {
+	if !o.Verified {
+		return "Votre adresse e-mail n'est pas encore confirmée : aucune machine n'est réservée tant qu'elle ne l'est pas.", nil
+	}
+	count := func(cond string, arg any) (int, error) {
+		var n int
+		err := tx.GetContext(ctx, &n, unpaidHoldsSQL+` AND `+cond, orderRef, arg)
+		return n, err
 	}
 	if c.MaxUnpaidPerAccount > 0 {
-		n, wait, err := count(`o.account_id = $2`, accountID)
+		n, err := count(`l.account_id = $2`, o.AccountID)
 		if err != nil {
-			return fmt.Errorf("unpaid holds of account %d: %w", accountID, err)
+			return "", fmt.Errorf("unpaid holds of account %d: %w", o.AccountID, err)
 		}
 		if n >= c.MaxUnpaidPerAccount {
-			return holdLimit(domain.QuotaUnpaidHolds, wait, fmt.Sprintf(
-				"Votre compte réserve déjà %d machine(s) pour des demandes de paiement non réglées : payez l'une d'elles, ou attendez que sa réservation expire, avant d'en demander une autre. Aucun paiement n'est demandé.",
-				n))
+			return fmt.Sprintf("Votre compte réserve déjà %d machine(s) pour des commandes non payées.", n), nil
 		}
 	}
-	if c.MaxUnpaidPerNetwork > 0 && network != nil {
-		n, wait, err := count(`o.hold_network = $2`, network)
+	if c.MaxUnpaidPerNetwork > 0 && o.HoldNetwork != nil {
+		n, err := count(`l.network = $2`, o.HoldNetwork)
 		if err != nil {
-			return fmt.Errorf("unpaid holds of a network: %w", err)
+			return "", fmt.Errorf("unpaid holds of a network: %w", err)
 		}
 		if n >= c.MaxUnpaidPerNetwork {
-			return holdLimit(domain.QuotaUnpaidHolds, wait,
-				"Trop de machines sont déjà réservées depuis votre réseau pour des demandes de paiement non réglées : payez l'une d'elles, ou attendez que sa réservation expire, avant d'en demander une autre. Aucun paiement n'est demandé.")
+			return "Trop de machines sont déjà réservées depuis votre réseau pour des commandes non payées.", nil
 		}
 	}
-	return nil
-}
-
-func holdLimit(quota string, wait time.Duration, message string) error {
-	e := domain.QuotaExceeded(quota, wait, message)
-	e.Err.Code = domain.ECodeHoldLimit
-	return e
-}
-
-// UnpaidHoldsRetry says when the first of the unpaid holds of an account
-// or of a client network lapses (0: none live): the Retry-After of a
-// payment request refused with ECodeHoldLimit, which reaches the API
-// through the workflow without it.
-func (db *DB) UnpaidHoldsRetry(ctx context.Context, accountID int64, network string) (time.Duration, error) {
-	var wait sql.NullFloat64
-	if err := db.GetContext(ctx, &wait, `SELECT extract(epoch FROM min(h.held_until) - now())::float8
-		FROM (`+unpaidHoldsSQL+` AND (o.account_id = $2 OR o.hold_network = $3)) h`,
-		"", accountID, networkKey(network)); err != nil {
-		return 0, fmt.Errorf("unpaid holds retry: %w", err)
+	share, err := c.shareLeft(ctx, tx, orderRef, o)
+	if err != nil {
+		return "", err
 	}
-	return max(time.Duration(wait.Float64*float64(time.Second)), 0), nil
+	if !share {
+		return fmt.Sprintf("La part des machines %s réservables avant paiement est atteinte.", o.Model), nil
+	}
+	if c.UnpaidHoldBudget > 0 {
+		var need float64
+		if err := tx.GetContext(ctx, &need, `SELECT GREATEST(extract(epoch FROM $1::timestamptz - now()), 0)::float8`, until); err != nil {
+			return "", fmt.Errorf("hold length: %w", err)
+		}
+		spent := func(cond string, arg any) (float64, error) {
+			var s float64
+			err := tx.GetContext(ctx, &s, holdSpentSQL+` AND `+cond, arg, domain.HoldBudgetWindow.Seconds())
+			return s, err
+		}
+		s, err := spent(`h.account_id = $1`, o.AccountID)
+		if err != nil {
+			return "", fmt.Errorf("unpaid hold time of account %d: %w", o.AccountID, err)
+		}
+		if s+need > c.UnpaidHoldBudget.Seconds() {
+			return "Votre compte a épuisé son temps de réservation sans paiement des dernières 24 heures.", nil
+		}
+		if o.HoldNetwork != nil {
+			if s, err = spent(`h.network = $1`, o.HoldNetwork); err != nil {
+				return "", fmt.Errorf("unpaid hold time of a network: %w", err)
+			}
+			if s+need > c.UnpaidHoldBudget.Seconds() {
+				return "Votre réseau a épuisé son temps de réservation sans paiement des dernières 24 heures.", nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// shareLeft says whether one more hold of an unpaid order stays within
+// UnpaidShare percent of the model's capacity: its hosts in service (not
+// broken), or with the local driver its inventory's GPUs, the holds then
+// counted in GPUs.
+func (c Capacity) shareLeft(ctx context.Context, tx *sqlx.Tx, orderRef string, o holdOrder) (bool, error) {
+	var r struct {
+		Held     int `db:"held"`
+		Capacity int `db:"capacity"`
+	}
+	q := `SELECT (` + unpaidHoldsSQL + ` AND l.gpu_model = $2) AS held,
+		(SELECT count(*) FROM gpu_hosts WHERE gpu_model = $2 AND state <> 'broken') AS capacity`
+	need := 1
+	if c.Provisioner != ProvisionerSSH {
+		q = `SELECT COALESCE((SELECT SUM(l.gpus) FROM live_capacity_holds l JOIN orders o ON o.ref = l.order_ref
+				WHERE o.status IN ('awaiting_payment', 'payment_detected') AND l.order_ref <> $1 AND l.gpu_model = $2), 0) AS held,
+			COALESCE((SELECT total_gpus FROM gpu_inventory WHERE gpu_model = $2), 0) AS capacity`
+		need = o.GPUs
+	}
+	if err := tx.GetContext(ctx, &r, q, orderRef, o.Model); err != nil {
+		return false, fmt.Errorf("unpaid share of %s: %w", o.Model, err)
+	}
+	return r.Held+need <= c.UnpaidShare*r.Capacity/100, nil
 }
 
 // ExtendHeldForPayment keeps the hold of an order awaiting payment until

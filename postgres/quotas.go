@@ -113,8 +113,8 @@ func (db *DB) CreateSupportRequestLimited(ctx context.Context, r domain.SupportR
 // on the order or top-up targetRef, refused past lim.Max within lim.Window
 // (asks are counted, not only the requests made: each one costs the
 // workflow history). On an order it also records the asking client
-// network, which the order's capacity hold then counts under
-// (Capacity.HoldForRequest).
+// network: a hold the request then takes (Capacity.HoldForRequest) is
+// recorded as that network's, and stays so whatever later asks name.
 func (db *DB) AskPaymentRequest(ctx context.Context, targetRef, network string, lim domain.Limit) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := quotaLock(ctx, tx, lim.Quota+":"+targetRef); err != nil {
