@@ -84,12 +84,12 @@ type Config struct {
 // PerAccount and PerNetwork unpaid holds at once (0: no limit), each lasting
 // First until a payment is seen (0: domain.DefaultHoldFirst); holds of
 // unpaid orders take at most Share percent of a model's capacity (0: none
-// at all, 100: all of it), and at most Budget of unpaid hold time per
+// at all; nil: no limit), and at most Budget of unpaid hold time per
 // account and per network in 24 hours (0: no limit).
 type Holds struct {
 	PerAccount, PerNetwork int
 	First                  time.Duration
-	Share                  int
+	Share                  *int
 	Budget                 time.Duration
 }
 

@@ -115,9 +115,7 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	}
 	a := app.New(app.Config{DB: db, Temporal: tc, Keyring: kr, Payments: pay,
 		Provisioner: prov, SSH: ssh, ProvisionerName: provisionerName,
-		// Capacity held, without limits per account or network, nor a
-		// share or budget of unpaid holds.
-		Holds:  &app.Holds{Share: 100},
+		Holds:  &app.Holds{}, // capacity held, without limits per account or network
 		Logger: logger})
 	if ec.mail != nil {
 		d, err := a.Dispatcher(app.Mail{PublicURL: "https://kernodeck.test", SMTP: *ec.mail,

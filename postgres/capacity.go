@@ -32,8 +32,8 @@ type Capacity struct {
 	MaxUnpaidPerNetwork int
 	// UnpaidShare is the percentage (0 to 100) of a model's capacity that
 	// holds of unpaid orders may take (HoldForRequest): the rest goes to
-	// whoever pays first. 0 holds nothing for unpaid orders.
-	UnpaidShare int
+	// whoever pays first; 0 holds nothing for unpaid orders. nil: no limit.
+	UnpaidShare *int
 	// UnpaidHoldBudget is the unpaid hold time one account, and one client
 	// network, may spend in 24 hours (HoldForRequest). 0: no limit.
 	UnpaidHoldBudget time.Duration
@@ -503,6 +503,9 @@ func (c Capacity) unpaidRefusal(ctx context.Context, tx *sqlx.Tx, orderRef strin
 // broken), or with the local driver its inventory's GPUs, the holds then
 // counted in GPUs.
 func (c Capacity) shareLeft(ctx context.Context, tx *sqlx.Tx, orderRef string, o holdOrder) (bool, error) {
+	if c.UnpaidShare == nil {
+		return true, nil
+	}
 	var r struct {
 		Held     int `db:"held"`
 		Capacity int `db:"capacity"`
@@ -519,7 +522,7 @@ func (c Capacity) shareLeft(ctx context.Context, tx *sqlx.Tx, orderRef string, o
 	if err := tx.GetContext(ctx, &r, q, orderRef, o.Model); err != nil {
 		return false, fmt.Errorf("unpaid share of %s: %w", o.Model, err)
 	}
-	return r.Held+need <= c.UnpaidShare*r.Capacity/100, nil
+	return r.Held+need <= *c.UnpaidShare*r.Capacity/100, nil
 }
 
 // ExtendHeldForPayment keeps the hold of an order awaiting payment until

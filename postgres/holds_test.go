@@ -35,8 +35,8 @@ type holdsEnv struct {
 }
 
 // newHoldsEnv has hosts RTX A5000 hosts of one GPU and the product's
-// limits per account and per network; the share of unpaid holds is the
-// whole capacity and there is no budget unless a test sets them (e.capa).
+// limits per account and per network; no share nor budget of unpaid holds
+// unless a test sets them (e.capa).
 func newHoldsEnv(t *testing.T, hosts int) *holdsEnv {
 	e := &holdsEnv{t: t, ctx: context.Background(), db: pgtest.NewDB(t)}
 	for i := range hosts {
@@ -55,7 +55,7 @@ func newHoldsEnv(t *testing.T, hosts int) *holdsEnv {
 // capa sets the activity's capacity rules: the defaults changed by set.
 func (e *holdsEnv) capa(set func(*postgres.Capacity)) {
 	c := postgres.Capacity{DB: e.db, Provisioner: postgres.ProvisionerSSH,
-		MaxUnpaidPerAccount: domain.DefaultUnpaidHolds, MaxUnpaidPerNetwork: domain.DefaultUnpaidHolds, UnpaidShare: 100}
+		MaxUnpaidPerAccount: domain.DefaultUnpaidHolds, MaxUnpaidPerNetwork: domain.DefaultUnpaidHolds}
 	set(&c)
 	e.acts.Capacity = c
 }
@@ -338,7 +338,7 @@ func TestUnpaidHoldsStayWithinTheShare(t *testing.T) {
 	addGPUHost(t, e.db, "gpu-broken-1", "rtx-a5000", 1)
 	addGPUHost(t, e.db, "gpu-broken-2", "rtx-a5000", 1)
 	e.exec(`UPDATE gpu_hosts SET state = 'broken' WHERE name LIKE 'gpu-broken-%'`)
-	e.capa(func(c *postgres.Capacity) { c.UnpaidShare = 50 })
+	e.capa(func(c *postgres.Capacity) { c.UnpaidShare = new(50) })
 	refs := make([]string, 4)
 	accs := make([]int64, 4)
 	for i := range refs {
@@ -366,7 +366,7 @@ func TestUnpaidHoldsStayWithinTheShare(t *testing.T) {
 func TestUnpaidShareInGPUsWithTheLocalDriver(t *testing.T) {
 	e := newHoldsEnv(t, 0)
 	e.exec(`UPDATE gpu_inventory SET total_gpus = 8 WHERE gpu_model = 'rtx-a5000'`)
-	e.capa(func(c *postgres.Capacity) { c.Provisioner = postgres.ProvisionerLocal; c.UnpaidShare = 25 })
+	e.capa(func(c *postgres.Capacity) { c.Provisioner = postgres.ProvisionerLocal; c.UnpaidShare = new(25) })
 	a := seedAccount(t, e.db, "gpus-a@example.com")
 	b := seedAccount(t, e.db, "gpus-b@example.com")
 	refA, refB := seedOrder(t, e.db, a, 2), seedOrder(t, e.db, b, 1)

@@ -34,7 +34,7 @@ func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Cli
 		DB: db, Temporal: tc, Keyring: prov.keyring, Payments: pay,
 		Provisioner: local, SSH: ssh, ProvisionerName: prov.cfg.Provisioner,
 		Holds: &app.Holds{PerAccount: quotas.HoldsPerAccount, PerNetwork: quotas.HoldsPerNetwork, First: quotas.HoldFirst,
-			Share: quotas.HoldShare, Budget: quotas.HoldBudget},
+			Share: &quotas.HoldShare, Budget: quotas.HoldBudget},
 		Metrics: m, Logger: logger, WorkflowVersion: cfg.WorkflowVersion,
 	}), nil
 }
