@@ -33,6 +33,9 @@ type orderDetail struct {
 	// PaymentIntents are the order's payment requests, newest first, each
 	// with its status; expired ones stay in the history.
 	PaymentIntents []intentView `json:"payment_intents"`
+	// MachineHold, while the order is unpaid, says whether a machine is
+	// held for it and until when (read live from its capacity hold).
+	MachineHold *domain.MachineHold `json:"machine_hold,omitempty"`
 }
 
 // orderDetail reads the order ref of accountID with everything its owner
@@ -48,7 +51,7 @@ func (s *Server) orderDetail(ctx context.Context, ref string, accountID int64) (
 // detail is an order record as its owner sees it.
 func (s *Server) detail(rec domain.OrderRecord) orderDetail {
 	d := orderDetail{Order: viewOrder(rec.Order), Timeline: customerTimeline(rec.Timeline),
-		PaymentIntents: s.viewIntents(rec.Intents, rec.Payments), Access: rec.Access}
+		PaymentIntents: s.viewIntents(rec.Intents, rec.Payments), Access: rec.Access, MachineHold: rec.MachineHold}
 	if d.Access != nil && d.Access.RevokedAt != nil {
 		// Revoked: the secrets are of no use any more.
 		d.Access.Password, d.Access.PrivateKey, d.Access.JupyterToken = "", "", ""

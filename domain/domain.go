@@ -398,6 +398,9 @@ type OrderRecord struct {
 	Intents  []Intent
 	Payments map[string][]IntentPayment
 	Access   *Access
+	// MachineHold says whether a machine is held for the order while it is
+	// unpaid (awaiting payment, or a payment seen); nil otherwise.
+	MachineHold *MachineHold
 }
 
 // SessionOrder is a valid session's account and CSRF token with one of

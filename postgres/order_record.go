@@ -108,7 +108,8 @@ func (c *timelineCache) put(ref string, t cachedTimeline) {
 // where with everything its owner sees, in one statement: the timeline
 // (unless its size and newest event id are the cached ones, the last two
 // parameters), the payment requests with their claims, the payments seen
-// for them (not reverted) with their confirmations, and the access row.
+// for them (not reverted) with their confirmations, the access row, and
+// while the order is unpaid its live capacity hold.
 // The parts come as JSON documents whose keys are the column names
 // (orderRecordRow decodes them).
 func ownerOrderSelect(where, cachedN, cachedMax string) string {
@@ -141,7 +142,10 @@ func ownerOrderSelect(where, cachedN, cachedMax string) string {
 				'driver_version', a.driver_version, 'cuda_version', a.cuda_version, 'notes', a.notes,
 				'created_at', a.created_at, 'revoked_at', a.revoked_at,
 				'has_key', a.private_key IS NOT NULL, 'jupyter_token', a.jupyter_token, 'now', now())
-			FROM order_access a WHERE a.order_ref = o.ref) AS access_json
+			FROM order_access a WHERE a.order_ref = o.ref) AS access_json,
+		CASE WHEN o.status IN ('awaiting_payment', 'payment_detected') THEN
+			(SELECT json_build_object('held', true, 'until', l.held_until) FROM live_capacity_holds l WHERE l.order_ref = o.ref)
+		END AS hold_json
 	FROM (SELECT ` + orderColumnList + ` FROM orders WHERE ` + where + `) o
 	CROSS JOIN LATERAL (SELECT count(*) AS timeline_n, COALESCE(max(t.id), 0) AS timeline_max
 		FROM timeline_events t WHERE t.ref = o.ref) tl`
@@ -171,6 +175,7 @@ type orderRecordRow struct {
 	Intents     json.RawMessage `db:"intents_json"`
 	Payments    json.RawMessage `db:"payments_json"`
 	Access      []byte          `db:"access_json"`
+	Hold        []byte          `db:"hold_json"` // NULL: none held
 }
 
 type timelineJSON struct {
@@ -331,6 +336,14 @@ func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (do
 		rec.Payments[p.IntentID] = append(rec.Payments[p.IntentID], domain.IntentPayment{TxID: p.TxID, Asset: p.Asset,
 			AmountBase: p.AmountBase, Amount: domain.FormatUnits(&p.AmountBase.Int, p.Decimals), AmountCents: p.AmountCents,
 			State: p.State, Late: p.Late, Confirmations: p.Confirmations})
+	}
+	if row.Status == domain.StatusAwaitingPayment || row.Status == domain.StatusPaymentDetected {
+		rec.MachineHold = &domain.MachineHold{}
+		if len(row.Hold) > 0 {
+			if err := decode(row.Hold, rec.MachineHold); err != nil {
+				return domain.OrderRecord{}, nil, err
+			}
+		}
 	}
 	if len(row.Access) == 0 {
 		return rec, nil, nil
