@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -342,6 +343,19 @@ const (
 	// purpose (target_ref: the order's reference).
 	ActionCloseHostFlag = "close_host_flag"
 )
+
+// CustomerAgent is the agent of an action the customer takes on their own
+// order through the same audited path as support's (support_actions):
+// "client:" and the account's ID. No agent is named so: an agent's name
+// holds no colon (KERNODECK_SUPPORT_TOKENS is agent:token pairs).
+func CustomerAgent(accountID int64) string {
+	return fmt.Sprintf("%s%d", customerAgentPrefix, accountID)
+}
+
+const customerAgentPrefix = "client:"
+
+// ByCustomer reports whether agent is a customer acting on their order.
+func ByCustomer(agent string) bool { return strings.HasPrefix(agent, customerAgentPrefix) }
 
 // HostTargetPrefix prefixes a host's name in support_actions.target_ref,
 // so that no host name reads as an order's or a top-up's reference.

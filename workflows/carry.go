@@ -17,6 +17,7 @@ const (
 	phasePayment            = "payment"
 	phaseProvisioningFailed = "provisioning_failed"
 	phasePeriod             = "period"
+	phaseWaitingForMachine  = "waiting_for_machine"
 	phaseCredited           = "credited"
 )
 

@@ -145,9 +145,10 @@ func TestBalancePaymentAfterPartialKeepsPaidCents(t *testing.T) {
 	}
 }
 
-// An order paid by a support attribution alone whose provisioning fails has
-// nothing to refund: support cancels it (it used to stay open forever).
-func TestProvisioningFailedWithNothingRefundableCancelledBySupport(t *testing.T) {
+// An order paid by a support attribution alone that finds no machine has
+// nothing to refund: support cancels it from the line (it used to stay
+// open forever), and the machine nobody freed is never reserved.
+func TestWaitingWithNothingRefundableCancelledBySupport(t *testing.T) {
 	w := newInvWorld(t)
 	q := &domain.Quote{Configuration: domain.Configuration{Model: "mi210", Lots: 10, DurationDays: 3, Preset: "python"},
 		GPUsPerLot: 1, TotalGPUs: 10, LotCents: 7490, TotalCents: 74900}
@@ -157,8 +158,8 @@ func TestProvisioningFailedWithNothingRefundableCancelledBySupport(t *testing.T)
 		s.updateExpect(&attributed, workflows.UpdateAttributePayment, workflows.Attribution{ActionID: 1, Agent: "a", Reason: "vu"})
 	})
 	s.at(time.Hour, "close", func(s *invSeq) {
-		if st := s.query().status; st != domain.StatusProvisioningFailed {
-			s.fatalf("status %s, want provisioning_failed", st)
+		if st := s.query().status; st != domain.StatusWaitingForMachine {
+			s.fatalf("status %s, want waiting_for_machine", st)
 		}
 		s.updateExpect(&refund, workflows.UpdateRefund, workflows.Refund{ActionID: 2, Agent: "a", AmountCents: 1, Reason: "r"})
 		s.updateExpect(&cancel, workflows.UpdateCancel, workflows.CancelRequest{By: "support", ActionID: 3, Agent: "a", Reason: "r"})

@@ -891,14 +891,15 @@ func (s *invSeq) retryProvisioning() {
 	s.updateWorkflow(workflows.UpdateRetryProvisioning, workflows.SupportAction{ActionID: s.nextAction(), Agent: "inv", Reason: "relance"})
 }
 
-// janitor is support's last word on a rental whose provisioning failed:
-// everything refundable goes back to the balance, which closes it.
+// janitor is support's last word on a rental whose provisioning failed,
+// or that waits in line for a machine none will free: everything
+// refundable goes back to the balance, which closes it.
 func (s *invSeq) janitor() {
 	if s.topup {
 		return
 	}
 	q := s.query()
-	if q.status != domain.StatusProvisioningFailed {
+	if q.status != domain.StatusProvisioningFailed && q.status != domain.StatusWaitingForMachine {
 		return
 	}
 	if q.refundable <= 0 {

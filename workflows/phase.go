@@ -20,6 +20,7 @@ const (
 	PhaseAwaitingPayment    Phase = domain.StatusAwaitingPayment
 	PhasePaymentDetected    Phase = domain.StatusPaymentDetected
 	PhasePaid               Phase = domain.StatusPaid
+	PhaseWaitingForMachine  Phase = domain.StatusWaitingForMachine
 	PhaseProvisioning       Phase = domain.StatusProvisioning
 	PhaseProvisioningFailed Phase = domain.StatusProvisioningFailed
 	PhaseActive             Phase = domain.StatusActive
@@ -38,10 +39,12 @@ const (
 //	   └───────────────────────────────────┘    │        ▲   │
 //	paid ─▶ awaiting_payment (a deep reorg before provisioning)  │   ▼
 //	                                provisioning_failed ─▶ cancelled, refunded
+//	paid ─▶ waiting_for_machine (no free machine) ─▶ provisioning, refunded, cancelled
 var RentalMoves = map[Phase][]Phase{
 	PhaseAwaitingPayment:    {PhasePaymentDetected, PhasePaid, PhaseExpired, PhaseCancelled},
 	PhasePaymentDetected:    {PhaseAwaitingPayment, PhasePaid, PhaseExpired},
-	PhasePaid:               {PhaseProvisioning, PhaseAwaitingPayment, PhasePaymentDetected},
+	PhasePaid:               {PhaseProvisioning, PhaseWaitingForMachine, PhaseAwaitingPayment, PhasePaymentDetected},
+	PhaseWaitingForMachine:  {PhaseProvisioning, PhaseRefunded, PhaseCancelled},
 	PhaseProvisioning:       {PhaseActive, PhaseProvisioningFailed},
 	PhaseProvisioningFailed: {PhaseProvisioning, PhaseCancelled, PhaseRefunded},
 	PhaseActive:             {PhaseEnding},
@@ -53,7 +56,7 @@ var RentalMoves = map[Phase][]Phase{
 }
 
 // rentalPhases are the phases in the order the diagram lists them.
-var rentalPhases = []Phase{PhaseAwaitingPayment, PhasePaymentDetected, PhasePaid, PhaseProvisioning,
+var rentalPhases = []Phase{PhaseAwaitingPayment, PhasePaymentDetected, PhasePaid, PhaseWaitingForMachine, PhaseProvisioning,
 	PhaseProvisioningFailed, PhaseActive, PhaseEnding, PhaseEnded, PhaseCancelled, PhaseExpired, PhaseRefunded}
 
 // movesMermaid is RentalMoves as a Mermaid state diagram, the one README's

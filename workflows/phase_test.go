@@ -20,7 +20,10 @@ func TestPhaseMoves(t *testing.T) {
 		{PhasePaymentDetected, PhaseAwaitingPayment}: true, {PhasePaymentDetected, PhasePaid}: true,
 		{PhasePaymentDetected, PhaseExpired}: true,
 		{PhasePaid, PhaseProvisioning}:       true, {PhasePaid, PhaseAwaitingPayment}: true, {PhasePaid, PhasePaymentDetected}: true,
-		{PhaseProvisioning, PhaseActive}: true, {PhaseProvisioning, PhaseProvisioningFailed}: true,
+		{PhasePaid, PhaseWaitingForMachine}:         true,
+		{PhaseWaitingForMachine, PhaseProvisioning}: true, {PhaseWaitingForMachine, PhaseRefunded}: true,
+		{PhaseWaitingForMachine, PhaseCancelled}: true,
+		{PhaseProvisioning, PhaseActive}:         true, {PhaseProvisioning, PhaseProvisioningFailed}: true,
 		{PhaseProvisioningFailed, PhaseProvisioning}: true, {PhaseProvisioningFailed, PhaseCancelled}: true,
 		{PhaseProvisioningFailed, PhaseRefunded}: true,
 		{PhaseActive, PhaseEnding}:               true, {PhaseEnding, PhaseEnded}: true,
@@ -30,8 +33,8 @@ func TestPhaseMoves(t *testing.T) {
 		phases = append(phases, p)
 	}
 	slices.Sort(phases)
-	if len(phases) != 11 {
-		t.Fatalf("%d phases in the table, want the 11 order statuses", len(phases))
+	if len(phases) != 12 {
+		t.Fatalf("%d phases in the table, want the 12 order statuses", len(phases))
 	}
 	refused := 0
 	for _, from := range phases {
@@ -51,8 +54,8 @@ func TestPhaseMoves(t *testing.T) {
 			t.Errorf("%s: final %v, want %v", from, from.Final(), final)
 		}
 	}
-	if refused != 11*11-11-len(allowed) {
-		t.Fatalf("%d refused moves, want %d", refused, 11*11-11-len(allowed))
+	if refused != 12*12-12-len(allowed) {
+		t.Fatalf("%d refused moves, want %d", refused, 12*12-12-len(allowed))
 	}
 	for _, p := range []Phase{PhaseEnded, PhaseCancelled, PhaseExpired, PhaseRefunded} {
 		if !p.Final() {

@@ -65,6 +65,8 @@ type RentalState struct {
 	// OverRefundable: a refund replayed from before "refund-over" (when
 	// the excess could be refunded twice, here and from the queue).
 	OverRefundable bool
+	// Waiting: the paid order waits in line for a machine (vQueue).
+	Waiting bool `json:",omitempty"`
 	// TeardownStuck: a teardown step was reported stuck (vDrain).
 	TeardownStuck bool `json:",omitempty"`
 	// Shortfalls are, per reverted payment generation (vRefundShortfall),
@@ -187,6 +189,8 @@ func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 	case phaseProvisioningFailed:
 		r.resumedWaitingSupport = true
 		return r.provisionAndRun(ctx)
+	case phaseWaitingForMachine:
+		return r.provisionAndRun(ctx)
 	}
 	for {
 		if err := r.awaitPayment(ctx); err != nil {
@@ -210,6 +214,15 @@ func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
 
 // provisionAndRun provisions the machine, then runs the period.
 func (r *rental) provisionAndRun(ctx workflow.Context) (RentalStatus, error) {
+	if r.v >= vQueue && !r.resumedWaitingSupport {
+		taken, err := r.takeMachine(ctx)
+		if err != nil {
+			return r.Status, err
+		}
+		if !taken {
+			return r.finish(ctx)
+		}
+	}
 	access, ready, err := r.provision(ctx)
 	if err != nil {
 		return r.Status, err

@@ -21,10 +21,11 @@ func (r *rental) validateCancel(req CancelRequest) error {
 	if req.ActionID > 0 && r.Actions[req.ActionID] {
 		return nil
 	}
-	if r.Status.Status == domain.StatusProvisioningFailed && req.ActionID > 0 && !r.RetryAsked && !r.closingRefund {
-		// Support's way to close an order whose machine cannot be prepared
-		// and that holds no received money (paid by an attribution alone):
-		// otherwise a refund of what is refundable closes it.
+	if r.stalled() && req.ActionID > 0 && !r.RetryAsked && !r.closingRefund {
+		// Support's way to close an order whose machine cannot be prepared,
+		// or that waits for one, and that holds no received money (paid by
+		// an attribution alone): otherwise a refund of what is refundable
+		// closes it.
 		if r.refundable() > 0 {
 			return reject(domain.ECodeConflict, "Un montant reçu reste remboursable : remboursez-le pour clore la commande.")
 		}
@@ -56,8 +57,10 @@ func (r *rental) cancel(ctx workflow.Context, req CancelRequest) error {
 			return err
 		}
 	}
-	if r.Status.Status == domain.StatusProvisioningFailed {
-		// Whatever the failed attempt reserved is given back first.
+	if r.phase() == PhaseProvisioningFailed {
+		// Whatever the failed attempt reserved is given back first (an
+		// order in line gets its machine released by the main flow, once
+		// it is written closed: takeMachine).
 		var a *activities.Activities
 		if err := workflow.ExecuteActivity(handlerMachineCtx(ctx, r.v), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			return errUnavailable()
@@ -100,7 +103,18 @@ func (r *rental) validateRefund(rf Refund) error {
 	if r.phase().Closed() || r.closingRefund {
 		return reject(domain.ECodeConflict, "La commande est close : un montant reçu en attente se rembourse depuis la file du support.")
 	}
+	if domain.ByCustomer(rf.Agent) && (r.phase() != PhaseWaitingForMachine || rf.AmountCents != r.refundable()) {
+		// The customer takes back all of it, from the line only.
+		return reject(domain.ECodeConflict, "La commande n'attend pas de machine : son montant ne peut pas être repris sur le solde.")
+	}
 	return refusal(domain.CheckRefund(rf.AmountCents, r.refundable()))
+}
+
+// stalled reports whether the paid rental waits for support
+// (provisioning failed) or for a machine (in line): a refund of all that
+// is refundable closes it.
+func (r *rental) stalled() bool {
+	return r.phase() == PhaseProvisioningFailed || r.phase() == PhaseWaitingForMachine
 }
 
 // refund credits an amount of the order's counted money to the balance, in
@@ -128,14 +142,17 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 	}
 	var a *activities.Activities
 	r.Actions[rf.ActionID] = true
-	r.closingRefund = r.Status.Status == domain.StatusProvisioningFailed && rf.AmountCents == r.refundable()
-	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
-		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
+	r.closingRefund = r.stalled() && rf.AmountCents == r.refundable()
+	said := fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents))
+	if domain.ByCustomer(rf.Agent) {
+		said = fmt.Sprintf("Vous avez repris %s sur votre solde : la commande quitte la file d'attente.", usd(rf.AmountCents))
+	}
+	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason, said,
 		map[string]any{"amount_cents": rf.AmountCents}); err != nil {
 		r.Actions[rf.ActionID], r.closingRefund = false, false
 		return errUnavailable()
 	}
-	if r.closingRefund {
+	if r.closingRefund && r.phase() == PhaseProvisioningFailed {
 		// Whatever the failed attempt reserved is given back first.
 		if err := workflow.ExecuteActivity(handlerMachineCtx(ctx, r.v), a.ReleaseCapacity, r.in.OrderRef).Get(ctx, nil); err != nil {
 			// Nothing refunded: the same action may be sent again.

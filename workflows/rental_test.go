@@ -178,6 +178,8 @@ func (s *RentalWorkflowSuite) mockAllMachine() {
 		s.events = append(s.events, evs...)
 	}}}
 	s.env.OnActivity(a.Provision, mock.Anything, mock.Anything).Return(acts.Provision).Maybe()
+	// A machine is free for every paid order but those of queue_test.go.
+	s.env.OnActivity(a.TakeMachine, mock.Anything, mock.Anything).Return(true, nil).Maybe()
 	s.env.OnActivity(a.RevokeAccess, mock.Anything, mock.Anything).Return(nil).Maybe().
 		Run(func(mock.Arguments) {
 			s.mu.Lock()

@@ -83,6 +83,12 @@ const (
 	// localRetryBound, handlers never wait on an unbounded retry, and a
 	// teardown that cannot finish is reported (teardownStuckAfter).
 	vDrain workflow.Version = 11
+	// vQueue: a paid order with no free machine waits in line
+	// (waiting_for_machine) instead of failing its provisioning: served
+	// in payment order by an activity retried until it takes a machine,
+	// and closed by a refund of what it paid, the customer's or support's
+	// (takeMachine).
+	vQueue workflow.Version = 12
 	// vMaxHistory, the version new workflows record, is in rollout.go
 	// (rollout_kdrollout.go: a test release one version ahead).
 )

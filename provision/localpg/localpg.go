@@ -38,7 +38,9 @@ var _ activities.Provisioner = (*Provisioner)(nil)
 // same order is a no-op. An order whose hold still counts turns it into its
 // reservation without the model's capacity lock (kd_take_held_gpus,
 // migration 00056, says why). Otherwise the check and the insert are one
-// server-side call (kd_reserve_gpus, migration 00055) under that lock, the
+// server-side call (kd_reserve_gpus, migrations 00055 and 00061: the paid
+// orders waiting ahead are served first, a closed order gets nothing)
+// under that lock, the
 // one holds take too (postgres.LockCapacity): concurrent reservations of a
 // model wait for each other only for that call's statements, not for
 // round trips (issue 23).
@@ -67,6 +69,8 @@ func (p *Provisioner) Reserve(ctx context.Context, in activities.ReserveInput) e
 	case "no_capacity":
 		return domain.Errorf(domain.ECodeNoCapacity,
 			"Capacité insuffisante pour %d GPU %s (%d libres).", in.GPUs, in.GPUModel, max(r.Free, 0))
+	case "closed":
+		return postgres.ErrOrderClosed(in.OrderRef)
 	}
 	return fmt.Errorf("reserve %s: unknown outcome %q", in.OrderRef, r.Outcome)
 }
@@ -177,3 +181,4 @@ func (p *Provisioner) Release(ctx context.Context, orderRef string) error {
 	}
 	return nil
 }
+

@@ -56,11 +56,12 @@ func (d *Driver) activeReservation(ctx context.Context, q sqlx.QueryerContext, o
 // Reserve takes a free host with exactly the order's GPUs: the host the
 // order holds since its payment request if it has one (postgres.Capacity),
 // without waiting for the capacity lock, else a free host no other order
-// holds. Other decisions on a model's capacity are serialised
+// holds, left over by the paid orders waiting ahead (lineLeavesOne). A
+// closed order takes none. Other decisions on a model's capacity are serialised
 // (postgres.LockCapacity), and unique indexes allow one active
 // reservation per order and per host, so two orders never share a machine.
 // A second call for the same order keeps its host. No free host: a
-// non-retryable no_capacity error (the order waits for support).
+// non-retryable no_capacity error (the order waits in line).
 func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error {
 	user, err := d.UnixUser(in.OrderRef)
 	if err != nil {
@@ -68,6 +69,9 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 	}
 	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
 		if _, ok, err := d.activeReservation(ctx, tx, in.OrderRef); err != nil || ok {
+			return err
+		}
+		if err := postgres.LockOpenOrder(ctx, tx, in.OrderRef); err != nil {
 			return err
 		}
 		held, _, err := postgres.HeldHost(ctx, tx, in.OrderRef)
@@ -93,9 +97,14 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 			if err := postgres.LockCapacity(ctx, tx, in.GPUModel); err != nil {
 				return err
 			}
-			h.ID, h.Name, found, err = postgres.FreeHost(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef, held)
-			if err != nil {
-				return fmt.Errorf("pick host: %w", err)
+			if found, err = d.lineLeavesOne(ctx, tx, in); err != nil {
+				return err
+			}
+			if found {
+				h.ID, h.Name, found, err = postgres.FreeHost(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef, held)
+				if err != nil {
+					return fmt.Errorf("pick host: %w", err)
+				}
 			}
 		}
 		if !found {
@@ -122,6 +131,19 @@ func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error 
 		return fmt.Errorf("reserve %s: concurrent reservation, retry: %w", in.OrderRef, err)
 	}
 	return err
+}
+
+// lineLeavesOne says whether the free hosts of the order's size outnumber
+// the paid orders waiting ahead of it (postgres.WaitingAhead): the first
+// host freed goes to the oldest paid order waiting. The caller holds the
+// model's capacity lock.
+func (d *Driver) lineLeavesOne(ctx context.Context, tx *sqlx.Tx, in activities.ReserveInput) (bool, error) {
+	ahead, err := postgres.WaitingAhead(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef)
+	if err != nil || ahead == 0 {
+		return err == nil, err
+	}
+	free, err := postgres.FreeHosts(ctx, tx, in.GPUModel, in.GPUs, in.OrderRef)
+	return free > ahead, err
 }
 
 // setAside marks the host broken and fails the order's reservation, so the
