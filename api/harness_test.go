@@ -52,6 +52,8 @@ type fakeWorkflows struct {
 	mu    sync.Mutex
 	calls []wfCall
 	errs  map[string]error
+	// refundable answers Refundable (the status query's RefundableCents).
+	refundable int64
 }
 
 type wfCall struct {
@@ -125,6 +127,13 @@ func (f *fakeWorkflows) RetryProvisioning(_ context.Context, ref string, a workf
 }
 func (f *fakeWorkflows) Refund(_ context.Context, ref string, r workflows.Refund) error {
 	return f.record("Refund", ref, r)
+}
+
+func (f *fakeWorkflows) Refundable(_ context.Context, ref string) (int64, error) {
+	err := f.record("Refundable", ref, nil)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refundable, err
 }
 
 func (f *fakeWorkflows) RefundException(_ context.Context, e domain.Exception, r domain.ExceptionRefund) error {

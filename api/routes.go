@@ -62,6 +62,7 @@ func (s *Server) routes() *gin.Engine {
 	cust.GET("/orders/:ref/events", s.orderEvents)
 	cust.POST("/orders/:ref/cancel", s.cancelOrder)
 	cust.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
+	cust.POST("/orders/:ref/take-back", s.takeBack)
 	cust.POST("/orders/:ref/support-requests", s.createSupportRequest)
 	cust.POST("/orders/:ref/private-key", s.revealPrivateKey)
 	cust.POST("/orders/:ref/ssh-key", s.replaceSSHKey)

@@ -63,23 +63,43 @@ func (s *Server) runSupportAction(c *gin.Context, kind targetKind, action, reaso
 // runSupportActionOn is runSupportAction on a target already checked.
 func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, params any,
 	run func(ctx context.Context, actionID int64, agent string) error) {
-	raw, err := json.Marshal(params)
+	done, runErr, err := s.runAction(c, c.GetString(ctxAgent), ref, action, reason, params, run)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	agent := c.GetString(ctxAgent)
+	if runErr != nil {
+		var e *domain.Error
+		errors.As(runErr, &e)
+		c.AbortWithStatusJSON(statusFor(e.Code), supportActionError{
+			Error:  errorDetail{Code: e.Code, Message: e.Message, Field: e.Field},
+			Action: done,
+		})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"action": done})
+}
+
+// runAction records an action of agent (an agent, or a customer on their
+// own order: domain.CustomerAgent) in support_actions, runs it, and
+// records its outcome: done is the action's row, runErr its refusal as a
+// *domain.Error, err a failure to record it (nothing ran).
+func (s *Server) runAction(c *gin.Context, agent, ref, action, reason string, params any,
+	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return done, nil, err
+	}
 	rec := domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}
 	id, err := s.store.InsertSupportAction(c.Request.Context(), rec)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return done, nil, err
 	}
 	rec.ID = id
 
 	ctx, cancel := s.workflowCtx(c)
 	defer cancel()
-	runErr := run(ctx, id, agent)
+	runErr = run(ctx, id, agent)
 	outcome, detail := outcomeDone, "OK"
 	var de *domain.Error
 	switch {
@@ -89,7 +109,7 @@ func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, 
 	default:
 		outcome, detail = outcomeFailed, runErr.Error()
 	}
-	done, err := s.store.CompleteSupportAction(ctx, id, outcome, detail)
+	done, err = s.store.CompleteSupportAction(ctx, id, outcome, detail)
 	if err != nil {
 		// The action ran (or not) already: answer its outcome anyway so the
 		// agent does not repeat it under a new ID.
@@ -102,16 +122,9 @@ func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, 
 		slog.Int64("id", id), slog.String("agent", agent), slog.String("action", action),
 		slog.String("ref", ref), slog.String("outcome", outcome))
 	if runErr != nil {
-		werr := s.workflowError(ctx, action, ref, runErr)
-		var e *domain.Error
-		errors.As(werr, &e)
-		c.AbortWithStatusJSON(statusFor(e.Code), supportActionError{
-			Error:  errorDetail{Code: e.Code, Message: e.Message, Field: e.Field},
-			Action: done,
-		})
-		return
+		runErr = s.workflowError(ctx, action, ref, runErr)
 	}
-	c.JSON(http.StatusOK, gin.H{"action": done})
+	return done, runErr, nil
 }
 
 type reasonRequest struct {

@@ -26,6 +26,8 @@ type Workflows interface {
 	EndEarly(ctx context.Context, orderRef string, a workflows.SupportAction) error
 	RetryProvisioning(ctx context.Context, orderRef string, a workflows.SupportAction) error
 	Refund(ctx context.Context, orderRef string, r workflows.Refund) error
+	// Refundable is what the order's refund may still credit.
+	Refundable(ctx context.Context, orderRef string) (int64, error)
 	// RefundException refunds a queued received amount through its
 	// target's settlement workflow (started if needed).
 	RefundException(ctx context.Context, e domain.Exception, r domain.ExceptionRefund) error

@@ -159,7 +159,11 @@ type Order struct {
 	LateCents int64 `json:"late_cents" db:"late_cents"`
 	// ComputeStack is the model's compute stack, as the FAQ says it: "cuda"
 	// (NVIDIA) or "rocm" (AMD); the customer's application must support it.
-	ComputeStack      string     `json:"compute_stack" db:"compute_stack"`
+	ComputeStack string `json:"compute_stack" db:"compute_stack"`
+	// LinePosition is the paid order's place in the line of orders
+	// waiting for a machine of its model and size (1: the next served),
+	// read live; 0 when it does not wait.
+	LinePosition      int        `json:"line_position,omitempty" db:"line_position"`
 	PaidAt            *time.Time `json:"paid_at" db:"paid_at"`
 	PeriodStart       *time.Time `json:"period_start" db:"period_start"`
 	PeriodEnd         *time.Time `json:"period_end" db:"period_end"`

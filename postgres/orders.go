@@ -21,7 +21,9 @@ const orderColumnList = `ref, account_id, gpu_model, lots, gpus_per_lot, total_g
 	(SELECT COALESCE(SUM(x.amount_cents - x.counted_cents - x.refunded_cents - x.voided_cents), 0) FROM payment_exceptions x
 		WHERE x.target_ref = orders.ref AND x.reason = 'late') AS late_cents,
 	(SELECT CASE m.vendor WHEN 'amd' THEN 'rocm' ELSE 'cuda' END FROM gpu_models m WHERE m.model = orders.gpu_model) AS compute_stack,
-	(SELECT m.display_name FROM gpu_models m WHERE m.model = orders.gpu_model) AS gpu_model_name`
+	(SELECT m.display_name FROM gpu_models m WHERE m.model = orders.gpu_model) AS gpu_model_name,
+	CASE WHEN orders.status = 'waiting_for_machine'
+		THEN kd_waiting_ahead(orders.gpu_model, orders.total_gpus, orders.ref) + 1 ELSE 0 END AS line_position`
 
 // unstartedLimit bounds one reconciler pass.
 const unstartedLimit = 500

@@ -29,3 +29,25 @@ func (s *Site) cancelOrderForm(c *gin.Context) {
 
 // cancelOrder posts the cancellation; a refusal shows on the order page.
 func (s *Site) cancelOrder(c *gin.Context) { s.orderAction(c, "/cancel", nil, "?info=cancelled") }
+
+// A paid order waiting for a machine gives its money back to the balance
+// from its page the same way: a confirmation page, whose form posts the
+// API's take-back (the workflow decides, once).
+
+// takeBackForm asks to confirm taking the payment back to the balance.
+func (s *Site) takeBackForm(c *gin.Context) {
+	me, d, ok := s.orderOf(c)
+	if !ok {
+		return
+	}
+	if d.Order.Status != domain.StatusWaitingForMachine {
+		c.Redirect(http.StatusSeeOther, orderURL(d.Order.Ref))
+		return
+	}
+	p := pageFor(me, "Reprendre le paiement de la commande "+d.Order.Ref)
+	p.Data = d.Order
+	s.render(c, http.StatusOK, "order_take_back", p)
+}
+
+// takeBack posts it; a refusal shows on the order page.
+func (s *Site) takeBack(c *gin.Context) { s.orderAction(c, "/take-back", nil, "?info=taken-back") }

@@ -124,6 +124,8 @@ func (s *Site) Mount(r *gin.Engine) {
 	g.GET("/orders/:ref/live", s.orderLive)
 	g.GET("/orders/:ref/cancel", s.cancelOrderForm)
 	g.POST("/orders/:ref/cancel", s.cancelOrder)
+	g.GET("/orders/:ref/take-back", s.takeBackForm)
+	g.POST("/orders/:ref/take-back", s.takeBack)
 	g.POST("/orders/:ref/payment-requests", s.createOrderIntent)
 	g.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
 	g.POST("/orders/:ref/private-key", s.privateKey)

@@ -248,3 +248,17 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w (%w)", domain.Errorf(domain.ECodeUnavailable,
 		"Le service de suivi des commandes est momentanément indisponible. Réessayez dans un instant."), err)
 }
+
+// Refundable is what the order's refund may still credit, as its
+// workflow's status query answers it.
+func (c *Client) Refundable(ctx context.Context, orderRef string) (int64, error) {
+	v, err := c.Temporal.QueryWorkflow(ctx, workflows.RentalWorkflowID(orderRef), "", workflows.QueryStatus)
+	if err != nil {
+		return 0, toDomain(fmt.Errorf("status of %s: %w", orderRef, err))
+	}
+	var st workflows.RentalStatus
+	if err := v.Get(&st); err != nil {
+		return 0, fmt.Errorf("status of %s: %w", orderRef, err)
+	}
+	return st.RefundableCents, nil
+}
