@@ -207,6 +207,12 @@ func spendableCoin(ctx context.Context, url string, p payer, need int64) (wire.O
 	if err := RPC(ctx, url, "getblockcount", nil, &tip); err != nil {
 		return wire.OutPoint{}, 0, err
 	}
+	// gettxout on btcd does not see a coin spent by a transaction still in
+	// the mempool: those coins are skipped here.
+	inMempool, err := mempoolSpends(ctx, url)
+	if err != nil {
+		return wire.OutPoint{}, 0, err
+	}
 	for h := int64(1); h <= tip-100; h++ {
 		var hash string
 		if err := RPC(ctx, url, "getblockhash", []any{h}, &hash); err != nil {
@@ -230,7 +236,7 @@ func spendableCoin(ctx context.Context, url string, p payer, need int64) (wire.O
 		if err := RPC(ctx, url, "gettxout", []any{block.Tx[0], 0, true}, &out); err != nil {
 			return wire.OutPoint{}, 0, err
 		}
-		if out == nil || out.ScriptPubKey.Hex != hex.EncodeToString(p.script) {
+		if out == nil || out.ScriptPubKey.Hex != hex.EncodeToString(p.script) || inMempool[block.Tx[0]+":0"] {
 			continue // spent, or mined to another key
 		}
 		value, err := btcutil.NewAmount(out.Value)
@@ -244,4 +250,29 @@ func spendableCoin(ctx context.Context, url string, p payer, need int64) (wire.O
 		return wire.OutPoint{Hash: *txHash, Index: 0}, int64(value), nil
 	}
 	return wire.OutPoint{}, 0, errors.New("no mature coin of the development payer left: mine more blocks (generate 100)")
+}
+
+// mempoolSpends lists the outputs ("txid:index") spent by the transactions
+// in the node's mempool.
+func mempoolSpends(ctx context.Context, url string) (map[string]bool, error) {
+	var pool []string
+	if err := RPC(ctx, url, "getrawmempool", nil, &pool); err != nil {
+		return nil, err
+	}
+	spent := map[string]bool{}
+	for _, txid := range pool {
+		var tx struct {
+			Vin []struct {
+				TxID string `json:"txid"`
+				Vout int    `json:"vout"`
+			} `json:"vin"`
+		}
+		if err := RPC(ctx, url, "getrawtransaction", []any{txid, 1}, &tx); err != nil {
+			continue // mined or replaced meanwhile
+		}
+		for _, in := range tx.Vin {
+			spent[fmt.Sprintf("%s:%d", in.TxID, in.Vout)] = true
+		}
+	}
+	return spent, nil
 }
