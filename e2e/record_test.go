@@ -27,7 +27,9 @@ type flakyProvisioner struct {
 
 func (p *flakyProvisioner) Reserve(ctx context.Context, in activities.ReserveInput) error {
 	if p.failing.Load() {
-		return domain.Errorf(domain.ECodeNoCapacity, "Aucune machine libre.")
+		// A machine that does not match (no free machine would put the
+		// order in line instead: vQueue).
+		return domain.Errorf(activities.ErrTypeVerifyMismatch, "La machine ne correspond pas à la commande.")
 	}
 	return p.Provisioner.Reserve(ctx, in)
 }

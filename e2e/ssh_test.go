@@ -217,9 +217,9 @@ func sshAs(t *testing.T, h *sshtest.Host, user, pemKey, cmd string) string {
 }
 
 // Two paid orders race for the last free host: one gets it, the other
-// waits visibly (provisioning_failed, "no free machine", support is told),
-// never both on one machine; once the first rental ends, support retries
-// the second, which then gets the host.
+// waits visibly in line (waiting_for_machine, its place shown, support
+// sees it), never both on one machine; once the first rental ends, the
+// second is served the freed host by itself, with no one's help.
 func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 	sshtest.RequireRoot(t)
 	const prefix = "kdr-"
@@ -256,27 +256,32 @@ func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 	}
 	e.waitFor("one active and one waiting", func() bool {
 		a, b := status(0), status(1)
-		return (a == "active" && b == "provisioning_failed") || (a == "provisioning_failed" && b == "active")
+		return (a == "active" && b == "waiting_for_machine") || (a == "waiting_for_machine" && b == "active")
 	})
 	winner, loser := 0, 1
 	if status(1) == "active" {
 		winner, loser = 1, 0
 	}
-	_, tl, acc := order(e, tokens[loser], refs[loser])
+	o, tl, acc := order(e, tokens[loser], refs[loser])
 	if acc != nil {
 		t.Fatalf("the waiting order has access: %v", acc)
 	}
+	if pos := o["line_position"]; pos != 1.0 {
+		t.Fatalf("the waiting order's place in line: %v", pos)
+	}
 	var failed map[string]any
 	for _, ev := range tl {
-		if str(ev["kind"]) == "provisioning_failed" {
+		switch str(ev["kind"]) {
+		case "waiting_for_machine":
 			failed = ev
+		case "provisioning_failed":
+			t.Fatalf("the waiting order failed its provisioning: %v", ev)
 		}
 	}
-	// The customer sees the fixed message; support sees why (no free host).
-	if failed == nil || str(failed["message"]) == "" || strings.Contains(fmt.Sprint(failed), "Aucune machine libre") {
-		t.Fatalf("no visible wait, or the raw error shown to the customer: %v", failed)
+	if failed == nil || !strings.Contains(str(failed["message"]), "file") {
+		t.Fatalf("no visible wait: %v", failed)
 	}
-	if sup := e.must(200, "GET", "/v1/support/orders/"+refs[loser], agentToken, nil); !strings.Contains(fmt.Sprint(sup), "Aucune machine libre") {
+	if sup := e.must(200, "GET", "/v1/support/orders/"+refs[loser], agentToken, nil); !strings.Contains(fmt.Sprint(sup), "attend dans la file") {
 		t.Fatalf("support does not see the no-capacity wait: %v", sup)
 	}
 	var active int
@@ -288,7 +293,6 @@ func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 
 	e.must(200, "POST", "/v1/support/orders/"+refs[winner]+"/end-early", agentToken, map[string]any{"reason": "fin de la location"})
 	waitStatus(e, tokens[winner], refs[winner], "ended")
-	e.must(200, "POST", "/v1/support/orders/"+refs[loser]+"/retry-provisioning", agentToken, map[string]any{"reason": "hôte libéré"})
 	waitStatus(e, tokens[loser], refs[loser], "active")
 	e.must(200, "POST", "/v1/support/orders/"+refs[loser]+"/end-early", agentToken, map[string]any{"reason": "fin du test"})
 	waitStatus(e, tokens[loser], refs[loser], "ended")
@@ -456,8 +460,8 @@ func TestCustomerReplacesThenReissuesKey(t *testing.T) {
 // lane's hosts fit another lane's orders), two rounds each. A round adds
 // the lane's one free host (a new stand-in host); A asks for a payment
 // (the host is held for A), then A and B are paid together. A gets that
-// host and its timeline never says provisioning_failed; B waits in provisioning_failed (no free
-// machine); one active reservation on the host, A's. Support then cancels
+// host and its timeline never says provisioning_failed nor waiting; B waits
+// in line (no free machine); one active reservation on the host, A's. Support then cancels
 // B (paid by an attribution alone, nothing to refund) so it takes no host
 // of the next round; A keeps its machine.
 func TestHeldOrderNeverWaitsWhileAnotherRaces(t *testing.T) {
@@ -546,18 +550,18 @@ func heldOrderRaces(e *env, a, b string, gpus, rounds int, adminPEM []byte) {
 		}
 		e.waitFor(fmt.Sprintf("round %d: %s active, %s waiting", round, refA, refB), func() bool {
 			sa, sb := status(a, refA), status(b, refB)
-			if sa == "provisioning_failed" {
+			if sa == "provisioning_failed" || sa == "waiting_for_machine" {
 				t.Fatalf("round %d: the held order %s waits for a host (%s is %s)", round, refA, refB, sb)
 			}
-			return sa == "active" && sb == "provisioning_failed"
+			return sa == "active" && sb == "waiting_for_machine"
 		})
-		if _, tl, _ := order(e, a, refA); slices.Contains(kinds(tl), "provisioning_failed") {
+		if _, tl, _ := order(e, a, refA); slices.Contains(kinds(tl), "provisioning_failed") || slices.Contains(kinds(tl), "waiting_for_machine") {
 			t.Fatalf("round %d: the held order's timeline: %v", round, kinds(tl))
 		}
 		if _, _, acc := order(e, b, refB); acc != nil {
 			t.Fatalf("round %d: the waiting order has access: %v", round, acc)
 		}
-		if sup := e.must(200, "GET", "/v1/support/orders/"+refB, agentToken, nil); !strings.Contains(fmt.Sprint(sup), "Aucune machine libre") {
+		if sup := e.must(200, "GET", "/v1/support/orders/"+refB, agentToken, nil); !strings.Contains(fmt.Sprint(sup), "attend dans la file") {
 			t.Fatalf("round %d: %s waits for another reason: %v", round, refB, sup)
 		}
 		var owners []string
