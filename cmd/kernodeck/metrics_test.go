@@ -60,7 +60,9 @@ func TestMetricsAndAlertsOfARunningService(t *testing.T) {
 		{"kernodeck_chain_payments_undelivered", map[string]string{"network": "litecoin"}, exactly(0), "delivered"},
 		{"kernodeck_chain_payments_undelivered_oldest_seconds", map[string]string{"network": "litecoin"}, exactly(0), "nothing waiting"},
 		{"kernodeck_mail_outbox", map[string]string{"state": "pending"}, atLeast(1), "mails queued (no SMTP server here)"},
-		{"kernodeck_provisioning_step_duration_seconds", map[string]string{"step": "reserve", "outcome": "ok"}, exactly(1), "one reservation"},
+		// The paid order takes its machine (TakeMachine), then the
+		// provisioning's reserve finds it taken (a no-op).
+		{"kernodeck_provisioning_step_duration_seconds", map[string]string{"step": "reserve", "outcome": "ok"}, exactly(2), "a reservation, then its no-op"},
 		{"kernodeck_provisioning_step_duration_seconds", map[string]string{"step": "create_access", "outcome": "ok"}, exactly(1), "one access"},
 		{"kernodeck_orders", map[string]string{"status": "active"}, exactly(1), "the order"},
 		{"kernodeck_payment_exceptions_open", nil, exactly(0), "paid exactly: nothing for support"},
@@ -131,14 +133,20 @@ func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.Metr
 	if _, err := s.db.Exec(`UPDATE mail_outbox SET state = 'failed' WHERE id = (SELECT min(id) FROM mail_outbox)`); err != nil {
 		t.Fatal(err)
 	}
-	// An order paid by support finds no capacity left.
+	// An order paid by support finds no capacity left: it waits in line.
 	ref := s.newOrder(tok)
 	if _, err := s.db.Exec(`UPDATE gpu_inventory SET total_gpus = 0 WHERE gpu_model = 'rtx-a5000'`); err != nil {
 		t.Fatal(err)
 	}
 	s.must(http.StatusOK, "POST", "/v1/support/orders/"+ref+"/attribute-payment", s.supportTok,
 		map[string]any{"reason": "virement reçu"})
-	s.waitStatus(tok, ref, "provisioning_failed")
+	s.waitStatus(tok, ref, "waiting_for_machine")
+	// An order whose provisioning failed, waiting for support.
+	failed := s.newOrder(tok)
+	if _, err := s.db.Exec(`UPDATE orders SET status = 'provisioning_failed', paid_cents = total_cents, paid_at = now()
+		WHERE ref = $1`, failed); err != nil {
+		t.Fatal(err)
+	}
 	// A payment on a network no watcher here follows, seen 10 minutes ago
 	// and never delivered to its workflow.
 	if _, err := s.db.Exec(`
@@ -163,7 +171,7 @@ func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.Metr
 		t.Fatal(err)
 	}
 	fams, raw := s.scrape()
-	// With an activity failure (no capacity) seen, every family the
+	// With a reservation refused (no capacity) seen, every family the
 	// dashboard queries is exported.
 	for _, name := range dashboardFamilies(t) {
 		if _, ok := fams[name]; !ok {
@@ -184,8 +192,8 @@ func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.Metr
 	}
 	line, _ := value(fams, "kernodeck_machine_queue_waiting", map[string]string{"gpu_model": "rtx-a5000"})
 	lineAge, _ := value(fams, "kernodeck_machine_queue_oldest_wait_seconds", map[string]string{"gpu_model": "rtx-a5000"})
-	if line != 1 || lineAge < 3600 {
-		t.Fatalf("line for rtx-a5000: %v waiting, oldest %v s; want 1, >= 3600 s", line, lineAge)
+	if line != 2 || lineAge < 3600 {
+		t.Fatalf("line for rtx-a5000: %v waiting, oldest %v s; want 2, >= 3600 s", line, lineAge)
 	}
 	evalRules(t, fams, map[string][]expSample{
 		"KernodeckPaidOrderWaitingForMachine": {{Labels: `{}`, Value: 1}},
