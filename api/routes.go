@@ -100,6 +100,7 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/topups/:ref/cancel", s.supportCancelTopUp)
 	sup.GET("/exceptions", s.supportExceptions)
 	sup.GET("/provisioning-failures", s.supportProvisioningFailures)
+	sup.GET("/teardowns-stuck", s.supportTeardownsStuck)
 	sup.GET("/host-flags", s.supportHostFlags)
 	sup.GET("/machine-queue", s.supportMachineQueue)
 	sup.POST("/orders/:ref/close-host-flag", s.supportCloseHostFlag)

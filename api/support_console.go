@@ -58,6 +58,9 @@ type SupportHostStore interface {
 	// ProvisioningFailures lists the orders whose provisioning failed,
 	// waiting for support, longest waiting first.
 	ProvisioningFailures(ctx context.Context) ([]domain.StuckOrder, error)
+	// TeardownsStuck lists the rentals whose teardown is stuck (ending,
+	// with a teardown_stuck event), longest stuck first.
+	TeardownsStuck(ctx context.Context) ([]domain.StuckTeardown, error)
 	// HostFlags lists the hosts their customer made dirty on purpose,
 	// not closed by support yet, longest waiting first.
 	HostFlags(ctx context.Context) ([]domain.HostFlag, error)
@@ -265,6 +268,18 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // (support's queue: retry, refund or cancel them).
 func (s *Server) supportProvisioningFailures(c *gin.Context) {
 	orders, err := s.store.ProvisioningFailures(c.Request.Context())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"orders": orders})
+}
+
+// supportTeardownsStuck lists the rentals whose teardown keeps failing
+// (support's queue: check the host, which may still hold the customer's
+// data and access; the workflow goes on retrying).
+func (s *Server) supportTeardownsStuck(c *gin.Context) {
+	orders, err := s.store.TeardownsStuck(c.Request.Context())
 	if err != nil {
 		s.fail(c, err)
 		return

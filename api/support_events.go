@@ -130,9 +130,9 @@ func (s *Server) supportTopUpEvents(c *gin.Context) {
 }
 
 // supportQueueEvents streams the queue: a "queue" event at the start and
-// whenever the queued amounts, the unanswered support requests or the
-// failed provisionings change (woken by any reference's notification, at
-// most once per queueMinGap).
+// whenever the queued amounts, the unanswered support requests, the
+// failed provisionings or the stuck teardowns change (woken by any
+// reference's notification, at most once per queueMinGap).
 func (s *Server) supportQueueEvents(c *gin.Context) {
 	s.runStream(c, s.agentStream(), anyRef, &streamState{kind: "queue", minGap: queueMinGap, state: s.queueState})
 }
@@ -153,6 +153,10 @@ func (s *Server) queueState(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	teardowns, err := s.store.TeardownsStuck(ctx)
+	if err != nil {
+		return nil, err
+	}
 	// The line for machines (its page is live on this stream too).
 	waiting, err := s.store.MachineQueue(ctx)
 	if err != nil {
@@ -169,8 +173,9 @@ func (s *Server) queueState(ctx context.Context) (any, error) {
 		Exceptions []item   `json:"exceptions"`
 		Requests   []int64  `json:"support_requests"`
 		Stuck      []string `json:"provisioning_failed"`
+		Teardowns  []string `json:"teardown_stuck"`
 		Waiting    []string `json:"waiting_for_machine"`
-	}{Exceptions: []item{}, Requests: []int64{}, Stuck: []string{}, Waiting: []string{}}
+	}{Exceptions: []item{}, Requests: []int64{}, Stuck: []string{}, Teardowns: []string{}, Waiting: []string{}}
 	for _, e := range viewExceptions(es) {
 		q.Exceptions = append(q.Exceptions, item{e.ID, e.RemainingCents, e.NeedsValue})
 	}
@@ -179,6 +184,9 @@ func (s *Server) queueState(ctx context.Context) (any, error) {
 	}
 	for _, o := range stuck {
 		q.Stuck = append(q.Stuck, o.Ref)
+	}
+	for _, o := range teardowns {
+		q.Teardowns = append(q.Teardowns, o.Ref)
 	}
 	for _, o := range waiting {
 		q.Waiting = append(q.Waiting, o.Ref)

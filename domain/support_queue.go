@@ -28,3 +28,17 @@ type HostFlag struct {
 	Flag      string    `json:"customer_flag" db:"customer_flag"`
 	Since     time.Time `json:"since" db:"since"`
 }
+
+// StuckTeardown is a rental whose teardown keeps failing (revoking the
+// customer's access or releasing the machine): still ending, with a
+// "teardown_stuck" event (EventTeardownStuck), in support's queue until
+// the teardown completes (the order is then ended). Since is the event's
+// time; Step and Error say what failed, as the event recorded it (empty
+// when it did not); HostName is the host the order still holds (SSH
+// driver; empty with none).
+type StuckTeardown struct {
+	StuckOrder
+	Step     string `json:"step" db:"step"`
+	Error    string `json:"error" db:"error"`
+	HostName string `json:"host_name" db:"host_name"`
+}

@@ -23,7 +23,8 @@ func (db *DB) OrderHosts(ctx context.Context, orderRef string) ([]domain.HostRes
 	return out, nil
 }
 
-// maxStuckOrders bounds the provisioning failures listed at once.
+// maxStuckOrders bounds the orders (or hosts) of one list of support's
+// queue read at once.
 const maxStuckOrders = 200
 
 // ProvisioningFailures lists the orders whose provisioning failed and
@@ -37,6 +38,27 @@ func (db *DB) ProvisioningFailures(ctx context.Context) ([]domain.StuckOrder, er
 		WHERE o.status = $1 ORDER BY o.updated_at, o.ref LIMIT $2`, domain.StatusProvisioningFailed, maxStuckOrders)
 	if err != nil {
 		return nil, fmt.Errorf("provisioning failures: %w", err)
+	}
+	return out, nil
+}
+
+// TeardownsStuck lists the rentals whose teardown is stuck (still ending,
+// with a "teardown_stuck" event), the longest stuck first (since: the
+// event's time), with the step that failed and its error as the event
+// recorded them, and the host the order still holds. An order leaves the
+// list once its teardown completes (ended).
+func (db *DB) TeardownsStuck(ctx context.Context) ([]domain.StuckTeardown, error) {
+	out := []domain.StuckTeardown{}
+	err := db.SelectContext(ctx, &out, `
+		SELECT o.ref, a.email, o.gpu_model, o.total_gpus, o.total_cents, o.paid_cents, e.at AS since,
+			COALESCE(e.data->>'step', '') AS step, COALESCE(e.data->>'error', '') AS error,
+			COALESCE((SELECT r.host_name FROM host_reservations r WHERE r.order_ref = o.ref AND r.state = 'active'), '') AS host_name
+		FROM orders o JOIN accounts a ON a.id = o.account_id
+		JOIN timeline_events e ON e.ref = o.ref AND e.idem_key = $2 AND e.kind = $3
+		WHERE o.status = $1 ORDER BY e.at, o.ref LIMIT $4`,
+		domain.StatusEnding, domain.KeyTeardownStuck, domain.EventTeardownStuck, maxStuckOrders)
+	if err != nil {
+		return nil, fmt.Errorf("teardowns stuck: %w", err)
 	}
 	return out, nil
 }

@@ -156,6 +156,8 @@ type consoleQueueData struct {
 	Requests     []domain.SupportRequest
 	// Stuck are the orders whose provisioning failed.
 	Stuck []domain.StuckOrder
+	// Teardowns are the rentals whose teardown is stuck.
+	Teardowns []teardownRow
 	// HostFlags are the hosts their customer made dirty on purpose.
 	HostFlags []domain.HostFlag
 }
@@ -195,8 +197,13 @@ func (s *Site) consoleQueue(c *gin.Context) {
 		s.consoleFail(c, a, err)
 		return
 	}
+	teardowns, err := s.stuckTeardowns(c)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
 	d := consoleQueueData{Open: len(q.Exceptions), Reason: c.Query("motif"), Requests: reqs.Requests, AllURL: "/support",
-		Stuck: stuck.Orders, HostFlags: flags.Flags}
+		Stuck: stuck.Orders, Teardowns: teardowns, HostFlags: flags.Flags}
 	counts := map[string]int{}
 	var shown []api.ExceptionView
 	for _, e := range q.Exceptions {
