@@ -225,11 +225,11 @@ const orderTrigger = "sse:order, sse:timeline"
 var notices = map[string]string{
 	"claimed": "Votre signalement « J'ai payé » est enregistré. Il ne confirme pas la réception du paiement : " +
 		"seule la confirmation du réseau valide le règlement, et cette page se met à jour d'elle-même.",
-	"balance":   "Votre solde a réglé la commande. La préparation de la machine est suivie ci-dessous.",
-	"cancelled": "Votre commande est annulée. Ne réglez plus ses demandes de paiement.",
+	"balance":    "Votre solde a réglé la commande. La préparation de la machine est suivie ci-dessous.",
+	"cancelled":  "Votre commande est annulée. Ne réglez plus ses demandes de paiement.",
 	"taken-back": "Le montant payé est crédité sur votre solde et la commande est close : elle quitte la file d'attente.",
-	"support":   "Votre demande de support est envoyée. La réponse apparaîtra sur cette page et vous sera envoyée par email.",
-	"topup":     "Recharge créée. Choisissez comment la régler.",
+	"support":    "Votre demande de support est envoyée. La réponse apparaîtra sur cette page et vous sera envoyée par email.",
+	"topup":      "Recharge créée. Choisissez comment la régler.",
 	"key-replace": "Votre nouvelle clé publique va remplacer l'ancienne sur la machine. Cette page indique quand c'est fait ; " +
 		"l'ancienne clé sera alors refusée.",
 	"key-reissue": "Une nouvelle paire de clés est en cours de génération. La clé privée pourra être téléchargée ici dès qu'elle est prête ; " +

@@ -181,4 +181,3 @@ func (p *Provisioner) Release(ctx context.Context, orderRef string) error {
 	}
 	return nil
 }
-
