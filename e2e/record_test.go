@@ -23,9 +23,13 @@ import (
 type flakyProvisioner struct {
 	*localpg.Provisioner
 	failing atomic.Bool
+	full    atomic.Bool // no machine free
 }
 
 func (p *flakyProvisioner) Reserve(ctx context.Context, in activities.ReserveInput) error {
+	if p.full.Load() {
+		return domain.Errorf(domain.ECodeNoCapacity, "Aucune machine libre.")
+	}
 	if p.failing.Load() {
 		// A machine that does not match (no free machine would put the
 		// order in line instead: vQueue).
@@ -235,6 +239,30 @@ func TestRecordedMoneyCases(t *testing.T) {
 	e.support("orders/"+o.Ref+"/retry-provisioning", map[string]any{"reason": "machine revenue"})
 	e.waitOrder(o.Ref, domain.StatusActive)
 	replayHistory(t, e.tc, wid, "rental_provisioning_retry_active.json")
+
+	// No machine free: the paid order waits in line, then is served.
+	flaky.full.Store(true)
+	o = e.startOrder(acc, cfg)
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("wm01", 2357, false))
+	e.waitOrder(o.Ref, domain.StatusWaitingForMachine)
+	flaky.full.Store(false)
+	e.waitOrder(o.Ref, domain.StatusActive)
+	replayHistory(t, e.tc, wid, "rental_waited_for_machine.json")
+
+	// In line, support refunds everything: the order closes.
+	flaky.full.Store(true)
+	o = e.startOrder(acc, cfg)
+	wid = workflows.RentalWorkflowID(o.Ref)
+	e.paid(wid, btc("wm02", 2357, false))
+	e.waitOrder(o.Ref, domain.StatusWaitingForMachine)
+	e.support("orders/"+o.Ref+"/refund", map[string]any{"amount_cents": 2357, "reason": "aucune machine"})
+	e.waitFor("workflow closed", func() bool { return e.closed(wid) })
+	flaky.full.Store(false)
+	if got := e.order(o.Ref); got.Status != domain.StatusRefunded || got.RefundedCents != 2357 {
+		t.Fatalf("refunded from the line: %s, %d refunded", got.Status, got.RefundedCents)
+	}
+	replayHistory(t, e.tc, wid, "rental_line_refunded.json")
 
 	// Expiry after a partial payment.
 	o = e.startOrder(acc, workflows.RentalConfig{UnpaidTimeout: 3 * time.Second, ProvisioningAttempts: 1})
