@@ -14,17 +14,24 @@ import (
 
 // cancelOrderForm asks to confirm the cancellation of an unpaid order.
 func (s *Site) cancelOrderForm(c *gin.Context) {
+	s.confirmForm(c, domain.StatusAwaitingPayment, "Annuler la commande ", "order_cancel")
+}
+
+// confirmForm renders page tmpl, titled title and the order's reference,
+// asking to confirm an action on the order while it is in status; in any
+// other status it goes back to the order's page.
+func (s *Site) confirmForm(c *gin.Context, status, title, tmpl string) {
 	me, d, ok := s.orderOf(c)
 	if !ok {
 		return
 	}
-	if d.Order.Status != domain.StatusAwaitingPayment {
+	if d.Order.Status != status {
 		c.Redirect(http.StatusSeeOther, orderURL(d.Order.Ref))
 		return
 	}
-	p := pageFor(me, "Annuler la commande "+d.Order.Ref)
+	p := pageFor(me, title+d.Order.Ref)
 	p.Data = d.Order
-	s.render(c, http.StatusOK, "order_cancel", p)
+	s.render(c, http.StatusOK, tmpl, p)
 }
 
 // cancelOrder posts the cancellation; a refusal shows on the order page.
@@ -36,17 +43,7 @@ func (s *Site) cancelOrder(c *gin.Context) { s.orderAction(c, "/cancel", nil, "?
 
 // takeBackForm asks to confirm taking the payment back to the balance.
 func (s *Site) takeBackForm(c *gin.Context) {
-	me, d, ok := s.orderOf(c)
-	if !ok {
-		return
-	}
-	if d.Order.Status != domain.StatusWaitingForMachine {
-		c.Redirect(http.StatusSeeOther, orderURL(d.Order.Ref))
-		return
-	}
-	p := pageFor(me, "Reprendre le paiement de la commande "+d.Order.Ref)
-	p.Data = d.Order
-	s.render(c, http.StatusOK, "order_take_back", p)
+	s.confirmForm(c, domain.StatusWaitingForMachine, "Reprendre le paiement de la commande ", "order_take_back")
 }
 
 // takeBack posts it; a refusal shows on the order page.
