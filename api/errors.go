@@ -38,6 +38,8 @@ func statusFor(code string) int {
 		return http.StatusTooManyRequests
 	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
 		return http.StatusServiceUnavailable
+	case domain.ECodeInProgress:
+		return http.StatusAccepted
 	default:
 		return http.StatusInternalServerError
 	}

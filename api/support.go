@@ -19,6 +19,7 @@ const (
 	outcomeDone     = "done"
 	outcomeRejected = "rejected" // the workflow refused (a *domain.Error)
 	outcomeFailed   = "failed"   // the workflow could not be reached
+	outcomePending  = "pending"  // accepted, applied once the database answers (domain.ECodeInProgress)
 )
 
 type targetKind int
@@ -104,6 +105,8 @@ func (s *Server) runAction(c *gin.Context, agent, ref, action, reason string, pa
 	var de *domain.Error
 	switch {
 	case runErr == nil:
+	case errors.As(runErr, &de) && de.Code == domain.ECodeInProgress:
+		outcome, detail = outcomePending, de.Message
 	case errors.As(runErr, &de):
 		outcome, detail = outcomeRejected, de.Code+": "+de.Message
 	default:

@@ -24,6 +24,7 @@ const (
 	ECodeTooLarge     = "body_too_large"         // request body over the limit (413)
 	ECodeMediaType    = "unsupported_media_type" // a JSON body not sent as Content-Type: application/json (415)
 	ECodeUnavailable  = "unavailable"            // a dependency (Temporal, DB) is down (503)
+	ECodeInProgress   = "in_progress"            // accepted, applied once a dependency answers; do not resend (202)
 	ECodeInternal     = "internal"               // bug or unexpected failure (500)
 
 	ECodeQuota = "quota_exceeded" // a quota on what an account or network may create or open (429, Retry-After)

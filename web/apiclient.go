@@ -80,7 +80,7 @@ func (a apiClient) send(c *gin.Context, method, path, csrf, bearer string, body,
 	for _, ck := range resp.header.Values("Set-Cookie") {
 		c.Writer.Header().Add("Set-Cookie", ck)
 	}
-	if resp.status >= 200 && resp.status < 300 {
+	if resp.status >= 200 && resp.status < 300 && !inProgress(resp) {
 		if out != nil {
 			if err := json.Unmarshal(resp.body.Bytes(), out); err != nil {
 				return resp, fmt.Errorf("decode %s %s: %w", method, path, err)
@@ -98,6 +98,18 @@ func (a apiClient) send(c *gin.Context, method, path, csrf, bearer string, body,
 		return resp, fmt.Errorf("%s %s: status %d without an error body", method, path, resp.status)
 	}
 	return resp, &eb.Error
+}
+
+// inProgress reports a 202 whose body is an error (domain.ECodeInProgress:
+// accepted, not applied yet), not the resource.
+func inProgress(resp *bufferedResponse) bool {
+	if resp.status != http.StatusAccepted {
+		return false
+	}
+	var eb struct {
+		Error *domain.Error `json:"error"`
+	}
+	return json.Unmarshal(resp.body.Bytes(), &eb) == nil && eb.Error != nil && eb.Error.Code == domain.ECodeInProgress
 }
 
 // requestOrigin is the origin the client reached the site at.

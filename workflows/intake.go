@@ -14,10 +14,11 @@ type intakeRun struct {
 	mu          workflow.Mutex
 	v           workflow.Version // command version (historyVersion)
 	sa          searchAttrs
-	signalsBusy int  // payment signals being processed
-	full        bool // the history passed its bound: continue as new at the next waiting point
-	maxHistory  int  // the history's bound (DefaultMaxHistory)
-	updates     int  // updates handled by this run (vDrain)
+	signalsBusy int      // payment signals being processed
+	full        bool     // the history passed its bound: continue as new at the next waiting point
+	maxHistory  int      // the history's bound (DefaultMaxHistory)
+	updates     int      // updates handled by this run (vDrain)
+	works       handOver // the updates' works (vHandOver)
 	// onFull wakes a wait of the main flow that does not poll full (the
 	// rental's period); nil: none.
 	onFull   func()
@@ -35,7 +36,8 @@ type intakeRun struct {
 // read once (ceiling: see historyVersion).
 func newIntakeRun(ctx workflow.Context, ceiling int, kind, ref string, amount int64, st *payeeState, p payee) intakeRun {
 	v := historyVersion(ctx, ceiling)
-	return intakeRun{mu: workflow.NewMutex(ctx), v: v, sa: searchAttrs{V: v}, kind: kind, ref: ref, amount: amount, st: st, p: p}
+	return intakeRun{mu: workflow.NewMutex(ctx), v: v, sa: searchAttrs{V: v}, works: handOver{on: v >= vHandOver},
+		kind: kind, ref: ref, amount: amount, st: st, p: p}
 }
 
 // quiet waits until the updates running and the payment signals being
@@ -47,7 +49,7 @@ func newIntakeRun(ctx workflow.Context, ceiling int, kind, ref string, amount in
 func (i *intakeRun) quiet(ctx workflow.Context, withPending bool) error {
 	withPending = withPending || i.v >= vDrain
 	err := workflow.Await(ctx, func() bool {
-		return workflow.AllHandlersFinished(ctx) && i.signalsBusy == 0 && (!withPending || !signalsPending(ctx))
+		return workflow.AllHandlersFinished(ctx) && i.works.idle() && i.signalsBusy == 0 && (!withPending || !signalsPending(ctx))
 	})
 	if err == nil && i.v >= vLeanTasks {
 		i.sa.flush(ctx)
@@ -84,19 +86,26 @@ func (i *intakeRun) over(ctx workflow.Context) bool {
 const maxUpdatesPerRun = 500
 
 // updateCounted wraps an update handler: from vDrain, each update handled counts
-// toward the run's bound, checked once it returns.
-func updateCounted[A any](i *intakeRun, h func(workflow.Context, A) error) func(workflow.Context, A) error {
+// toward the run's bound, checked once it returns; from vHandOver its work
+// runs under the run's handOver.
+func updateCounted[A any](i *intakeRun, name string, h func(workflow.Context, A) error) func(workflow.Context, A) error {
 	return func(ctx workflow.Context, arg A) error {
 		defer i.afterUpdate(ctx)
-		return h(ctx, arg)
+		return i.works.run(ctx, name, func(ctx workflow.Context) error { return h(ctx, arg) })
 	}
 }
 
 // updateCountedR is updateCounted for a handler with a result.
-func updateCountedR[A, R any](i *intakeRun, h func(workflow.Context, A) (R, error)) func(workflow.Context, A) (R, error) {
+func updateCountedR[A, R any](i *intakeRun, name string, h func(workflow.Context, A) (R, error)) func(workflow.Context, A) (R, error) {
 	return func(ctx workflow.Context, arg A) (R, error) {
 		defer i.afterUpdate(ctx)
-		return h(ctx, arg)
+		var res R
+		err := i.works.run(ctx, name, func(ctx workflow.Context) error {
+			var err error
+			res, err = h(ctx, arg)
+			return err
+		})
+		return res, err
 	}
 }
 

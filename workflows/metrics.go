@@ -15,6 +15,11 @@ const MetricRefusedCalls = "kernodeck_refused_workflow_calls"
 // database has refused a workflow's writes for that long.
 const MetricHandedOver = "kernodeck_workflow_calls_handed_over"
 
+// MetricUpdatesHandedOver counts the updates whose work outlasted
+// handlerPatience and went on in the run while they answered in_progress
+// (label: update, vHandOver).
+const MetricUpdatesHandedOver = "kernodeck_workflow_updates_handed_over"
+
 // MetricTeardownStuck counts the teardowns reported stuck (label: step).
 const MetricTeardownStuck = "kernodeck_teardowns_stuck"
 
@@ -23,4 +28,5 @@ const MetricTeardownStuck = "kernodeck_teardowns_stuck"
 func ExportMetrics(h client.MetricsHandler) {
 	h.WithTags(map[string]string{"step": "RevokeAccess"}).Counter(MetricTeardownStuck).Inc(0)
 	h.WithTags(map[string]string{"activity": "RecordOrderEvents"}).Counter(MetricHandedOver).Inc(0)
+	h.WithTags(map[string]string{"update": UpdatePayFromBalance}).Counter(MetricUpdatesHandedOver).Inc(0)
 }

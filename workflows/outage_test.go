@@ -76,3 +76,61 @@ func (s *RentalWorkflowSuite) TestWriteHandedOverIsMadeWhenTheDatabaseIsBack() {
 	s.Positive(attempts, "the write handed over to an activity")
 	s.Len(s.eventsOf(domain.EventPaymentSeen), 1, "written once the database is back")
 }
+
+// A balance debit that PostgreSQL refuses for longer than handlerPatience
+// (vHandOver): the update answers in_progress and its work goes on in the
+// run, holding its lock; another update is refused by its validator
+// meanwhile (no caller waits behind it), the unpaid window's end waits for
+// it, and once the database is back the debit is made once and the order
+// is paid and runs. (The outage lasts 3 minutes: the SDK's test
+// environment stops an activity's retries at 10 attempts, about 4
+// minutes; the server does not.)
+func (s *RentalWorkflowSuite) TestDebitOutlastingItsCallerGoesOnInTheRun() {
+	back := testStart.Add(4 * time.Minute)
+	var debits int
+	s.mockAllMachine()
+	s.env.OnActivity(a.PayOrderFromBalance, mock.Anything, mock.Anything).Return(func(context.Context, activities.PayFromBalanceInput) error {
+		debits++
+		if s.env.Now().Before(back) {
+			return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+		}
+		return nil
+	})
+	pay := s.updateAt(time.Minute, UpdatePayFromBalance)
+	cancel := s.updateAt(2*time.Minute, UpdateCancel, CancelRequest{By: "customer"})
+	during := s.queryAt(3 * time.Minute)
+	in := rentalInput(3)
+	in.Config.UnpaidTimeout = 2 * time.Minute // ends while the debit is pending
+	st := s.run(in)
+
+	s.Require().True(pay.done)
+	s.requireAppError(pay.err, domain.ECodeInProgress)
+	s.Require().True(cancel.done)
+	s.requireAppError(cancel.rejectErr, domain.ECodeUnavailable)
+	s.Equal(domain.StatusAwaitingPayment, during.Status, "the debit still pending")
+	s.Greater(debits, 1, "retried while the database was away")
+	s.Equal(methodBalance, st.PaymentMethod)
+	s.Equal(totalCents, st.PaidCents)
+	s.Equal(domain.StatusEnded, st.Status, "paid, provisioned and run once the debit went through")
+	s.Empty(s.eventsOf(domain.EventExpired))
+}
+
+// Before vHandOver the same update waited for its debit, however long.
+func (s *RentalWorkflowSuite) TestDebitWaitedForItsCallerBeforeHandOver() {
+	back := testStart.Add(4 * time.Minute)
+	s.mockAllMachine()
+	s.env.OnActivity(a.PayOrderFromBalance, mock.Anything, mock.Anything).Return(func(context.Context, activities.PayFromBalanceInput) error {
+		if s.env.Now().Before(back) {
+			return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+		}
+		return nil
+	})
+	pay := s.updateAt(time.Minute, UpdatePayFromBalance)
+	in := rentalInput(3)
+	in.Config.MaxVersion = int(vQueue)
+	st := s.run(in)
+
+	s.Require().True(pay.done)
+	s.NoError(pay.err, "answered once the debit went through")
+	s.Equal(domain.StatusEnded, st.Status)
+}

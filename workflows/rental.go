@@ -158,14 +158,14 @@ func (r *rental) setup(ctx workflow.Context) error {
 		handler   any
 		validator any
 	}{
-		{UpdatePayFromBalance, updateCounted(&r.intakeRun, r.payFromBalance), r.validatePayFromBalance},
-		{UpdateAttributePayment, updateCounted(&r.intakeRun, r.attributePayment), r.validateAttribution},
-		{UpdateCancel, updateCounted(&r.intakeRun, r.cancel), r.validateCancel},
-		{UpdateExtend, updateCounted(&r.intakeRun, r.extend), r.validateExtend},
-		{UpdateEndEarly, updateCounted(&r.intakeRun, r.endEarly), r.validateEndEarly},
-		{UpdateRetryProvisioning, updateCounted(&r.intakeRun, r.retryProvisioning), r.validateRetry},
-		{UpdateRefund, updateCounted(&r.intakeRun, r.refund), r.validateRefund},
-		{UpdateCreatePaymentIntent, updateCountedR(&r.intakeRun, r.createPaymentIntent), r.validateCreateIntent},
+		{UpdatePayFromBalance, updateCounted(&r.intakeRun, UpdatePayFromBalance, r.payFromBalance), notBusy(&r.works, r.validatePayFromBalance)},
+		{UpdateAttributePayment, updateCounted(&r.intakeRun, UpdateAttributePayment, r.attributePayment), notBusy(&r.works, r.validateAttribution)},
+		{UpdateCancel, updateCounted(&r.intakeRun, UpdateCancel, r.cancel), notBusy(&r.works, r.validateCancel)},
+		{UpdateExtend, updateCounted(&r.intakeRun, UpdateExtend, r.extend), notBusy(&r.works, r.validateExtend)},
+		{UpdateEndEarly, updateCounted(&r.intakeRun, UpdateEndEarly, r.endEarly), notBusy(&r.works, r.validateEndEarly)},
+		{UpdateRetryProvisioning, updateCounted(&r.intakeRun, UpdateRetryProvisioning, r.retryProvisioning), notBusy(&r.works, r.validateRetry)},
+		{UpdateRefund, updateCounted(&r.intakeRun, UpdateRefund, r.refund), notBusy(&r.works, r.validateRefund)},
+		{UpdateCreatePaymentIntent, updateCountedR(&r.intakeRun, UpdateCreatePaymentIntent, r.createPaymentIntent), notBusyCtx(&r.works, r.validateCreateIntent)},
 	}
 	for _, u := range updates {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler,

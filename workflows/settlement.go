@@ -48,12 +48,21 @@ func (in SettlementInput) AddressedTo() string { return SettlementWorkflowID(in.
 // continues as new when the server suggests it.
 func SettlementWorkflow(ctx workflow.Context, in SettlementInput) error {
 	s := &settlement{in: in, mu: workflow.NewMutex(ctx), actions: map[int64]bool{}}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRefundException, s.refund,
-		workflow.UpdateHandlerOptions{Validator: func(r domain.ExceptionRefund) error { return refusal(r.Validate()) }}); err != nil {
+	// A settlement run's own version: its updates' works are handed over
+	// to the run past handlerPatience (handOver), as a rental's from vHandOver.
+	s.works.on = workflow.GetVersion(ctx, "settlement-handover", workflow.DefaultVersion, 1) == 1
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateRefundException,
+		func(ctx workflow.Context, r domain.ExceptionRefund) error {
+			return s.works.run(ctx, UpdateRefundException, func(ctx workflow.Context) error { return s.refund(ctx, r) })
+		},
+		workflow.UpdateHandlerOptions{Validator: notBusy(&s.works, func(r domain.ExceptionRefund) error { return refusal(r.Validate()) })}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResolveException, s.resolve,
-		workflow.UpdateHandlerOptions{Validator: func(r domain.ExceptionResolve) error { return refusal(r.Validate()) }}); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateResolveException,
+		func(ctx workflow.Context, r domain.ExceptionResolve) error {
+			return s.works.run(ctx, UpdateResolveException, func(ctx workflow.Context) error { return s.resolve(ctx, r) })
+		},
+		workflow.UpdateHandlerOptions{Validator: notBusy(&s.works, func(r domain.ExceptionResolve) error { return refusal(r.Validate()) })}); err != nil {
 		return err
 	}
 	seen := 0
@@ -67,7 +76,7 @@ func SettlementWorkflow(ctx workflow.Context, in SettlementInput) error {
 			break
 		}
 	}
-	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) && s.works.idle() }); err != nil {
 		return err
 	}
 	if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
@@ -81,6 +90,7 @@ type settlement struct {
 	mu      workflow.Mutex
 	actions map[int64]bool // support actions done: a re-sent update is a no-op
 	updates int
+	works   handOver
 }
 
 // act runs one support action on a queued row, once per action ID, once

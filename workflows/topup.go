@@ -87,16 +87,16 @@ func (t *topUp) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAttributePayment, updateCounted(&t.intakeRun, t.attributePayment),
-		workflow.UpdateHandlerOptions{Validator: t.validateAttribution}); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateAttributePayment, updateCounted(&t.intakeRun, UpdateAttributePayment, t.attributePayment),
+		workflow.UpdateHandlerOptions{Validator: notBusy(&t.works, t.validateAttribution)}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, updateCounted(&t.intakeRun, t.cancel),
-		workflow.UpdateHandlerOptions{Validator: t.validateCancel}); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel, updateCounted(&t.intakeRun, UpdateCancel, t.cancel),
+		workflow.UpdateHandlerOptions{Validator: notBusy(&t.works, t.validateCancel)}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCreatePaymentIntent, updateCountedR(&t.intakeRun, t.createPaymentIntent),
-		workflow.UpdateHandlerOptions{Validator: t.validateCreateIntent}); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCreatePaymentIntent, updateCountedR(&t.intakeRun, UpdateCreatePaymentIntent, t.createPaymentIntent),
+		workflow.UpdateHandlerOptions{Validator: notBusyCtx(&t.works, t.validateCreateIntent)}); err != nil {
 		return err
 	}
 	workflow.Go(ctx, func(ctx workflow.Context) { listenPayments(ctx, &t.intakeRun) })

@@ -89,6 +89,11 @@ const (
 	// and closed by a refund of what it paid, the customer's or support's
 	// (takeMachine).
 	vQueue workflow.Version = 12
+	// vHandOver: an update's work that outlasts handlerPatience (the
+	// database away) goes on in the run, holding its lock, while the
+	// update answers in_progress and the validators refuse new updates
+	// until it is done (handOver): no caller waits on an unbounded retry.
+	vHandOver workflow.Version = 13
 	// vMaxHistory, the version new workflows record, is in rollout.go
 	// (rollout_kdrollout.go: a test release one version ahead).
 )
