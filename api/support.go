@@ -19,7 +19,6 @@ const (
 	outcomeDone     = "done"
 	outcomeRejected = "rejected" // the workflow refused (a *domain.Error)
 	outcomeFailed   = "failed"   // the workflow could not be reached
-	outcomePending  = "pending"  // accepted, applied once the database answers (domain.ECodeInProgress)
 )
 
 type targetKind int
@@ -106,7 +105,11 @@ func (s *Server) runAction(c *gin.Context, agent, ref, action, reason string, pa
 	switch {
 	case runErr == nil:
 	case errors.As(runErr, &de) && de.Code == domain.ECodeInProgress:
-		outcome, detail = outcomePending, de.Message
+		// Accepted and going on in the workflow: the row keeps no outcome
+		// (the console says «en cours»), the order's timeline tells the end.
+		s.log.Info("support action in progress", "id", id, "agent", agent, "action", action, "ref", ref)
+		rec.CreatedAt = time.Now()
+		return rec, s.workflowError(ctx, action, ref, runErr), nil
 	case errors.As(runErr, &de):
 		outcome, detail = outcomeRejected, de.Code+": "+de.Message
 	default:

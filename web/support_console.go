@@ -403,8 +403,6 @@ func outcomeLabel(o *string) string {
 		return "refusée"
 	case "failed":
 		return "échouée"
-	case "pending":
-		return "en cours (appliquée dès que la base répond)"
 	}
 	return *o
 }
