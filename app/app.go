@@ -136,11 +136,11 @@ func New(c Config) *App {
 
 // ClientOptions are the Temporal client options on top of conn (address,
 // namespace, TLS, API key): every payload and failure message sealed with
-// keyring before it reaches the server, the SDK's metrics in m's registry
-// (m may be nil), its logs in logger.
-func ClientOptions(conn client.Options, keyring *secrets.Keyring, m *metrics.Metrics, logger *slog.Logger) client.Options {
+// keyring before it reaches the server (codecOpts: codec.UnboundUntil), the
+// SDK's metrics in m's registry (m may be nil), its logs in logger.
+func ClientOptions(conn client.Options, keyring *secrets.Keyring, m *metrics.Metrics, logger *slog.Logger, codecOpts ...codec.Option) client.Options {
 	conn.Logger = tlog.NewStructuredLogger(logger.With("component", "temporal"))
-	conn.DataConverter = codec.DataConverter(keyring)
+	conn.DataConverter = codec.DataConverter(keyring, codecOpts...)
 	conn.FailureConverter = codec.FailureConverter(keyring)
 	// No gzip on the wire (the SDK's default): the payloads are sealed, so
 	// they do not compress, and gzip costs CPU on both ends of every call,

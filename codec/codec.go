@@ -61,6 +61,12 @@ const (
 // and sent to another.
 var ErrMisaddressed = errors.New("codec: payload sealed for another workflow refused")
 
+// ErrUnbound is the decoding error, within a workflow's context, of a
+// payload sealed for no workflow (as the codec endpoint sealed before it
+// required one): past UnboundUntil, only payloads sealed for the workflow
+// decoding them open.
+var ErrUnbound = errors.New("codec: payload sealed for no workflow refused")
+
 // ErrUnsealed is the decoding error of a payload this codec did not seal.
 var ErrUnsealed = errors.New("codec: unsealed payload refused (only holders of the keyring may send payloads)")
 
@@ -74,6 +80,14 @@ type Codec struct {
 	AcceptUnsealed bool
 	// Logger records each refused payload (nil: slog.Default()).
 	Logger *slog.Logger
+	// UnboundUntil is when payloads sealed for no workflow stop opening
+	// within a workflow's context (zero: they never do). Histories
+	// recorded before the binding (history versions below 7, vAddressed)
+	// hold such payloads: set it past the close of the last of their runs
+	// (kernodeck versions) while any is open.
+	UnboundUntil time.Time
+	// Now is the clock UnboundUntil is read against (nil: time.Now).
+	Now func() time.Time
 
 	// workflowID is the workflow the SDK is encoding or decoding for
 	// (WithSerializationContext); "" outside one.
@@ -114,6 +128,13 @@ func aadFor(workflowID string) []byte {
 	return []byte(aad + "\x00" + workflowID)
 }
 
+func (c *Codec) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
 func (c *Codec) logger() *slog.Logger {
 	if c.Logger != nil {
 		return c.Logger
@@ -145,9 +166,10 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 // Decode opens sealed payloads. An unsealed one is refused with ErrUnsealed
 // (and logged, with its encoding only: never its data), unless
 // AcceptUnsealed. Within a workflow's context, a payload sealed for another
-// workflow is refused with ErrMisaddressed; payloads sealed before the
-// binding (no workflow named) still open, for the histories recorded then,
-// and their inputs' own address is checked by the worker.
+// workflow is refused with ErrMisaddressed, and one sealed for no workflow
+// with ErrUnbound (until UnboundUntil they still open, for the histories
+// recorded before the binding; their inputs' own address is checked by
+// the worker).
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
@@ -160,6 +182,10 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 			return nil, ErrUnsealed
 		}
 		sealedFor := string(p.GetMetadata()[MetadataWorkflowID])
+		if sealedFor == "" && c.workflowID != "" && !c.AcceptUnsealed && !c.now().Before(c.UnboundUntil) {
+			c.logger().Warn("Temporal payload sealed for no workflow refused", "workflow", c.workflowID)
+			return nil, ErrUnbound
+		}
 		if sealedFor != "" && c.workflowID != "" && sealedFor != c.workflowID {
 			c.logger().Warn("Temporal payload sealed for another workflow refused", "workflow", c.workflowID, "sealed_for", sealedFor)
 			return nil, ErrMisaddressed
@@ -177,9 +203,19 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
+// Option sets a Codec's field.
+type Option func(*Codec)
+
+// UnboundUntil sets Codec.UnboundUntil.
+func UnboundUntil(t time.Time) Option { return func(c *Codec) { c.UnboundUntil = t } }
+
 // DataConverter is the default data converter with payloads sealed.
-func DataConverter(k *secrets.Keyring) converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), &Codec{Keyring: k})
+func DataConverter(k *secrets.Keyring, opts ...Option) converter.DataConverter {
+	c := &Codec{Keyring: k}
+	for _, o := range opts {
+		o(c)
+	}
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
 }
 
 // FailureConverter also seals failure messages and stack traces (they can
@@ -212,7 +248,23 @@ type HandlerOptions struct {
 	// MaxBodyBytes limits request bodies (64 KiB, the API's limit): a
 	// larger body is refused before it is read (413).
 	MaxBodyBytes int64
+	// Audit records each seal as a support action (codec_seal); nil:
+	// the endpoint seals nothing.
+	Audit Auditor
 }
+
+// Auditor writes support actions (postgres.DB).
+type Auditor interface {
+	InsertSupportAction(ctx context.Context, a domain.SupportAction) (int64, error)
+	CompleteSupportAction(ctx context.Context, id int64, outcome, detail string) (domain.SupportAction, error)
+}
+
+// Headers of a seal (POST {prefix}/encode): the workflow the payloads are
+// sealed for, and why (3 to 2,000 characters, as any support action).
+const (
+	HeaderWorkflowID = "X-Kernodeck-Workflow-Id"
+	HeaderReason     = "X-Kernodeck-Reason"
+)
 
 // DefaultMaxBodyBytes is HandlerOptions.MaxBodyBytes's default, the API's.
 const DefaultMaxBodyBytes = 64 << 10
@@ -377,7 +429,62 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.readBody(w, r) {
 		return
 	}
+	if strings.HasSuffix(r.URL.Path, "/encode") {
+		h.seal(w, r, name)
+		return
+	}
 	h.inner.ServeHTTP(w, r)
+}
+
+// seal answers an encode: only for the workflow named in
+// HeaderWorkflowID, with a reason, each one audited as a support action
+// before anything is sealed. A payload sealed for no workflow opens in
+// none (Codec.UnboundUntil), and one sealed for a workflow in no other.
+func (h *handler) seal(w http.ResponseWriter, r *http.Request, agent string) {
+	wid := strings.TrimSpace(r.Header.Get(HeaderWorkflowID))
+	reason := strings.TrimSpace(r.Header.Get(HeaderReason))
+	switch {
+	case wid == "" || len(wid) > 1000:
+		http.Error(w, "encode seals only for a named workflow: send its ID in "+HeaderWorkflowID, http.StatusBadRequest)
+		return
+	case len([]rune(reason)) < 3 || len([]rune(reason)) > 2000:
+		http.Error(w, "encode needs a reason of 3 to 2000 characters in "+HeaderReason, http.StatusBadRequest)
+		return
+	case h.opts.Audit == nil:
+		http.Error(w, "encode is not audited here: refused", http.StatusForbidden)
+		return
+	}
+	ctx := r.Context()
+	id, err := h.opts.Audit.InsertSupportAction(ctx, domain.SupportAction{Agent: agent, Action: domain.ActionCodecSeal,
+		TargetRef: wid, Reason: reason, Params: []byte(`{}`)})
+	if err != nil {
+		slog.Error("codec seal not audited: refused", "agent", agent, "workflow", wid, "err", err)
+		http.Error(w, "encode could not be audited: refused", http.StatusServiceUnavailable)
+		return
+	}
+	slog.Info("codec seal", "agent", agent, "workflow", wid, "action", id)
+	bound := (&Codec{Keyring: h.keyring}).WithSerializationContext(converter.WorkflowSerializationContext{
+		Namespace: r.Header.Get("X-Namespace"), WorkflowID: wid})
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	converter.NewPayloadCodecHTTPHandler(bound).ServeHTTP(rec, r)
+	outcome := "done"
+	if rec.status >= 300 {
+		outcome = "failed"
+	}
+	if _, err := h.opts.Audit.CompleteSupportAction(context.WithoutCancel(ctx), id, outcome, fmt.Sprintf("HTTP %d", rec.status)); err != nil {
+		slog.Error("codec seal outcome not recorded", "action", id, "err", err)
+	}
+}
+
+// statusRecorder keeps the status an inner handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
 }
 
 // readBody reads r's body up to the limit and puts it back in memory; over

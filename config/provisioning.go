@@ -16,22 +16,26 @@ type Provisioning struct {
 	Provisioner string // KERNODECK_PROVISIONER: "localpg" or "ssh"
 	SecretKeys  string // KERNODECK_SECRET_KEYS: "id:base64key,..." (first seals)
 	// SSH driver.
-	SSHKeyFile     string        // KERNODECK_SSH_KEY_FILE: admin private key
-	SSHUser        string        // KERNODECK_SSH_USER
-	SSHUserPrefix  string        // KERNODECK_SSH_USER_PREFIX
-	ScratchDir     string        // KERNODECK_SCRATCH_DIR
-	JupyterPort    int           // KERNODECK_JUPYTER_PORT
-	SSHTimeout     time.Duration // KERNODECK_SSH_TIMEOUT
-	CodecOrigins   []string      // KERNODECK_CODEC_ORIGINS
-	PublicURL      string        // KERNODECK_PUBLIC_URL: links in mails
-	SMTPHost       string        // KERNODECK_SMTP_HOST ("": mails stay queued)
-	SMTPPort       int           // KERNODECK_SMTP_PORT
-	SMTPUser       string        // KERNODECK_SMTP_USER
-	SMTPPassword   string        // KERNODECK_SMTP_PASSWORD
-	SMTPTLS        string        // KERNODECK_SMTP_TLS
-	MailFrom       string        // KERNODECK_MAIL_FROM
-	MailPoll       time.Duration // KERNODECK_MAIL_POLL
-	MailMaxAttempt int           // KERNODECK_MAIL_MAX_ATTEMPTS
+	SSHKeyFile    string        // KERNODECK_SSH_KEY_FILE: admin private key
+	SSHUser       string        // KERNODECK_SSH_USER
+	SSHUserPrefix string        // KERNODECK_SSH_USER_PREFIX
+	ScratchDir    string        // KERNODECK_SCRATCH_DIR
+	JupyterPort   int           // KERNODECK_JUPYTER_PORT
+	SSHTimeout    time.Duration // KERNODECK_SSH_TIMEOUT
+	CodecOrigins  []string      // KERNODECK_CODEC_ORIGINS
+	// CodecUnboundUntil (KERNODECK_CODEC_UNBOUND_UNTIL, RFC 3339 or a
+	// date): until then payloads sealed for no workflow still open in a
+	// workflow (codec.Codec.UnboundUntil); unset: never.
+	CodecUnboundUntil time.Time
+	PublicURL         string        // KERNODECK_PUBLIC_URL: links in mails
+	SMTPHost          string        // KERNODECK_SMTP_HOST ("": mails stay queued)
+	SMTPPort          int           // KERNODECK_SMTP_PORT
+	SMTPUser          string        // KERNODECK_SMTP_USER
+	SMTPPassword      string        // KERNODECK_SMTP_PASSWORD
+	SMTPTLS           string        // KERNODECK_SMTP_TLS
+	MailFrom          string        // KERNODECK_MAIL_FROM
+	MailPoll          time.Duration // KERNODECK_MAIL_POLL
+	MailMaxAttempt    int           // KERNODECK_MAIL_MAX_ATTEMPTS
 }
 
 // ProvisioningFromEnv reads the provisioning and mail configuration.
@@ -59,6 +63,16 @@ func ProvisioningFromEnv(getenv func(string) string) (Provisioning, error) {
 		MailFrom:       p.str("KERNODECK_MAIL_FROM", "Kernodeck <noreply@kernodeck.local>"),
 		MailPoll:       p.dur("KERNODECK_MAIL_POLL", 5*time.Second),
 		MailMaxAttempt: p.int("KERNODECK_MAIL_MAX_ATTEMPTS", 12),
+	}
+	if v := getenv("KERNODECK_CODEC_UNBOUND_UNTIL"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			t, err = time.Parse(time.DateOnly, v)
+		}
+		if err != nil {
+			return Provisioning{}, fmt.Errorf("KERNODECK_CODEC_UNBOUND_UNTIL %q: want a date (2027-01-31) or an RFC 3339 time", v)
+		}
+		c.CodecUnboundUntil = t
 	}
 	if getenv("KERNODECK_CODEC_ORIGINS") == "" {
 		c.CodecOrigins = []string{"http://127.0.0.1:8233", "http://localhost:8233"}

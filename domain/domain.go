@@ -346,6 +346,10 @@ const (
 	// ActionCloseHostFlag closes a host its customer made dirty on
 	// purpose (target_ref: the order's reference).
 	ActionCloseHostFlag = "close_host_flag"
+	// ActionCodecSeal is a payload sealed by the codec endpoint for a
+	// workflow (target_ref: the workflow ID), to send it with a Temporal
+	// client.
+	ActionCodecSeal = "codec_seal"
 )
 
 // CustomerAgent is the agent of an action the customer takes on their own

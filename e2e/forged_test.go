@@ -66,9 +66,11 @@ func (e *env) settled(workflowID string) int {
 // TestForgedSignalsAndUpdatesChangeNothing: payment-seen and
 // payment-confirmed signals and an attribute-payment update sent in plain
 // JSON through the Temporal frontend (temporal CLI, no codec) change nothing:
-// order and timeline as before, the workflow keeps running. The same sent
-// sealed through the codec endpoint with an agent token work, a payment
-// only once a watcher recorded it.
+// order and timeline as before, the workflow keeps running. The codec
+// endpoint seals only for a named workflow, with a reason, each seal
+// audited (codec_seal); a payload it sealed for no workflow opens in none.
+// Sealed for the workflow, the same work, a payment only once a watcher
+// recorded it.
 func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 	e := newEnv(t)
 	alice := register(e, "Alice", "forged@example.com")
@@ -104,12 +106,20 @@ func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 
 	// Sealed through the codec endpoint with an agent token: applied.
 	codecSrv := httptest.NewServer(http.StripPrefix("/codec", codec.Handler(e.kr, "/codec", codec.HandlerOptions{
-		AgentTokens: map[string]string{agentToken: "e2e-agent"}, Throttle: e.db})))
+		AgentTokens: map[string]string{agentToken: "e2e-agent"}, Throttle: e.db, Audit: e.db})))
 	t.Cleanup(codecSrv.Close)
-	remote := func(token string) client.Client {
+	// remote seals through the endpoint for workflow forWID ("": none named).
+	remoteFor := func(token, forWID string) client.Client {
 		dc := converter.NewRemoteDataConverter(converter.GetDefaultDataConverter(), converter.RemoteDataConverterOptions{
-			Endpoint:      codecSrv.URL + "/codec",
-			ModifyRequest: func(r *http.Request) error { r.Header.Set("Authorization", "Bearer "+token); return nil },
+			Endpoint: codecSrv.URL + "/codec",
+			ModifyRequest: func(r *http.Request) error {
+				r.Header.Set("Authorization", "Bearer "+token)
+				if forWID != "" {
+					r.Header.Set(codec.HeaderWorkflowID, forWID)
+					r.Header.Set(codec.HeaderReason, "essai de bout en bout")
+				}
+				return nil
+			},
 		})
 		c, err := client.Dial(client.Options{HostPort: e.addr, DataConverter: dc})
 		if err != nil {
@@ -118,12 +128,30 @@ func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 		t.Cleanup(c.Close)
 		return c
 	}
-	// Without a valid agent token the endpoint seals nothing.
-	if err := remote("not-an-agent-token-at-all").SignalWorkflow(context.Background(), wid, "",
+	// Without a valid agent token the endpoint seals nothing, nor for no
+	// named workflow.
+	if err := remoteFor("not-an-agent-token-at-all", wid).SignalWorkflow(context.Background(), wid, "",
 		workflows.SignalPaymentSeen, json.RawMessage(payment)); err == nil {
 		t.Fatal("codec endpoint sealed without an agent token")
 	}
-	agent := remote(agentToken)
+	if err := remoteFor(agentToken, "").SignalWorkflow(context.Background(), wid, "",
+		workflows.SignalPaymentSeen, json.RawMessage(payment)); err == nil {
+		t.Fatal("codec endpoint sealed for no named workflow")
+	}
+	// Sealed for no workflow (as the endpoint did before): the worker's
+	// codec refuses it in the workflow, fully addressed as it is.
+	// A watcher recorded this one: sealed for the workflow it would count.
+	var ev0 workflows.PaymentEvent
+	_ = json.Unmarshal(payment, &ev0)
+	ev0.TxID = strings.Repeat("cd", 32)
+	ev0 = e.addressed(wid, ev0)
+	pgtest.Recorded(t, e.db, ev0.Claim())
+	e.stranger().signal(wid, workflows.SignalPaymentConfirmed, e.sealedLegacy(ev0))
+	e.settled(wid)
+	if after, afterTL, _ := order(e, alice, ref); !reflect.DeepEqual(before, after) || !reflect.DeepEqual(beforeTL, afterTL) {
+		t.Fatalf("a payment sealed for no workflow changed the order:\nbefore %v\nafter  %v", before, after)
+	}
+	agent := remoteFor(agentToken, wid)
 	var ev workflows.PaymentEvent
 	_ = json.Unmarshal(payment, &ev)
 	// Sealed for this workflow and fully addressed (its request, the
@@ -149,6 +177,11 @@ func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 	if int64(o["paid_cents"].(float64)) != total {
 		t.Fatalf("sealed payment not counted once: %v", o)
 	}
+	var seals int
+	if err := e.db.Get(&seals, `SELECT count(*) FROM support_actions WHERE action = 'codec_seal' AND target_ref = $1
+		AND agent = 'e2e-agent' AND outcome = 'done'`, wid); err != nil || seals < 2 {
+		t.Fatalf("codec seals for %s audited: %d (%v), want one per seal", wid, seals, err)
+	}
 
 	// A second order: the sealed support update works too.
 	ref2 := str(e.must(http.StatusCreated, "POST", "/v1/orders", alice, map[string]any{
@@ -162,7 +195,7 @@ func TestForgedSignalsAndUpdatesChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	wid2 := workflows.RentalWorkflowID(ref2)
-	h, err := agent.UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
+	h, err := remoteFor(agentToken, wid2).UpdateWorkflow(context.Background(), client.UpdateWorkflowOptions{
 		WorkflowID: wid2, UpdateName: workflows.UpdateAttributePayment,
 		Args: []any{workflows.Attribution{Addressed: domain.Addressed{Target: wid2}, ActionID: actionID,
 			Agent: "e2e-agent", Reason: "virement vu"}},

@@ -55,7 +55,7 @@ func loadProvisioning(cfg config.Config, dev bool, logger *slog.Logger) (provisi
 // clientOptions are the Temporal client options: the connection (address,
 // namespace, TLS, API key) as app.ClientOptions completes it.
 func (p provisioning) clientOptions(m *metrics.Metrics, logger *slog.Logger) client.Options {
-	return app.ClientOptions(p.conn, p.keyring, m, logger)
+	return app.ClientOptions(p.conn, p.keyring, m, logger, codec.UnboundUntil(p.cfg.CodecUnboundUntil))
 }
 
 // drivers is the configured machine driver: the local one, or SSH's.
@@ -113,6 +113,6 @@ func withMail(ctx context.Context, d *notify.Dispatcher, fn func(context.Context
 func (p provisioning) codecRoute(cfg config.Config, db *postgres.DB) metrics.Route {
 	return metrics.Route{Pattern: "/codec/", Handler: codec.Handler(p.keyring, "/codec", codec.HandlerOptions{
 		AgentTokens: cfg.SupportTokens, AllowedOrigins: p.cfg.CodecOrigins,
-		CookieSecure: cfg.CookieSecure, Throttle: db, MaxBodyBytes: api.DefaultMaxBodyBytes,
+		CookieSecure: cfg.CookieSecure, Throttle: db, MaxBodyBytes: api.DefaultMaxBodyBytes, Audit: db,
 	})}
 }
