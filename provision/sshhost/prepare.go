@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/provision/accesskey"
 )
@@ -56,13 +57,22 @@ func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, 
 }
 
 // Prepare creates the customer's account, installs their public key (theirs
-// or a generated one) and lays out the preset.
+// or a generated one) and lays out the preset. A host where customers could
+// write to a network mount (kd_unfit_mounts in scripts/common.sh says which
+// are accepted) is set aside first, without retry (ErrTypeHostRefused).
 func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error {
 	r, ok, err := d.activeReservation(ctx, d.DB, in.OrderRef)
 	if err != nil {
 		return err
 	}
 	if !ok {
+		// A retry after this very step refused the host: say it again.
+		var failure sql.NullString
+		_ = d.DB.GetContext(ctx, &failure, `SELECT failure FROM host_reservations WHERE order_ref = $1
+			ORDER BY id DESC LIMIT 1`, in.OrderRef)
+		if reason, refused := strings.CutPrefix(failure.String, unfitPrefix); refused {
+			return unfitError(reason)
+		}
 		return fmt.Errorf("prepare %s: no active host reservation", in.OrderRef)
 	}
 	var customerKey sql.NullString
@@ -98,6 +108,15 @@ func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error 
 	if err != nil {
 		return fmt.Errorf("prepare %s on %s: %w", in.OrderRef, r.Name, err)
 	}
+	if hasLine(res.Stdout, "KD_PREPARE_UNFIT "+res.Tag) {
+		reason := "montage réseau inscriptible par les clients, que le nettoyage ne peut pas fouiller : " +
+			strings.Join(prefixed(res.Stdout, "KD_UNFIT_MOUNT "), " ; ")
+		closeFn() // the cleanup below opens its own connection
+		if err := d.setAside(ctx, r, unfitPrefix+reason, nil, true); err != nil {
+			return err
+		}
+		return unfitError(reason)
+	}
 	if !hasLine(res.Stdout, "KD_PREPARE_OK "+res.Tag) {
 		return fmt.Errorf("prepare %s on %s: script ended early", in.OrderRef, r.Name)
 	}
@@ -112,6 +131,29 @@ func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error 
 		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
 	}
 	return nil
+}
+
+// unfitPrefix starts the failure of a reservation whose host prepare
+// refused.
+const unfitPrefix = "préparation : "
+
+// unfitError is prepare's refusal of a host unfit for customers (a writable
+// network mount): like a host key mismatch, not retried; the host is set
+// aside and the next attempt reserves another one.
+func unfitError(reason string) error {
+	return domain.Errorf(ErrTypeHostRefused,
+		"La machine ne peut pas accueillir de client (%s) : elle est écartée, une autre sera réservée.", reason)
+}
+
+// prefixed returns the rest of every stdout line that starts with prefix.
+func prefixed(stdout, prefix string) []string {
+	var out []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
 }
 
 // vendor is the GPU vendor of a catalog model (nvidia or amd).

@@ -124,3 +124,80 @@ chmod 600 "$tmp"
 mv -f -T -- "$tmp" .ssh/authorized_keys
 AS_USER
 }
+
+# kd_remote_fs FSTYPE: whether a filesystem of that type keeps its files
+# beyond this host's own disks (network, cluster and hypervisor shares, and
+# FUSE, whose daemon may keep them anywhere). None is ever scanned (slow,
+# and root may not read it: NFS root_squash, FUSE without allow_other), so
+# prepare refuses a host where a customer could write to one
+# (kd_unfit_mounts). lxcfs (LXD's views of /proc and /sys) stores nothing.
+kd_remote_fs() {
+	case "$1" in
+	fuse.lxcfs) return 1 ;;
+	nfs | nfs4 | cifs | smb3 | smbfs | 9p | virtiofs | ceph | glusterfs | lustre | gpfs | beegfs | wekafs | afs | \
+		orangefs | pvfs2 | ocfs2 | gfs2 | davfs | ncpfs | coda | fuse | fuse.*)
+		return 0
+		;;
+	esac
+	return 1
+}
+
+kd_reachable() { # kd_reachable PATH: every directory above PATH lets others through
+	local p=$1
+	while [ "$p" != / ] && [ -n "$p" ]; do
+		p=$(dirname -- "$p")
+		[ -n "$(find -P "$p" -maxdepth 0 -perm -0001 2>/dev/null)" ] || return 1
+	done
+}
+
+# kd_writable_dirs prints (NUL-separated) every world-writable directory of
+# the host's local filesystems, where a customer can leave files. A
+# directory others cannot traverse is not searched further (the customer
+# cannot reach what is inside), nor a mount point below one (containers'
+# root filesystems under /var/lib/docker...). Prepare keeps the list in
+# root's state; teardown scans again, for directories made since.
+kd_writable_dirs() {
+	awk '{print $2, $3}' /proc/self/mounts | while read -r mp fstype; do
+		case "$fstype" in
+		proc | sysfs | cgroup | cgroup2 | devpts | securityfs | debugfs | tracefs | bpf | configfs | pstore | \
+			autofs | binfmt_misc | fusectl | efivarfs | rpc_pipefs | nsfs | squashfs | iso9660 | fuse.lxcfs)
+			continue
+			;;
+		esac
+		! kd_remote_fs "$fstype" || continue
+		mp=$(printf '%b' "$mp")
+		kd_reachable "$mp" || continue
+		timeout 600 find -P "$mp" -xdev \( -type d ! -perm -0001 -prune \) -o \( -type d -perm -0002 -print0 -prune \) 2>/dev/null || true
+	done
+}
+
+# kd_unfit_mounts MOUNTINFO prints, one a line as "MOUNT_POINT (FSTYPE
+# SOURCE)" (escaped as in the table), the mounts of a mount table
+# (/proc/self/mountinfo) where a customer could write what no teardown
+# searches: a remote filesystem (kd_remote_fs) mounted writable (neither
+# the mount nor its filesystem read-only) that a customer can reach. Not
+# reachable: a directory above the mount point closes it to others
+# (customers have no group of the host's but render and video), or a FUSE
+# mount without allow_other (only the uid that mounted it may enter, and a
+# customer's uid is new). Accepted as the customer's own: a nosuid mount
+# under their home or scratch space (KD_USER, KD_SCRATCH), which the
+# teardown must see unmounted before it removes them.
+kd_unfit_mounts() {
+	local mp opts fstype src sopts
+	# Fields: ID PARENT DEV ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS
+	awk '{ for (i = 7; i <= NF && $i != "-"; i++) {}; if (i + 3 <= NF) print $5, $6, $(i + 1), $(i + 2), $(i + 3) }' "$1" |
+		while read -r mp opts fstype src sopts; do
+			kd_remote_fs "$fstype" || continue
+			case ",$opts,$sopts," in *,ro,*) continue ;; esac
+			case "$fstype" in
+			fuse | fuse.*) case ",$sopts," in *,allow_other,*) ;; *) continue ;; esac ;;
+			esac
+			kd_reachable "$(printf '%b' "$mp")" || continue
+			case "$(printf '%b' "$mp")/" in
+			"/home/$KD_USER/"* | "$KD_SCRATCH/$KD_USER/"*)
+				case ",$opts," in *,nosuid,*) continue ;; esac
+				;;
+			esac
+			printf '%s (%s %s)\n' "$mp" "$fstype" "$src" | tr -d '\000-\011\013-\037\177' | cut -c1-300
+		done
+}

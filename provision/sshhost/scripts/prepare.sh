@@ -25,6 +25,18 @@ umask 077
 kd_lock
 step locked
 
+# A host where a customer could write to a remote filesystem is refused
+# before anything is made for them: nothing scans such a mount, so what
+# they left there would outlive the teardown (and may reach other
+# machines). kd_unfit_mounts says which mounts are accepted.
+unfit=$(kd_unfit_mounts /proc/self/mountinfo | head -n 10)
+if [ -n "$unfit" ]; then
+	printf '%s\n' "$unfit" | while IFS= read -r m; do echo "KD_UNFIT_MOUNT $m"; done
+	echo "KD_PREPARE_UNFIT $KD_TAG"
+	exit 0
+fi
+step mounts
+
 # kd_new_uid prints the next uid: above the counter, the driver's floor and
 # every account or group already in the range, free as a uid and as a gid.
 # The counter moves before the account exists, so a failed run skips a
@@ -91,33 +103,10 @@ fi
 echo "KD_GROUPS $(id -nG "$KD_USER")"
 step account
 
-# Every world-writable directory of the host's local filesystems, where a
-# customer can leave files: kept in root's state for the teardown. A
-# directory others cannot traverse is not searched further (the customer
-# cannot reach what is inside), nor a mount point below one (containers'
-# root filesystems under /var/lib/docker...). On a host whose filesystems
-# are too large to scan in 10 minutes, what the scan found is added to the
-# last complete list.
-kd_reachable() { # kd_reachable PATH: every directory above PATH lets others through
-	local p=$1
-	while [ "$p" != / ] && [ -n "$p" ]; do
-		p=$(dirname -- "$p")
-		[ -n "$(find -P "$p" -maxdepth 0 -perm -0001 2>/dev/null)" ] || return 1
-	done
-}
-kd_writable_dirs() {
-	awk '{print $2, $3}' /proc/self/mounts | while read -r mp fstype; do
-		case "$fstype" in
-		proc | sysfs | cgroup | cgroup2 | devpts | securityfs | debugfs | tracefs | bpf | configfs | pstore | \
-			autofs | binfmt_misc | fusectl | efivarfs | rpc_pipefs | nsfs | nfs | nfs4 | cifs | smb3 | 9p | fuse | fuse.* | squashfs | iso9660)
-			continue
-			;;
-		esac
-		mp=$(printf '%b' "$mp")
-		kd_reachable "$mp" || continue
-		timeout 600 find -P "$mp" -xdev \( -type d ! -perm -0001 -prune \) -o \( -type d -perm -0002 -print0 -prune \) 2>/dev/null || true
-	done
-}
+# Every world-writable directory of the host's local filesystems
+# (kd_writable_dirs), kept in root's state for the teardown. On a host whose
+# filesystems are too large to scan in 10 minutes, what the scan found is
+# added to the last complete list.
 t=$(mktemp "$KD_STATE/.writable-dirs.XXXXXX")
 started=$(date +%s)
 kd_writable_dirs | sort -z -u >"$t"

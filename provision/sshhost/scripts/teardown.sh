@@ -10,7 +10,8 @@
 # Whose: the account's uid and every subordinate range it has or had
 # (recorded by prepare in root's state, read from /etc/subuid and
 # /etc/subgid now, and the driver's record). Processes, SysV IPC objects,
-# POSIX message queues and files of any of them are the customer's.
+# POSIX message queues, kernel keys and files of any of them are the
+# customer's.
 #
 # Isolation: root never deletes, changes or follows anything the customer
 # could write. It locks the account, removes cron and at jobs through their
@@ -122,17 +123,69 @@ mq_of() {
 	[ -n "$mq" ] && [ ${#owned[@]} -gt 0 ] || return 0
 	find -P "$mq" -mindepth 1 -maxdepth 1 "${owned[@]}" -printf '%f\n' 2>/dev/null
 }
-# Where customers can write: the world-writable directories prepare found
-# on every local filesystem, and the usual ones.
-places=(/tmp /var/tmp /dev/shm /run/lock /var/lock /var/crash)
+# Where customers can write: the usual places, the world-writable
+# directories prepare found on every local filesystem, and (step 4) those
+# made since.
+places=()
+declare -A listed=()
+add_place() {
+	[ -z "${listed[$1]:-}" ] || return 0
+	places+=("$1")
+	listed[$1]=1
+}
+for d in /tmp /var/tmp /dev/shm /run/lock /var/lock /var/crash; do add_place "$d"; done
 if [ -r "$KD_STATE/writable-dirs" ]; then
-	declare -A listed=()
-	for d in "${places[@]}"; do listed[$d]=1; done
-	while IFS= read -r -d '' d; do
-		[ -n "${listed[$d]:-}" ] || places+=("$d")
-		listed[$d]=1
-	done <"$KD_STATE/writable-dirs"
+	while IFS= read -r -d '' d; do add_place "$d"; done <"$KD_STATE/writable-dirs"
 fi
+as_owner() { # as_owner UID command...: as_user with that uid
+	local g=65534
+	[ "$1" != "$uid" ] || g=$gid
+	AS_UID=$1 AS_GID=$g as_user "${@:2}"
+}
+# key_uids lists the account's uids that own keys in the kernel.
+key_uids() {
+	[ -r /proc/key-users ] || return 0
+	awk -v R="$R" "$awk_mine"'{ u = $1; sub(/:$/, "", u); if (u ~ /^[0-9]+$/ && mine(u)) print u }' /proc/key-users
+}
+# kd_keys_py, run by a uid, clears and invalidates its kernel keys. The
+# user and user-session keyrings of a uid, and its persistent keyring, are
+# kept by the kernel until reboot whether or not the uid has processes, and
+# keep every key linked in them; the key-users line of the uid goes once
+# the last of its keys is collected. Keys it can see (/proc/keys) first,
+# possessed through the session keyring it was started with; then, in a
+# session keyring of its own, those three keyrings (linked in it, so what
+# they hold is possessed too) are cleared and invalidated. No keyctl
+# binary: keyutils is seldom installed; the keyctl system call is 250 on
+# x86_64 and 219 on arm64.
+kd_keys_py='
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": 250, "aarch64": 219}[os.uname().machine]
+def keyctl(*a):
+    return libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(x) for x in a])
+GET_KEYRING_ID, JOIN_SESSION, LINK, CLEAR, INVALIDATE, GET_PERSISTENT = 0, 1, 8, 7, 21, 22
+SESSION, USER, USER_SESSION = -3, -4, -5
+uid = str(os.getuid())
+def visible():
+    ids = []
+    for line in open("/proc/keys"):
+        f = line.split()
+        if len(f) > 6 and f[5] == uid:
+            ids.append(int(f[0], 16))
+    return ids
+for k in visible():
+    keyctl(INVALIDATE, k)
+keyctl(JOIN_SESSION, 0)
+rings = [keyctl(GET_KEYRING_ID, USER, 1), keyctl(GET_KEYRING_ID, USER_SESSION, 1), keyctl(GET_PERSISTENT, -1, SESSION)]
+rings = [r for r in rings if r > 0]
+for r in rings:
+    keyctl(LINK, r, SESSION)
+keys = visible()
+for r in rings:
+    keyctl(CLEAR, r)
+for k in keys + rings:
+    keyctl(INVALIDATE, k)
+'
 
 # 1. Nobody logs in again, and cron, at and systemd start nothing more.
 if getent passwd "$KD_USER" >/dev/null; then
@@ -197,6 +250,16 @@ if [ -n "$uid" ]; then
 		done
 	done
 	mq_of | while IFS= read -r q; do rm -f -- "$mq/$q"; done
+	# Kernel keys, by each uid that has some (the helper's own session
+	# keyring goes with it): the kernel collects them within moments.
+	if command -v python3 >/dev/null; then
+		for u in $(key_uids); do as_owner "$u" python3 -I -c "$kd_keys_py" || true; done
+	fi
+	i=0
+	while [ -n "$(key_uids)" ] && [ "$i" -lt 50 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 fi
 step ipc
 
@@ -206,11 +269,6 @@ step ipc
 # their uids (a directory of one range uid may hold files of another).
 owners_in() { # owners_in DIR MINDEPTH: the account's uids owning something there
 	find -P "$1" -xdev -mindepth "$2" "${owned[@]}" -printf '%U\n' 2>/dev/null | sort -un
-}
-as_owner() { # as_owner UID command...: as_user with that uid
-	local g=65534
-	[ "$1" != "$uid" ] || g=$gid
-	AS_UID=$1 AS_GID=$g as_user "${@:2}"
 }
 wipe_owned() { # wipe_owned DIR MINDEPTH
 	[ -d "$1" ] && [ ! -L "$1" ] || return 0
@@ -237,6 +295,11 @@ if [ -n "$uid" ]; then
 		# follows it.
 		rmdir -- "$d" 2>/dev/null || true
 	done
+	# World-writable directories made since prepare (by a daemon, on a
+	# filesystem mounted since): what the customer left there is found too,
+	# and the end check searches them.
+	while IFS= read -r -d '' d; do add_place "$d"; done < <(kd_writable_dirs)
+	step writable-dirs
 	for d in "${places[@]}"; do wipe_owned "$d" 1; done
 	# The login session's runtime directory (logind mounts one per user).
 	if [ -e "/run/user/$uid" ]; then
@@ -273,6 +336,13 @@ if [ "$KD_MODE" = release ]; then
 		[ -z "$objs" ] || dirty "objets IPC System V de l'uid $uid ou de ses plages : $objs"
 		qs=$(mq_of | head -n 5 | tr '\n' ' ')
 		[ -z "$qs" ] || dirty "files de messages POSIX de l'uid $uid ou de ses plages : $qs"
+		ks=$(key_uids | tr '\n' ' ')
+		if [ -n "$ks" ]; then
+			dirty "clés du noyau (keyrings) des uids $ks(/proc/key-users)"
+			# Out of reach of root (a keyring whose rights its owner took
+			# away): only a reboot drops them.
+			echo "KD_REBOOT clés du noyau que seul un redémarrage retire"
+		fi
 		files=""
 		for d in "${places[@]}" /var/spool/cron /var/spool/at /var/mail "$KD_SCRATCH" /home; do
 			[ -d "$d" ] || continue
