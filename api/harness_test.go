@@ -239,7 +239,13 @@ type auth struct {
 	bearer string // Authorization: Bearer
 	ip     string // client address (default: httptest's 192.0.2.1)
 	agent  string // the support console's session cookie
+	// key is the Idempotency-Key of a POST under /v1/support/: a fresh
+	// one when empty (as the CLI and the console send), none when noKey.
+	key string
 }
+
+// noKey sends a support action without its Idempotency-Key.
+const noKey = "-"
 
 type resp struct {
 	*httptest.ResponseRecorder
@@ -294,6 +300,15 @@ func (h *harness) do(method, path string, body any, a auth) resp {
 	}
 	if a.ip != "" {
 		req.RemoteAddr = net.JoinHostPort(a.ip, "40000")
+	}
+	if method == http.MethodPost && strings.HasPrefix(path, "/v1/support/") {
+		switch a.key {
+		case noKey:
+		case "":
+			req.Header.Set(api.IdempotencyKeyHeader, rand.Text())
+		default:
+			req.Header.Set(api.IdempotencyKeyHeader, a.key)
+		}
 	}
 	rec := httptest.NewRecorder()
 	h.h.ServeHTTP(rec, req)

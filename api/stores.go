@@ -72,7 +72,7 @@ type BalanceStore interface {
 // SupportStore keeps the support audit log and customers' support requests.
 type SupportStore interface {
 	InsertSupportAction(ctx context.Context, a domain.SupportAction) (int64, error)
-	CompleteSupportAction(ctx context.Context, id int64, outcome, detail string) (domain.SupportAction, error)
+	KeyedSupportStore
 	ListSupportActions(ctx context.Context, targetRef string) ([]domain.SupportAction, error)
 	CreateSupportRequest(ctx context.Context, r domain.SupportRequest) (domain.SupportRequest, error)
 	ListSupportRequests(ctx context.Context, orderRef string, accountID int64) ([]domain.SupportRequest, error)

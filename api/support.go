@@ -60,24 +60,21 @@ func (s *Server) runSupportAction(c *gin.Context, kind targetKind, action, reaso
 	s.runSupportActionOn(c, ref, action, reason, params, run)
 }
 
-// runSupportActionOn is runSupportAction on a target already checked.
+// runSupportActionOn is runSupportAction on a target already checked: the
+// request's idempotency key is required (support_keys.go).
 func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, params any,
 	run func(ctx context.Context, actionID int64, agent string) error) {
-	done, runErr, err := s.runAction(c, c.GetString(ctxAgent), ref, action, reason, params, run)
+	key, err := idempotencyKey(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if runErr != nil {
-		var e *domain.Error
-		errors.As(runErr, &e)
-		c.AbortWithStatusJSON(statusFor(e.Code), supportActionError{
-			Error:  errorDetail{Code: e.Code, Message: e.Message, Field: e.Field},
-			Action: done,
-		})
+	done, runErr, err := s.runKeyedAction(c, c.GetString(ctxAgent), key, ref, action, reason, params, run)
+	if err != nil {
+		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"action": done})
+	writeSupportAnswer(c, done, runErr)
 }
 
 // runAction records an action of agent (an agent, or a customer on their
@@ -86,12 +83,29 @@ func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, 
 // *domain.Error, err a failure to record it (nothing ran).
 func (s *Server) runAction(c *gin.Context, agent, ref, action, reason string, params any,
 	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
+	return s.runKeyedAction(c, agent, "", ref, action, reason, params, run)
+}
+
+// runKeyedAction is runAction under an idempotency key (none: ""): the
+// key sent before runs nothing, and answers what its first request was
+// answered (recordKeyedAction).
+func (s *Server) runKeyedAction(c *gin.Context, agent, key, ref, action, reason string, params any,
+	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return done, nil, err
 	}
 	rec := domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}
-	id, err := s.store.InsertSupportAction(c.Request.Context(), rec)
+	var id int64
+	if key == "" {
+		id, err = s.store.InsertSupportAction(c.Request.Context(), rec)
+	} else {
+		var replay bool
+		id, replay, done, runErr, err = s.recordKeyedAction(c, rec, key)
+		if replay || err != nil {
+			return done, runErr, err
+		}
+	}
 	if err != nil {
 		return done, nil, err
 	}
@@ -115,7 +129,11 @@ func (s *Server) runAction(c *gin.Context, agent, ref, action, reason string, pa
 	default:
 		outcome, detail = outcomeFailed, runErr.Error()
 	}
-	done, err = s.store.CompleteSupportAction(ctx, id, outcome, detail)
+	if runErr != nil {
+		// What the request is answered, kept with the outcome for its key.
+		runErr = s.workflowError(ctx, action, ref, runErr)
+	}
+	done, err = s.store.CompleteSupportActionAnswer(ctx, id, outcome, detail, answerOf(runErr))
 	if err != nil {
 		// The action ran (or not) already: answer its outcome anyway so the
 		// agent does not repeat it under a new ID.
@@ -127,9 +145,6 @@ func (s *Server) runAction(c *gin.Context, agent, ref, action, reason string, pa
 	s.log.LogAttrs(ctx, slog.LevelInfo, "support action",
 		slog.Int64("id", id), slog.String("agent", agent), slog.String("action", action),
 		slog.String("ref", ref), slog.String("outcome", outcome))
-	if runErr != nil {
-		runErr = s.workflowError(ctx, action, ref, runErr)
-	}
 	return done, runErr, nil
 }
 

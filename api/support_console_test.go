@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,6 +35,9 @@ func (h *harness) agentReq(method, path, cookie, csrf, body string) *httptest.Re
 	}
 	if csrf != "" {
 		req.Header.Set(csrfHeaderKey, csrf)
+	}
+	if method == http.MethodPost && strings.HasPrefix(path, "/v1/support/") {
+		req.Header.Set(api.IdempotencyKeyHeader, rand.Text())
 	}
 	rec := httptest.NewRecorder()
 	h.h.ServeHTTP(rec, req)

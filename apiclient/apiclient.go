@@ -7,6 +7,7 @@ package apiclient
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,11 @@ var ErrConflict = errors.New("conflict")
 // API allows 10 registrations per client address and hour. Only a header:
 // nothing is sent to that address.
 func (c *Client) Call(ctx context.Context, clientIP, method, path, token string, body, out any) (int, error) {
+	return c.call(ctx, clientIP, method, path, token, "", body, out)
+}
+
+// call is Call with a support action's Idempotency-Key (none: "").
+func (c *Client) call(ctx context.Context, clientIP, method, path, token, key string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -56,6 +62,9 @@ func (c *Client) Call(ctx context.Context, clientIP, method, path, token string,
 	}
 	if clientIP != "" {
 		req.Header.Set("X-Forwarded-For", clientIP)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -113,7 +122,9 @@ func (c *Client) CreateOrder(ctx context.Context, token, model string, days int)
 // Attribute pays an order by support attribution (the full amount due).
 func (c *Client) Attribute(ctx context.Context, supportToken, ref string) error {
 	var out map[string]any
-	st, err := c.Call(ctx, "", "POST", "/v1/support/orders/"+ref+"/attribute-payment", supportToken,
+	// A new key: each call is a new attribution (the workflow refuses one
+	// of an order already paid).
+	st, err := c.call(ctx, "", "POST", "/v1/support/orders/"+ref+"/attribute-payment", supportToken, rand.Text(),
 		map[string]any{"reason": "load test"}, &out)
 	if err != nil {
 		return err

@@ -44,6 +44,8 @@ const (
 	ECodeHostBusy        = "host_busy"                  // an order holds the host (409)
 	ECodeHostDirty       = "host_dirty"                 // something of a past customer is left on the host: it stays out of rotation (409)
 	ECodeNoHostInventory = "host_inventory_unavailable" // no inventory of hosts: the machine driver is not SSH's (409)
+
+	ECodeIdempotencyKeyReused = "idempotency_key_reused" // a support action's key was sent before with another action, target, reason or parameters (409)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

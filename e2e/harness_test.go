@@ -7,6 +7,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,6 +178,9 @@ func (e *env) call(method, path, token string, body any) (int, map[string]any) {
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if method == http.MethodPost && strings.HasPrefix(path, "/v1/support/") {
+		req.Header.Set("Idempotency-Key", rand.Text()) // a new support action
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -43,10 +43,16 @@ func (db *DB) InsertSupportAction(ctx context.Context, a domain.SupportAction) (
 // detail, once: a trigger refuses any other change, and a second outcome is
 // a conflict.
 func (db *DB) CompleteSupportAction(ctx context.Context, id int64, outcome, detail string) (domain.SupportAction, error) {
+	return db.completeSupportAction(ctx, id, outcome, detail, nil)
+}
+
+// completeSupportAction writes the outcome, its detail and the answer's
+// error (JSON text, or nil: NULL).
+func (db *DB) completeSupportAction(ctx context.Context, id int64, outcome, detail string, answer any) (domain.SupportAction, error) {
 	var a domain.SupportAction
 	err := db.GetContext(ctx, &a, `
-		UPDATE support_actions SET outcome = $2, detail = $3, done_at = now()
-		WHERE id = $1 RETURNING `+supportActionColumnList, id, outcome, detail)
+		UPDATE support_actions SET outcome = $2, detail = $3, answer_error = $4::jsonb, done_at = now()
+		WHERE id = $1 RETURNING `+supportActionColumnList, id, outcome, detail, answer)
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) && pqErr.Code == "P0001" { // raised by support_actions_guard
 		return domain.SupportAction{}, domain.Errorf(domain.ECodeConflict, "Le résultat de cette action est déjà enregistré.")

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -187,6 +188,9 @@ func (s *service) call(method, path, token string, body any) (int, map[string]an
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if method == http.MethodPost && strings.HasPrefix(path, "/v1/support/") {
+		req.Header.Set("Idempotency-Key", rand.Text()) // a new support action
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

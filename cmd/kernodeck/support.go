@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,6 +40,10 @@ Usage:
   kernodeck support [flags] value-exception ID --reason R (--amount-cents N | --returned-on-chain)
   kernodeck support [flags] find EMAIL|TXID|ADDRESS|REFERENCE
   kernodeck support [flags] answer REQUEST_ID --message M
+
+Each action is sent with a new key of its own (Idempotency-Key): sent
+again with --idempotency-key KEY (printed when an action fails or is in
+progress), it is not carried out twice and its first answer comes back.
 
 Flags (before the action):
   --url         support API base URL (env KERNODECK_SUPPORT_URL, default http://127.0.0.1:8080)
@@ -82,6 +87,7 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	cents := af.Int64("amount-cents", 0, "amount in USD cents")
 	message := af.String("message", "", "answer to the customer (answer)")
 	returned := af.Bool("returned-on-chain", false, "sent back on chain: closes it with no value (value-exception)")
+	key := af.String("idempotency-key", "", "the action's key, to send it again without running it twice (default: a new one)")
 	if err := af.Parse(args[2:]); err != nil {
 		return 2
 	}
@@ -160,9 +166,17 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	keyed := method == http.MethodPost && action != "answer"
+	if keyed {
+		if *key == "" {
+			*key = rand.Text()
+		}
+		req.Header.Set("Idempotency-Key", *key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		fmt.Fprintln(stderr, "support:", err)
+		keyHint(stderr, keyed, *key)
 		return 1
 	}
 	defer resp.Body.Close()
@@ -173,10 +187,20 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if resp.StatusCode >= 300 {
 		fmt.Fprintf(stderr, "support: %s\n%s\n", resp.Status, out)
+		keyHint(stderr, keyed && resp.StatusCode >= 500, *key)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s\n", out)
+	keyHint(stderr, keyed && resp.StatusCode == http.StatusAccepted, *key)
 	return 0
+}
+
+// keyHint tells how to send an action again without running it twice,
+// when its answer may not be its last word (a failure, in progress).
+func keyHint(w io.Writer, show bool, key string) {
+	if show {
+		fmt.Fprintf(w, "support: to ask again without running the action twice: --idempotency-key %s\n", key)
+	}
 }
 
 // tokenOnCommandLine tells whether args pass a token as a flag (-token,

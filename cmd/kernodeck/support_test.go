@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // supportCall is one request the CLI made.
@@ -18,14 +20,21 @@ type supportCall struct {
 	body                      map[string]any
 }
 
+// recordedCall is a call with its Idempotency-Key.
+type recordedCall struct {
+	supportCall
+	key string
+}
+
 // supportCLI runs the CLI against a recording support API that answers
 // answer(path) (status and body; 200 and an action when status is 0) and
 // returns the runner and the calls made.
-func supportCLI(t *testing.T, answer func(path string) (int, string)) (run func(args ...string) (int, string), got *[]supportCall) {
+func supportCLI(t *testing.T, answer func(path string) (int, string)) (run func(args ...string) (int, string), got *[]recordedCall) {
 	t.Helper()
-	got = &[]supportCall{}
+	got = &[]recordedCall{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := supportCall{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, auth: r.Header.Get("Authorization")}
+		c := recordedCall{supportCall{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, auth: r.Header.Get("Authorization")},
+			r.Header.Get("Idempotency-Key")}
 		if b, _ := io.ReadAll(r.Body); len(b) > 0 {
 			_ = json.Unmarshal(b, &c.body)
 		}
@@ -49,7 +58,7 @@ func supportCLI(t *testing.T, answer func(path string) (int, string)) (run func(
 }
 
 // checkCalls compares the calls made with want (bodies field by field).
-func checkCalls(t *testing.T, got, want []supportCall) {
+func checkCalls(t *testing.T, got []recordedCall, want []supportCall) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("calls: %+v", got)
@@ -64,6 +73,36 @@ func checkCalls(t *testing.T, got, want []supportCall) {
 				t.Errorf("call %d: %s = %v, want %v", i, k, g.body[k], v)
 			}
 		}
+		// Every action carries a key of its own; reads and answers none.
+		action := g.method == http.MethodPost && !strings.HasSuffix(g.path, "/answer")
+		if action != domain.IdempotencyKeyValid(g.key) || (!action && g.key != "") {
+			t.Errorf("call %d %s: Idempotency-Key %q", i, g.path, g.key)
+		}
+		for j := range i {
+			if g.key != "" && got[j].key == g.key {
+				t.Errorf("calls %d and %d share the key %q", j, i, g.key)
+			}
+		}
+	}
+}
+
+// An action sent again with --idempotency-key carries that key (the API
+// answers its first result without running it twice); when an action
+// fails or is in progress, the CLI prints the key to send it again with.
+func TestSupportCLIIdempotencyKey(t *testing.T) {
+	status := http.StatusServiceUnavailable
+	run, got := supportCLI(t, func(string) (int, string) {
+		return status, `{"error":{"code":"unavailable","message":"Le service est momentanément indisponible."},"action":{"id":3}}`
+	})
+	code, out := run("extend", "KD-A", "--days", "1", "--reason", "panne")
+	if code != 1 || len(*got) != 1 || !strings.Contains(out, "--idempotency-key "+(*got)[0].key) {
+		t.Fatalf("failed action: %d %s %+v", code, out, *got)
+	}
+	first := (*got)[0].key
+	status = http.StatusAccepted
+	code, out = run("extend", "KD-A", "--days", "1", "--reason", "panne", "--idempotency-key", first)
+	if code != 0 || (*got)[1].key != first || !strings.Contains(out, "--idempotency-key "+first) {
+		t.Fatalf("sent again: %d %s %+v", code, out, *got)
 	}
 }
 

@@ -3,6 +3,7 @@ package browsertest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -365,6 +366,9 @@ func (s *shop) support(t *testing.T, method, path string, body any) map[string]a
 	req, _ := http.NewRequest(method, s.srv.URL+path, rd)
 	req.Header.Set("Authorization", "Bearer "+apptest.AgentToken)
 	req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodPost {
+		req.Header.Set("Idempotency-Key", rand.Text()) // a new support action
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
