@@ -39,6 +39,12 @@ func (a apiClient) do(c *gin.Context, method, path, csrf string, body, out any) 
 // send is do, with a bearer token when not empty (the support console's
 // sign-in exchanges the agent's token for a session).
 func (a apiClient) send(c *gin.Context, method, path, csrf, bearer string, body, out any) (*bufferedResponse, error) {
+	return a.sendWith(c, method, path, csrf, bearer, nil, body, out)
+}
+
+// sendWith is send with more request headers (a support action's
+// Idempotency-Key).
+func (a apiClient) sendWith(c *gin.Context, method, path, csrf, bearer string, extra http.Header, body, out any) (*bufferedResponse, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -74,6 +80,9 @@ func (a apiClient) send(c *gin.Context, method, path, csrf, bearer string, body,
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	for k, v := range extra {
+		req.Header[k] = v
 	}
 	resp := newBufferedResponse()
 	a.h.ServeHTTP(resp, req)

@@ -374,7 +374,7 @@ func (s *Site) consoleFile(c *gin.Context, kind string) {
 	if id, err := strconv.ParseInt(c.Query("action"), 10, 64); err == nil {
 		for _, act := range d.Case.SupportActions {
 			if act.ID == id {
-				p.Notice = fmt.Sprintf("Action n° %d (%s) : %s.", act.ID, label(actionLabels, act.Action), outcomeLabel(act.Outcome))
+				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s) : %s.", act.ID, label(actionLabels, act.Action), outcomeLabel(act.Outcome))
 			}
 		}
 	}

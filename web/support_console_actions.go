@@ -208,6 +208,8 @@ type consoleConfirmData struct {
 	Changes []string
 	Back    string
 	Post    string
+	// Key is the page's single-use key (support_console_keys.go).
+	Key string
 }
 
 // consoleConfirm shows what an action will change, with a button that
@@ -228,7 +230,7 @@ func (s *Site) consoleConfirm(c *gin.Context) {
 		changes, err = describe(act, d)
 	}
 	if err != nil {
-		s.fileWithError(c, a, d, act, err)
+		s.fileWithError(c, a, d, act, err, false)
 		return
 	}
 	if cents := credit(act, d); cents > 0 {
@@ -240,9 +242,14 @@ func (s *Site) consoleConfirm(c *gin.Context) {
 		changes = append(changes, fmt.Sprintf("Solde disponible du client : %s aujourd'hui, %s après l'action.",
 			usd(cust.Balance.AvailableCents), usd(cust.Balance.AvailableCents+cents)))
 	}
+	key, err := actionKey(a, act)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
 	p := agentPage(a, "Confirmer : "+actionSpecs[act.Action].Label)
 	base := caseURL(act.Kind, act.Ref)
-	p.Data = consoleConfirmData{Action: act, Label: actionSpecs[act.Action].Label, Changes: changes, Back: base, Post: base + "/act"}
+	p.Data = consoleConfirmData{Action: act, Label: actionSpecs[act.Action].Label, Changes: changes, Back: base, Post: base + "/act", Key: key}
 	s.render(c, http.StatusOK, "support_confirm", p)
 }
 
@@ -254,10 +261,11 @@ func (s *Site) consoleAct(c *gin.Context) {
 		return
 	}
 	act, err := readAction(c)
+	replayed := false
 	if err == nil {
 		var id int64
-		if id, err = s.postSupportAction(c, actionSpecs[act.Action].path(act), act.body()); err == nil {
-			c.Redirect(http.StatusSeeOther, caseURL(act.Kind, act.Ref)+"?action="+strconv.FormatInt(id, 10))
+		if id, replayed, err = s.postSupportAction(c, a, act, actionSpecs[act.Action].path(act), act.body()); err == nil {
+			c.Redirect(http.StatusSeeOther, caseURL(act.Kind, act.Ref)+actionQuery(id, replayed))
 			return
 		}
 	}
@@ -270,32 +278,41 @@ func (s *Site) consoleAct(c *gin.Context) {
 		s.consoleFail(c, a, ferr)
 		return
 	}
-	s.fileWithError(c, a, d, act, err)
+	s.fileWithError(c, a, d, act, err, replayed)
 }
 
-// postSupportAction sends a confirmed action (the form's CSRF token) to
-// the support API and returns the ID of its audit record.
-func (s *Site) postSupportAction(c *gin.Context, path string, body any) (int64, error) {
-	var out struct {
-		Action domain.SupportAction `json:"action"`
+// actionQuery is the query of the page showing action id's outcome
+// (replayed: its confirmation was posted again).
+func actionQuery(id int64, replayed bool) string {
+	q := "?action=" + strconv.FormatInt(id, 10)
+	if replayed {
+		q += "&renvoi=1"
 	}
-	err := s.api.call(c, http.MethodPost, path, c.PostForm("csrf"), body, &out)
-	return out.Action.ID, err
+	return q
 }
 
 // fileWithError shows the file with the refusal of an action (the API's
 // French message) and the form as typed.
-func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act consoleAction, err error) {
+func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act consoleAction, err error, replayed bool) {
 	p := agentPage(a, fileTitle(d.Kind, d.Ref))
-	var de *domain.Error
-	if errors.As(err, &de) {
-		p.Error = "Action refusée : " + de.Message
-	} else {
-		p.Error = domain.ErrorMessage(err)
-	}
+	p.Error = refusal(err, replayed)
 	d.Form = act
 	p.Data = d
 	s.renderConsole(c, statusOf(err), "support_file", p, fileLive(d))
+}
+
+// refusal says, in French, why an action was not done (replayed: its
+// confirmation was posted again, and this is the first answer).
+func refusal(err error, replayed bool) string {
+	msg := domain.ErrorMessage(err)
+	var de *domain.Error
+	if errors.As(err, &de) {
+		msg = "Action refusée : " + de.Message
+	}
+	if replayed {
+		msg = replayNotice + msg
+	}
+	return msg
 }
 
 // credit is what act adds to the customer's available balance (0: none).

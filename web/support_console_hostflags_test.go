@@ -45,7 +45,7 @@ func TestConsoleHostFlag(t *testing.T) {
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Le signalement de l&#39;hôte gpu-host-9") {
 		t.Fatalf("confirmation: %d %s", rec.Code, rec.Body.String())
 	}
-	if rec = b.do(http.MethodPost, "/support/orders/"+ref+"/act", form); rec.Code != http.StatusSeeOther {
+	if rec = b.do(http.MethodPost, "/support/orders/"+ref+"/act", b.confirmed("/support/orders/"+ref+"/confirm", form)); rec.Code != http.StatusSeeOther {
 		t.Fatalf("close: %d %s", rec.Code, rec.Body.String())
 	}
 	if n := ch.count(`SELECT count(*) FROM support_actions WHERE action = 'close_host_flag' AND agent = 'alice' AND outcome = 'done'`); n != 1 {

@@ -91,7 +91,7 @@ func (s *Site) showHosts(c *gin.Context, a *agent, form consoleAction, refusal e
 	if id, err := strconv.ParseInt(c.Query("action"), 10, 64); err == nil {
 		for _, act := range d.Actions {
 			if act.ID == id {
-				p.Notice = fmt.Sprintf("Action n° %d (%s, %s) : %s.", act.ID, label(actionLabels, act.Action),
+				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s, %s) : %s.", act.ID, label(actionLabels, act.Action),
 					strings.TrimPrefix(act.TargetRef, domain.HostTargetPrefix), outcomeLabel(act.Outcome))
 			}
 		}
@@ -142,10 +142,15 @@ func (s *Site) consoleHostConfirm(c *gin.Context) {
 		s.consoleFail(c, a, domain.Errorf(domain.ECodeNotFound, "Hôte introuvable."))
 		return
 	}
+	key, err := actionKey(a, act)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
 	spec := hostActions[act.Action]
 	p := agentPage(a, "Confirmer : "+spec.Label)
 	p.Data = consoleConfirmData{Action: act, Label: spec.Label, Changes: spec.Change(*host), Subject: "Hôte",
-		Back: "/support/hosts#hote-" + act.Ref, Post: hostURL(act.Ref) + "/act"}
+		Back: "/support/hosts#hote-" + act.Ref, Post: hostURL(act.Ref) + "/act", Key: key}
 	s.render(c, http.StatusOK, "support_confirm", p)
 }
 
@@ -159,9 +164,10 @@ func (s *Site) consoleHostAct(c *gin.Context) {
 	act, err := readHostAction(c)
 	if err == nil {
 		var id int64
+		var replayed bool
 		path := "/v1/support/hosts/" + url.PathEscape(act.Ref) + "/" + hostActions[act.Action].Path
-		if id, err = s.postSupportAction(c, path, map[string]any{"reason": act.Reason}); err == nil {
-			c.Redirect(http.StatusSeeOther, "/support/hosts?action="+strconv.FormatInt(id, 10)+"#hote-"+url.PathEscape(act.Ref))
+		if id, replayed, err = s.postSupportAction(c, a, act, path, map[string]any{"reason": act.Reason}); err == nil {
+			c.Redirect(http.StatusSeeOther, "/support/hosts"+actionQuery(id, replayed)+"#hote-"+url.PathEscape(act.Ref))
 			return
 		}
 	}

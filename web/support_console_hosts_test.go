@@ -70,7 +70,7 @@ func TestConsoleHosts(t *testing.T) {
 	if n := ch.count(`SELECT count(*) FROM support_actions`); n != 0 {
 		t.Fatalf("the confirmation page acted: %d rows", n)
 	}
-	rec = b.do(http.MethodPost, "/support/hosts/gpu-drained/act", form)
+	rec = b.do(http.MethodPost, "/support/hosts/gpu-drained/act", b.confirmed("/support/hosts/gpu-drained/confirm", form))
 	if rec.Code != http.StatusSeeOther || !strings.HasPrefix(rec.Header().Get("Location"), "/support/hosts?action=") {
 		t.Fatalf("repair: %d %s", rec.Code, rec.Body.String())
 	}
@@ -89,7 +89,8 @@ func TestConsoleHosts(t *testing.T) {
 
 	// A host an order holds: the repair is refused (stable code, French
 	// message), audited as rejected, the host unchanged.
-	rec = b.do(http.MethodPost, "/support/hosts/gpu-busy/act", url.Values{"csrf": {csrf}, "action": {"repair"}, "reason": {"essai"}})
+	rec = b.do(http.MethodPost, "/support/hosts/gpu-busy/act", b.confirmed("/support/hosts/gpu-busy/confirm",
+		url.Values{"csrf": {csrf}, "action": {"repair"}, "reason": {"essai"}}))
 	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "Une commande occupe cet hôte") {
 		t.Fatalf("busy host: %d %s", rec.Code, rec.Body.String())
 	}
@@ -101,7 +102,8 @@ func TestConsoleHosts(t *testing.T) {
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "La commande "+ref+" qui l&#39;occupe le garde") {
 		t.Fatalf("retire confirmation: %d %s", rec.Code, rec.Body.String())
 	}
-	rec = b.do(http.MethodPost, "/support/hosts/gpu-busy/act", url.Values{"csrf": {csrf}, "action": {"retire"}, "reason": {"disque à changer"}})
+	rec = b.do(http.MethodPost, "/support/hosts/gpu-busy/act", b.confirmed("/support/hosts/gpu-busy/confirm",
+		url.Values{"csrf": {csrf}, "action": {"retire"}, "reason": {"disque à changer"}}))
 	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("retire: %d %s", rec.Code, rec.Body.String())
 	}
@@ -110,11 +112,13 @@ func TestConsoleHosts(t *testing.T) {
 		t.Fatal("retire did not drain the host, or took it from its order")
 	}
 	// Unknown host; forged form without the session's CSRF token.
-	rec = b.do(http.MethodPost, "/support/hosts/nope/act", url.Values{"csrf": {csrf}, "action": {"retire"}, "reason": {"essai"}})
+	rec = b.do(http.MethodPost, "/support/hosts/nope/confirm", url.Values{"csrf": {csrf}, "action": {"retire"}, "reason": {"essai"}})
 	if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "Hôte introuvable.") {
 		t.Fatalf("unknown host: %d", rec.Code)
 	}
-	rec = b.do(http.MethodPost, "/support/hosts/gpu-dirty/act", url.Values{"csrf": {"forged"}, "action": {"retire"}, "reason": {"essai"}})
+	forged := b.confirmed("/support/hosts/gpu-dirty/confirm", url.Values{"csrf": {csrf}, "action": {"retire"}, "reason": {"essai"}})
+	forged.Set("csrf", "forged")
+	rec = b.do(http.MethodPost, "/support/hosts/gpu-dirty/act", forged)
 	if rec.Code != http.StatusForbidden {
 		t.Fatalf("forged CSRF: %d", rec.Code)
 	}

@@ -493,17 +493,22 @@ func TestConsoleQueueFileAndRefund(t *testing.T) {
 		}
 	}
 
-	// The same confirmation posted again: refused (nothing remains), recorded
-	// as refused, the balance unchanged.
+	// The same confirmation posted again: not carried out again (its key
+	// was used), the first result shown, the balance unchanged.
+	first := rec.Header().Get("Location")
 	rec = b.do(http.MethodPost, "/support/orders/"+ref+"/act", confirmed)
-	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "Action refusée") {
-		t.Fatalf("second refund: %d %s", rec.Code, rec.Body.String())
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != first+"&renvoi=1" {
+		t.Fatalf("second refund: %d %q %s", rec.Code, rec.Header().Get("Location"), rec.Body.String())
 	}
-	if n := ch.count(`SELECT count(*) FROM support_actions WHERE agent = 'alice' AND outcome = 'rejected'`); n != 1 {
-		t.Fatalf("refused action rows: %d", n)
+	if again := b.get(rec.Header().Get("Location")); !strings.Contains(again, "Cette confirmation avait déjà été envoyée : l&#39;action n&#39;a pas été refaite") ||
+		!strings.Contains(again, "(Remboursement d&#39;un montant en attente) : effectuée.") {
+		t.Fatalf("file after the confirmation posted again: %s", again)
+	}
+	if n := ch.count(`SELECT count(*) FROM support_actions`); n != 1 || len(ch.wf.recorded()) != 1 {
+		t.Fatalf("the confirmation posted again acted: %d rows, calls %v", n, ch.wf.recorded())
 	}
 	if bal, _ := ch.db.Balance(context.Background(), accountID); bal.AvailableCents != 2357 {
-		t.Fatalf("balance after the refused refund: %+v", bal)
+		t.Fatalf("balance after the confirmation posted again: %+v", bal)
 	}
 	// And its confirmation page refuses it up front.
 	if rec := b.do(http.MethodPost, "/support/orders/"+ref+"/confirm", form); rec.Code != http.StatusBadRequest ||
@@ -540,7 +545,7 @@ func TestConsoleEndEarly(t *testing.T) {
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "se termine maintenant") {
 		t.Fatalf("confirmation: %d %s", rec.Code, rec.Body.String())
 	}
-	rec = b.do(http.MethodPost, "/support/orders/"+ref+"/act", form)
+	rec = b.do(http.MethodPost, "/support/orders/"+ref+"/act", b.confirmed("/support/orders/"+ref+"/confirm", form))
 	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("end early: %d %s", rec.Code, rec.Body.String())
 	}
@@ -679,9 +684,7 @@ func TestConsoleValuesAnotherAsset(t *testing.T) {
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "vaut désormais 5,00 USD") {
 		t.Fatalf("confirmation: %d %s", rec.Code, rec.Body.String())
 	}
-	form.Del("amount")
-	form.Set("amount_cents", "500")
-	if rec := b.do(http.MethodPost, "/support/orders/"+ref+"/act", form); rec.Code != http.StatusSeeOther {
+	if rec := b.do(http.MethodPost, "/support/orders/"+ref+"/act", b.confirmed("/support/orders/"+ref+"/confirm", form)); rec.Code != http.StatusSeeOther {
 		t.Fatalf("value: %d %s", rec.Code, rec.Body.String())
 	}
 	var cents int64
