@@ -361,6 +361,9 @@ type supportOrderDetail struct {
 	SupportRequests []domain.SupportRequest `json:"support_requests"`
 	// Hosts are the machines the order held (SSH driver), oldest first.
 	Hosts []domain.HostReservation `json:"hosts"`
+	// AllowedActions are the support actions its workflow may take in its
+	// status (workflows.SupportActionsFor): what the console offers.
+	AllowedActions []string `json:"allowed_actions"`
 }
 
 func (s *Server) supportGetOrder(c *gin.Context) {
@@ -370,7 +373,7 @@ func (s *Server) supportGetOrder(c *gin.Context) {
 		s.fail(c, notFoundAs(err, errOrderNotFound))
 		return
 	}
-	d := supportOrderDetail{Order: viewOrder(o)}
+	d := supportOrderDetail{Order: viewOrder(o), AllowedActions: allowedActions(domain.TargetOrder, o.Status)}
 	if d.supportCase, err = s.supportCase(ctx, o.Ref, o.AccountID); err != nil {
 		s.fail(c, err)
 		return
@@ -398,6 +401,17 @@ func (s *Server) supportGetOrder(c *gin.Context) {
 type supportTopUpDetail struct {
 	TopUp topUpView `json:"topup"`
 	supportCase
+	// AllowedActions: as an order's.
+	AllowedActions []string `json:"allowed_actions"`
+}
+
+// allowedActions lists the support actions the workflow of a case in
+// status may take (never null).
+func allowedActions(kind, status string) []string {
+	if a := workflows.SupportActionsFor(kind, status); a != nil {
+		return a
+	}
+	return []string{}
 }
 
 func (s *Server) supportGetTopUp(c *gin.Context) {
@@ -407,7 +421,7 @@ func (s *Server) supportGetTopUp(c *gin.Context) {
 		s.fail(c, notFoundAs(err, errTopUpNotFound))
 		return
 	}
-	d := supportTopUpDetail{TopUp: viewTopUp(t)}
+	d := supportTopUpDetail{TopUp: viewTopUp(t), AllowedActions: allowedActions(domain.TargetTopUp, t.Status)}
 	if d.supportCase, err = s.supportCase(ctx, t.Ref, t.AccountID); err != nil {
 		s.fail(c, err)
 		return

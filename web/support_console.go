@@ -312,6 +312,12 @@ type consoleFileData struct {
 	// OpenHostFlags are the customer flags of the order's hosts support
 	// has not closed (what the customer did to make a host dirty).
 	OpenHostFlags []domain.HostReservation
+	// Status is the order's or top-up's; Offers the console's actions
+	// (actionSpecs' names) it offers in that status (offers), CaseActions
+	// whether any of the file's own (not a queued amount's) is.
+	Status      string
+	Offers      map[string]bool
+	CaseActions bool
 }
 
 // caseView is what order and top-up files share.
@@ -333,6 +339,8 @@ func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, erro
 		}
 		d.TopUp = &t
 		d.Case = caseView{t.Customer, t.Timeline, t.PaymentIntents, t.SupportActions, t.Exceptions}
+		d.Status = t.TopUp.Status
+		d.setOffers(t.AllowedActions)
 		return d, nil
 	}
 	var o api.SupportOrderDetail
@@ -346,6 +354,8 @@ func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, erro
 			d.OpenHostFlags = append(d.OpenHostFlags, h)
 		}
 	}
+	d.Status = o.Order.Status
+	d.setOffers(o.AllowedActions)
 	for _, e := range o.Timeline {
 		switch e.Kind {
 		case domain.EventProvisioningStep, domain.EventProvisioningFailed, domain.EventProvisioningRetry,
@@ -354,6 +364,15 @@ func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, erro
 		}
 	}
 	return d, nil
+}
+
+// setOffers sets what the file offers, its workflow allowing allowed.
+func (d *consoleFileData) setOffers(allowed []string) {
+	d.Offers = offers(*d, allowed)
+	d.CaseActions = false
+	for name, ok := range d.Offers {
+		d.CaseActions = d.CaseActions || (ok && !actionSpecs[name].Exception)
+	}
 }
 
 func (s *Site) consoleOrder(c *gin.Context) { s.consoleFile(c, domain.TargetOrder) }

@@ -54,28 +54,33 @@ type actionSpec struct {
 	Label     string
 	Kinds     []string
 	Exception bool // on a queued amount of the file (exception_id)
+	// Workflow is the support action (domain.Action*) the case's workflow
+	// must allow in its status for the console to offer it (the API's
+	// allowed_actions, from the phase table); "" when the status does not
+	// decide (support's queue, a host's flag).
+	Workflow string
 	// path is the API's endpoint under /v1/support.
 	path func(a consoleAction) string
 }
 
 var actionSpecs = map[string]actionSpec{
-	"attribute-payment": {Label: "Attribuer un paiement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp},
+	"attribute-payment": {Label: "Attribuer un paiement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Workflow: domain.ActionAttributePayment,
 		path: func(a consoleAction) string { return targetPath(a) + "/attribute-payment" }},
-	"extend": {Label: "Prolonger la location", Kinds: []string{domain.TargetOrder},
+	"extend": {Label: "Prolonger la location", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionExtend,
 		path: func(a consoleAction) string { return targetPath(a) + "/extend" }},
-	"end-early": {Label: "Terminer la location maintenant", Kinds: []string{domain.TargetOrder},
+	"end-early": {Label: "Terminer la location maintenant", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionEndEarly,
 		path: func(a consoleAction) string { return targetPath(a) + "/end-early" }},
-	"retry-provisioning": {Label: "Relancer la préparation", Kinds: []string{domain.TargetOrder},
+	"retry-provisioning": {Label: "Relancer la préparation", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionRetryProvisioning,
 		path: func(a consoleAction) string { return targetPath(a) + "/retry-provisioning" }},
 	"close-host-flag": {Label: "Clore le signalement de machine salie", Kinds: []string{domain.TargetOrder},
 		path: func(a consoleAction) string { return targetPath(a) + "/close-host-flag" }},
-	"cancel": {Label: "Annuler", Kinds: []string{domain.TargetOrder, domain.TargetTopUp},
+	"cancel": {Label: "Annuler", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Workflow: domain.ActionCancel,
 		path: func(a consoleAction) string { return targetPath(a) + "/cancel" }},
-	"refund": {Label: "Rembourser au solde", Kinds: []string{domain.TargetOrder},
+	"refund": {Label: "Rembourser au solde", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionRefund,
 		path: func(a consoleAction) string { return targetPath(a) + "/refund" }},
 	"refund-exception": {Label: "Rembourser le montant en attente au solde", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
 		path: func(a consoleAction) string { return exceptionPath(a) + "/refund" }},
-	"count-exception": {Label: "Compter le montant en attente", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
+	"count-exception": {Label: "Compter le montant en attente", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true, Workflow: domain.ActionAttributePayment,
 		path: func(a consoleAction) string { return exceptionPath(a) + "/count" }},
 	"resolve-exception": {Label: "Clore le signalement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
 		path: func(a consoleAction) string { return exceptionPath(a) + "/resolve" }},
@@ -225,6 +230,9 @@ func (s *Site) consoleConfirm(c *gin.Context) {
 		s.consoleFail(c, a, ferr)
 		return
 	}
+	if err == nil && !d.Offers[act.Action] {
+		err = notOffered(act, d)
+	}
 	var changes []string
 	if err == nil {
 		changes, err = describe(act, d)
@@ -299,6 +307,29 @@ func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act co
 	d.Form = act
 	p.Data = d
 	s.renderConsole(c, statusOf(err), "support_file", p, fileLive(d))
+}
+
+// offers says which of the console's actions the file d offers: those of
+// its kind whose workflow action its status allows (allowed, the API's
+// allowed_actions), closing a host flag only when one is open.
+func offers(d consoleFileData, allowed []string) map[string]bool {
+	out := map[string]bool{}
+	for name, spec := range actionSpecs {
+		out[name] = slices.Contains(spec.Kinds, d.Kind) && (spec.Workflow == "" || slices.Contains(allowed, spec.Workflow))
+	}
+	out["close-host-flag"] = out["close-host-flag"] && len(d.OpenHostFlags) > 0
+	return out
+}
+
+// notOffered refuses an action the file's status does not allow (a page
+// left open while the order moved on).
+func notOffered(act consoleAction, d consoleFileData) error {
+	what := "cette commande"
+	if d.Kind == domain.TargetTopUp {
+		what = "cette recharge"
+	}
+	return domain.Errorf(domain.ECodeConflict, "« %s » n'est pas possible sur %s au statut « %s » : son workflow la refuserait. "+
+		"Seules les actions possibles sont proposées sur le dossier.", actionSpecs[act.Action].Label, what, label(statusLabels, d.Status))
 }
 
 // refusal says, in French, why an action was not done (replayed: its

@@ -37,6 +37,9 @@ func (b *jar) confirmed(confirmPath string, form url.Values) url.Values {
 func TestConsoleActRequiresItsConfirmation(t *testing.T) {
 	ch := newConsoleHarness(t)
 	ref, _ := ch.lateOrder("confirm@example.com")
+	if _, err := ch.db.Exec(`UPDATE orders SET status = 'active' WHERE ref = $1`, ref); err != nil {
+		t.Fatal(err)
+	}
 	b := ch.browser()
 	b.signIn(consoleToken)
 	file := b.get("/support/orders/" + ref)

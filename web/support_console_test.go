@@ -531,6 +531,10 @@ func TestConsoleEndEarly(t *testing.T) {
 		VALUES ($1, 7, 'gpu-host-7', 'kd_cust1', 'failed', 'nvidia-smi: 0 GPU vu')`, ref); err != nil {
 		t.Fatal(err)
 	}
+	// Running (end early is offered to an active rental only).
+	if _, err := ch.db.Exec(`UPDATE orders SET status = 'active' WHERE ref = $1`, ref); err != nil {
+		t.Fatal(err)
+	}
 	b := ch.browser()
 	b.signIn(consoleToken)
 	file := b.get("/support/orders/" + ref)

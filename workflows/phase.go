@@ -55,6 +55,46 @@ var RentalMoves = map[Phase][]Phase{
 	PhaseRefunded:           nil,
 }
 
+// RentalSupportActions is what support may ask of a rental in each phase
+// (domain.Action*): the actions whose update validator can accept them
+// there; what else they check (an amount left to refund, a payment being
+// confirmed, an end already asked) stays theirs. The console offers these
+// only (SupportActionsFor), and TestRentalSupportActions holds them to the
+// validators. The final phases take none: what a closed order still
+// received is refunded from support's queue (settlement), apart.
+var RentalSupportActions = map[Phase][]string{
+	PhaseAwaitingPayment:    {domain.ActionAttributePayment, domain.ActionCancel, domain.ActionRefund},
+	PhasePaymentDetected:    {domain.ActionAttributePayment, domain.ActionRefund},
+	PhasePaid:               {domain.ActionExtend, domain.ActionRefund},
+	PhaseWaitingForMachine:  {domain.ActionCancel, domain.ActionRefund},
+	PhaseProvisioning:       {domain.ActionExtend, domain.ActionRefund},
+	PhaseProvisioningFailed: {domain.ActionExtend, domain.ActionRetryProvisioning, domain.ActionCancel, domain.ActionRefund},
+	PhaseActive:             {domain.ActionExtend, domain.ActionEndEarly, domain.ActionRefund},
+	PhaseEnding:             {domain.ActionRefund},
+	PhaseEnded:              nil,
+	PhaseCancelled:          nil,
+	PhaseExpired:            nil,
+	PhaseRefunded:           nil,
+}
+
+// TopUpSupportActions is RentalSupportActions for a top-up, by status: an
+// attribution while it awaits payment, a cancellation while nothing was
+// seen for it (the top-up workflow's validators).
+var TopUpSupportActions = map[string][]string{
+	domain.TopUpAwaitingPayment: {domain.ActionAttributePayment, domain.ActionCancel},
+	domain.TopUpPaymentDetected: {domain.ActionAttributePayment},
+}
+
+// SupportActionsFor lists the support actions the workflow of an order
+// (kind domain.TargetOrder) or a top-up (domain.TargetTopUp) in status
+// may take; none for an unknown status.
+func SupportActionsFor(kind, status string) []string {
+	if kind == domain.TargetTopUp {
+		return slices.Clone(TopUpSupportActions[status])
+	}
+	return slices.Clone(RentalSupportActions[Phase(status)])
+}
+
 // rentalPhases are the phases in the order the diagram lists them.
 var rentalPhases = []Phase{PhaseAwaitingPayment, PhasePaymentDetected, PhasePaid, PhaseWaitingForMachine, PhaseProvisioning,
 	PhaseProvisioningFailed, PhaseActive, PhaseEnding, PhaseEnded, PhaseCancelled, PhaseExpired, PhaseRefunded}

@@ -18,7 +18,7 @@ import (
 // txid and the customer's email, opens the order's file, refunds the
 // amount to the balance with a reason through the confirmation page: the
 // settlement workflow carries it out, the queue shrinks and the customer's
-// balance grows. The same confirmation posted again is refused. A customer's session opens no console page.
+// balance grows. The same confirmation posted again runs nothing and shows the first result. A customer's session opens no console page.
 func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	customer := browser(t)
@@ -117,7 +117,8 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 		t.Fatalf("balance after the refund: %q", got)
 	}
 
-	// The same confirmation posted again: refused.
+	// The same confirmation posted again: not carried out again, its
+	// first result shown.
 	run(t, agent, "a console page", chromedp.Navigate(s.srv.URL+"/support"), visible(".lead"))
 	js, err := json.Marshal(confirmed)
 	if err != nil {
@@ -131,13 +132,14 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 		}
 		document.body.append(f); f.submit(); return true;
 	})()`, action, js))
-	run(t, agent, "confirmed again", visible(".alert.error"))
-	if got := text(t, agent, ".alert.error"); !strings.HasPrefix(got, "Action refusée") {
+	run(t, agent, "confirmed again", visible(".alert.notice"))
+	if got := text(t, agent, ".alert.notice"); !strings.HasPrefix(got, "Cette confirmation avait déjà été envoyée : l'action n'a pas été refaite") ||
+		!strings.Contains(got, "effectuée") {
 		t.Fatalf("second refund: %q", got)
 	}
 	run(t, customer, "balance again", chromedp.Navigate(s.srv.URL+"/balance"), visible(".available"))
 	if got := text(t, customer, ".available"); got != "23,57 USD" {
-		t.Fatalf("balance after the refused refund: %q", got)
+		t.Fatalf("balance after the confirmation posted again: %q", got)
 	}
 
 	// The file, left open, shows a support request the customer writes
