@@ -241,8 +241,13 @@ type TopUp struct {
 // Balance is a customer's balance. Pending top-ups are shown apart: they are
 // not available.
 type Balance struct {
-	AvailableCents     int64  `json:"available_cents"`
-	AvailableUSD       string `json:"available_usd"`
+	AvailableCents int64  `json:"available_cents"`
+	AvailableUSD   string `json:"available_usd"`
+	// DebtCents is what the balance owes (it is then 0 available): money
+	// paid out to it on a payment the chain removed and already spent.
+	// The next credits cover it first.
+	DebtCents          int64  `json:"debt_cents"`
+	DebtUSD            string `json:"debt_usd"`
 	PendingTopUpsCents int64  `json:"pending_topups_cents"`
 	PendingTopUpsUSD   string `json:"pending_topups_usd"`
 }
@@ -398,6 +403,7 @@ const (
 	MovementTopUp        = "topup"         // a confirmed top-up, credited
 	MovementOrderPayment = "order_payment" // a rental paid from the balance, debited
 	MovementRefund       = "refund"        // money refunded to the balance
+	MovementReversal     = "reversal"      // paid out on a payment the chain removed: taken back (or given back once mined again)
 )
 
 // BalanceMovement is one credit or debit of a customer's balance: positive

@@ -208,10 +208,16 @@ type Exception struct {
 	CountedCents  int64  `json:"counted_cents" db:"counted_cents"`
 	RefundedCents int64  `json:"refunded_cents" db:"refunded_cents"`
 	// VoidedCents left the queue with its payment (reorganisation).
-	VoidedCents    int64      `json:"voided_cents" db:"voided_cents"`
-	ShortfallCents int64      `json:"shortfall_cents" db:"shortfall_cents"`
-	ResolvedAt     *time.Time `json:"resolved_at,omitempty" db:"resolved_at"`
-	Resolution     string     `json:"resolution,omitempty" db:"resolution"`
+	VoidedCents    int64 `json:"voided_cents" db:"voided_cents"`
+	ShortfallCents int64 `json:"shortfall_cents" db:"shortfall_cents"`
+	// DebitedCents of the shortfall were taken back from the customer's
+	// balance (all of it, once the transition that set it commits).
+	DebitedCents int64 `json:"debited_cents" db:"debited_cents"`
+	// AtRiskCents of it the balance could not cover: the customer's debt
+	// (at most DebitedCents), money the shop may not see again.
+	AtRiskCents int64      `json:"at_risk_cents" db:"at_risk_cents"`
+	ResolvedAt  *time.Time `json:"resolved_at,omitempty" db:"resolved_at"`
+	Resolution  string     `json:"resolution,omitempty" db:"resolution"`
 	// NeedsValue: received in an asset the request had no rate for; open
 	// until support states its USD value (ExceptionValue).
 	NeedsValue bool      `json:"needs_value" db:"needs_value"`
@@ -297,6 +303,11 @@ const (
 	PostingOrderPayment = "order_payment" // customer balance -> revenue
 	PostingTopUp        = "topup"         // crypto receipts -> customer balance
 	PostingRefund       = "refund"        // refunds -> customer balance
+	// PostingReversal takes back from a balance what was paid out to it
+	// on a payment the chain removed (customer balance -> reversals), or
+	// gives it back when the payment is mined again; it alone may leave a
+	// balance below zero (a debt).
+	PostingReversal = "reversal"
 )
 
 // Posting is the ledger transaction caused by a transition's event, applied

@@ -31,10 +31,13 @@ const (
 	EventCancelled          = "cancelled"
 	EventExpired            = "expired"
 	EventRefunded           = "refunded"
-	EventSupportAction      = "support_action"
-	EventTopUpCredited      = "topup_credited"
-	EventSupportAnswer      = "support_answer"     // an agent answered a support request
-	EventAccessKeyChanged   = "access_key_changed" // a customer's key change applied on the host, or failed
+	// EventBalanceTakenBack: money paid out to the balance on a payment
+	// the chain removed is debited (or given back, once mined again).
+	EventBalanceTakenBack = "balance_taken_back"
+	EventSupportAction    = "support_action"
+	EventTopUpCredited    = "topup_credited"
+	EventSupportAnswer    = "support_answer"     // an agent answered a support request
+	EventAccessKeyChanged = "access_key_changed" // a customer's key change applied on the host, or failed
 )
 
 // Timeline keys. A key is unique per order or top-up: an event written

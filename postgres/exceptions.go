@@ -105,8 +105,13 @@ func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
 	if paidOut > 0 {
 		// Money already left on the strength of the payment: support must
 		// see it even when the workflow did not flag the reversal.
-		return flagReverted(ctx, tx, m, domain.NewException{Reason: domain.ExceptionReverted,
-			PaymentKey: m.reversal.PaymentKey, ShortfallCents: paidOut})
+		if err := flagReverted(ctx, tx, m, domain.NewException{Reason: domain.ExceptionReverted,
+			PaymentKey: m.reversal.PaymentKey, ShortfallCents: paidOut}); err != nil {
+			return err
+		}
+	}
+	if m.reversal != nil || len(m.exceptions) > 0 {
+		return takeBackShortfalls(ctx, tx, m.ref, m.key)
 	}
 	return nil
 }
@@ -254,7 +259,8 @@ func useException(ctx context.Context, tx *sqlx.Tx, ref string, u domain.Excepti
 
 const exceptionColumns = `x.id, x.target_kind, x.target_ref, x.account_id, a.email, x.reason, x.payment_key, x.network,
 	x.txid, x.asset, x.amount_base, x.amount_cents, x.counted_cents, x.refunded_cents, x.voided_cents, x.shortfall_cents,
-	x.resolved_at, COALESCE(x.resolution, '') AS resolution, x.needs_value, x.created_at`
+	x.debited_cents, LEAST(x.debited_cents, GREATEST(-(SELECT COALESCE(SUM(l.amount_cents), 0) FROM ledger_entries l
+		WHERE l.ledger_account = 'customer:' || x.account_id), 0)) AS at_risk_cents, x.resolved_at, COALESCE(x.resolution, '') AS resolution, x.needs_value, x.created_at`
 
 // Exception returns one queued amount (settled or not).
 func (db *DB) Exception(ctx context.Context, id int64) (domain.Exception, error) {
@@ -490,7 +496,8 @@ func revertToSupport(ctx context.Context, tx *sqlx.Tx, network string, height in
 		if err != nil {
 			return err
 		}
-		m := moneyChange{kind: r.TargetKind, ref: r.TargetRef, accountID: r.AccountID, reversal: &domain.Reversal{PaymentKey: pk}}
+		m := moneyChange{kind: r.TargetKind, ref: r.TargetRef, accountID: r.AccountID, reversal: &domain.Reversal{PaymentKey: pk},
+			key: domain.KeyToSupportReverted(pk, r.Reversals+1)}
 		if counted > 0 {
 			m.exceptions = []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: pk, Network: network,
 				TxID: r.TxID, Asset: r.Asset, AmountBase: r.AmountBase, ShortfallCents: counted}}

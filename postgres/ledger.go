@@ -85,9 +85,13 @@ func (db *DB) Balance(ctx context.Context, accountID int64) (domain.Balance, err
 		WHERE account_id = $1 AND status IN ('awaiting_payment', 'payment_detected')`, accountID); err != nil {
 		return domain.Balance{}, fmt.Errorf("pending top-ups of %d: %w", accountID, err)
 	}
+	debt := max(-avail, 0)
+	avail = max(avail, 0)
 	return domain.Balance{
 		AvailableCents:     avail,
 		AvailableUSD:       domain.FormatUSD(avail),
+		DebtCents:          debt,
+		DebtUSD:            domain.FormatUSD(debt),
 		PendingTopUpsCents: pending,
 		PendingTopUpsUSD:   domain.FormatUSD(pending),
 	}, nil

@@ -93,6 +93,7 @@ var movementLabels = map[string]string{
 	domain.MovementTopUp:        "Recharge créditée",
 	domain.MovementOrderPayment: "Location réglée par le solde",
 	domain.MovementRefund:       "Remboursement sur le solde",
+	domain.MovementReversal:     "Paiement annulé par le réseau",
 }
 
 // walletSchemes are the payment URI schemes the payments package builds

@@ -346,3 +346,74 @@ func TestBatchedPaymentStatesAppliedNewestLast(t *testing.T) {
 	})
 	start()
 }
+
+// balance is the customer's balance, a debt negative.
+func (s *invSeq) balance() int64 {
+	s.t.Helper()
+	b, err := s.w.db.Balance(s.ctx, s.acc)
+	s.must(err, "balance")
+	return b.AvailableCents - b.DebtCents
+}
+
+// A payment refunded to the balance, then removed by a deep
+// reorganisation: the refund is taken back from the balance in the
+// reversal's transition; mined again, it is given back (issue 36, item 5).
+func TestRefundedPaymentReversedIsTakenBackFromTheBalance(t *testing.T) {
+	w := newInvWorld(t)
+	s, start := w.newSeq(t, 8, 0, rtxQuote(1))
+	var refund error = errPending
+	s.at(time.Minute, "pay 10 USD", func(s *invSeq) { s.confirmDirect("back1", 1000) })
+	s.at(2*time.Minute, "refund it", func(s *invSeq) {
+		s.updateExpect(&refund, workflows.UpdateRefund, workflows.Refund{ActionID: 1, Agent: "a", AmountCents: 1000, Reason: "r"})
+	})
+	s.at(3*time.Minute, "refunded", func(s *invSeq) {
+		if b := s.balance(); b != 1000 {
+			s.fatalf("balance after the refund %d, want 1000", b)
+		}
+	})
+	s.at(4*time.Minute, "deep reorganisation", func(s *invSeq) { s.signalGen(workflows.SignalPaymentReverted, "back1", 1000, 1, true) })
+	s.at(5*time.Minute, "taken back", func(s *invSeq) {
+		if b := s.balance(); b != 0 {
+			s.fatalf("balance after the reversal %d, want 0: the refund taken back", b)
+		}
+		s.checkLedger()
+	})
+	s.at(6*time.Minute, "mined again", func(s *invSeq) { s.signalGen(workflows.SignalPaymentConfirmed, "back1", 1000, 1, false) })
+	s.at(7*time.Minute, "given back", func(s *invSeq) {
+		if b := s.balance(); b != 1000 {
+			s.fatalf("balance after the payment was mined again %d, want 1000", b)
+		}
+		s.checkLedger()
+	})
+	start()
+	if refund != nil {
+		t.Fatalf("refund: %v", refund)
+	}
+	// Paid by direct signals (no chain): the ledger's checks, not the
+	// money equation against what the chains received.
+	s.closed = true
+	s.checkLedger()
+}
+
+// A credited top-up whose payment a deep reorganisation removes: the
+// credit is taken back from the balance (issue 36, item 5).
+func TestCreditedTopUpReversedIsTakenBackFromTheBalance(t *testing.T) {
+	w := newInvWorld(t)
+	s, start := w.newSeq(t, 9, 0, &domain.Quote{})
+	s.at(time.Minute, "pay the top-up", func(s *invSeq) { s.confirmDirect("tu1", s.total) })
+	s.at(3*time.Minute, "credited", func(s *invSeq) {
+		if b := s.balance(); b != s.total {
+			s.fatalf("balance after the credit %d, want %d", b, s.total)
+		}
+	})
+	s.at(4*time.Minute, "deep reorganisation", func(s *invSeq) { s.signalGen(workflows.SignalPaymentReverted, "tu1", s.total, 1, true) })
+	s.at(5*time.Minute, "taken back", func(s *invSeq) {
+		if b := s.balance(); b != 0 {
+			s.fatalf("balance after the reversal %d, want 0: the credit taken back", b)
+		}
+		s.checkLedger()
+	})
+	start()
+	s.closed = true
+	s.checkAll()
+}

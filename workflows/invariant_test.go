@@ -1127,13 +1127,22 @@ func (s *invSeq) checkLedger() {
 		(SELECT COALESCE(SUM(amount_cents), 0) FROM topups WHERE account_id = $1 AND status = 'credited')
 		+ (SELECT COALESCE(SUM(refunded_cents), 0) FROM orders WHERE account_id = $1)
 		+ (SELECT COALESCE(SUM(refunded_cents), 0) FROM payment_exceptions WHERE account_id = $1)
+		- (SELECT COALESCE(SUM(debited_cents), 0) FROM payment_exceptions WHERE account_id = $1)
 		- (SELECT COALESCE(SUM((e.data->>'amount_cents')::bigint), 0) FROM timeline_events e JOIN orders o ON o.ref = e.ref
 			WHERE o.account_id = $1 AND e.kind = 'paid' AND e.data->>'method' = 'balance')`, s.acc), "expected balance")
 	b, err := s.w.db.Balance(s.ctx, s.acc)
 	s.must(err, "balance")
-	got = b.AvailableCents
-	if got != want || got < 0 {
-		s.fatalf("balance %d, want %d (credited + refunded - paid from the balance)", got, want)
+	got = b.AvailableCents - b.DebtCents
+	if got != want {
+		s.fatalf("balance %d, want %d (credited + refunded - taken back - paid from the balance)", got, want)
+	}
+	// What was paid out on payments the chain removed is taken back: every
+	// shortfall is debited, no more.
+	var untaken int64
+	s.must(s.w.db.GetContext(s.ctx, &untaken, `SELECT COALESCE(SUM(abs(shortfall_cents - debited_cents)), 0)
+		FROM payment_exceptions WHERE account_id = $1`, s.acc), "shortfalls not taken back")
+	if untaken != 0 {
+		s.fatalf("%d cents of shortfall not taken back from the balance", untaken)
 	}
 }
 
@@ -1156,6 +1165,16 @@ func checkLedgerSums(ctx context.Context, db *postgres.DB) error {
 	}
 	if refunds != targets {
 		return fmt.Errorf("ledger refunds %d, refunded on orders and queued amounts %d", refunds, targets)
+	}
+	var reversals, debited int64
+	if err := db.GetContext(ctx, &reversals, `SELECT COALESCE(SUM(amount_cents), 0) FROM ledger_entries WHERE ledger_account = 'reversals'`); err != nil {
+		return err
+	}
+	if err := db.GetContext(ctx, &debited, `SELECT COALESCE(SUM(debited_cents), 0) FROM payment_exceptions`); err != nil {
+		return err
+	}
+	if reversals != debited {
+		return fmt.Errorf("ledger reversals %d, taken back on queued amounts %d", reversals, debited)
 	}
 	return nil
 }
