@@ -169,6 +169,10 @@ func (c *Client) settle(ctx context.Context, e domain.Exception, update string, 
 	h, err := c.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
+			// Named although the start names it too: the SDK seals the
+			// update's arguments for the ID given here, and a payload
+			// sealed for no workflow is refused inside one (codec.ErrUnbound).
+			WorkflowID:   workflows.SettlementWorkflowID(e.TargetRef),
 			UpdateName:   update,
 			Args:         []any{arg},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
