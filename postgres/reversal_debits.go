@@ -41,8 +41,8 @@ func takeBackShortfalls(ctx context.Context, tx *sqlx.Tx, ref, key string) error
 		}
 		idem := "reversal:" + ref + ":" + key + ":" + strconv.FormatInt(r.ID, 10)
 		memo, msg := "paid out on a payment the chain removed",
-			fmt.Sprintf("%s USD repris sur votre solde : ils vous avaient été remboursés ou crédités sur la foi d'un paiement (%s %s) que le réseau a annulé.",
-				domain.FormatUSD(r.Delta), r.Asset, r.Network)
+			fmt.Sprintf("%s USD repris sur votre solde : ils avaient payé %s, ou vous avaient été remboursés ou crédités, sur la foi d'un paiement (%s %s) que le réseau a annulé.",
+				domain.FormatUSD(r.Delta), ref, r.Asset, r.Network)
 		if r.Delta < 0 {
 			memo, msg = "payment removed by the chain mined again",
 				fmt.Sprintf("%s USD rendus à votre solde : le paiement annulé par le réseau (%s %s) est de nouveau confirmé.",

@@ -152,3 +152,35 @@ func TestCreditOfAReversedTopUpTakenBackFromTheBalance(t *testing.T) {
 		t.Fatalf("balance_taken_back events: %v", got)
 	}
 }
+
+// A live rental paid with a payment the chain then removes (the workflow
+// flags it with the counted amount as its shortfall): the customer owes
+// it. The balance shows the debt, which their next top-up pays, and
+// support's queue shows it at risk beside the flag, where support may end
+// the rental early.
+func TestLiveRentalPaidWithReversedMoneyBecomesADebt(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := seedAccount(t, db, "live-reversed@example.com")
+	ref := seedOrder(t, db, acc, 1)
+	if _, err := db.Exec(`UPDATE orders SET status = 'active', paid_cents = 2357 WHERE ref = $1`, ref); err != nil {
+		t.Fatal(err)
+	}
+	const pk = "bitcoin:tx7:0"
+	if err := db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: domain.KeyRevertedConfirmed(pk), Kind: domain.EventPaymentReverted,
+		Message: "reverted", At: time.Now(), Reversal: &domain.Reversal{PaymentKey: pk},
+		Exceptions: []domain.NewException{{Reason: domain.ExceptionReverted, PaymentKey: pk, Network: "bitcoin", TxID: "tx7",
+			Asset: "BTC", AmountBase: "4714", AmountCents: 2357, ShortfallCents: 2357}}}); err != nil {
+		t.Fatal(err)
+	}
+	if b := balanceOf(t, db, acc); b.AvailableCents != 0 || b.DebtCents != 2357 {
+		t.Fatalf("after the reversal: %+v, want a debt of 23.57", b)
+	}
+	open, err := db.OpenExceptions(ctx)
+	if err != nil || len(open) != 1 || open[0].Reason != domain.ExceptionReverted || open[0].AtRiskCents != 2357 {
+		t.Fatalf("support's queue: %+v %v", open, err)
+	}
+	if got := takenBack(t, db, ref); len(got) != 1 || got[0] != 2357 {
+		t.Fatalf("balance_taken_back events: %v", got)
+	}
+}
