@@ -18,8 +18,10 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -28,12 +30,14 @@ import (
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/codec"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/provision/sshhost"
+	"github.com/kernodeck/kernodeck/rates"
 	"github.com/kernodeck/kernodeck/secrets"
 	"github.com/kernodeck/kernodeck/wfclient"
 	"github.com/kernodeck/kernodeck/workers"
@@ -55,7 +59,8 @@ type Config struct {
 	Temporal client.Client
 	// Keyring seals access secrets and mail links, and opens them in the API.
 	Keyring *secrets.Keyring
-	// Payments serves payment requests (nil: no method offered).
+	// Payments serves payment requests (nil: no method offered). New wraps
+	// its rate source in a rates.Recorder writing to DB (asset_rates).
 	Payments *payments.Service
 	// Provisioner is the machine driver (provision/localpg; SSH's when
 	// SSH is set and this is nil).
@@ -78,6 +83,13 @@ type Config struct {
 	// WorkflowVersion caps the command version of the workflows the API
 	// and the starter start (wfclient.Client.MaxVersion; 0: the newest).
 	WorkflowVersion int
+	// ValueTolerance bounds support's value of a payment received in
+	// another asset (KERNODECK_VALUE_TOLERANCE, a fraction; zero:
+	// rates.DefaultValueTolerance).
+	ValueTolerance decimal.Decimal
+	// RateSampleInterval is how often RateSampler records every priced
+	// asset (KERNODECK_RATE_SAMPLE_INTERVAL; 0: rates.DefaultSampleInterval).
+	RateSampleInterval time.Duration
 }
 
 // Holds are the capacity hold rules (postgres.Capacity): at most
@@ -98,6 +110,8 @@ type App struct {
 	cfg        Config
 	Workflows  *wfclient.Client
 	Activities *activities.Activities
+	// rates is the payments' rate source as given, before its recorder.
+	rates payments.RateSource
 }
 
 // New assembles the application from its dependencies.
@@ -113,7 +127,20 @@ func New(c Config) *App {
 			c.Hosts = sshhost.NewOperations(c.SSH)
 		}
 	}
+	if c.DB != nil && c.ValueTolerance.Sign() > 0 {
+		c.DB.SetValueTolerance(c.ValueTolerance)
+	}
 	a := &App{cfg: c, Workflows: &wfclient.Client{Temporal: c.Temporal, MaxVersion: c.WorkflowVersion}}
+	if p := c.Payments; p != nil && p.Rates != nil && c.DB != nil {
+		// Every rate a quote fetches is kept (asset_rates): support's value
+		// of a payment in another asset is checked against it later.
+		if rec, ok := p.Rates.(*rates.Recorder); ok {
+			a.rates = rec.Source
+		} else {
+			a.rates = p.Rates
+			p.Rates = &rates.Recorder{Source: p.Rates, History: c.DB, Logger: c.Logger.With("component", "rates")}
+		}
+	}
 	a.Activities = &activities.Activities{
 		Store:       c.DB,
 		Provisioner: c.Provisioner,
@@ -180,6 +207,24 @@ func (a *App) Starter(rental workflows.RentalConfig, topUpTimeout, interval time
 		Grace:        interval,
 		Logger:       a.cfg.Logger.With("component", "starter"),
 	}
+}
+
+// RateSampler records, every RateSampleInterval, the rate of every asset
+// the shop can receive that the payments' rate source prices, so that a
+// payment in an asset nobody quoted still has a rate near its reception;
+// nil without payments. The worker runs it.
+func (a *App) RateSampler() *rates.Sampler {
+	if a.rates == nil {
+		return nil
+	}
+	var assets []string
+	for _, m := range domain.Methods {
+		if !slices.Contains(assets, m.Asset) {
+			assets = append(assets, m.Asset)
+		}
+	}
+	return &rates.Sampler{Source: a.rates, History: a.cfg.DB, Assets: assets, Interval: a.cfg.RateSampleInterval,
+		Logger: a.cfg.Logger.With("component", "rate-sampler")}
 }
 
 // KeyRequests applies on the hosts the customers' key changes the API

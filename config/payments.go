@@ -5,6 +5,10 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/kernodeck/kernodeck/rates"
 )
 
 // Payments is the crypto payments' configuration: rates, payment requests,
@@ -28,6 +32,13 @@ type Payments struct {
 	Dust             map[string]map[string]int64  // network -> asset -> base units: KERNODECK_DUST
 	P2PAddrs         map[string]string            // bitcoin/litecoin -> node's peer-to-peer host:port: KERNODECK_<NETWORK>_P2P
 	EthereumWSURL    string                       // KERNODECK_ETHEREUM_WS_URL (eth_subscribe)
+	// RateSampleInterval (KERNODECK_RATE_SAMPLE_INTERVAL): how often the
+	// worker records every priced asset's rate; at most rates.ValueWindow.
+	RateSampleInterval time.Duration
+	// ValueTolerance (KERNODECK_VALUE_TOLERANCE, "2%" or "0.02"): how far
+	// support's value of a payment in another asset may be from its amount
+	// at the rate observed at its reception; a fraction above 0, at most 0.5.
+	ValueTolerance decimal.Decimal
 }
 
 // Networks with derived addresses, and all watched networks.
@@ -59,22 +70,24 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 	}
 	p := parser{getenv: getenv}
 	c := Payments{
-		RateSource:       p.str("KERNODECK_RATES", "kraken"),
-		StaticRates:      p.str("KERNODECK_STATIC_RATES", ""),
-		KrakenURL:        p.str("KERNODECK_KRAKEN_URL", "https://api.kraken.com"),
-		RateMaxAge:       p.dur("KERNODECK_RATE_MAX_AGE", 5*time.Minute),
-		Deadline:         p.dur("KERNODECK_INTENT_DEADLINE", 60*time.Minute),
-		WatchAfter:       p.dur("KERNODECK_INTENT_WATCH_AFTER", 24*time.Hour),
-		SolanaAddress:    p.str("KERNODECK_SOLANA_ADDRESS", ""),
-		EthereumChainID:  int64(p.int("KERNODECK_ETHEREUM_CHAIN_ID", 1)),
-		EthereumFinality: p.str("KERNODECK_ETHEREUM_FINALITY", "latest"),
-		WatcherPoll:      p.dur("KERNODECK_WATCHER_POLL", 2*time.Second),
-		EthereumWSURL:    p.str("KERNODECK_ETHEREUM_WS_URL", ""),
-		P2PAddrs:         map[string]string{},
-		AccountKeys:      map[string]string{},
-		KeyNetworks:      map[string]string{},
-		NodeURLs:         map[string]string{},
-		Confirmations:    map[string]int64{},
+		RateSource:         p.str("KERNODECK_RATES", "kraken"),
+		StaticRates:        p.str("KERNODECK_STATIC_RATES", ""),
+		KrakenURL:          p.str("KERNODECK_KRAKEN_URL", "https://api.kraken.com"),
+		RateMaxAge:         p.dur("KERNODECK_RATE_MAX_AGE", 5*time.Minute),
+		Deadline:           p.dur("KERNODECK_INTENT_DEADLINE", 60*time.Minute),
+		WatchAfter:         p.dur("KERNODECK_INTENT_WATCH_AFTER", 24*time.Hour),
+		SolanaAddress:      p.str("KERNODECK_SOLANA_ADDRESS", ""),
+		EthereumChainID:    int64(p.int("KERNODECK_ETHEREUM_CHAIN_ID", 1)),
+		EthereumFinality:   p.str("KERNODECK_ETHEREUM_FINALITY", "latest"),
+		WatcherPoll:        p.dur("KERNODECK_WATCHER_POLL", 2*time.Second),
+		EthereumWSURL:      p.str("KERNODECK_ETHEREUM_WS_URL", ""),
+		RateSampleInterval: p.dur("KERNODECK_RATE_SAMPLE_INTERVAL", rates.DefaultSampleInterval),
+		ValueTolerance:     rates.DefaultValueTolerance,
+		P2PAddrs:           map[string]string{},
+		AccountKeys:        map[string]string{},
+		KeyNetworks:        map[string]string{},
+		NodeURLs:           map[string]string{},
+		Confirmations:      map[string]int64{},
 		Tokens: map[string]map[string]string{
 			// Mainnet contracts by default (Tether and Circle's own).
 			"ethereum": {
@@ -130,6 +143,17 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 			break
 		}
 		c.Dust[network][asset] = n
+	}
+	if v := p.getenv("KERNODECK_VALUE_TOLERANCE"); v != "" {
+		t, err := rates.ParseTolerance(v)
+		if err != nil {
+			p.fail("KERNODECK_VALUE_TOLERANCE", err)
+		}
+		c.ValueTolerance = t
+	}
+	if c.RateSampleInterval <= 0 || c.RateSampleInterval > rates.ValueWindow {
+		p.fail("KERNODECK_RATE_SAMPLE_INTERVAL", fmt.Errorf("want a positive duration of at most %s (the rate window), got %s",
+			rates.ValueWindow, c.RateSampleInterval))
 	}
 	if c.RateSource != "kraken" && c.RateSource != "static" {
 		p.fail("KERNODECK_RATES", fmt.Errorf("want kraken or static, got %q", c.RateSource))

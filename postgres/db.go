@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/pressly/goose/v3"
+	"github.com/shopspring/decimal"
 
 	"github.com/kernodeck/kernodeck/migrations"
 )
@@ -24,6 +25,8 @@ type DB struct {
 	stmts     stmtCache
 	timelines timelineCache
 	beacons   leaseBeacons
+	// valueTolerance bounds support's values (SetValueTolerance).
+	valueTolerance decimal.Decimal
 }
 
 // Open connects to PostgreSQL and checks the connection.

@@ -18,7 +18,7 @@ import (
 // configures it: the payment methods and rates, the machine driver, the
 // capacity holds.
 func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Client, m *metrics.Metrics, logger *slog.Logger) (*app.App, error) {
-	pay, err := paymentsFromEnv(db, logger)
+	pay, pcfg, err := paymentsFromEnv(db, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +36,7 @@ func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Cli
 		Holds: &app.Holds{PerAccount: quotas.HoldsPerAccount, PerNetwork: quotas.HoldsPerNetwork, First: quotas.HoldFirst,
 			Share: &quotas.HoldShare, Budget: quotas.HoldBudget},
 		Metrics: m, Logger: logger, WorkflowVersion: cfg.WorkflowVersion,
+		ValueTolerance: pcfg.ValueTolerance, RateSampleInterval: pcfg.RateSampleInterval,
 	}), nil
 }
 

@@ -269,8 +269,8 @@ func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *met
 }
 
 // serveWorker registers search attributes, then runs the worker, the
-// workflow starter, and beside them the mail dispatcher and the SSH
-// driver's key requests when configured, until ctx ends.
+// workflow starter, the rate sampler, and beside them the mail dispatcher
+// and the SSH driver's key requests when configured, until ctx ends.
 func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, a *app.App, tc client.Client, logger *slog.Logger) error {
 	if err := workers.RegisterSearchAttributes(ctx, tc, cfg.TemporalNamespace, logger); err != nil {
 		return err
@@ -284,6 +284,11 @@ func serveWorker(ctx context.Context, cfg config.Config, prov provisioning, a *a
 		go func() { _ = kr.Run(ctx) }()
 	}
 	go expireRegistrations(ctx, a.Store().DB, 10*time.Minute, logger)
+	if s := a.RateSampler(); s != nil {
+		// Every priced asset's rate, kept: it bounds support's value of a
+		// payment received in another asset.
+		go func() { _ = s.Run(ctx) }()
+	}
 	w := a.Worker()
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)

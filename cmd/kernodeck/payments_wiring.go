@@ -14,12 +14,13 @@ import (
 )
 
 // paymentsFromEnv reads the payments configuration and builds the service.
-func paymentsFromEnv(db *postgres.DB, logger *slog.Logger) (*payments.Service, error) {
+func paymentsFromEnv(db *postgres.DB, logger *slog.Logger) (*payments.Service, config.Payments, error) {
 	cfg, err := config.PaymentsFromEnv(nil)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, cfg, fmt.Errorf("config: %w", err)
 	}
-	return newPayments(cfg, db, logger)
+	svc, err := newPayments(cfg, db, logger)
+	return svc, cfg, err
 }
 
 // newPayments builds the payment request service from the configuration:
