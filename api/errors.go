@@ -34,6 +34,8 @@ func statusFor(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case domain.ECodeMediaType:
 		return http.StatusUnsupportedMediaType
+	case domain.ECodeValueOutOfBounds, domain.ECodeValueUnbounded:
+		return http.StatusUnprocessableEntity
 	case domain.ECodeTooMany, domain.ECodeQuota:
 		return http.StatusTooManyRequests
 	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:

@@ -32,6 +32,9 @@ const (
 	ECodeMethodUnavailable = "method_unavailable"     // payment method not offered now (409)
 	ECodeRateUnavailable   = "rate_unavailable"       // no fresh rate for the asset (503)
 	ECodeIntentActive      = "payment_request_active" // a payment request is still valid (409)
+	// Support's value of a payment received in another asset (ValueBound):
+	ECodeValueOutOfBounds = "value_out_of_bounds" // off its amount at the rate observed when it came in, beyond the tolerance (422)
+	ECodeValueUnbounded   = "value_unbounded"     // no rate observed near its reception: a second agent must approve the value (422)
 
 	ECodeEmailUnverified      = "email_unverified"          // the address is not confirmed yet: one unpaid order at most (409)
 	ECodeEmailAlreadyVerified = "email_already_verified"    // nothing to resend: the address is confirmed (409)

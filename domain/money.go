@@ -323,12 +323,29 @@ type Posting struct {
 // another asset (NeedsValue), valued by support at that asset's rate when
 // it came in. It is then refunded or counted like any queued amount; a value
 // of 0 closes it (sent back on chain, nothing owed). Its fields are a
-// refund's, AmountCents being the value.
-type ExceptionValue ExceptionRefund
+// refund's, AmountCents being the value, and Approved.
+//
+// The store refuses a value outside the amount's ValueBound
+// (ECodeValueOutOfBounds). When no rate was observed near the payment's
+// reception (ValueBound.Known false), it refuses any value
+// (ECodeValueUnbounded) unless Approved.
+type ExceptionValue struct {
+	Addressed
+	ExceptionID int64
+	ActionID    int64
+	Agent       string
+	AmountCents int64
+	Reason      string
+	// Approved: a second agent approved this value (four-eyes review of
+	// the support action). It is only needed, and only used, when no rate
+	// bounds the value; it never lifts a known bound.
+	Approved bool `json:",omitempty"`
+}
 
 // Validate checks the value's shape.
 func (v ExceptionValue) Validate() error {
-	err := ExceptionRefund(v).Validate()
+	err := ExceptionRefund{Addressed: v.Addressed, ExceptionID: v.ExceptionID, ActionID: v.ActionID, Agent: v.Agent,
+		AmountCents: v.AmountCents, Reason: v.Reason}.Validate()
 	if de, ok := err.(*Error); ok && de.Field == "amount_cents" {
 		return FieldError("amount_cents", "La valeur doit être positive (0 : renvoyé sur la chaîne, rien n'est dû).")
 	}

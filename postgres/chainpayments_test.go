@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/kernodeck/kernodeck/chainwatch"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
+	"github.com/kernodeck/kernodeck/rates"
 )
 
 // seedRequest stores an order's request of 36262 base units of asset for
@@ -200,6 +203,10 @@ func TestValueExceptionOnce(t *testing.T) {
 		t.Errorf("unknown amount: %v, want %s", err, domain.ECodeNotFound)
 	}
 
+	// 5 USDT at the rate observed when they came in: 5.00 USD.
+	if err := db.RecordRate(ctx, rates.Rate{Asset: "USDT", USDPerUnit: decimal.NewFromInt(1), Source: "test", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
 	v := domain.ExceptionValue{ExceptionID: valued.ID, ActionID: 7, Agent: "agent-a", AmountCents: 500, Reason: "cours du jour"}
 	if err := db.ValueException(ctx, v); err != nil {
 		t.Fatal(err)

@@ -432,7 +432,10 @@ func queueToSupport(ctx context.Context, tx *sqlx.Tx, network string, maxHeight 
 // ValueException records support's valuation of a queued amount received
 // in another asset, once (a second one is a conflict): the queued amount
 // and its chain payment take the value, and the target's timeline says it.
-// A value of 0 closes it: sent back on chain, nothing owed.
+// A value of 0 closes it: sent back on chain, nothing owed. Any other value
+// must be within the amount's ValueBound (ECodeValueOutOfBounds), and when
+// no rate bounds it, approved by a second agent (ECodeValueUnbounded);
+// refused, nothing changes.
 func (db *DB) ValueException(ctx context.Context, v domain.ExceptionValue) error {
 	if err := v.Validate(); err != nil {
 		return err
@@ -446,6 +449,13 @@ func (db *DB) ValueException(ctx context.Context, v domain.ExceptionValue) error
 		if !e.NeedsValue {
 			return domain.Errorf(domain.ECodeConflict, "Ce montant en attente a déjà une valeur (%s USD).", domain.FormatUSD(e.AmountCents))
 		}
+		bound, err := valueBound(ctx, tx, e.ID, db.tolerance())
+		if err != nil {
+			return err
+		}
+		if err := checkValue(bound, v); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE payment_exceptions SET amount_cents = $2::bigint, needs_value = false,
 			settled_at = CASE WHEN $2::bigint = 0 THEN now() END WHERE id = $1`, e.ID, v.AmountCents); err != nil {
 			return fmt.Errorf("value exception %d: %w", e.ID, err)
@@ -458,9 +468,14 @@ func (db *DB) ValueException(ctx context.Context, v domain.ExceptionValue) error
 		if v.AmountCents == 0 {
 			msg = fmt.Sprintf("Le paiement reçu en %s vous a été renvoyé sur la chaîne par le support : rien d'autre n'est dû.", e.Asset)
 		}
-		_, err := insertEvent(ctx, tx, e.TargetRef, domain.KeyExceptionValue(e.ID), domain.EventSupportAction, msg,
-			map[string]any{"action": domain.ActionValueException, "action_id": v.ActionID, "agent": v.Agent, "reason": v.Reason,
-				"exception_id": e.ID, "payment_key": e.PaymentKey, "amount_cents": v.AmountCents}, time.Now())
+		data := map[string]any{"action": domain.ActionValueException, "action_id": v.ActionID, "agent": v.Agent, "reason": v.Reason,
+			"exception_id": e.ID, "payment_key": e.PaymentKey, "amount_cents": v.AmountCents}
+		if v.AmountCents > 0 && bound.Known {
+			data["rate_usd_per_unit"], data["rate_observed_at"] = bound.Rate, bound.ObservedAt
+		} else if v.AmountCents > 0 {
+			data["approved"] = true // no rate bounded it: a second agent approved it
+		}
+		_, err = insertEvent(ctx, tx, e.TargetRef, domain.KeyExceptionValue(e.ID), domain.EventSupportAction, msg, data, time.Now())
 		return err
 	})
 }
