@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -77,6 +78,11 @@ type Config struct {
 	RegistrationWindow time.Duration
 	// Quotas bound what an account creates or opens (quotas.go).
 	Quotas Quotas
+	// SupportLimits bound what one agent moves alone: money actions above
+	// FourEyesCents (100 USD) wait for a second agent, and an agent's
+	// money actions of the last 24 hours never pass AgentDailyCapCents
+	// (5,000 USD) (four_eyes.go).
+	SupportLimits domain.SupportLimits
 	// AllowedOrigins are browser origins, besides the API's own host, whose
 	// state-changing requests are accepted (a request with any other Origin
 	// header is refused: cross-site request forgery).
@@ -108,6 +114,7 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	c.SupportLimits = c.SupportLimits.WithDefaults()
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = DefaultSessionTTL
 	}

@@ -22,13 +22,14 @@ func statusFor(code string) int {
 		return http.StatusBadRequest
 	case domain.ECodeUnauthorized:
 		return http.StatusUnauthorized
-	case domain.ECodeForbidden, domain.ECodeWrongPassword:
+	case domain.ECodeForbidden, domain.ECodeWrongPassword, domain.ECodeOwnAction:
 		return http.StatusForbidden
 	case domain.ECodeNotFound, domain.ECodeSessionNotFound:
 		return http.StatusNotFound
 	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity,
 		domain.ECodeMethodUnavailable, domain.ECodeIntentActive, domain.ECodeEmailUnverified, domain.ECodeEmailAlreadyVerified,
-		domain.ECodeHostBusy, domain.ECodeHostDirty, domain.ECodeNoHostInventory, domain.ECodeIdempotencyKeyReused:
+		domain.ECodeHostBusy, domain.ECodeHostDirty, domain.ECodeNoHostInventory, domain.ECodeIdempotencyKeyReused,
+		domain.ECodeAgentDailyCap:
 		return http.StatusConflict
 	case domain.ECodeTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -40,7 +41,7 @@ func statusFor(code string) int {
 		return http.StatusTooManyRequests
 	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
 		return http.StatusServiceUnavailable
-	case domain.ECodeInProgress:
+	case domain.ECodeInProgress, domain.ECodeAwaitingApproval:
 		return http.StatusAccepted
 	default:
 		return http.StatusInternalServerError

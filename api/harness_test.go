@@ -173,6 +173,8 @@ func testConfig() api.Config {
 		AgentTokens:  map[string]string{agentToken: agentName},
 		Argon2:       api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1},
 		Rental:       workflows.RentalConfig{ProvisioningAttempts: 3},
+		// One agent moves any amount alone; four_eyes_test.go sets limits.
+		SupportLimits: domain.SupportLimits{FourEyesCents: 1 << 50, AgentDailyCapCents: 1 << 51},
 		// Every test registers from the same address.
 		RegistrationsPerIP: 1000,
 		// Tests create freely; quotas_test.go sets the limits it tests.

@@ -77,6 +77,8 @@ type SupportStore interface {
 	CreateSupportRequest(ctx context.Context, r domain.SupportRequest) (domain.SupportRequest, error)
 	ListSupportRequests(ctx context.Context, orderRef string, accountID int64) ([]domain.SupportRequest, error)
 	OpenSupportRequests(ctx context.Context, limit int) ([]domain.SupportRequest, error)
+	AwaitingApproval(ctx context.Context) ([]domain.SupportAction, error)
+	ReviewSupportAction(ctx context.Context, id int64, reviewer string, approve bool, reason string, capCents int64) (domain.SupportAction, error)
 	AnswerSupportRequest(ctx context.Context, id int64, agent, message string, now time.Time) (domain.SupportRequest, error)
 	// The exception queue: received amounts not settled, oldest first.
 	OpenExceptions(ctx context.Context) ([]domain.Exception, error)
@@ -84,6 +86,9 @@ type SupportStore interface {
 	ExceptionsOf(ctx context.Context, ref string) ([]domain.Exception, error)
 	// ValueException states the value of an amount received in another asset.
 	ValueException(ctx context.Context, v domain.ExceptionValue) error
+	// ValueBound is the range a value of that amount may take (Known
+	// false: no rate observed near its reception).
+	ValueBound(ctx context.Context, exceptionID int64) (domain.ValueBound, error)
 	// Find finds orders and top-ups by reference, email, txid or address.
 	Find(ctx context.Context, q string) ([]domain.FoundCase, error)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,7 +96,14 @@ func (s *Server) runKeyedAction(c *gin.Context, agent, key, ref, action, reason 
 	if err != nil {
 		return done, nil, err
 	}
-	rec := domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}
+	return s.runRecorded(c, key, domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}, run)
+}
+
+// runRecorded records rec (under key, if any) and carries it out, unless
+// it needs a second agent: it is then only recorded, and answered
+// awaiting_approval (four_eyes.go).
+func (s *Server) runRecorded(c *gin.Context, key string, rec domain.SupportAction,
+	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
 	var id int64
 	if key == "" {
 		id, err = s.store.InsertSupportAction(c.Request.Context(), rec)
@@ -109,8 +117,21 @@ func (s *Server) runKeyedAction(c *gin.Context, agent, key, ref, action, reason 
 	if err != nil {
 		return done, nil, err
 	}
-	rec.ID = id
+	rec.ID, rec.CreatedAt = id, time.Now()
+	if rec.NeedsApproval {
+		s.log.Info("support action awaits a second agent", "id", id, "agent", rec.Agent, "action", rec.Action,
+			"ref", rec.TargetRef, "money_cents", rec.MoneyCents)
+		return rec, domain.ErrAwaitingApproval(id), nil
+	}
+	return s.carryOut(c, rec, run)
+}
 
+// carryOut runs a recorded action and writes its outcome: done, refused
+// (a *domain.Error, kept as its answer) or failed; an action the workflow
+// goes on with (in_progress) keeps no outcome.
+func (s *Server) carryOut(c *gin.Context, rec domain.SupportAction,
+	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
+	id, agent, action, ref := rec.ID, rec.Agent, rec.Action, rec.TargetRef
 	ctx, cancel := s.workflowCtx(c)
 	defer cancel()
 	runErr = run(ctx, id, agent)
@@ -122,7 +143,6 @@ func (s *Server) runKeyedAction(c *gin.Context, agent, key, ref, action, reason 
 		// Accepted and going on in the workflow: the row keeps no outcome
 		// (the console says «en cours»), the order's timeline tells the end.
 		s.log.Info("support action in progress", "id", id, "agent", agent, "action", action, "ref", ref)
-		rec.CreatedAt = time.Now()
 		return rec, s.workflowError(ctx, action, ref, runErr), nil
 	case errors.As(runErr, &de):
 		outcome, detail = outcomeRejected, de.Code+": "+de.Message
@@ -139,7 +159,7 @@ func (s *Server) runKeyedAction(c *gin.Context, agent, key, ref, action, reason 
 		// agent does not repeat it under a new ID.
 		s.log.Error("support action outcome not recorded", "id", id, "outcome", outcome, "err", err)
 		now := time.Now()
-		rec.Outcome, rec.Detail, rec.DoneAt, rec.CreatedAt = &outcome, &detail, &now, now
+		rec.Outcome, rec.Detail, rec.DoneAt = &outcome, &detail, &now
 		done = rec
 	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "support action",
@@ -203,11 +223,14 @@ func (s *Server) supportAttributeOrderPayment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	s.runSupportAction(c, targetOrder, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.AttributeOrderPayment(ctx, c.Param("ref"),
-				workflows.Attribution{ActionID: id, Agent: agent, AmountCents: amount, Reason: req.Reason})
-		})
+	o, err := s.store.GetOrder(c.Request.Context(), c.Param("ref"))
+	if err != nil {
+		s.fail(c, notFoundAs(err, errOrderNotFound))
+		return
+	}
+	// All that is due (0) moves at most the order's total.
+	s.runMoneyAction(c, o.Ref, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
+		cmp.Or(amount, o.TotalCents), false)
 }
 
 func (s *Server) supportAttributeTopUpPayment(c *gin.Context) {
@@ -215,11 +238,13 @@ func (s *Server) supportAttributeTopUpPayment(c *gin.Context) {
 	if !ok {
 		return
 	}
-	s.runSupportAction(c, targetTopUp, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.AttributeTopUpPayment(ctx, c.Param("ref"),
-				workflows.Attribution{ActionID: id, Agent: agent, AmountCents: amount, Reason: req.Reason})
-		})
+	t, err := s.store.GetTopUp(c.Request.Context(), c.Param("ref"))
+	if err != nil {
+		s.fail(c, notFoundAs(err, errTopUpNotFound))
+		return
+	}
+	s.runMoneyAction(c, t.Ref, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
+		cmp.Or(amount, t.AmountCents), false)
 }
 
 func (s *Server) supportExtend(c *gin.Context) {
@@ -312,11 +337,12 @@ func (s *Server) supportRefund(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.runSupportAction(c, targetOrder, domain.ActionRefund, reason, map[string]any{"amount_cents": req.AmountCents},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.Refund(ctx, c.Param("ref"),
-				workflows.Refund{ActionID: id, Agent: agent, AmountCents: req.AmountCents, Reason: reason})
-		})
+	o, err := s.store.GetOrder(c.Request.Context(), c.Param("ref"))
+	if err != nil {
+		s.fail(c, notFoundAs(err, errOrderNotFound))
+		return
+	}
+	s.runMoneyAction(c, o.Ref, domain.ActionRefund, reason, map[string]any{"amount_cents": req.AmountCents}, req.AmountCents, false)
 }
 
 // supportCase is what support sees of any order or top-up: who, what

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strconv"
@@ -8,7 +9,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/kernodeck/kernodeck/domain"
-	"github.com/kernodeck/kernodeck/workflows"
 )
 
 // exceptionView is a queued received amount with what remains of it.
@@ -86,12 +86,9 @@ func (s *Server) supportRefundException(c *gin.Context) {
 	if !ok {
 		return
 	}
-	s.runSupportActionOn(c, e.TargetRef, domain.ActionRefundException, reason,
-		map[string]any{"exception_id": e.ID, "amount_cents": amount},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.RefundException(ctx, e, domain.ExceptionRefund{
-				ExceptionID: e.ID, ActionID: id, Agent: agent, AmountCents: amount, Reason: reason})
-		})
+	// All that remains (0) moves what remains.
+	s.runMoneyAction(c, e.TargetRef, domain.ActionRefundException, reason,
+		map[string]any{"exception_id": e.ID, "amount_cents": amount}, cmp.Or(amount, e.RemainingCents()), false)
 }
 
 // supportResolveException closes a reverted payment's flag (not money:
@@ -115,15 +112,8 @@ func (s *Server) supportCountException(c *gin.Context) {
 	if !ok {
 		return
 	}
-	s.runSupportActionOn(c, e.TargetRef, domain.ActionAttributePayment, reason,
-		map[string]any{"exception_id": e.ID, "amount_cents": amount},
-		func(ctx context.Context, id int64, agent string) error {
-			at := workflows.Attribution{ActionID: id, Agent: agent, AmountCents: amount, Reason: reason, ExceptionID: e.ID}
-			if e.TargetKind == domain.TargetTopUp {
-				return s.wf.AttributeTopUpPayment(ctx, e.TargetRef, at)
-			}
-			return s.wf.AttributeOrderPayment(ctx, e.TargetRef, at)
-		})
+	s.runMoneyAction(c, e.TargetRef, domain.ActionAttributePayment, reason,
+		map[string]any{"exception_id": e.ID, "amount_cents": amount}, cmp.Or(amount, e.RemainingCents()), false)
 }
 
 // supportValueException states, once, the USD value of a queued amount
@@ -141,12 +131,19 @@ func (s *Server) supportValueException(c *gin.Context) {
 		s.fail(c, domain.FieldError("returned_on_chain", "Un montant renvoyé sur la chaîne n'a pas de valeur à indiquer."))
 		return
 	}
-	s.runSupportActionOn(c, e.TargetRef, domain.ActionValueException, req.Reason,
+	// A value no observed rate bounds takes a second agent, whatever it is.
+	unbounded := false
+	if req.AmountCents > 0 {
+		b, err := s.store.ValueBound(c.Request.Context(), e.ID)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		unbounded = !b.Known
+	}
+	s.runMoneyAction(c, e.TargetRef, domain.ActionValueException, req.Reason,
 		map[string]any{"exception_id": e.ID, "amount_cents": req.AmountCents, "returned_on_chain": req.ReturnedOnChain},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.store.ValueException(ctx, domain.ExceptionValue{
-				ExceptionID: e.ID, ActionID: id, Agent: agent, AmountCents: req.AmountCents, Reason: req.Reason})
-		})
+		req.AmountCents, unbounded)
 }
 
 // supportFind finds orders and top-ups by reference, customer email, txid

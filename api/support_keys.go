@@ -32,7 +32,9 @@ const ReplayedHeader = "Idempotent-Replayed"
 type KeyedSupportStore interface {
 	// InsertKeyedSupportAction records a, unless its agent sent key
 	// before: inserted false, and the action first recorded under it.
-	InsertKeyedSupportAction(ctx context.Context, a domain.SupportAction, key string) (first domain.KeyedSupportAction, inserted bool, err error)
+	// A new money action past its agent's
+	// daily cap (capCents) is refused (agent_daily_cap), nothing recorded.
+	InsertKeyedSupportAction(ctx context.Context, a domain.SupportAction, key string, capCents int64) (first domain.KeyedSupportAction, inserted bool, err error)
 	// CompleteSupportActionAnswer writes the outcome with the error the
 	// action was answered (nil: none).
 	CompleteSupportActionAnswer(ctx context.Context, id int64, outcome, detail string, answer *domain.Error) (domain.SupportAction, error)
@@ -64,7 +66,7 @@ func idempotencyKey(c *gin.Context) (string, error) {
 // (runErr errKeyReused, with the action the key was used for).
 func (s *Server) recordKeyedAction(c *gin.Context, rec domain.SupportAction, key string) (id int64, replay bool,
 	first domain.SupportAction, runErr, err error) {
-	got, inserted, err := s.store.InsertKeyedSupportAction(c.Request.Context(), rec, key)
+	got, inserted, err := s.store.InsertKeyedSupportAction(c.Request.Context(), rec, key, s.cfg.SupportLimits.AgentDailyCapCents)
 	if err != nil {
 		return 0, false, first, nil, err
 	}
@@ -77,6 +79,8 @@ func (s *Server) recordKeyedAction(c *gin.Context, rec domain.SupportAction, key
 	c.Header(ReplayedHeader, "true")
 	s.log.Info("support action key sent again", "id", got.ID, "agent", rec.Agent, "action", rec.Action, "ref", rec.TargetRef)
 	switch {
+	case got.AwaitingApproval():
+		runErr = domain.ErrAwaitingApproval(got.ID)
 	case got.Outcome == nil:
 		runErr = domain.Errorf(domain.ECodeInProgress,
 			"L'action n° %d, envoyée avec cette clé, est en cours : elle n'est pas exécutée une deuxième fois. "+

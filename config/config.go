@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -40,6 +41,12 @@ type Config struct {
 	// outside dev.
 	TemporalAllowPlaintext bool
 	StreamMaxAge           time.Duration // KERNODECK_STREAM_MAX_AGE: a live stream's longest life
+	// FourEyesCents (KERNODECK_FOUR_EYES_CENTS): a support money action
+	// above it waits for a second agent; AgentDailyCapCents
+	// (KERNODECK_AGENT_DAILY_CAP_CENTS) caps what one agent's money
+	// actions move in 24 hours.
+	FourEyesCents      int64
+	AgentDailyCapCents int64
 }
 
 // FromEnv reads the configuration; getenv is os.Getenv outside tests.
@@ -73,6 +80,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 
 		TemporalAllowPlaintext: p.bool("KERNODECK_TEMPORAL_ALLOW_PLAINTEXT", false),
 		StreamMaxAge:           p.dur("KERNODECK_STREAM_MAX_AGE", 30*time.Minute),
+		FourEyesCents:          int64(p.int("KERNODECK_FOUR_EYES_CENTS", domain.DefaultFourEyesCents)),
+		AgentDailyCapCents:     int64(p.int("KERNODECK_AGENT_DAILY_CAP_CENTS", domain.DefaultAgentDailyCapCents)),
 	}
 	if p.err != nil {
 		return Config{}, p.err
@@ -82,6 +91,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		// are addressed to it; above the newest, this build cannot run it.
 		return Config{}, fmt.Errorf("KERNODECK_WORKFLOW_VERSION must be 0 or %d..%d (this build)",
 			workflows.OldestStartVersion, workflows.NewestVersion)
+	}
+	if c.FourEyesCents < 1 || c.AgentDailyCapCents < c.FourEyesCents {
+		// 0 would ask a second agent for every cent; a cap below the
+		// threshold would refuse what approval is for.
+		return Config{}, fmt.Errorf("KERNODECK_FOUR_EYES_CENTS must be at least 1 and KERNODECK_AGENT_DAILY_CAP_CENTS at least as much")
 	}
 	if c.WorkflowCacheSize < 1 {
 		return Config{}, fmt.Errorf("KERNODECK_WORKFLOW_CACHE_SIZE must be at least 1")

@@ -277,6 +277,12 @@ type SupportAction struct {
 	Detail    *string         `json:"detail" db:"detail"`
 	CreatedAt time.Time       `json:"created_at" db:"created_at"`
 	DoneAt    *time.Time      `json:"done_at" db:"done_at"`
+	// MoneyCents is what the action moves (credited or counted): it counts
+	// toward its agent's daily cap (four_eyes.go).
+	MoneyCents int64 `json:"money_cents" db:"money_cents"`
+	// NeedsApproval: carried out only once a second agent approved it.
+	NeedsApproval bool `json:"needs_approval" db:"needs_approval"`
+	Review
 }
 
 // SupportActionClaim is what a support update says of the audited action
@@ -312,6 +318,8 @@ func (a SupportAction) Check(c SupportActionClaim) error {
 		return bad("agent")
 	case a.Outcome != nil:
 		return bad("déjà close")
+	case a.NeedsApproval && (a.Approved == nil || !*a.Approved):
+		return bad("sans l'accord d'un second agent")
 	}
 	var params map[string]json.Number
 	dec := json.NewDecoder(bytes.NewReader(a.Params))

@@ -49,6 +49,9 @@ const (
 	ECodeNoHostInventory = "host_inventory_unavailable" // no inventory of hosts: the machine driver is not SSH's (409)
 
 	ECodeIdempotencyKeyReused = "idempotency_key_reused" // a support action's key was sent before with another action, target, reason or parameters (409)
+	ECodeAwaitingApproval     = "awaiting_approval"      // a support action recorded, carried out once a second agent approves it (202)
+	ECodeOwnAction            = "own_action"             // an agent reviewing their own action: a second agent must (403)
+	ECodeAgentDailyCap        = "agent_daily_cap"        // the agent's money actions of the last 24 h would pass their daily cap (409)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

@@ -25,6 +25,7 @@ import (
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/devserver/devservertest"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/notify"
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -135,6 +136,8 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 
 	h := a.API(api.Config{
 		AgentTokens: map[string]string{agentToken: "e2e-agent"},
+		// One agent moves any amount alone (four-eyes: api and browser tests).
+		SupportLimits: domain.SupportLimits{FourEyesCents: 1 << 50, AgentDailyCapCents: 1 << 51},
 		// A customer of the held-order races has ten unpaid orders at once.
 		Quotas: api.Quotas{UnpaidOrdersPerAccount: 100},
 		Rental: workflows.RentalConfig{

@@ -48,6 +48,11 @@ const (
 	FamMachineQueueWaiting = "kernodeck_machine_queue_waiting"
 	FamMachineQueueOldest  = "kernodeck_machine_queue_oldest_wait_seconds"
 	FamMachineQueueOverdue = "kernodeck_machine_queue_overdue"
+	// What each support agent's money actions moved in 24 hours, and the
+	// cap it is held to (issue 36, item 3).
+	FamSupportAgentMoved    = "kernodeck_support_agent_moved_cents"
+	FamSupportAgentCap      = "kernodeck_support_agent_daily_cap_cents"
+	FamSupportAwaitingOwner = "kernodeck_support_actions_awaiting_approval"
 )
 
 // latencyBuckets cover 1 ms to 2 min: HTTP requests, workflow tasks and

@@ -18,7 +18,8 @@ const (
 	OutcomeFailed   = "failed"
 )
 
-const supportActionColumnList = `id, agent, action, target_ref, reason, params, outcome, detail, created_at, done_at`
+const supportActionColumnList = `id, agent, action, target_ref, reason, params, outcome, detail, created_at, done_at,
+	money_cents, needs_approval, reviewed_by, review_reason, approved, reviewed_at`
 
 const supportRequestColumnList = `id, order_ref, account_id, message, launch_command, versions, first_error, status, created_at`
 

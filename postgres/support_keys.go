@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -22,26 +24,54 @@ type answerError struct {
 // idempotency key, before it is carried out, unless its agent sent that
 // key already: inserted says which. The answer is the action recorded
 // under the key (the new one, or the first one with the error it was
-// answered, if any); comparing the requests is the caller's.
-func (db *DB) InsertKeyedSupportAction(ctx context.Context, a domain.SupportAction, key string) (domain.KeyedSupportAction, bool, error) {
+// answered, if any); comparing the requests is the caller's. A new action
+// that moves money (MoneyCents) is refused (agent_daily_cap, nothing
+// recorded) when it would take its agent's money actions of the last 24
+// hours past capCents: checked and inserted under a lock of the agent, so
+// actions sent at once cannot pass the cap together.
+func (db *DB) InsertKeyedSupportAction(ctx context.Context, a domain.SupportAction, key string, capCents int64) (domain.KeyedSupportAction, bool, error) {
 	params := []byte(a.Params)
 	if len(params) == 0 {
 		params = []byte("{}")
 	}
 	var out domain.KeyedSupportAction
-	// ON CONFLICT waits for a concurrent insert of the same key to commit:
-	// one of two requests sent at once inserts, the other finds its row.
-	err := db.GetContext(ctx, &out.SupportAction, `
-		INSERT INTO support_actions (agent, action, target_ref, reason, params, idempotency_key)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (agent, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING `+supportActionColumnList,
-		a.Agent, a.Action, a.TargetRef, a.Reason, string(params), key)
-	switch {
-	case err == nil:
-		return out, true, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return out, false, fmt.Errorf("insert keyed support action: %w", err)
+	inserted := false
+	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
+		if a.MoneyCents > 0 {
+			if err := lockAgent(ctx, tx, a.Agent); err != nil {
+				return err
+			}
+			var sent bool
+			if err := tx.GetContext(ctx, &sent, `SELECT EXISTS (SELECT 1 FROM support_actions
+				WHERE agent = $1 AND idempotency_key = $2)`, a.Agent, key); err != nil {
+				return fmt.Errorf("support action key: %w", err)
+			}
+			if !sent {
+				if err := checkAgentCap(ctx, tx, a.Agent, a.MoneyCents, capCents); err != nil {
+					return err
+				}
+			}
+		}
+		// ON CONFLICT waits for a concurrent insert of the same key to
+		// commit: one of two requests sent at once inserts, the other
+		// finds its row.
+		err := tx.GetContext(ctx, &out.SupportAction, `
+			INSERT INTO support_actions (agent, action, target_ref, reason, params, idempotency_key, money_cents, needs_approval)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (agent, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+			RETURNING `+supportActionColumnList,
+			a.Agent, a.Action, a.TargetRef, a.Reason, string(params), key, a.MoneyCents, a.NeedsApproval)
+		if err == nil {
+			inserted = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("insert keyed support action: %w", err)
+		}
+		return nil
+	})
+	if err != nil || inserted {
+		return out, inserted, err
 	}
 	var row struct {
 		domain.SupportAction

@@ -73,6 +73,9 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.GET("/hosts", s.consoleHosts)
 	g.GET("/machine-queue", s.consoleMachineQueue)
 	g.GET("/machine-queue/live", s.consoleMachineQueue)
+	g.GET("/approvals", s.consoleApprovals)
+	g.POST("/approvals/:id/confirm", s.consoleReviewConfirm)
+	g.POST("/approvals/:id/act", s.consoleReviewAct)
 	g.POST("/hosts/:name/confirm", s.consoleHostConfirm)
 	g.POST("/hosts/:name/act", s.consoleHostAct)
 }
@@ -393,7 +396,11 @@ func (s *Site) consoleFile(c *gin.Context, kind string) {
 	if id, err := strconv.ParseInt(c.Query("action"), 10, 64); err == nil {
 		for _, act := range d.Case.SupportActions {
 			if act.ID == id {
-				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s) : %s.", act.ID, label(actionLabels, act.Action), outcomeLabel(act.Outcome))
+				state := outcomeLabel(act.Outcome)
+				if act.AwaitingApproval() {
+					state = "inscrite, en attente de l'accord d'un second agent (page « À approuver ») ; rien n'est encore fait"
+				}
+				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s) : %s.", act.ID, label(actionLabels, act.Action), state)
 			}
 		}
 	}
@@ -422,6 +429,8 @@ func outcomeLabel(o *string) string {
 		return "refusée"
 	case "failed":
 		return "échouée"
+	case domain.OutcomeDeclined:
+		return "refusée par un second agent"
 	}
 	return *o
 }

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,6 +77,12 @@ func (s *Site) postSupportAction(c *gin.Context, a *agent, act consoleAction, pa
 	resp, err := s.api.sendWith(c, http.MethodPost, path, c.PostForm("csrf"), "",
 		http.Header{api.IdempotencyKeyHeader: {key}}, body, &out)
 	replayed = resp != nil && resp.header.Get(api.ReplayedHeader) == "true"
+	if domain.ErrorCode(err) == domain.ECodeAwaitingApproval && resp != nil {
+		// Recorded, waiting for a second agent: the file says so.
+		if json.Unmarshal(resp.body.Bytes(), &out) == nil && out.Action.ID > 0 {
+			err = nil
+		}
+	}
 	return out.Action.ID, replayed, err
 }
 

@@ -96,7 +96,8 @@ func newConsoleHarness(t *testing.T) *consoleHarness {
 	site.SetExplorers(map[string]string{domain.NetworkBitcoin: "https://explorer.example/tx/{txid}"})
 	wf := &settlingWorkflows{db: db}
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1},
-		AgentTokens: map[string]string{consoleToken: consoleAgent}, Confirmations: map[string]int64{domain.NetworkBitcoin: 2}},
+		AgentTokens: map[string]string{consoleToken: consoleAgent}, Confirmations: map[string]int64{domain.NetworkBitcoin: 2},
+		SupportLimits: domain.SupportLimits{FourEyesCents: 1 << 50, AgentDailyCapCents: 1 << 51}},
 		api.Deps{Store: db, Workflows: wf, Site: site, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			// No SSH key: a repair that would log in to a host fails; the
 			// hosts of these tests have nothing left to check.
@@ -666,13 +667,17 @@ func TestConsoleValuesAnotherAsset(t *testing.T) {
 	ref, _ := ch.lateOrder("usdt@example.com")
 	ctx := context.Background()
 	if err := ch.db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: ref, Key: "other-asset-test", Kind: domain.EventPaymentToSupport,
-		Message: "USDT reçu à l'adresse d'une demande en BTC : transmis au support.", At: time.Now(),
-		Exceptions: []domain.NewException{{Reason: domain.ExceptionOtherAsset, PaymentKey: "bitcoin:othertx:1", Network: "bitcoin",
+		Message: "USDT reçu à l'adresse d'une demande en ETH : transmis au support.", At: time.Now(),
+		Exceptions: []domain.NewException{{Reason: domain.ExceptionOtherAsset, PaymentKey: "ethereum:othertx:1", Network: "ethereum",
 			TxID: "othertx", Asset: "USDT", AmountBase: "5000000", AmountCents: 0}}}); err != nil {
 		t.Fatal(err)
 	}
 	var id int64
-	if err := ch.db.Get(&id, `UPDATE payment_exceptions SET needs_value = true WHERE payment_key = 'bitcoin:othertx:1' RETURNING id`); err != nil {
+	if err := ch.db.Get(&id, `UPDATE payment_exceptions SET needs_value = true WHERE payment_key = 'ethereum:othertx:1' RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	// The rate near its reception bounds the value (one agent may state it).
+	if _, err := ch.db.Exec(`INSERT INTO asset_rates (asset, usd_per_unit, source, observed_at) VALUES ('USDT', 1, 'test', now())`); err != nil {
 		t.Fatal(err)
 	}
 	b := ch.browser()

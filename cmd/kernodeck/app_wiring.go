@@ -9,6 +9,7 @@ import (
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/web"
@@ -69,6 +70,7 @@ func newAPIHandler(cfg config.Config, a *app.App, logger *slog.Logger) (app.API,
 		Confirmations:  pcfg.Confirmations,
 		SSEMaxAge:      cfg.StreamMaxAge,
 		SessionIdle:    cfg.SessionIdle,
+		SupportLimits:  domain.SupportLimits{FourEyesCents: cfg.FourEyesCents, AgentDailyCapCents: cfg.AgentDailyCapCents},
 		// Limits on what accounts and networks create (config/quotas.go).
 		Quotas:             quotas.API,
 		RegistrationsPerIP: quotas.RegistrationsPerNet,

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -259,6 +261,7 @@ func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *met
 		return err
 	}
 	m.CollectOrders(db)
+	m.CollectSupportAgents(db, cfg.AgentDailyCapCents, slices.Collect(maps.Values(cfg.SupportTokens)))
 	if err := collectMachineQueue(m, db); err != nil {
 		return err
 	}
@@ -395,6 +398,7 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 		return err
 	}
 	m.CollectOrders(db)
+	m.CollectSupportAgents(db, cfg.AgentDailyCapCents, slices.Collect(maps.Values(cfg.SupportTokens)))
 	if err := collectMachineQueue(m, db); err != nil {
 		return err
 	}

@@ -39,7 +39,14 @@ Usage:
   kernodeck support [flags] resolve-exception ID --reason R   (a payment reverted after confirmation)
   kernodeck support [flags] value-exception ID --reason R (--amount-cents N | --returned-on-chain)
   kernodeck support [flags] find EMAIL|TXID|ADDRESS|REFERENCE
+  kernodeck support [flags] awaiting-approval
+  kernodeck support [flags] approve ACTION_ID --reason R   (another agent's money action)
+  kernodeck support [flags] decline ACTION_ID --reason R
   kernodeck support [flags] answer REQUEST_ID --message M
+
+A money action above KERNODECK_FOUR_EYES_CENTS is recorded and answered
+awaiting_approval: a second agent approves it (approve), which carries it
+out, or declines it; its own agent can do neither.
 
 Each action is sent with a new key of its own (Idempotency-Key): sent
 again with --idempotency-key KEY (printed when an action fails or is in
@@ -72,7 +79,7 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	args = fs.Args()
-	if len(args) == 1 && (args[0] == "requests" || args[0] == "exceptions") {
+	if len(args) == 1 && (args[0] == "requests" || args[0] == "exceptions" || args[0] == "awaiting-approval") {
 		args = append(args, "") // the queue takes no reference
 	}
 	if len(args) < 2 {
@@ -142,6 +149,10 @@ func runSupport(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if *returned {
 			body["returned_on_chain"] = true
 		}
+	case "awaiting-approval":
+		method, path, body = http.MethodGet, "/v1/support/actions/awaiting-approval", nil
+	case "approve", "decline":
+		path = "/v1/support/actions/" + url.PathEscape(ref) + "/" + action
 	case "find":
 		method, path, body = http.MethodGet, "/v1/support/find?q="+url.QueryEscape(ref), nil
 	default:

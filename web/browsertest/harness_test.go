@@ -59,6 +59,10 @@ type shopOptions struct {
 	deadline time.Duration
 	// streamMaxAge: the API's SSEMaxAge (its default when zero).
 	streamMaxAge time.Duration
+	// agents are support agents (token: name) besides apptest's; limits
+	// their four-eyes threshold and daily cap (none reached when zero).
+	agents map[string]string
+	limits domain.SupportLimits
 }
 
 func newShop(t *testing.T, o shopOptions) *shop {
@@ -106,7 +110,7 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		t.Fatal(err)
 	}
 	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations},
-		SSEMaxAge: o.streamMaxAge}, site)
+		SSEMaxAge: o.streamMaxAge, AgentTokens: o.agents, SupportLimits: o.limits}, site)
 	return &shop{t: t, env: env, srv: srv, ltcURL: ltcURL}
 }
 
