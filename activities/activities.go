@@ -180,9 +180,7 @@ type AccessSummary struct {
 // Error types carried by non-retryable application errors, so workflows and
 // the API can tell them apart.
 const (
-	ErrTypeInsufficientBalance = domain.ECodeInsufficient
-	ErrTypeNoCapacity          = domain.ECodeNoCapacity
-	ErrTypeVerifyMismatch      = "verify_mismatch"
+	ErrTypeVerifyMismatch = "verify_mismatch"
 )
 
 // domainToApplication turns a domain error into a non-retryable application

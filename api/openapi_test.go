@@ -76,3 +76,21 @@ func TestOpenAPIServed(t *testing.T) {
 	require.Contains(t, r.Header().Get("Content-Type"), "yaml")
 	require.Equal(t, string(api.OpenAPI()), r.Body.String())
 }
+
+// A response with a schema of its own must not share a schema's name:
+// client generators make a type of each and stop on the clash (oapi-codegen
+// v2.8.2 and ogen refused "KeyRequest"). A response that only refers to
+// the schema of its name is the same type.
+func TestOpenAPIResponseNamesAreNotSchemaNames(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(api.OpenAPI())
+	require.NoError(t, err)
+	for name, r := range doc.Components.Responses {
+		if _, clash := doc.Components.Schemas[name]; !clash {
+			continue
+		}
+		for media, c := range r.Value.Content {
+			require.Equal(t, "#/components/schemas/"+name, c.Schema.Ref,
+				"response %s (%s) defines its own schema under a schema's name", name, media)
+		}
+	}
+}

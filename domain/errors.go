@@ -104,8 +104,7 @@ func ErrorMessage(err error) string {
 
 // Common errors.
 var (
-	ErrNotFound     = &Error{Code: ECodeNotFound, Message: "Ressource introuvable."}
-	ErrUnauthorized = &Error{Code: ECodeUnauthorized, Message: "Authentification requise."}
+	ErrNotFound = &Error{Code: ECodeNotFound, Message: "Ressource introuvable."}
 	// ErrWrongPassword refuses a password change whose current password is wrong.
 	ErrWrongPassword = &Error{Code: ECodeWrongPassword, Field: "current_password",
 		Message: "Le mot de passe actuel est incorrect : rien n'a été changé."}

@@ -21,7 +21,6 @@ const (
 	EventProvisioningFailed = "provisioning_failed"
 	EventProvisioningRetry  = "provisioning_retry"
 	EventAccessAvailable    = "access_available"
-	EventPeriodStarted      = "period_started"
 	EventReminderSent       = "reminder_sent"
 	EventExtended           = "extended"
 	EventEndRequested       = "end_requested"

@@ -44,7 +44,7 @@ const createOrderSQL = `
 		RETURNING ` + orderColumnList + `
 	), e AS (
 		INSERT INTO timeline_events (ref, idem_key, kind, message, data)
-		SELECT o.ref, 'created', '` + domain.EventCreated + `', $14, $15 FROM o
+		SELECT o.ref, '` + domain.KeyCreated + `', '` + domain.EventCreated + `', $14, $15 FROM o
 	), m AS (
 		INSERT INTO mail_outbox (outbox_key, account_id, template, ref, data)
 		SELECT 'mail:' || o.ref || ':created', o.account_id, $16, o.ref, jsonb_set($17::jsonb, '{At}', to_jsonb(o.created_at))
@@ -110,7 +110,7 @@ func (db *DB) createOrder(ctx context.Context, accountID int64, q domain.Quote, 
 func insertCreatedEvent(ctx context.Context, tx *sqlx.Tx, ref, message string, data []byte) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO timeline_events (ref, idem_key, kind, message, data)
-		VALUES ($1, 'created', $2, $3, $4)`, ref, domain.EventCreated, message, nullJSON(data))
+		VALUES ($1, $2, $3, $4, $5)`, ref, domain.KeyCreated, domain.EventCreated, message, nullJSON(data))
 	if err != nil {
 		return fmt.Errorf("created event: %w", err)
 	}
