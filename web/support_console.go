@@ -128,6 +128,8 @@ func (s *Site) consoleFuncs() template.FuncMap {
 		"actionLabel":     func(a string) string { return label(actionLabels, a) },
 		"stateLabel":      func(st string) string { return label(stateLabels, st) },
 		"outcome":         outcomeLabel,
+		"actionResult":    actionResult,
+		"resolution":      func(r string) string { return label(resolutionLabels, r) },
 		"hostOf":          func(target string) string { return strings.TrimPrefix(target, domain.HostTargetPrefix) },
 		"derefStr": func(p *string) string {
 			if p == nil {
@@ -433,6 +435,31 @@ func outcomeLabel(o *string) string {
 		return "refusée par un second agent"
 	}
 	return *o
+}
+
+// actionResult says, in French, where an audited action stands: its
+// outcome, the French reason of a refusal (the detail's code left out),
+// and who reviewed it when it needed a second agent.
+func actionResult(a domain.SupportAction) string {
+	out := outcomeLabel(a.Outcome)
+	if a.AwaitingApproval() {
+		out = "en attente d'un second agent"
+	}
+	if a.Outcome != nil && *a.Outcome == "rejected" && a.Detail != nil {
+		if _, msg, ok := strings.Cut(*a.Detail, ": "); ok {
+			out += " : " + msg
+		}
+	}
+	if a.ReviewedBy != nil {
+		out += " · revue par " + *a.ReviewedBy
+	}
+	return out
+}
+
+// resolutionLabels say how a reverted payment's flag was closed.
+var resolutionLabels = map[string]string{
+	"acknowledged": "clos par le support",
+	"remined":      "clos : le paiement est de nouveau confirmé",
 }
 
 // loadCustomer reads a customer's file from the API.

@@ -97,7 +97,7 @@ func TestSupportConsoleFourEyes(t *testing.T) {
 		t.Fatalf("balance after approval: %q", got)
 	}
 	run(t, alice, "A's file", chromedp.Navigate(s.srv.URL+"/support/orders/"+ref), visible("section.support-actions"))
-	if got := text(t, alice, "section.support-actions tbody"); !strings.Contains(got, "revue par bob") || !strings.Contains(got, "done") {
+	if got := text(t, alice, "section.support-actions tbody"); !strings.Contains(got, "revue par bob") || !strings.Contains(got, "effectuée") {
 		t.Fatalf("journal after approval: %q", got)
 	}
 	screenshots(t, bob, "console-approvals")
