@@ -212,9 +212,10 @@ func TestRevertAfterConfirmationFlaggedForSupport(t *testing.T) {
 }
 
 // TestTopUpRevertedAfterCredit: a credited top-up's payment removed by a
-// deep reorganisation is flagged for support (the credit stands, shortfall
-// = the amount), never silently kept; mined again, the flag closes by
-// itself and nothing is credited or queued twice.
+// deep reorganisation is flagged for support (shortfall = the amount) and
+// its credit taken back from the balance, never silently kept; mined
+// again, the flag closes by itself, the credit is given back, and nothing
+// is credited or queued twice.
 func TestTopUpRevertedAfterCredit(t *testing.T) {
 	e := newEnv(t)
 	acc := e.account("reorg-topup@example.com")
@@ -229,8 +230,8 @@ func TestTopUpRevertedAfterCredit(t *testing.T) {
 	if str(q[0]["reason"]) != domain.ExceptionReverted || str(q[0]["shortfall_cents"]) != "10000" {
 		t.Fatalf("flag %v", q[0])
 	}
-	if got := e.balance(acc); got != 10000 {
-		t.Fatalf("balance %d", got)
+	if got := e.balance(acc); got != 0 {
+		t.Fatalf("balance %d after the reversal, want the credit taken back", got)
 	}
 	e.paid(wid, p)
 	e.waitQueued(tu.Ref, 0)
