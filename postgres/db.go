@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"github.com/shopspring/decimal"
 
 	"github.com/kernodeck/kernodeck/migrations"
@@ -70,14 +71,65 @@ func openPool(url string) (*sqlx.DB, error) {
 	return sqlx.NewDb(sql.OpenDB(conn), "postgres"), nil
 }
 
-// Migrate applies the embedded migrations up to the newest.
+// MigrationLockTimeout is the lock_timeout of the migration session: a
+// migration's statement that waits longer for a lock (a table busy with
+// live traffic) fails, and its migration rolls back, instead of holding
+// every later query on that table in the queue behind it. Run the
+// migration again then.
+const MigrationLockTimeout = 10 * time.Second
+
+// migrationLockTimeout is MigrationLockTimeout, shortened by tests.
+var migrationLockTimeout = MigrationLockTimeout
+
+// migrationLockWait is how long a migration waits for another one of the
+// same database to finish (goose's session locker, polling every second).
+const migrationLockWait = 10 * time.Minute
+
+// Migrate applies the embedded migrations up to the newest. Runs at once
+// on the same database (kernodeck migrate on every machine) take turns
+// under goose's session locker, a PostgreSQL advisory lock of the database
+// held for the whole run: the first applies what is missing, the others
+// then find nothing to do. A run waits for the lock up to 10 minutes.
 func Migrate(ctx context.Context, db *sql.DB) error {
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, uint64(migrationLockWait/time.Second)))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+		goose.WithSessionLocker(migrationSession{locker}))
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	if _, err := provider.Up(ctx); err != nil {
 		return fmt.Errorf("migrate up: %w", err)
+	}
+	return nil
+}
+
+// migrationSession is goose's session locker with the session's
+// lock_timeout set to MigrationLockTimeout while the lock is held (goose
+// runs every migration on that one connection), and reset before the
+// connection goes back to the pool.
+type migrationSession struct{ lock.SessionLocker }
+
+func (m migrationSession) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET lock_timeout = %d", migrationLockTimeout.Milliseconds())); err != nil {
+		return fmt.Errorf("set lock_timeout: %w", err)
+	}
+	if err := m.SessionLocker.SessionLock(ctx, conn); err != nil {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "RESET lock_timeout")
+		return err
+	}
+	return nil
+}
+
+func (m migrationSession) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, resetErr := conn.ExecContext(ctx, "RESET lock_timeout")
+	if err := m.SessionLocker.SessionUnlock(ctx, conn); err != nil {
+		return err
+	}
+	if resetErr != nil {
+		return fmt.Errorf("reset lock_timeout: %w", resetErr)
 	}
 	return nil
 }

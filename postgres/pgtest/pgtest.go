@@ -34,34 +34,45 @@ func AdminURL() string {
 func NewDB(t testing.TB) *postgres.DB {
 	t.Helper()
 	ctx := context.Background()
+	db, err := postgres.Open(ctx, EmptyDB(t))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	// Registered after EmptyDB's drop, so run before it.
+	t.Cleanup(func() { _ = db.Close() })
+	if err := postgres.Migrate(ctx, db.DB.DB); err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return db
+}
+
+// EmptyDB creates a database named after a random suffix, not migrated,
+// and returns its URL. The database is dropped (with its sessions) when the
+// test ends.
+func EmptyDB(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
 	admin, err := sqlx.Open("postgres", AdminURL())
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	t.Cleanup(func() { _ = admin.Close() })
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "kd_test_" + hex.EncodeToString(b[:])
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		_ = admin.Close()
 		t.Fatalf("pgtest: create database (is PostgreSQL running on %s?): %v", AdminURL(), err)
 	}
+	t.Cleanup(func() {
+		_, _ = admin.ExecContext(context.Background(), fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
+		_ = admin.Close()
+	})
 	u, err := url.Parse(AdminURL())
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	u.Path = "/" + name
-	db, err := postgres.Open(ctx, u.String())
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = db.Close()
-		_, _ = admin.ExecContext(context.Background(), fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name))
-	})
-	if err := postgres.Migrate(ctx, db.DB.DB); err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
-	return db
+	return u.String()
 }
 
 // AwaitLockWaiters waits, up to 15 s, until n sessions on db's database
