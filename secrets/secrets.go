@@ -38,15 +38,18 @@ type Key struct {
 	Raw []byte
 }
 
-// New builds a keyring from keys, the first one sealing.
+// New builds a keyring from keys, the first one sealing. Its errors name a
+// key by its ID once the ID is valid, never by its bytes.
 func New(keys ...Key) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("secrets: no key")
 	}
 	k := &Keyring{primary: keys[0].ID, aeads: map[string]cipher.AEAD{}}
-	for _, key := range keys {
+	for i, key := range keys {
 		if !keyIDPattern.MatchString(key.ID) {
-			return nil, fmt.Errorf("secrets: key id %q: want 1-32 characters among A-Z a-z 0-9 _ -", key.ID)
+			// Not quoted: a malformed ID may be key material pasted in
+			// the wrong place.
+			return nil, fmt.Errorf("secrets: key %d: %s", i+1, errKeyID)
 		}
 		if len(key.Raw) != KeySize {
 			return nil, fmt.Errorf("secrets: key %q is %d bytes, want %d", key.ID, len(key.Raw), KeySize)
@@ -68,23 +71,45 @@ func New(keys ...Key) (*Keyring, error) {
 	return k, nil
 }
 
+// errKeyID says what a key ID must be.
+const errKeyID = "the id (before ':') must be 1-32 characters among A-Z a-z 0-9 _ -"
+
 // Parse reads "id:base64key,id2:base64key2" (standard base64 of 32 bytes).
+// Its errors (printed at startup, kept in the journal) say which entry is
+// wrong (its position, from 1, and its ID when the ID is valid) and why,
+// and never contain any of the value's characters beyond a valid ID: not
+// the key, nor an entry without its ':', which may be a key alone.
 func Parse(spec string) (*Keyring, error) {
 	var keys []Key
-	for _, part := range strings.Split(spec, ",") {
+	for i, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
+		n := i + 1
 		id, b64, ok := strings.Cut(part, ":")
 		if !ok {
-			return nil, fmt.Errorf("secrets: %q: want id:base64key", id)
+			return nil, fmt.Errorf("secrets: entry %d: no ':' (want id:base64key)", n)
+		}
+		if !keyIDPattern.MatchString(id) {
+			return nil, fmt.Errorf("secrets: entry %d: %s", n, errKeyID)
 		}
 		raw, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
-			return nil, fmt.Errorf("secrets: key %q: %w", id, err)
+			// base64's error is only an offset, but say it in our words.
+			var corrupt base64.CorruptInputError
+			if errors.As(err, &corrupt) {
+				return nil, fmt.Errorf("secrets: entry %d (id %q): the key is not standard base64 (wrong at character %d of %d)", n, id, int64(corrupt)+1, len(b64))
+			}
+			return nil, fmt.Errorf("secrets: entry %d (id %q): the key is not standard base64", n, id)
+		}
+		if len(raw) != KeySize {
+			return nil, fmt.Errorf("secrets: entry %d (id %q): the key is %d bytes, want %d (kernodeck keygen makes one)", n, id, len(raw), KeySize)
 		}
 		keys = append(keys, Key{ID: id, Raw: raw})
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("secrets: no key (want id:base64key,...)")
 	}
 	return New(keys...)
 }
