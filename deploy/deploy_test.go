@@ -227,3 +227,34 @@ func TestProdlikeSmallBurst(t *testing.T) {
 	}
 	t.Logf("output (go test -v shows it):\n%s", out)
 }
+
+// TestKernodeckUnitsHomeOutsideProtectHome: lib/pq stats
+// $HOME/.postgresql/postgresql.crt on every TLS connection, and under
+// ProtectHome=yes a home in /home answers "permission denied" (no
+// connection opens). Every Kernodeck unit with ProtectHome=yes sets HOME
+// outside the directories it hides.
+func TestKernodeckUnitsHomeOutsideProtectHome(t *testing.T) {
+	home := regexp.MustCompile(`(?m)^Environment=HOME=(\S+)$`)
+	for file := range units {
+		if !strings.HasPrefix(file, "kernodeck-") || !strings.HasSuffix(file, ".service") {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("systemd", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(raw, []byte("\nProtectHome=yes\n")) {
+			continue
+		}
+		m := home.FindSubmatch(raw)
+		if m == nil {
+			t.Errorf("%s: ProtectHome=yes and no Environment=HOME= outside /home", file)
+			continue
+		}
+		for _, hidden := range []string{"/home", "/root", "/run/user"} {
+			if h := string(m[1]); h == hidden || strings.HasPrefix(h, hidden+"/") {
+				t.Errorf("%s: HOME=%s is hidden by ProtectHome=yes", file, h)
+			}
+		}
+	}
+}
