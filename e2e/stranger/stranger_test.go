@@ -15,26 +15,36 @@
 // replaces at once.
 //
 // Simulated time. The workflows and the payment requests run on the wall
-// clock (a request stays valid an hour, KERNODECK_INTENT_DEADLINE's
-// default). The capacity rules read PostgreSQL's now() against the holds'
+// clock. The capacity rules read PostgreSQL's now() against the holds'
 // timestamps, and the activity's clock (wall time) only for a new hold's
 // end. Time is simulated by moving the timestamps back between rounds:
 // every round moves capacity_holds (created_at, held_until, updated_at),
 // quota_uses (used_at) and auth_throttle (window_start, locked_until) back
 // by the round's step, so holds lapse, budgets fill and quotas refill as
-// they would over that much time. Nothing else moves: a payment request
-// made during the test stays valid for the rest of it (the workflow
-// refuses a second one on the same order), and rentals never end. The test
-// never sleeps: it waits for conditions, with deadlines.
+// they would over that much time. Nothing else moves, and rentals never
+// end. A payment request is valid size.deadline of wall time
+// (KERNODECK_INTENT_DEADLINE; 3 s in the small size, about a round), so
+// a request the stranger made in one round has expired by the next. Until
+// it expires the workflow refuses a second request on the order (the API
+// answers with the one still valid) and no capacity rule is asked; once
+// it has, a new request on a held order, or a renewal of an order whose
+// hold lapsed, reaches the capacity rules, as it does in production once
+// an hour's request has expired, or while a hold outlives its request (a
+// deadline set shorter than KERNODECK_HOLD_FIRST, or the 15 minutes of
+// grace after a payment seen). The stranger waits for its request's
+// deadline when it has not passed yet. Honest customers pay at once:
+// their payment is seen in the mempool, before its request's deadline,
+// then mined (a regtest block's time may run ahead of the wall clock).
+// The test never sleeps: it waits for conditions, with deadlines.
 //
 // Small (TestStrangerSmall, in `go test ./...`): 6 GPUs (a share of 3,
 // one more than a network's limit of 2), 4 IPv4 addresses
 // and 4 IPv6 /56 networks with 2 accounts each, 4 honest customers, 2
-// simulated hours in rounds of 10 minutes. Long (TestStrangerLong, only
-// with KERNODECK_STRANGER_LONG=1; BENCHMARKS.md): 16 GPUs, 64 IPv4
-// addresses and 256 IPv6 /56 networks with 10 accounts each (the
-// registration limit per network and hour), 20 honest customers, 2
-// simulated hours in rounds of 5 minutes.
+// simulated hours in rounds of 10 minutes, requests valid 3 s. Long
+// (TestStrangerLong, only with KERNODECK_STRANGER_LONG=1; BENCHMARKS.md):
+// 16 GPUs, 64 IPv4 addresses and 256 IPv6 /56 networks with 10 accounts
+// each (the registration limit per network and hour), 20 honest
+// customers, 2 simulated hours in rounds of 5 minutes, requests valid 5 s.
 package stranger_test
 
 import (
@@ -76,13 +86,14 @@ type size struct {
 	step               time.Duration // simulated time per round
 	attempts           int           // the stranger's new orders asking for a hold, per round
 	tricks             int           // its open orders it asks again on (held or lapsed), per round
+	deadline           time.Duration // how long a payment request is valid (wall clock)
 }
 
 var (
 	small = size{hosts: 6, ipv4: 4, ipv6: 4, accountsPerNetwork: 2, honest: 4, rounds: 12, step: 10 * time.Minute,
-		attempts: 10, tricks: 2}
+		attempts: 10, tricks: 2, deadline: 3 * time.Second}
 	long = size{hosts: 16, ipv4: 64, ipv6: 256, accountsPerNetwork: api.DefaultRegistrationsPerIP, honest: 20, rounds: 24,
-		step: 5 * time.Minute, attempts: 48, tricks: 6}
+		step: 5 * time.Minute, attempts: 48, tricks: 6, deadline: 5 * time.Second}
 )
 
 func TestMain(m *testing.M) {
@@ -105,6 +116,7 @@ type account struct {
 	token    string
 	ip       string // where it registered
 	verified bool
+	holds    int // holds its requests took
 }
 
 // order is one of the stranger's orders.
@@ -114,6 +126,7 @@ type order struct {
 	intent  map[string]any // its payment request (nil: none made)
 	open    bool           // not cancelled
 	mempool bool           // the mempool trick was played on it
+	holdIP  string         // the network whose request took its last hold ("": never held)
 }
 
 // payer is an honest customer's paid order.
@@ -142,6 +155,12 @@ type sim struct {
 	// What the stranger got and paid.
 	outcomes      map[string]int // by trick and answer
 	heldTaken     int            // holds its requests took
+	netHolds      map[string]int // holds its requests took, by network asking
+	mempoolRound  int            // the last round the mempool trick was played (-1: none)
+	atLimit       int            // renewals asked from a network at its limit with the share not full
+	atLimitRound  int            // the last round one was (-1: none)
+	waitedExpiry  time.Duration  // wall time waited for the stranger's requests to expire
+	racedLine     int            // new orders asked while paid orders waited for every free GPU
 	maxHeld       int            // most GPUs its unpaid orders held at once
 	mempoolPaid   int            // replaceable payments broadcast
 	sentSats      int64          // their amounts (never received: replaced)
@@ -181,6 +200,7 @@ func runStranger(t *testing.T, sz size) {
 	share := domain.DefaultUnpaidHoldShare
 	e := apptest.New(t, apptest.Options{
 		Networks: map[string]payments.Network{"bitcoin": {Deriver: acct}},
+		Deadline: sz.deadline,
 		// The product's defaults (config/config.go): 2 unpaid holds per
 		// account and per network, 20 minutes until a payment is seen,
 		// 50 % of the model, 2 hours a day per account and per network.
@@ -223,7 +243,8 @@ func runStranger(t *testing.T, sz size) {
 	t.Cleanup(func() { stop(); wg.Wait() })
 	e.WaitFor("the watcher active", func() bool { return e.LeaseHolder("bitcoin") == "stranger-test" })
 
-	s := &sim{t: t, sz: sz, e: e, base: hs.URL, btc: btc, share: share * sz.hosts / 100, outcomes: map[string]int{}}
+	s := &sim{t: t, sz: sz, e: e, base: hs.URL, btc: btc, share: share * sz.hosts / 100, outcomes: map[string]int{},
+		netHolds: map[string]int{}, mempoolRound: -1, atLimitRound: -1}
 	s.register()
 	t.Logf("setup: %d accounts registered (%d refused past the limit), %s", s.registrations, s.refusedReg, time.Since(start).Round(time.Second))
 
@@ -247,6 +268,7 @@ func runStranger(t *testing.T, sz size) {
 			s.check(fmt.Sprintf("round %d, honest customer %d paid", r, i))
 		}
 		s.advance(sz.step)
+		s.raceLine(r)
 		s.waitLine()
 		s.check(fmt.Sprintf("round %d, %s later", r, sz.step))
 	}
@@ -255,6 +277,16 @@ func runStranger(t *testing.T, sz size) {
 	s.check("the stranger stopped")
 	s.served()
 	s.report(time.Since(start))
+	// Every trick was played where it could take what a defence keeps.
+	if s.outcomes["new request on a held order from another network: 201, hold taken false"] == 0 {
+		t.Fatalf("no new request on a held order was made after its request expired: the trick was never tried (outcomes %v)", s.outcomes)
+	}
+	if s.atLimit == 0 {
+		t.Fatalf("no renewal was asked from a network at its limit with the share not full: the trick was never tried (outcomes %v)", s.outcomes)
+	}
+	if s.racedLine == 0 {
+		t.Fatalf("no new order asked for a hold while paid orders waited for every free GPU: the line was never raced (outcomes %v)", s.outcomes)
+	}
 }
 
 // call makes an API call from ip (X-Forwarded-For through the trusted
@@ -440,26 +472,25 @@ func (s *sim) status(ref string) string {
 // strangerRound is what the stranger does in one round.
 func (s *sim) strangerRound(r int) {
 	s.t.Helper()
-	// A replaceable payment to a held order, replaced at once.
-	for _, o := range s.orders {
-		if o.open && !o.mempool && o.intent != nil && s.live(o.ref) && s.status(o.ref) == domain.StatusAwaitingPayment {
-			s.mempoolTrick(r, o)
-			break
-		}
-	}
 	// New requests on its held orders, and renewals of lapsed ones, from
-	// another network each time; an order with no hold is cancelled and
-	// ordered again.
+	// another network each time, once the order's request has expired (a
+	// request still valid is answered as it is); an order with no hold is
+	// cancelled and ordered again. The first new request of the round on
+	// a held order is paid in the mempool, and the payment replaced.
+	live := s.liveRefs()
 	var mine []*order
 	for _, o := range s.orders {
 		if o.open && o.intent != nil {
 			mine = append(mine, o)
 		}
 	}
-	sort.SliceStable(mine, func(a, b int) bool { return s.live(mine[a].ref) && !s.live(mine[b].ref) })
+	sort.SliceStable(mine, func(a, b int) bool { return live[mine[a].ref] && !live[mine[b].ref] })
 	for tricks, o := range mine {
 		if tricks >= s.sz.tricks {
 			break
+		}
+		if !o.open || s.status(o.ref) != domain.StatusAwaitingPayment {
+			continue
 		}
 		held := s.live(o.ref)
 		kind := "renewal after a lapse"
@@ -467,40 +498,202 @@ func (s *sim) strangerRound(r int) {
 			kind = "new request on a held order"
 		}
 		ip := s.nets[(s.netCur+2+tricks)%len(s.nets)]
-		code, _ := s.request(o.acc, o.ref, ip)
-		s.outcomes[fmt.Sprintf("%s from another network: %d", kind, code)]++
+		s.expire(o)
+		var before time.Time
+		if held {
+			s.get(&before, `SELECT held_until FROM live_capacity_holds WHERE order_ref = $1`, o.ref)
+		}
+		code, took := s.ask(o, ip)
+		s.outcomes[fmt.Sprintf("%s from another network: %d, hold taken %v", kind, code, took)]++
+		if held {
+			// A new payment request never extends a hold.
+			var after time.Time
+			s.get(&after, `SELECT COALESCE(max(held_until), 'epoch') FROM live_capacity_holds WHERE order_ref = $1`, o.ref)
+			if after.After(before) {
+				s.t.Fatalf("round %d: a new payment request on held order %s extended its hold by %s (a new request never extends a hold: only a payment seen does)",
+					r, o.ref, after.Sub(before).Round(time.Second))
+			}
+		}
 		s.check(fmt.Sprintf("round %d, %s %s", r, kind, o.ref))
-		if !held && s.status(o.ref) == domain.StatusAwaitingPayment {
+		if held && code == http.StatusCreated {
+			s.mempoolTrick(r, o)
+		}
+		if !s.live(o.ref) && s.status(o.ref) == domain.StatusAwaitingPayment {
 			code, _ := s.call(o.acc.ip, o.acc.token, "POST", "/v1/orders/"+o.ref+"/cancel", map[string]any{"reason": "plus tard"})
 			s.outcomes[fmt.Sprintf("cancel: %d", code)]++
 			if code == http.StatusOK {
 				o.open = false
 			}
-			s.newHold(r, o.acc, "order again after cancelling")
+			s.newHold(r, o.acc, s.nets[s.netCur%len(s.nets)], "order again after cancelling")
 		}
 	}
 	// An unconfirmed account tries first.
 	s.accCur, s.netCur = 0, 0
-	s.newHold(r, s.unverified(r), "unconfirmed account")
+	s.newHold(r, s.unverified(r), s.nets[0], "unconfirmed account")
 	// New holds, as many as its attempts allow or until it holds every
 	// machine (it sees its holds on its orders' pages): from its first
 	// account and network until refused, then another account from the
 	// same network, then the next network (each address and account used
-	// to its limits first).
+	// to its limits first). Whenever a network of its holds its limit
+	// while the share has room, it renews a lapsed order from there.
 	refused := 0
 	for range s.sz.attempts {
 		if s.strangerHolds() >= s.sz.hosts {
 			break
 		}
 		acc := s.verifiedAt(s.accCur)
-		if !s.newHold(r, acc, "new order") {
+		if !s.newHold(r, acc, s.nets[s.netCur%len(s.nets)], "new order") {
 			refused++
 			s.accCur++
 			if refused%2 == 0 {
 				s.netCur++
 			}
 		}
+		s.renewAtLimit(r)
 	}
+}
+
+// ask asks for a payment request on o from ip and notes a hold it took.
+func (s *sim) ask(o *order, ip string) (code int, took bool) {
+	s.t.Helper()
+	before := s.live(o.ref)
+	code, in := s.request(o.acc, o.ref, ip)
+	if code == http.StatusCreated {
+		o.intent = in
+	}
+	if took = !before && s.live(o.ref); took {
+		o.holdIP = ip
+		o.acc.holds++
+		s.netHolds[ip]++
+		s.heldTaken++
+	}
+	return code, took
+}
+
+// expire waits until o's payment requests have expired: only then does a
+// new request reach the capacity rules.
+func (s *sim) expire(o *order) {
+	s.t.Helper()
+	var until time.Time
+	s.get(&until, `SELECT COALESCE(max(deadline), 'epoch') FROM payment_intents WHERE target_kind = 'order' AND target_ref = $1`, o.ref)
+	until = until.Add(100 * time.Millisecond)
+	if d := time.Until(until); d > 0 {
+		s.waitedExpiry += d
+	}
+	s.e.WaitFor("the request of "+o.ref+" expired", func() bool { return time.Now().After(until) })
+}
+
+// liveRefs are the orders awaiting payment (a payment seen or not) whose
+// hold counts now.
+func (s *sim) liveRefs() map[string]bool {
+	s.t.Helper()
+	var refs []string
+	if err := s.e.DB.SelectContext(s.e.Ctx, &refs, `SELECT l.order_ref FROM live_capacity_holds l JOIN orders o ON o.ref = l.order_ref
+		WHERE o.status IN ('awaiting_payment', 'payment_detected')`); err != nil {
+		s.t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for _, r := range refs {
+		live[r] = true
+	}
+	return live
+}
+
+// renewAtLimit: when one of its networks holds its limit of unpaid holds
+// while the share still has room, the stranger renews from that network
+// an order that held (its hold lapsed, or given back when its mempool
+// payment was replaced), once a round. A renewal counts against the
+// network (and the account) that makes it: it takes no hold.
+func (s *sim) renewAtLimit(r int) {
+	s.t.Helper()
+	if s.atLimitRound == r {
+		return
+	}
+	live := s.liveRefs()
+	if len(live) >= s.share {
+		return
+	}
+	perNet := map[string]int{}
+	for _, o := range s.orders {
+		if live[o.ref] {
+			perNet[o.holdIP]++
+		}
+	}
+	ip := ""
+	for _, n := range s.nets {
+		if perNet[n] >= domain.DefaultUnpaidHolds {
+			ip = n
+			break
+		}
+	}
+	if ip == "" {
+		return
+	}
+	var o *order
+	for _, c := range s.orders {
+		if c.open && c.intent != nil && c.holdIP != "" && !live[c.ref] && (o == nil || c.acc.holds < o.acc.holds) &&
+			s.status(c.ref) == domain.StatusAwaitingPayment {
+			o = c
+		}
+	}
+	if o == nil {
+		return
+	}
+	s.atLimitRound = r
+	s.expire(o)
+	code, took := s.ask(o, ip)
+	s.atLimit++
+	s.outcomes[fmt.Sprintf("renewal of an order that held (lapsed or released) from a network at its limit: %d, hold taken %v", code, took)]++
+	if took {
+		s.t.Fatalf("round %d: the renewal of %s from a network already holding %d unpaid holds took a hold (a renewal counts against the network that makes it)",
+			r, o.ref, perNet[ip])
+	}
+	s.check(fmt.Sprintf("round %d, renewal of %s from a network at its limit", r, o.ref))
+}
+
+// raceLine: right after its holds lapse, while paid orders wait for a
+// machine, the stranger orders from a confirmed account and a network
+// that hold nothing, before the line's next ask: the GPUs freed go to the
+// line first (newHold checks it).
+func (s *sim) raceLine(r int) {
+	s.t.Helper()
+	for range 3 {
+		waiting, free := s.lineNow()
+		if waiting == 0 || free == 0 {
+			return
+		}
+		live := s.liveRefs()
+		busyAcc, busyNet := map[*account]bool{}, map[string]bool{}
+		for _, o := range s.orders {
+			if live[o.ref] {
+				busyAcc[o.acc], busyNet[o.holdIP] = true, true
+			}
+		}
+		var acc *account
+		for _, a := range s.accounts {
+			if a.verified && !busyAcc[a] && (acc == nil || a.holds < acc.holds) {
+				acc = a
+			}
+		}
+		ip := ""
+		for _, n := range s.nets {
+			if !busyNet[n] && (ip == "" || s.netHolds[n] < s.netHolds[ip]) {
+				ip = n
+			}
+		}
+		if acc == nil || ip == "" || !s.newHold(r, acc, ip, "new order racing the paid line") {
+			return
+		}
+	}
+}
+
+// lineNow is the GPUs the paid orders waiting in line wait for, and the
+// GPUs free.
+func (s *sim) lineNow() (waiting, free int) {
+	s.t.Helper()
+	s.get(&waiting, `SELECT COALESCE(SUM(total_gpus), 0) FROM orders WHERE status = 'waiting_for_machine' AND gpu_model = $1`, model)
+	s.get(&free, `SELECT kd_free_gpus($1, '')`, model)
+	return waiting, free
 }
 
 // strangerHolds counts the GPUs the stranger's unpaid orders hold.
@@ -540,12 +733,14 @@ func (s *sim) unverified(r int) *account {
 	return nil
 }
 
-// newHold orders for acc from the current network and asks for a payment
-// request; it says whether the request took a hold. An account at its
-// unpaid orders' limit first cancels one that holds nothing.
-func (s *sim) newHold(r int, acc *account, kind string) bool {
+// newHold orders for acc from ip and asks for a payment request; it says
+// whether the request took a hold. An account at its unpaid orders' limit
+// first cancels one that holds nothing. A hold taken is paid in the
+// mempool and the payment replaced (mempoolTrick) when no payment was
+// this round. A new hold never takes a GPU that a paid order waiting in
+// line needs: the first machine freed is the line's.
+func (s *sim) newHold(r int, acc *account, ip, kind string) bool {
 	s.t.Helper()
-	ip := s.nets[s.netCur%len(s.nets)]
 	ref, code := s.orderFor(acc, ip)
 	if code == http.StatusConflict || code == http.StatusTooManyRequests {
 		for _, o := range s.orders {
@@ -566,23 +761,37 @@ func (s *sim) newHold(r int, acc *account, kind string) bool {
 	}
 	o := &order{ref: ref, acc: acc, open: true}
 	s.orders = append(s.orders, o)
-	code, in := s.request(acc, ref, ip)
-	o.intent = in
-	held := code == http.StatusCreated && s.live(ref)
-	s.outcomes[fmt.Sprintf("%s: %d, held %v", kind, code, held)]++
-	if held {
-		s.heldTaken++
+	// The line before asking: the worker serving it meanwhile takes a
+	// free GPU and a waiting order together.
+	waiting, free := s.lineNow()
+	line := waiting > 0 && free > 0 && free-waiting < 1
+	if line {
+		s.racedLine++
+	}
+	code, took := s.ask(o, ip)
+	s.outcomes[fmt.Sprintf("%s: %d, held %v", kind, code, took)]++
+	if took && free-waiting < 1 {
+		s.t.Fatalf("round %d: %s %s took a hold for an unpaid order while paid orders waited for %d GPUs with %d free (the first machine freed goes to the oldest paid order waiting)",
+			r, kind, ref, waiting, free)
 	}
 	s.check(fmt.Sprintf("round %d, %s %s", r, kind, ref))
-	return held
+	if took && code == http.StatusCreated {
+		s.mempoolTrick(r, o)
+	}
+	return took
 }
 
-// mempoolTrick pays o's request exactly in a replaceable transaction, lets
-// the watcher see it in the mempool (the order payment_detected, its hold
-// extended), and replaces it with a transaction paying the stranger back:
-// the hold must be given back at once.
+// mempoolTrick pays o's request (just made, its hold live) exactly in a
+// replaceable transaction, lets the watcher see it in the mempool (the
+// order payment_detected, its hold extended), and replaces it with a
+// transaction paying the stranger back: the hold must be given back at
+// once. Once a round, once an order.
 func (s *sim) mempoolTrick(r int, o *order) {
 	s.t.Helper()
+	if s.mempoolRound == r || o.mempool || !s.live(o.ref) || s.status(o.ref) != domain.StatusAwaitingPayment {
+		return
+	}
+	s.mempoolRound = r
 	addr, _ := o.intent["address"].(string)
 	amount := amountOf(s.t, o.intent)
 	tx, err := devnodes.SendBitcoinReplaceable(s.e.Ctx, s.btc, addr, amount)
@@ -596,8 +805,12 @@ func (s *sim) mempoolTrick(r int, o *order) {
 	id := o.intent["id"].(string)
 	s.e.WaitFor("the mempool payment seen", func() bool {
 		ps := s.e.ChainPayments(id)
-		return len(ps) == 1 && ps[0].Mempool && s.status(o.ref) == domain.StatusPaymentDetected
+		return len(ps) == 1 && ps[0].Mempool
 	})
+	if ps := s.e.ChainPayments(id); ps[0].Late {
+		s.t.Fatalf("round %d: the mempool payment to %s was seen after its request's deadline (%s): too short for this machine", r, o.ref, s.sz.deadline)
+	}
+	s.e.WaitFor("the mempool payment detected", func() bool { return s.status(o.ref) == domain.StatusPaymentDetected })
 	s.check(fmt.Sprintf("round %d, mempool payment to %s", r, o.ref))
 	back, err := devnodes.BitcoinPayerAddress()
 	if err != nil {
@@ -664,6 +877,13 @@ func (s *sim) honestPays(i int) {
 	addr, _ := in["address"].(string)
 	if _, err := devnodes.SendBitcoin(s.e.Ctx, s.btc, []devnodes.BitcoinOutput{{Address: addr, Sats: amountOf(s.t, in)}}); err != nil {
 		s.t.Fatalf("honest payment: %v", err)
+	}
+	// Seen in the mempool, then mined (a regtest block's time may run
+	// ahead of the wall clock, past a request valid a few seconds).
+	id, _ := in["id"].(string)
+	s.e.WaitFor("honest customer "+ref+"'s payment seen", func() bool { return len(s.e.ChainPayments(id)) == 1 })
+	if ps := s.e.ChainPayments(id); ps[0].Late {
+		s.t.Fatalf("honest customer %d's payment was seen after its request's deadline (%s): too short for this machine", i, s.sz.deadline)
 	}
 	if _, err := devnodes.MineBitcoin(s.e.Ctx, s.btc, 1); err != nil {
 		s.t.Fatal(err)
@@ -871,14 +1091,14 @@ func (s *sim) report(wall time.Duration) {
 	}
 	usd := func(sats int64) float64 { return float64(sats) / 1e8 * 50000 }
 	s.t.Logf(`stranger's test: %d GPUs of %s, share %d; stranger: %d networks (%d IPv4, %d IPv6 /56), %d accounts (%d refused past the registration limit), %d orders
-simulated %s in %d rounds, wall %s
-stranger: held at most %d GPUs at once, %d holds taken by its requests
+simulated %s in %d rounds, wall %s; requests valid %s, %s waited in all for the stranger's to expire
+stranger: held at most %d GPUs at once, %d holds taken by its requests; %d renewals from a network at its limit with the share not full, %d new orders while paid orders waited for every free GPU
 stranger paid: %d replaceable payments broadcast and replaced, %d sats sent (%.2f USD, never received), %d sats of replacement fees mined (%.2f USD), %d sats of fees on the replaced payments (never mined); received nothing
 honest: %d payers, %d held at their request, %d active, %d waiting in line, %d refused a request (payers had every machine)
 outcomes:%s`,
 		s.sz.hosts, model, s.share, len(s.nets), s.sz.ipv4, s.sz.ipv6, len(s.accounts), s.refusedReg, len(s.orders),
-		s.simulated, s.sz.rounds, wall.Round(time.Second),
-		s.maxHeld, s.heldTaken,
+		s.simulated, s.sz.rounds, wall.Round(time.Second), s.sz.deadline, s.waitedExpiry.Round(100*time.Millisecond),
+		s.maxHeld, s.heldTaken, s.atLimit, s.racedLine,
 		s.mempoolPaid, s.sentSats, usd(s.sentSats), s.feeSats, usd(s.feeSats), s.originalFees,
 		len(s.honest), held, active, waiting, s.refusedHonest, b.String())
 }
