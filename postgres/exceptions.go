@@ -374,7 +374,7 @@ func recordAfterClose(ctx context.Context, tx *sqlx.Tx, p afterClose) error {
 	if err := tx.GetContext(ctx, &in, `SELECT account_id, decimals FROM payment_intents WHERE id = $1`, p.IntentID); err != nil {
 		return fmt.Errorf("intent %s: %w", p.IntentID, err)
 	}
-	amount := inUnits(p.AmountBase, in.Decimals)
+	amount := inUnits(p.AmountBase, p.Asset, p.Network, in.Decimals)
 	state := map[string]string{"seen": "détecté", "confirmed": "confirmé"}[p.State]
 	msg := fmt.Sprintf("Paiement %s reçu (%s %s) alors que le dossier est clos : il est transmis au support.", state, amount, p.Asset)
 	switch p.State {
@@ -499,7 +499,7 @@ func revertToSupport(ctx context.Context, tx *sqlx.Tx, network string, height in
 		pk := domain.PaymentKey(network, r.TxID, r.Index)
 		if _, err := insertEvent(ctx, tx, r.TargetRef, domain.KeyToSupportReverted(pk, r.Reversals+1), domain.EventPaymentReverted,
 			fmt.Sprintf("Un paiement transmis au support (%s %s) a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
-				inUnits(r.AmountBase, r.Decimals), r.Asset, network),
+				inUnits(r.AmountBase, r.Asset, network, r.Decimals), r.Asset, network),
 			map[string]any{"network": network, "txid": r.TxID, "index": r.Index, "asset": r.Asset,
 				"amount_base_units": r.AmountBase, "after_confirmation": true}, time.Now()); err != nil {
 			return err
@@ -551,14 +551,19 @@ type asidePayment struct {
 	Decimals    int32  `db:"decimals"`
 }
 
-// inUnits is an amount of base units (decimal) in the asset's units, for
-// customers' eyes (as it is if unreadable).
-func inUnits(base string, decimals int32) string {
+// inUnits is an amount of base units (decimal) of asset on network in
+// that asset's units, for customers' eyes: the asset's own decimals (a
+// payment in another asset than its request's has not the request's),
+// else requestDecimals; as it is if unreadable.
+func inUnits(base, asset, network string, requestDecimals int32) string {
 	n, ok := new(big.Int).SetString(base, 10)
 	if !ok {
 		return base
 	}
-	return domain.FormatUnits(n, decimals)
+	if m, ok := domain.LookupMethod(asset, network); ok {
+		requestDecimals = m.Decimals
+	}
+	return domain.FormatUnits(n, requestDecimals)
 }
 
 // asidePayments lists the payments put aside for support matching where
