@@ -147,6 +147,16 @@ key_uids() {
 	[ -r /proc/key-users ] || return 0
 	awk -v R="$R" "$awk_mine"'{ u = $1; sub(/:$/, "", u); if (u ~ /^[0-9]+$/ && mine(u)) print u }' /proc/key-users
 }
+# charged_key_uids lists those owning keys charged to them (/proc/key-users'
+# qnkeys or qnbytes): every key the customer made. What is left once they
+# are cleared is the kernel's own keyring of the uid (its persistent
+# keyring: not charged, emptied and invalidated), which the kernel may
+# collect only later on a loaded host; it holds nothing of the customer.
+charged_key_uids() {
+	[ -r /proc/key-users ] || return 0
+	awk -v R="$R" "$awk_mine"'{ u = $1; sub(/:$/, "", u); split($4, k, "/"); split($5, b, "/")
+		if (u ~ /^[0-9]+$/ && mine(u) && (k[1] > 0 || b[1] > 0)) print u }' /proc/key-users
+}
 # kd_keys_py, run by a uid, clears and invalidates its kernel keys. The
 # user and user-session keyrings of a uid, and its persistent keyring, are
 # kept by the kernel until reboot whether or not the uid has processes, and
@@ -256,7 +266,7 @@ if [ -n "$uid" ]; then
 		for u in $(key_uids); do as_owner "$u" python3 -I -c "$kd_keys_py" || true; done
 	fi
 	i=0
-	while [ -n "$(key_uids)" ] && [ "$i" -lt 50 ]; do
+	while [ -n "$(charged_key_uids)" ] && [ "$i" -lt 50 ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
@@ -336,7 +346,7 @@ if [ "$KD_MODE" = release ]; then
 		[ -z "$objs" ] || dirty "objets IPC System V de l'uid $uid ou de ses plages : $objs"
 		qs=$(mq_of | head -n 5 | tr '\n' ' ')
 		[ -z "$qs" ] || dirty "files de messages POSIX de l'uid $uid ou de ses plages : $qs"
-		ks=$(key_uids | tr '\n' ' ')
+		ks=$(charged_key_uids | tr '\n' ' ')
 		if [ -n "$ks" ]; then
 			dirty "clés du noyau (keyrings) des uids $ks(/proc/key-users)"
 			# Out of reach of root (a keyring whose rights its owner took
