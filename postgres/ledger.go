@@ -156,3 +156,107 @@ func (db *DB) RefundToBalance(ctx context.Context, in domain.RefundInput) error 
 		return err
 	})
 }
+
+// moneyChange is what a transition's event causes besides the target's own
+// columns.
+type moneyChange struct {
+	kind, ref  string
+	accountID  int64
+	key        string // the event's key: the posting's idempotency comes from it
+	posting    *domain.Posting
+	exceptions []domain.NewException
+	use        *domain.ExceptionUse
+	reversal   *domain.Reversal
+}
+
+// applyMoney applies the ledger posting, the new queued amounts and the use
+// of a queued amount of one transition, inside its transaction. The event
+// row was just inserted, so this runs once per event.
+func applyMoney(ctx context.Context, tx *sqlx.Tx, m moneyChange) error {
+	if m.use != nil {
+		if err := useException(ctx, tx, m.ref, *m.use); err != nil {
+			return err
+		}
+	}
+	if p := m.posting; p != nil {
+		if p.AccountID != m.accountID {
+			return domain.ErrNotFound // not this customer's order or top-up
+		}
+		if p.Cents <= 0 {
+			return fmt.Errorf("posting of %s/%s: %d cents", m.ref, m.key, p.Cents)
+		}
+		if err := lockAccount(ctx, tx, p.AccountID); err != nil {
+			return err
+		}
+		var entries []entry
+		switch p.Kind {
+		case domain.PostingOrderPayment:
+			avail, err := availableCents(ctx, tx, p.AccountID)
+			if err != nil {
+				return err
+			}
+			if err := domain.CheckBalance(avail, p.Cents); err != nil {
+				return err
+			}
+			entries = []entry{{customerLedger(p.AccountID), -p.Cents}, {ledgerRevenue, p.Cents}}
+		case domain.PostingTopUp:
+			entries = []entry{{ledgerCryptoReceipts, -p.Cents}, {customerLedger(p.AccountID), p.Cents}}
+		case domain.PostingRefund:
+			entries = []entry{{ledgerRefunds, -p.Cents}, {customerLedger(p.AccountID), p.Cents}}
+		default:
+			return fmt.Errorf("posting of %s/%s: unknown kind %q", m.ref, m.key, p.Kind)
+		}
+		if _, err := postLedger(ctx, tx, "event:"+m.ref+":"+m.key, p.Kind, m.ref, p.Memo, entries...); err != nil {
+			return err
+		}
+	}
+	var paidOut int64 // refunded from the reverted payment's queued amounts
+	if r := m.reversal; r != nil {
+		var err error
+		if paidOut, err = applyReversal(ctx, tx, m, *r); err != nil {
+			return err
+		}
+	}
+	for _, e := range m.exceptions {
+		switch e.Reason {
+		case domain.ExceptionDust:
+			if err := upsertDust(ctx, tx, m, e); err != nil {
+				return err
+			}
+			continue
+		case domain.ExceptionReverted:
+			e.ShortfallCents += paidOut
+			paidOut = 0
+			if err := flagReverted(ctx, tx, m, e); err != nil {
+				return err
+			}
+			continue
+		}
+		// Another asset has no value yet: queued at 0 until support values it.
+		needsValue := e.Reason == domain.ExceptionOtherAsset
+		if e.AmountCents <= 0 && !needsValue {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO payment_exceptions (target_kind, target_ref, account_id, reason, payment_key, network, txid,
+				asset, amount_base, amount_cents, needs_value)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (target_ref, reason, payment_key) DO NOTHING`,
+			m.kind, m.ref, m.accountID, e.Reason, e.PaymentKey, e.Network, e.TxID, e.Asset, e.AmountBase,
+			max(e.AmountCents, 0), needsValue && e.AmountCents <= 0); err != nil {
+			return fmt.Errorf("queue %s amount of %s: %w", e.Reason, m.ref, err)
+		}
+	}
+	if paidOut > 0 {
+		// Money already left on the strength of the payment: support must
+		// see it even when the workflow did not flag the reversal.
+		if err := flagReverted(ctx, tx, m, domain.NewException{Reason: domain.ExceptionReverted,
+			PaymentKey: m.reversal.PaymentKey, ShortfallCents: paidOut}); err != nil {
+			return err
+		}
+	}
+	if m.reversal != nil || len(m.exceptions) > 0 {
+		return takeBackShortfalls(ctx, tx, m.ref, m.key)
+	}
+	return nil
+}
