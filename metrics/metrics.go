@@ -70,12 +70,14 @@ type Metrics struct {
 }
 
 // New builds the registry with the Go runtime and process collectors, the
-// HTTP, chain and provisioning instruments, and the Temporal SDK's metrics
-// (OpenTelemetry's Prometheus exporter writing into the same registry).
+// build's information (kernodeck_build_info), the HTTP, chain and
+// provisioning instruments, and the Temporal SDK's metrics (OpenTelemetry's
+// Prometheus exporter writing into the same registry).
 func New() (*Metrics, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{Registry: reg, HTTP: newHTTP(reg), Chains: newChains(reg), Steps: newSteps(reg)}
+	registerBuildInfo(reg, CurrentBuild())
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
 	if err != nil {
 		return nil, fmt.Errorf("temporal metrics exporter: %w", err)

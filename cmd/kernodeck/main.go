@@ -58,6 +58,7 @@ Usage:
   kernodeck hosts     GPU host inventory of the SSH driver (see kernodeck hosts -h)
   kernodeck access    replace or reissue a running rental's SSH key (support)
   kernodeck keygen    print a new key for KERNODECK_SECRET_KEYS
+  kernodeck version   print the module version, VCS revision and build time
 
 Configuration comes from environment variables (see README.md).
 `
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runHosts(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		return runKeygen(args[1:], stdout, stderr)
+	case "version":
+		return runVersion(stdout)
 	}
 	cfg, err := config.FromEnv(nil)
 	if err != nil {
