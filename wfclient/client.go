@@ -38,6 +38,14 @@ type Client struct {
 // StartRental starts the order's rental workflow; starting one that already
 // runs (or ran) is not an error, so the API and the reconciler may race.
 func (c *Client) StartRental(ctx context.Context, in workflows.RentalInput) error {
+	_, err := c.StartRentalOnce(ctx, in)
+	return err
+}
+
+// StartRentalOnce is StartRental that tells whether it started the
+// workflow: started is false when one with the order's ID exists, running
+// or closed (recover leaves it alone).
+func (c *Client) StartRentalOnce(ctx context.Context, in workflows.RentalInput) (started bool, err error) {
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.RentalWorkflowID(in.OrderRef),
 		TaskQueue:                workflows.TaskQueue,
@@ -59,6 +67,13 @@ func (c *Client) StartRental(ctx context.Context, in workflows.RentalInput) erro
 
 // StartTopUp starts the top-up's workflow, idempotently.
 func (c *Client) StartTopUp(ctx context.Context, in workflows.TopUpInput) error {
+	_, err := c.StartTopUpOnce(ctx, in)
+	return err
+}
+
+// StartTopUpOnce is StartTopUp that tells whether it started the workflow
+// (see StartRentalOnce).
+func (c *Client) StartTopUpOnce(ctx context.Context, in workflows.TopUpInput) (started bool, err error) {
 	opts := client.StartWorkflowOptions{
 		ID:                       workflows.TopUpWorkflowID(in.TopUpRef),
 		TaskQueue:                workflows.TaskQueue,
@@ -76,16 +91,16 @@ func (c *Client) StartTopUp(ctx context.Context, in workflows.TopUpInput) error 
 	return c.start(ctx, opts, TopUpWorkflowType, in)
 }
 
-func (c *Client) start(ctx context.Context, opts client.StartWorkflowOptions, wfType string, in any) error {
+func (c *Client) start(ctx context.Context, opts client.StartWorkflowOptions, wfType string, in any) (bool, error) {
 	_, err := c.Temporal.ExecuteWorkflow(ctx, opts, wfType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return unavailable(fmt.Errorf("start %s: %w", opts.ID, err))
+		return false, unavailable(fmt.Errorf("start %s: %w", opts.ID, err))
 	}
-	return nil
+	return true, nil
 }
 
 // PayFromBalance runs the pay-from-balance update.

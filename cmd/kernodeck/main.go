@@ -58,6 +58,9 @@ Usage:
   kernodeck hosts     GPU host inventory of the SSH driver (see kernodeck hosts -h)
   kernodeck access    replace or reissue a running rental's SSH key (support)
   kernodeck keygen    print a new key for KERNODECK_SECRET_KEYS
+  kernodeck recover   start again, from PostgreSQL, every live order's and
+                      top-up's workflow Temporal lost (see docs/recovery.md)
+  kernodeck xpub      status | confirm NETWORK: the watch-only keys recorded
   kernodeck version   print the module version, VCS revision and build time
 
 Configuration comes from environment variables (see README.md).
@@ -82,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runHosts(ctx, args[1:], stdout, stderr)
 	case "keygen":
 		return runKeygen(args[1:], stdout, stderr)
+	case "xpub":
+		return runXPubCommand(ctx, args[1:], stdout, stderr)
 	case "version":
 		return runVersion(stdout)
 	}
@@ -134,6 +139,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runVersions(ctx, cfg, stdout)
 	case "access":
 		err = runAccess(ctx, cfg, prov, args[1:], stdout, logger)
+	case "recover":
+		err = runRecover(ctx, cfg, prov, args[1:], stdout, stderr, logger)
 	case "dev":
 		if len(args) > 1 && args[1] == "pay" {
 			err = runDevPay(ctx, cfg, args[2:], stdout)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/rates"
+	"github.com/kernodeck/kernodeck/recovery"
 )
 
 // paymentsFromEnv reads the payments configuration and builds the service.
@@ -20,7 +22,38 @@ func paymentsFromEnv(db *postgres.DB, logger *slog.Logger) (*payments.Service, c
 		return nil, cfg, fmt.Errorf("config: %w", err)
 	}
 	svc, err := newPayments(cfg, db, logger)
-	return svc, cfg, err
+	if err != nil {
+		return nil, cfg, err
+	}
+	return svc, cfg, checkAddresses(svc, db, logger)
+}
+
+// checkAddresses refuses a watch-only key other than the one recorded
+// for its network (until `kernodeck xpub confirm`), and moves any address
+// index still below an address already handed out (a database restored to
+// an earlier point): a start never hands out an address twice, nor sends
+// new payments to a wallet nobody confirmed. docs/recovery.md.
+func checkAddresses(svc *payments.Service, db *postgres.DB, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	accounts := map[string]*hdwallet.Account{}
+	for network, n := range svc.Networks {
+		if acc, ok := n.Deriver.(*hdwallet.Account); ok {
+			accounts[network] = acc
+		}
+	}
+	if err := recovery.CheckAccountKeys(ctx, db, accounts); err != nil {
+		return err
+	}
+	moved, err := db.AdvanceHDIndexes(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, m := range moved {
+		logger.Warn("address index was below addresses already handed out (database restored?): moved past them",
+			"network", m.Network, "from", m.From, "to", m.To)
+	}
+	return nil
 }
 
 // newPayments builds the payment request service from the configuration:
