@@ -41,8 +41,8 @@ func (s *RentalWorkflowSuite) TestContinuedRunUnderALowerCeilingRecordsTheLowerV
 		s.intentAt(2*time.Minute, IntentRequest{Asset: "BTC", Network: "bitcoin"})
 		in := rentalInput(3)
 		in.Config.UnpaidTimeout = time.Hour
-		in.Carry = &RentalState{runCarry: runCarry{Resume: phasePayment, Runs: 1},
-			Status:     RentalStatus{OrderRef: testOrderRef, Status: string(PhaseAwaitingPayment)},
+		in.Carry = &RentalState{runCarry: runCarry{WaitPoint: waitPayment, Runs: 1},
+			Status:     RentalStatus{OrderRef: testOrderRef, Status: PhaseAwaitingPayment},
 			PayUntil:   testStart.Add(time.Hour),
 			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}},
 			Reminded:   map[string]bool{}}

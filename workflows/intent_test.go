@@ -61,7 +61,7 @@ func (s *RentalWorkflowSuite) TestCreatePaymentIntentForWhatIsDue() {
 	s.Equal("intent:2", calls[1].RequestKey)
 	s.Require().Error(late.rejectErr) // paid: no more requests
 	s.requireAppError(late.rejectErr, domain.ECodeConflict)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 }
 
 func (s *RentalWorkflowSuite) TestCreatePaymentIntentRefusals() {
@@ -78,6 +78,6 @@ func (s *RentalWorkflowSuite) TestCreatePaymentIntentRefusals() {
 	s.requireAppError(unknown.rejectErr, domain.ECodeInvalid)
 	s.NoError(stale.rejectErr)
 	s.requireAppError(stale.err, domain.ECodeRateUnavailable)
-	s.Equal(domain.StatusAwaitingPayment, after.Status) // the order is unchanged
-	s.Equal(domain.StatusExpired, st.Status)
+	s.Equal(PhaseAwaitingPayment, after.Status) // the order is unchanged
+	s.Equal(PhaseExpired, st.Status)
 }

@@ -434,11 +434,11 @@ func (s *invSeq) query() invStatus {
 	if s.topup {
 		var st workflows.TopUpStatus
 		s.must(v.Get(&st), "query result")
-		return invStatus{status: st.Status, received: st.ReceivedCents}
+		return invStatus{status: string(st.Status), received: st.ReceivedCents}
 	}
 	var st workflows.RentalStatus
 	s.must(v.Get(&st), "query result")
-	return invStatus{status: st.Status, paid: st.PaidCents, refunded: st.RefundedCents, unbacked: st.UnbackedCents,
+	return invStatus{status: string(st.Status), paid: st.PaidCents, refunded: st.RefundedCents, unbacked: st.UnbackedCents,
 		refundable: st.RefundableCents}
 }
 

@@ -22,8 +22,8 @@ func (s *RentalWorkflowSuite) TestLatePaymentQueuedNotCounted() {
 
 	s.requireAppError(refund.rejectErr, domain.ECodeConflict)
 	s.Zero(after.PaidCents)
-	s.Equal(domain.StatusAwaitingPayment, after.Status)
-	s.Equal(domain.StatusExpired, st.Status) // never provisioned
+	s.Equal(PhaseAwaitingPayment, after.Status)
+	s.Equal(PhaseExpired, st.Status) // never provisioned
 	conf := s.eventsOf(domain.EventPaymentConfirmed)
 	s.Require().Len(conf, 1)
 	s.Require().Len(conf[0].Exceptions, 1)
@@ -47,5 +47,5 @@ func (s *RentalWorkflowSuite) TestAttributionBoundedAndNotRefundable() {
 	s.Equal(totalCents, after.PaidCents)
 	s.Equal(totalCents, after.UnbackedCents)
 	s.requireAppError(refund.rejectErr, domain.ECodeConflict)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 }

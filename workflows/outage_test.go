@@ -107,11 +107,11 @@ func (s *RentalWorkflowSuite) TestDebitOutlastingItsCallerGoesOnInTheRun() {
 	s.requireAppError(pay.err, domain.ECodeInProgress)
 	s.Require().True(cancel.done)
 	s.requireAppError(cancel.rejectErr, domain.ECodeUnavailable)
-	s.Equal(domain.StatusAwaitingPayment, during.Status, "the debit still pending")
+	s.Equal(PhaseAwaitingPayment, during.Status, "the debit still pending")
 	s.Greater(debits, 1, "retried while the database was away")
 	s.Equal(methodBalance, st.PaymentMethod)
 	s.Equal(totalCents, st.PaidCents)
-	s.Equal(domain.StatusEnded, st.Status, "paid, provisioned and run once the debit went through")
+	s.Equal(PhaseEnded, st.Status, "paid, provisioned and run once the debit went through")
 	s.Empty(s.eventsOf(domain.EventExpired))
 }
 
@@ -132,5 +132,5 @@ func (s *RentalWorkflowSuite) TestDebitWaitedForItsCallerBeforeHandOver() {
 
 	s.Require().True(pay.done)
 	s.NoError(pay.err, "answered once the debit went through")
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 }

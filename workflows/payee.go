@@ -27,8 +27,10 @@ type payee interface {
 	// write records e as the payee's own timeline event, through its
 	// transition if e moves its status; the caller holds mu.
 	write(ctx workflow.Context, e payEvent) error
-	// covered: the amount is covered, excess above it queued for support.
-	covered(ctx workflow.Context, excess int64)
+	// covered: the amount is covered, excess above it queued for support;
+	// it returns the status the covering event moves the payee to ("":
+	// none).
+	covered(ctx workflow.Context, excess int64) string
 	// minedAgain handles a confirmation whose earlier generation a
 	// reorganisation removed; done: nothing is left to count (p is what
 	// is left otherwise).
@@ -157,10 +159,16 @@ func paymentStatus(run *intakeRun) string {
 	if !run.p.awaiting() {
 		return ""
 	}
-	if len(run.st.Payments.Pending) > 0 {
-		return domain.StatusPaymentDetected
+	pending := len(run.st.Payments.Pending) > 0
+	switch {
+	case run.kind == domain.TargetTopUp && pending:
+		return string(TopUpPhasePaymentDetected)
+	case run.kind == domain.TargetTopUp:
+		return string(TopUpPhaseAwaitingPayment)
+	case pending:
+		return string(PhasePaymentDetected)
 	}
-	return domain.StatusAwaitingPayment
+	return string(PhaseAwaitingPayment)
 }
 
 // supportEvent is the audit entry of a support action.
@@ -303,7 +311,7 @@ func counted(ctx workflow.Context, run *intakeRun, qkey string, p *PaymentEvent,
 				excess = -missing
 			}
 		}
-		t.covered(ctx, excess)
+		ev.Status = t.covered(ctx, excess)
 		return t.write(ctx, ev)
 	}
 	ev.Status = paymentStatus(run)

@@ -13,7 +13,7 @@ func testRental(phase Phase, paid int64) *rental {
 	r := &rental{
 		in: RentalInput{OrderRef: "KD-OFFERS0001", TotalCents: 2357},
 		RentalState: RentalState{
-			Status:     RentalStatus{OrderRef: "KD-OFFERS0001", Status: string(phase), PaidCents: paid},
+			Status:     RentalStatus{OrderRef: "KD-OFFERS0001", Status: phase, PaidCents: paid},
 			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}},
 		},
 	}
@@ -83,12 +83,11 @@ func TestRentalSupportActions(t *testing.T) {
 // A top-up's: attribution while it awaits payment, cancellation while
 // nothing was seen, none once credited or closed.
 func TestTopUpSupportActions(t *testing.T) {
-	for _, st := range []string{domain.TopUpAwaitingPayment, domain.TopUpPaymentDetected, domain.TopUpCredited,
-		domain.TopUpExpired, domain.TopUpCancelled} {
+	for _, st := range topUpPhases {
 		tu := &topUp{in: TopUpInput{TopUpRef: "TU-OFFERS0001", AmountCents: 10000}, TopUpState: TopUpState{Status: TopUpStatus{TopUpRef: "TU-OFFERS0001", Status: st},
 			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}}}}
 		tu.intakeRun = intakeRun{kind: domain.TargetTopUp, ref: "TU-OFFERS0001", amount: 10000, st: &tu.payeeState, p: tu}
-		offered := SupportActionsFor(domain.TargetTopUp, st)
+		offered := SupportActionsFor(domain.TargetTopUp, string(st))
 		for action, err := range map[string]error{
 			domain.ActionAttributePayment: tu.validateAttribution(Attribution{ActionID: 7, Agent: "a", Reason: "r"}),
 			domain.ActionCancel:           tu.validateCancel(CancelRequest{By: "support", ActionID: 7, Agent: "a", Reason: "r"}),

@@ -39,8 +39,8 @@ func (s *RentalWorkflowSuite) TestPaidOrderWaitsInLineThenIsServed() {
 	waiting := s.queryAt(time.Minute + time.Second)
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusWaitingForMachine, waiting.Status)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseWaitingForMachine, waiting.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.EqualValues(4, asks.Load())
 	// Served after three asks refused, awaitMachineEvery apart.
 	s.False(st.PeriodStart.Before(testStart.Add(time.Minute+3*awaitMachineEvery)), "period started at %v", st.PeriodStart)
@@ -79,7 +79,7 @@ func (s *RentalWorkflowSuite) TestCustomerTakesMoneyBackFromLine() {
 	// Refused by its validator, or by the handler's check once the first
 	// is handled.
 	s.requireAppError(errors.Join(again.rejectErr, again.err), domain.ECodeConflict)
-	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal(PhaseRefunded, st.Status)
 	s.Equal(totalCents, st.RefundedCents)
 	refunded := s.eventsOf(domain.EventRefunded)
 	s.Require().Len(refunded, 1)
@@ -99,7 +99,7 @@ func (s *RentalWorkflowSuite) TestCustomerTakesNothingBackOutOfLine() {
 
 	s.Require().True(back.done)
 	s.requireAppError(back.rejectErr, domain.ECodeConflict)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.Zero(st.RefundedCents)
 }
 
@@ -119,7 +119,7 @@ func (s *RentalWorkflowSuite) TestLineContinuesAsNew() {
 	var next RentalInput
 	s.Require().NoError(converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	s.Require().NotNil(next.Carry)
-	s.Equal(phaseWaitingForMachine, next.Carry.Resume)
+	s.Equal(waitMachine, next.Carry.WaitPoint)
 	s.True(next.Carry.Waiting)
-	s.Equal(domain.StatusWaitingForMachine, next.Carry.Status.Status)
+	s.Equal(PhaseWaitingForMachine, next.Carry.Status.Status)
 }

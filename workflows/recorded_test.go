@@ -22,12 +22,12 @@ func (s *RentalWorkflowSuite) TestPaymentNoWatcherRecordedChangesNothing() {
 	s.signalAt(3*time.Minute, SignalPaymentConfirmed, payment("tx-real", totalCents))
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusAwaitingPayment, after.Status)
+	s.Equal(PhaseAwaitingPayment, after.Status)
 	s.Zero(after.PaidCents)
 	for _, ev := range s.events {
 		s.NotEqual(forged.Key(), ev.Data["key"], "an event about the forged payment: %s", ev.Kind)
 	}
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.Equal(totalCents, st.PaidCents)
 	s.Equal([]string{"bitcoin:tx-real:0"}, st.PaymentsConfirmed)
 }
@@ -45,8 +45,8 @@ func (s *RentalWorkflowSuite) TestPaymentAddressedElsewhereChangesNothing() {
 	in.Config.UnpaidTimeout = time.Hour
 	st := s.run(in)
 
-	s.Equal(domain.StatusAwaitingPayment, after.Status)
+	s.Equal(PhaseAwaitingPayment, after.Status)
 	s.Zero(after.PaidCents)
-	s.Equal(domain.StatusExpired, st.Status)
+	s.Equal(PhaseExpired, st.Status)
 	s.env.AssertActivityNotCalled(s.T(), "CheckPayments", mock.Anything, mock.Anything)
 }

@@ -114,7 +114,7 @@ func newRental(ctx workflow.Context, in RentalInput) *rental {
 	}
 	r := &rental{
 		RentalState: RentalState{
-			Status:     RentalStatus{OrderRef: in.OrderRef, Status: string(PhaseAwaitingPayment)},
+			Status:     RentalStatus{OrderRef: in.OrderRef, Status: PhaseAwaitingPayment},
 			PayUntil:   workflow.GetInfo(ctx).WorkflowStartTime.Add(cfg.UnpaidTimeout),
 			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}},
 			Reminded:   map[string]bool{},
@@ -143,7 +143,7 @@ func (r *rental) setup(ctx workflow.Context) error {
 	if r.sa.Asset != "" {
 		attrs = append(attrs, saKeyAsset.ValueSet(r.sa.Asset), saKeyNetwork.ValueSet(r.sa.Network))
 	}
-	if err := r.sa.begin(ctx, r.Status.Status, attrs...); err != nil {
+	if err := r.sa.begin(ctx, string(r.phase()), attrs...); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (RentalStatus, error) {
@@ -179,17 +179,17 @@ func (r *rental) setup(ctx workflow.Context) error {
 }
 
 func (r *rental) run(ctx workflow.Context) (RentalStatus, error) {
-	phase := phasePayment
+	at := waitPayment
 	if r.in.Carry != nil {
-		phase = r.in.Carry.Resume
+		at = r.in.Carry.WaitPoint
 	}
-	switch phase {
-	case phasePeriod:
+	switch at {
+	case waitPeriod:
 		return r.period(ctx)
-	case phaseProvisioningFailed:
+	case waitProvisioningFailed:
 		r.resumedWaitingSupport = true
 		return r.provisionAndRun(ctx)
-	case phaseWaitingForMachine:
+	case waitMachine:
 		return r.provisionAndRun(ctx)
 	}
 	for {
@@ -248,9 +248,6 @@ func (r *rental) period(ctx workflow.Context) (RentalStatus, error) {
 	tctx := ctx
 	if r.v >= vDrain {
 		tctx, _ = workflow.NewDisconnectedContext(ctx)
-	}
-	if cancelled {
-		r.setPhase(tctx, PhaseEnding) // written by the revocation's event
 	}
 	if terr := r.teardown(tctx); terr != nil {
 		return r.Status, terr

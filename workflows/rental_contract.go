@@ -47,7 +47,7 @@ type RentalInput struct {
 	Config       RentalConfig
 	// Carry is the state of the previous run (continue-as-new); nil at
 	// the first run.
-	Carry *RentalCarry `json:",omitempty"`
+	Carry *RentalState `json:",omitempty"`
 }
 
 // RentalConfig is captured at start; zero fields take the defaults.
@@ -73,7 +73,7 @@ type RentalConfig struct {
 // RentalStatus is what QueryStatus returns for a rental.
 type RentalStatus struct {
 	OrderRef      string
-	Status        string
+	Status        Phase
 	PaidCents     int64
 	RefundedCents int64
 	UnbackedCents int64 // attributed by support without a received payment

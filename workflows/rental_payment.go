@@ -32,15 +32,20 @@ func (r *rental) counts() counts {
 		unbacked: &r.Status.UnbackedCents, attributed: &r.Attributed}
 }
 
-// covered: the order is paid; the "paid" event itself is written by the
-// main flow (recordPaid).
-func (r *rental) covered(ctx workflow.Context, excess int64) {
+// covered: the order is paid. From vOneTransition the covering event
+// carries the move (transition); the "paid" event, with the payment
+// method and date, is written by the main flow (recordPaid).
+func (r *rental) covered(ctx workflow.Context, excess int64) string {
 	r.Status.PaymentMethod = methodCrypto
 	if r.Attributed {
 		r.Status.PaymentMethod = methodSupport
 	}
 	r.Over += excess
-	r.setPhase(ctx, PhasePaid) // written by the "paid" event (transition)
+	if r.v < vOneTransition {
+		r.movedBeforeVOneTransition(ctx)
+		return ""
+	}
+	return string(PhasePaid)
 }
 
 // minedAgain: a payment mined again first backs the refunds its reversal
@@ -79,7 +84,7 @@ func (r *rental) awaitPayment(ctx workflow.Context) error {
 				return err
 			}
 			if r.full {
-				return r.continueAsNew(ctx, phasePayment)
+				return r.continueAsNew(ctx, waitPayment)
 			}
 			if !ok {
 				break
@@ -147,7 +152,7 @@ func (r *rental) recordPaid(ctx workflow.Context) (paid bool, err error) {
 		Kind:          domain.EventPaid,
 		Message:       fmt.Sprintf("Commande réglée (%s). La préparation de la machine commence.", usd(r.Status.PaidCents)),
 		Data:          map[string]any{"paid_cents": r.Status.PaidCents, "total_cents": r.in.TotalCents, "method": r.Status.PaymentMethod},
-		Status:        domain.StatusPaid,
+		Status:        string(PhasePaid),
 		PaidCents:     ptrTo(r.Status.PaidCents),
 		PaymentMethod: r.Status.PaymentMethod,
 		PaidAt:        &now,
@@ -182,19 +187,20 @@ func (r *rental) payFromBalance(ctx workflow.Context, req PayFromBalance) error 
 	due := r.in.TotalCents - r.netPaid()
 	// Retried like any ledger write: if the database is down the caller times
 	// out, but the debit, once accepted, is carried through exactly once.
+	// The activity marks the order paid and writes its "paid" event in the
+	// same transaction as the debit: a refused debit moves nothing.
 	r.debiting = true
-	err := workflow.ExecuteActivity(timelineCtx(ctx), a.PayOrderFromBalance, activities.PayFromBalanceInput{
-		OrderRef: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: due, At: workflow.Now(ctx).UTC(),
-		PaidCents: r.Status.PaidCents + due,
-	}).Get(ctx, nil)
+	err := r.transitionOnWrite(ctx, PhasePaid, func(string) error {
+		return workflow.ExecuteActivity(timelineCtx(ctx), a.PayOrderFromBalance, activities.PayFromBalanceInput{
+			OrderRef: r.in.OrderRef, AccountID: r.in.AccountID, AmountCents: due, At: workflow.Now(ctx).UTC(),
+			PaidCents: r.Status.PaidCents + due,
+		}).Get(ctx, nil)
+	})
 	r.debiting = false
 	if err != nil {
 		return asRefusal(err, "Le paiement par solde n'a pas abouti. Réessayez plus tard.")
 	}
-	// The activity marked the order paid and wrote its "paid" event in the
-	// same transaction as the debit: only the workflow state changes here.
 	r.Status.PaidCents += due
 	r.Status.PaymentMethod = methodBalance
-	r.setPhase(ctx, PhasePaid) // written by the debit (transition)
 	return nil
 }

@@ -51,7 +51,7 @@ type reminder struct {
 func (r *rental) runPeriod(ctx workflow.Context) error {
 	for !r.EndAsked && workflow.Now(ctx).Before(r.End) {
 		if r.over(ctx) {
-			return r.continueAsNew(ctx, phasePeriod)
+			return r.continueAsNew(ctx, waitPeriod)
 		}
 		now := workflow.Now(ctx)
 		tctx, cancelTimers := workflow.WithCancel(ctx)
@@ -107,10 +107,8 @@ func (r *rental) runPeriod(ctx workflow.Context) error {
 		}
 		cancelTimers()
 	}
-	// Synchronously with the loop exit, so no update sees an active rental
-	// whose teardown has begun. Written by the revocation's event
-	// (teardown, transition).
-	r.setPhase(ctx, PhaseEnding)
+	// The period is over: the teardown that follows moves the rental to
+	// ending at once (teardown).
 	return nil
 }
 
@@ -148,19 +146,25 @@ func (r *rental) sendReminder(ctx workflow.Context, rem reminder) error {
 	})
 }
 
-// teardown revokes access, then wipes and releases the machine. Both retry
-// without limit: a machine must never stay reachable after the period.
-// From vDrain a step still failing after teardownStuckAfter attempts is
-// reported (teardownStep).
+// teardown ends the period, revokes access, then wipes and releases the
+// machine. Both steps retry without limit: a machine must never stay
+// reachable after the period. From vDrain a step still failing after
+// teardownStuckAfter attempts is reported (teardownStep). It runs as soon
+// as the period loop exits (or the workflow is cancelled during it), so
+// no update sees an active rental whose teardown has begun.
 func (r *rental) teardown(ctx workflow.Context) error {
 	var a *activities.Activities
 	endedAt := workflow.Now(ctx).UTC()
-	if err := r.teardownStep(ctx, a.RevokeAccess); err != nil {
-		return err
-	}
-	if err := r.recordLocked(ctx, activities.OrderEvent{
-		Key: domain.KeyRevoked, Kind: domain.EventAccessRevoked, Status: domain.StatusEnding,
-		Message: "Période terminée : les accès sont révoqués.",
+	// Ending at once; the status goes with the revocation's event, once
+	// access is revoked.
+	if err := r.transitionThen(ctx, PhaseEnding, func(status string) error {
+		if err := r.teardownStep(ctx, a.RevokeAccess); err != nil {
+			return err
+		}
+		return r.recordLocked(ctx, activities.OrderEvent{
+			Key: domain.KeyRevoked, Kind: domain.EventAccessRevoked, Status: status,
+			Message: "Période terminée : les accès sont révoqués.",
+		})
 	}); err != nil {
 		return err
 	}
@@ -226,12 +230,12 @@ func (r *rental) validateExtend(e Extension) error {
 	if r.Actions[e.ActionID] {
 		return nil
 	}
-	switch r.Status.Status {
-	case domain.StatusPaid, domain.StatusProvisioning, domain.StatusProvisioningFailed:
+	switch r.phase() {
+	case PhasePaid, PhaseProvisioning, PhaseProvisioningFailed:
 		if !r.closingRefund {
 			return nil
 		}
-	case domain.StatusActive:
+	case PhaseActive:
 		if !r.EndAsked {
 			return nil
 		}
@@ -255,7 +259,7 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 		Key: domain.KeyExtend(e.ActionID), Kind: domain.EventExtended,
 		Data: map[string]any{"days": e.Days, "agent": e.Agent, "reason": e.Reason},
 	}
-	if r.Status.Status == domain.StatusActive {
+	if r.phase() == PhaseActive {
 		r.End = r.End.Add(time.Duration(e.Days) * r.cfg.Day)
 		r.Status.PeriodEnd = r.End
 		r.wake.SendAsync(struct{}{}) // re-arm the end and reminder timers
@@ -282,7 +286,7 @@ func (r *rental) validateEndEarly(a SupportAction) error {
 	if r.Actions[a.ActionID] {
 		return nil
 	}
-	if r.Status.Status != domain.StatusActive || r.EndAsked {
+	if r.phase() != PhaseActive || r.EndAsked {
 		return reject(domain.ECodeConflict, "Seule une location active peut être terminée par anticipation.")
 	}
 	return nil

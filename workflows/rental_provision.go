@@ -40,7 +40,7 @@ func (r *rental) provision(ctx workflow.Context) (activities.AccessSummary, bool
 			return access, false, err
 		}
 		if r.full && !r.RetryAsked && !r.phase().Closed() {
-			return access, false, r.continueAsNew(ctx, phaseProvisioningFailed)
+			return access, false, r.continueAsNew(ctx, waitProvisioningFailed)
 		}
 		if r.phase().Closed() {
 			return access, false, nil
@@ -166,7 +166,7 @@ func (r *rental) validateRetry(a SupportAction) error {
 	if r.Actions[a.ActionID] {
 		return nil
 	}
-	if r.Status.Status != domain.StatusProvisioningFailed || r.RetryAsked || r.closingRefund {
+	if r.phase() != PhaseProvisioningFailed || r.RetryAsked || r.closingRefund {
 		return reject(domain.ECodeConflict, "La préparation de la machine n'est pas en échec : rien à relancer.")
 	}
 	return nil

@@ -65,7 +65,7 @@ func (r *rental) takeMachine(ctx workflow.Context) (taken bool, err error) {
 		case r.full:
 			// The next run waits on (a machine reserved meanwhile is
 			// found again by its first ask).
-			return false, r.continueAsNew(ctx, phaseWaitingForMachine)
+			return false, r.continueAsNew(ctx, waitMachine)
 		case served == nil:
 			r.Waiting = false
 			return true, nil

@@ -168,20 +168,24 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 		RefundedCents: &refunded,
 		Posting:       &domain.Posting{Kind: domain.PostingRefund, AccountID: r.in.AccountID, Cents: rf.AmountCents, Memo: rf.Reason},
 	}
+	var err error
 	if r.closingRefund {
-		ev.Status = domain.StatusRefunded
 		ev.Message += " La commande est close."
+		// Its event carries the status, recorded first: a refund refused
+		// moves nothing.
+		err = r.transitionOnWrite(ctx, PhaseRefunded, func(status string) error {
+			ev.Status = status
+			return r.record(ctx, ev)
+		})
+	} else {
+		err = r.record(ctx, ev)
 	}
-	if err := r.record(ctx, ev); err != nil {
+	if err != nil {
 		r.Actions[rf.ActionID], r.closingRefund = false, false
 		return asRefusal(err, "Le remboursement n'a pas abouti. Réessayez plus tard.")
 	}
 	r.Status.RefundedCents = refunded
-	if r.closingRefund {
-		// Written by ev, first: a refund refused moves nothing (transition).
-		r.closingRefund = false
-		r.setPhase(ctx, PhaseRefunded)
-	}
+	r.closingRefund = false
 	return nil
 }
 
@@ -190,7 +194,7 @@ func (r *rental) refund(ctx workflow.Context, rf Refund) error {
 func (r *rental) refundV0(ctx workflow.Context, rf Refund) error {
 	var a *activities.Activities
 	r.Actions[rf.ActionID] = true
-	r.closingRefund = r.Status.Status == domain.StatusProvisioningFailed
+	r.closingRefund = r.phase() == PhaseProvisioningFailed
 	if err := r.recordSupport(ctx, domain.ActionRefund, rf.ActionID, rf.Agent, rf.Reason,
 		fmt.Sprintf("Le support a remboursé %s sur le solde.", usd(rf.AmountCents)),
 		map[string]any{"amount_cents": rf.AmountCents}); err != nil {

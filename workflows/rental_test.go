@@ -225,7 +225,7 @@ func (s *RentalWorkflowSuite) paidAndEnded(days int) {
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	st := s.run(rentalInput(days))
 
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.Equal(testStart.Add(time.Minute), st.PeriodStart)
 	want := st.PeriodStart.Add(time.Duration(days) * day)
 	s.True(st.PeriodEnd.Equal(want), "period end %v, want %v", st.PeriodEnd, want)
@@ -249,7 +249,7 @@ func (s *RentalWorkflowSuite) TestPaidThenProvisionedInOrder() {
 	s.signalAt(3*time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusPaymentDetected, seen.Status)
+	s.Equal(PhasePaymentDetected, seen.Status)
 	s.Equal([]string{"bitcoin:tx1:0"}, seen.PaymentsSeen)
 	s.Equal(methodCrypto, st.PaymentMethod)
 	s.Empty(st.PaymentsSeen)
@@ -317,7 +317,7 @@ func (s *RentalWorkflowSuite) TestNoReminderWhenOffsetsEmpty() {
 	st := s.run(in)
 
 	s.Empty(s.reminderTimes())
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 }
 
 func (s *RentalWorkflowSuite) TestExtensionMovesEndAndRearmsReminders() {
@@ -387,7 +387,7 @@ func (s *RentalWorkflowSuite) TestEndEarly() {
 
 	s.Require().True(early.done)
 	s.NoError(early.err)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.True(st.EndedAt.Equal(testStart.Add(day)), "ended at %v", st.EndedAt)
 	s.True(s.revokeAt.Equal(testStart.Add(day)))
 	s.env.AssertActivityNumberOfCalls(s.T(), "RevokeAccess", 1)
@@ -403,7 +403,7 @@ func (s *RentalWorkflowSuite) TestCancelBeforePayment() {
 
 	s.Require().True(c.done)
 	s.NoError(c.err)
-	s.Equal(domain.StatusCancelled, st.Status)
+	s.Equal(PhaseCancelled, st.Status)
 	s.Zero(s.machine.called(activities.StepReserve))
 	s.Zero(s.machine.called(activities.StepPrepare))
 	cancelled := s.eventsOf(domain.EventCancelled)
@@ -420,7 +420,7 @@ func (s *RentalWorkflowSuite) TestCancelAfterPaymentRejected() {
 
 	s.Require().True(c.done)
 	s.requireAppError(c.rejectErr, domain.ECodeConflict)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 }
 
 func (s *RentalWorkflowSuite) TestConfirmationTwiceProvisionsOnce() {
@@ -448,15 +448,15 @@ func (s *RentalWorkflowSuite) TestProvisioningFailureThenSupportRetry() {
 	active := s.queryAt(3 * time.Hour)
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusProvisioningFailed, failed.Status)
+	s.Equal(PhaseProvisioningFailed, failed.Status)
 	s.Contains(failed.ProvisioningError, "driver unreachable")
 	s.Require().True(retry.done)
 	s.NoError(retry.rejectErr)
 	s.NoError(retry.err)
-	s.Equal(domain.StatusActive, active.Status)
+	s.Equal(PhaseActive, active.Status)
 	s.Empty(active.ProvisioningError)
 	s.True(active.PeriodStart.Equal(testStart.Add(2 * time.Hour)))
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 
 	pf := s.eventsOf(domain.EventProvisioningFailed)
 	s.Require().Len(pf, 1)
@@ -485,7 +485,7 @@ func (s *RentalWorkflowSuite) TestProvisioningRetryResumesAtTheFailedStep() {
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.Equal(1, s.machine.called(activities.StepReserve))
 	s.Equal(2, s.machine.called(activities.StepPrepare))
 	s.Equal(1, s.machine.called(activities.StepAccess))
@@ -517,7 +517,7 @@ func (s *RentalWorkflowSuite) TestProvisionHeartbeatsOnlyAfterASlowStep() {
 	s.signalAt(time.Minute, SignalPaymentConfirmed, payment("tx1", totalCents))
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.Equal([]int{2}, beats, "one heartbeat, after prepare (the second step)")
 }
 
@@ -530,8 +530,8 @@ func (s *RentalWorkflowSuite) TestProvisioningRefusalNamesItsStep() {
 	s.updateAt(2*time.Hour, UpdateRefund, Refund{ActionID: 12, Agent: "alice", AmountCents: totalCents, Reason: "GPU manquant"})
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusProvisioningFailed, failed.Status)
-	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal(PhaseProvisioningFailed, failed.Status)
+	s.Equal(PhaseRefunded, st.Status)
 	s.Equal("1 GPU vu, 2 attendus", failed.ProvisioningError)
 	s.Equal(1, s.machine.called(activities.StepVerify))
 	s.Zero(s.machine.called(activities.StepAccess))
@@ -565,7 +565,7 @@ func (s *RentalWorkflowSuite) TestRefundAfterProvisioningFailure() {
 	s.Require().True(ref.done)
 	s.NoError(ref.rejectErr)
 	s.NoError(ref.err)
-	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal(PhaseRefunded, st.Status)
 	s.Equal(totalCents, st.RefundedCents)
 	s.env.AssertActivityNotCalled(s.T(), "RefundToBalance", mock.Anything, mock.Anything)
 	s.env.AssertActivityNumberOfCalls(s.T(), "ReleaseCapacity", 1)
@@ -594,11 +594,11 @@ func (s *RentalWorkflowSuite) TestOneCentRefundLeavesTheRest() {
 	st := s.run(rentalInput(3))
 
 	s.NoError(cent.err)
-	s.Equal(domain.StatusProvisioningFailed, mid.Status)
+	s.Equal(PhaseProvisioningFailed, mid.Status)
 	s.Equal(int64(1), mid.RefundedCents)
 	s.NoError(rest.rejectErr)
 	s.NoError(rest.err)
-	s.Equal(domain.StatusRefunded, st.Status)
+	s.Equal(PhaseRefunded, st.Status)
 	s.Equal(totalCents, st.RefundedCents)
 }
 
@@ -612,7 +612,7 @@ func (s *RentalWorkflowSuite) TestPartialRefundWhileActiveKeepsRental() {
 	s.NoError(ok.err)
 	s.requireAppError(tooMuch.rejectErr, domain.ECodeConflict)
 	s.Equal(int64(1000), st.RefundedCents)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	s.True(st.EndedAt.Equal(st.PeriodStart.Add(3 * day)))
 }
 
@@ -629,7 +629,7 @@ func (s *RentalWorkflowSuite) TestPayFromBalance() {
 	s.NoError(pay.err)
 	s.Equal(methodBalance, st.PaymentMethod)
 	s.Equal(totalCents, st.PaidCents)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	// The debit transaction wrote the "paid" event; the workflow must not.
 	s.Empty(s.eventsOf(domain.EventPaid))
 	s.Equal(1, s.machine.called(activities.StepReserve))
@@ -651,9 +651,9 @@ func (s *RentalWorkflowSuite) TestPayFromBalanceInsufficient() {
 	var appErr *temporal.ApplicationError
 	s.Require().True(errors.As(pay.err, &appErr))
 	s.Contains(appErr.Error(), "Solde insuffisant")
-	s.Equal(domain.StatusAwaitingPayment, after.Status)
+	s.Equal(PhaseAwaitingPayment, after.Status)
 	s.Zero(after.PaidCents)
-	s.Equal(domain.StatusExpired, st.Status)
+	s.Equal(PhaseExpired, st.Status)
 	s.Zero(s.machine.called(activities.StepReserve))
 }
 
@@ -664,7 +664,7 @@ func (s *RentalWorkflowSuite) TestPartialThenRemainingPayment() {
 	s.signalAt(3*time.Minute, SignalPaymentConfirmed, payment("tx2", totalCents-2000))
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusAwaitingPayment, partial.Status)
+	s.Equal(PhaseAwaitingPayment, partial.Status)
 	s.Equal(int64(2000), partial.PaidCents)
 	pp := s.eventsOf(domain.EventPaymentPartial)
 	s.Require().Len(pp, 1)
@@ -689,13 +689,13 @@ func (s *RentalWorkflowSuite) TestRevertedBeforeConfirmation() {
 	reverted := s.queryAt(4 * time.Minute)
 	st := s.run(in)
 
-	s.Equal(domain.StatusPaymentDetected, seen.Status)
-	s.Equal(domain.StatusAwaitingPayment, reverted.Status)
+	s.Equal(PhasePaymentDetected, seen.Status)
+	s.Equal(PhaseAwaitingPayment, reverted.Status)
 	s.Empty(reverted.PaymentsSeen)
 	rv := s.eventsOf(domain.EventPaymentReverted)
 	s.Require().Len(rv, 1)
 	s.Equal(domain.StatusAwaitingPayment, rv[0].Status)
-	s.Equal(domain.StatusExpired, st.Status)
+	s.Equal(PhaseExpired, st.Status)
 }
 
 // signalsTogether sends the signals in one callback: the workflow reads
@@ -732,9 +732,9 @@ func (s *RentalWorkflowSuite) TestReversalAndRemineInOneBatchCountOnce() {
 	after := s.queryAt(2 * time.Hour)
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusActive, after.Status)
+	s.Equal(PhaseActive, after.Status)
 	s.Equal(totalCents, after.PaidCents)
-	s.Equal(domain.StatusEnded, st.Status)
+	s.Equal(PhaseEnded, st.Status)
 	rv := s.eventsOf(domain.EventPaymentReverted)
 	s.Require().Len(rv, 1)
 	s.Equal(domain.KeyRevertedConfirmed(payment("tx1", 0).Key()), rv[0].Key)
@@ -776,7 +776,7 @@ func (s *RentalWorkflowSuite) TestLatePaymentWaitsForSupportAttribution() {
 	attr := s.updateAt(2*time.Hour, UpdateAttributePayment, Attribution{ActionID: 21, Agent: "alice", Reason: "paiement en retard"})
 	st := s.run(rentalInput(3))
 
-	s.Equal(domain.StatusAwaitingPayment, waiting.Status)
+	s.Equal(PhaseAwaitingPayment, waiting.Status)
 	s.Zero(waiting.PaidCents)
 	conf := s.eventsOf(domain.EventPaymentConfirmed)
 	s.Require().Len(conf, 2)
@@ -798,7 +798,7 @@ func (s *RentalWorkflowSuite) TestUnpaidTimeoutExpires() {
 	in.Config.UnpaidTimeout = 2 * time.Hour
 	st := s.run(in)
 
-	s.Equal(domain.StatusExpired, st.Status)
+	s.Equal(PhaseExpired, st.Status)
 	expired := s.eventsOf(domain.EventExpired)
 	s.Require().Len(expired, 1)
 	s.True(expired[0].At.Equal(testStart.Add(2 * time.Hour)))

@@ -66,8 +66,7 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		// Provisioning has not started: the order awaits payment again,
 		// with a full payment window from now.
 		r.Status.PaymentMethod = ""
-		to = Phase(awaitAgain(ctx, r.Payments, &r.PayUntil, r.cfg.UnpaidTimeout,
-			domain.StatusAwaitingPayment, domain.StatusPaymentDetected))
+		to = awaitAgain(ctx, r.Payments, &r.PayUntil, r.cfg.UnpaidTimeout, PhaseAwaitingPayment, PhasePaymentDetected)
 		missing := r.in.TotalCents - r.netPaid()
 		data["missing_cents"], data["pay_until"] = missing, r.PayUntil
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté. La commande attend de nouveau son paiement : il manque %s, à régler avant le %s.",
@@ -87,10 +86,10 @@ func (r *rental) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 
 // awaitAgain gives a rental or a top-up whose payment a reversal uncounted
 // a full payment window from now (never shorter than the one it had); it
-// returns the status it goes back to: awaiting payment, or "payment
+// returns the phase it goes back to: awaiting payment, or "payment
 // detected" while another payment is pending. Its transition writes it.
-func awaitAgain(ctx workflow.Context, l *paymentLedger, payUntil *time.Time, window time.Duration,
-	awaiting, detected string) string {
+func awaitAgain[P Phase | TopUpPhase](ctx workflow.Context, l *paymentLedger, payUntil *time.Time, window time.Duration,
+	awaiting, detected P) P {
 	if until := workflow.Now(ctx).Add(window); until.After(*payUntil) {
 		*payUntil = until
 	}
@@ -177,12 +176,12 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 	data["after_confirmation"] = true
 	ev := activities.TopUpEvent{Key: domain.KeyRevertedConfirmed(ekey), Kind: domain.EventPaymentReverted, Data: data,
 		Reversal: &domain.Reversal{PaymentKey: ekey}}
-	to := "" // the status it moves to, if any
+	var to TopUpPhase // the phase it moves to, if any
 	switch {
 	case counted == 0:
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) transmis au support a été annulé par une réorganisation du réseau %s : il est retiré de la file du support.",
 			usd(p.AmountCents), p.Network)
-	case t.Status.Status == domain.TopUpCredited:
+	case t.phase() == TopUpPhaseCredited:
 		// The credit stands: the counted part is the shortfall, until the
 		// payment is mined again (remined) or support resolves it.
 		t.Counted = kept
@@ -197,7 +196,7 @@ func (t *topUp) revertConfirmed(ctx workflow.Context, p PaymentEvent) error {
 		t.Status.ReceivedCents -= received
 		if !t.closed() {
 			t.Due = false
-			to = awaitAgain(ctx, t.Payments, &t.PayUntil, t.timeout, domain.TopUpAwaitingPayment, domain.TopUpPaymentDetected)
+			to = awaitAgain(ctx, t.Payments, &t.PayUntil, t.timeout, TopUpPhaseAwaitingPayment, TopUpPhasePaymentDetected)
 		}
 		data["uncounted_cents"] = received
 		ev.Message = fmt.Sprintf("Un paiement confirmé (%s) a été annulé par une réorganisation du réseau %s : il n'est plus compté pour la recharge.",

@@ -62,7 +62,7 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 	}
 	t := &topUp{
 		TopUpState: TopUpState{
-			Status:     TopUpStatus{TopUpRef: in.TopUpRef, Status: domain.TopUpAwaitingPayment},
+			Status:     TopUpStatus{TopUpRef: in.TopUpRef, Status: TopUpPhaseAwaitingPayment},
 			PayUntil:   workflow.GetInfo(ctx).WorkflowStartTime.Add(timeout),
 			payeeState: payeeState{Payments: newPaymentLedger(), Actions: map[int64]bool{}},
 			Remined:    map[string]int64{},
@@ -75,7 +75,7 @@ func newTopUp(ctx workflow.Context, in TopUpInput) *topUp {
 }
 
 func (t *topUp) setup(ctx workflow.Context) error {
-	if err := t.sa.begin(ctx, t.Status.Status,
+	if err := t.sa.begin(ctx, string(t.phase()),
 		saKeyRef.ValueSet(t.in.TopUpRef),
 		saKeyCustomer.ValueSet(strconv.FormatInt(t.in.AccountID, 10)),
 		saKeyKind.ValueSet("topup"),
@@ -106,7 +106,7 @@ func (t *topUp) setup(ctx workflow.Context) error {
 
 func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 	settled := func() bool { return t.Due || t.closed() }
-	if t.in.Carry != nil && t.in.Carry.Resume == phaseCredited {
+	if t.in.Carry != nil && t.in.Carry.WaitPoint == waitCredited {
 		return t.listen(ctx)
 	}
 	for {
@@ -120,7 +120,7 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 				return settled() || !t.PayUntil.Equal(until) || t.over(ctx)
 			})
 			if err == nil && !settled() && t.full {
-				return t.Status, t.continueAsNew(ctx, phasePayment)
+				return t.Status, t.continueAsNew(ctx, waitPayment)
 			}
 			if err == nil && !ok && !t.PayUntil.Equal(until) {
 				continue
@@ -151,7 +151,7 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 		t.ListenUntil = workflow.Now(ctx).Add(t.timeout)
 		return t.listen(ctx)
 	}
-	if t.Status.Status == domain.TopUpCredited {
+	if t.phase() == TopUpPhaseCredited {
 		// Late or duplicate payments to this intent are still recorded.
 		if err := workflow.Sleep(ctx, t.timeout); err != nil {
 			return t.Status, err
@@ -164,12 +164,12 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 // duplicate payments to its request are still recorded; the run continues
 // as new if its history passes its bound meanwhile.
 func (t *topUp) listen(ctx workflow.Context) (TopUpStatus, error) {
-	if t.Status.Status == domain.TopUpCredited {
+	if t.phase() == TopUpPhaseCredited {
 		if _, err := t.sa.await(ctx, t.ListenUntil.Sub(workflow.Now(ctx)), func() bool { return t.over(ctx) }); err != nil {
 			return t.Status, err
 		}
 		if t.full && workflow.Now(ctx).Before(t.ListenUntil) {
-			return t.Status, t.continueAsNew(ctx, phaseCredited)
+			return t.Status, t.continueAsNew(ctx, waitCredited)
 		}
 	}
 	return t.finish(ctx)
@@ -203,7 +203,7 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 			}
 			msg += fmt.Sprintf(" Le montant déjà reçu (%s) est transmis au support, qui vous le remboursera sur votre solde.", usd(cents))
 		}
-		return false, t.transition(ctx, domain.TopUpExpired, activities.TopUpEvent{
+		return false, t.transition(ctx, TopUpPhaseExpired, activities.TopUpEvent{
 			Key: domain.KeyExpired, Kind: domain.EventExpired, Message: msg,
 			Data:       map[string]any{"received_cents": t.Status.ReceivedCents},
 			Exceptions: queued,
@@ -213,45 +213,22 @@ func (t *topUp) settle(ctx workflow.Context) (again bool, err error) {
 	now := workflow.Now(ctx).UTC()
 	// The activity credits the balance, marks the top-up credited and writes
 	// its event in one transaction, idempotently by top-up reference.
-	if err := workflow.ExecuteActivity(timelineCtx(ctx), a.CreditTopUp, activities.CreditTopUpInput{
-		TopUpRef: t.in.TopUpRef, AccountID: t.in.AccountID, AmountCents: t.in.AmountCents, At: now,
-	}).Get(ctx, nil); err != nil {
-		return false, err
-	}
-	t.Status.CreditedAt = now
-	t.setStatus(ctx, domain.TopUpCredited) // written by the credit's transaction
-	return false, nil
-}
-
-// transition moves the top-up to status, in memory, in its KdStatus search
-// attribute and in PostgreSQL, as the rental's does: it records evs, the
-// last one carrying the status. The credit is the one move made by
-// setStatus alone: CreditTopUp wrote it, with the credit, before.
-func (t *topUp) transition(ctx workflow.Context, status string, evs ...activities.TopUpEvent) error {
-	if t.Status.Status != status {
-		t.setStatus(ctx, status)
-	}
-	evs[len(evs)-1].Status = status
-	return recordAll(ctx, t.record, evs)
-}
-
-// setStatus moves the top-up's status in memory and in its search
-// attributes only (transition).
-func (t *topUp) setStatus(ctx workflow.Context, status string) {
-	t.Status.Status = status
-	t.sa.setStatus(ctx, status)
+	return false, t.transitionOnWrite(ctx, TopUpPhaseCredited, func(string) error {
+		if err := workflow.ExecuteActivity(timelineCtx(ctx), a.CreditTopUp, activities.CreditTopUpInput{
+			TopUpRef: t.in.TopUpRef, AccountID: t.in.AccountID, AmountCents: t.in.AmountCents, At: now,
+		}).Get(ctx, nil); err != nil {
+			return err
+		}
+		t.Status.CreditedAt = now
+		return nil
+	})
 }
 
 // awaiting reports whether the top-up still accepts payments toward its amount.
-func (t *topUp) awaiting() bool {
-	st := t.Status.Status
-	return !t.Due && (st == domain.TopUpAwaitingPayment || st == domain.TopUpPaymentDetected)
-}
+func (t *topUp) awaiting() bool { return !t.Due && t.phase().Awaiting() }
 
 // closed reports whether the top-up was cancelled or expired.
-func (t *topUp) closed() bool {
-	return t.Status.Status == domain.TopUpCancelled || t.Status.Status == domain.TopUpExpired
-}
+func (t *topUp) closed() bool { return t.phase().Closed() }
 
 // record writes one timeline event; the caller holds mu.
 func (t *topUp) record(ctx workflow.Context, ev activities.TopUpEvent) error {
@@ -271,7 +248,7 @@ func (t *topUp) validateCancel(req CancelRequest) error {
 		return nil
 	}
 	// Only an untouched top-up: once money is on its way, support decides.
-	if !t.awaiting() || t.Status.Status != domain.TopUpAwaitingPayment || t.Status.ReceivedCents > 0 {
+	if !t.awaiting() || t.phase() != TopUpPhaseAwaitingPayment || t.Status.ReceivedCents > 0 {
 		return reject(domain.ECodeConflict, "La recharge ne peut plus être annulée : un paiement a déjà été détecté ou elle est close.")
 	}
 	return nil
@@ -301,7 +278,7 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 		Key: domain.KeyCancelled, Kind: domain.EventCancelled, Message: msg,
 		Data: map[string]any{"by": req.By, "reason": req.Reason},
 	})
-	if err := t.transition(ctx, domain.TopUpCancelled, evs...); err != nil {
+	if err := t.transition(ctx, TopUpPhaseCancelled, evs...); err != nil {
 		return errUnavailable()
 	}
 	return nil

@@ -24,13 +24,13 @@ type TopUpInput struct {
 	// MaxVersion: see RentalConfig.MaxVersion.
 	MaxVersion int `json:",omitempty"`
 	// Carry is the state of the previous run (continue-as-new).
-	Carry *TopUpCarry `json:",omitempty"`
+	Carry *TopUpState `json:",omitempty"`
 }
 
 // TopUpStatus is what QueryStatus returns for a top-up.
 type TopUpStatus struct {
 	TopUpRef          string
-	Status            string
+	Status            TopUpPhase
 	ReceivedCents     int64
 	PaymentsConfirmed []string
 	CreditedAt        time.Time

@@ -12,11 +12,11 @@ func (t *topUp) due() int64 { return t.in.AmountCents - t.Status.ReceivedCents }
 
 // write: a top-up's events all carry what it received (record).
 func (t *topUp) write(ctx workflow.Context, e payEvent) error {
-	if e.Status == "" || e.Status == t.Status.Status {
+	if e.Status == "" || TopUpPhase(e.Status) == t.phase() {
 		e.Status = ""
 		return t.record(ctx, e.topUp())
 	}
-	return t.transition(ctx, e.Status, e.topUp())
+	return t.transition(ctx, TopUpPhase(e.Status), e.topUp())
 }
 
 // counts: a top-up keeps no list of the payments seen, and its
@@ -25,8 +25,11 @@ func (t *topUp) counts() counts {
 	return counts{paid: &t.Status.ReceivedCents, confirmed: &t.Status.PaymentsConfirmed}
 }
 
-// covered: the main flow credits the balance (settle).
-func (t *topUp) covered(workflow.Context, int64) { t.Due = true }
+// covered: the main flow credits the balance (settle), which moves it.
+func (t *topUp) covered(workflow.Context, int64) string {
+	t.Due = true
+	return ""
+}
 
 // minedAgain: a credited top-up's payment mined again backs its credit
 // again; before the credit it counts as any payment.

@@ -94,6 +94,12 @@ const (
 	// update answers in_progress and the validators refuse new updates
 	// until it is done (handOver): no caller waits on an unbounded retry.
 	vHandOver workflow.Version = 13
+	// vOneTransition: every move of a rental goes through its transition
+	// (phase.go) with its write; the one that did not, the move to paid
+	// when payments cover the order, writes its status with the covering
+	// payment's event (before, only with the "paid" event the main flow
+	// records next).
+	vOneTransition workflow.Version = 14
 	// vMaxHistory, the version new workflows record, is in rollout.go
 	// (rollout_kdrollout.go: a test release one version ahead).
 )
