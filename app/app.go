@@ -90,6 +90,9 @@ type Config struct {
 	// RateSampleInterval is how often RateSampler records every priced
 	// asset (KERNODECK_RATE_SAMPLE_INTERVAL; 0: rates.DefaultSampleInterval).
 	RateSampleInterval time.Duration
+	// WorkerStopTimeout is how long the worker's Stop waits for running
+	// activities (KERNODECK_WORKER_STOP_TIMEOUT; 0: cancelled at once).
+	WorkerStopTimeout time.Duration
 }
 
 // Holds are the capacity hold rules (postgres.Capacity): at most
@@ -192,7 +195,7 @@ func (a *App) Register(r worker.Registry) { workers.Register(r, a.Activities) }
 
 // Worker is the Temporal worker on Kernodeck's task queue (not started).
 func (a *App) Worker() worker.Worker {
-	return workers.New(a.cfg.Temporal, a.Activities, a.cfg.WorkflowVersion)
+	return workers.New(a.cfg.Temporal, a.Activities, a.cfg.WorkflowVersion, a.cfg.WorkerStopTimeout)
 }
 
 // Starter makes sure every stored order and top-up has its workflow,

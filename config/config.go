@@ -33,6 +33,7 @@ type Config struct {
 	AccessPort           int               // KERNODECK_ACCESS_PORT (local driver)
 	StarterInterval      time.Duration     // KERNODECK_STARTER_INTERVAL
 	WorkflowCacheSize    int               // KERNODECK_WORKFLOW_CACHE_SIZE
+	WorkerStopTimeout    time.Duration     // KERNODECK_WORKER_STOP_TIMEOUT: a stopping worker's wait for its running activities
 	WorkflowVersion      int               // KERNODECK_WORKFLOW_VERSION: caps new workflows' command version (0: the workers' newest)
 	LogLevel             string            // KERNODECK_LOG_LEVEL
 	TrustedProxies       []string          // KERNODECK_TRUSTED_PROXIES
@@ -74,6 +75,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AccessPort:           p.int("KERNODECK_ACCESS_PORT", 22),
 		StarterInterval:      p.dur("KERNODECK_STARTER_INTERVAL", 30*time.Second),
 		WorkflowCacheSize:    p.int("KERNODECK_WORKFLOW_CACHE_SIZE", DefaultWorkflowCacheSize),
+		WorkerStopTimeout:    p.dur("KERNODECK_WORKER_STOP_TIMEOUT", DefaultWorkerStopTimeout),
 		WorkflowVersion:      p.int("KERNODECK_WORKFLOW_VERSION", 0),
 		LogLevel:             p.str("KERNODECK_LOG_LEVEL", "info"),
 		TrustedProxies:       p.list("KERNODECK_TRUSTED_PROXIES"),
@@ -100,6 +102,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.WorkflowCacheSize < 1 {
 		return Config{}, fmt.Errorf("KERNODECK_WORKFLOW_CACHE_SIZE must be at least 1")
 	}
+	if c.WorkerStopTimeout > MaxWorkerStopTimeout {
+		return Config{}, fmt.Errorf("KERNODECK_WORKER_STOP_TIMEOUT must be at most %s (a stop that long holds a rollout)", MaxWorkerStopTimeout)
+	}
 	if c.ProvisioningAttempts < 1 {
 		return Config{}, fmt.Errorf("KERNODECK_PROVISIONING_ATTEMPTS must be at least 1")
 	}
@@ -111,6 +116,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 // RSS (BENCHMARKS.md); an evicted one is replayed from its history, about
 // 115 events, at its next event (a reminder, the end, a support action).
 const DefaultWorkflowCacheSize = 3000
+
+// DefaultWorkerStopTimeout lets a stopping worker's activities finish: a
+// machine step reports progress in its heartbeats (10 s timeout) and a
+// step cut short is retried elsewhere, but one that completes is not redone.
+// The worker unit's TimeoutStopSec (deploy/systemd) stays above it.
+const DefaultWorkerStopTimeout = 2 * time.Minute
+
+// MaxWorkerStopTimeout bounds KERNODECK_WORKER_STOP_TIMEOUT.
+const MaxWorkerStopTimeout = 30 * time.Minute
 
 // RentalConfig is the workflow configuration captured at each order's start.
 func (c Config) RentalConfig() workflows.RentalConfig {

@@ -64,3 +64,21 @@ func TestParsesAndRejects(t *testing.T) {
 		}
 	}
 }
+
+// KERNODECK_WORKER_STOP_TIMEOUT: 2 minutes by default, a positive duration
+// up to 30 minutes.
+func TestWorkerStopTimeout(t *testing.T) {
+	c, err := FromEnv(env(nil))
+	if err != nil || c.WorkerStopTimeout != 2*time.Minute {
+		t.Fatalf("default: %v, %v; want 2m", c.WorkerStopTimeout, err)
+	}
+	c, err = FromEnv(env(map[string]string{"KERNODECK_WORKER_STOP_TIMEOUT": "45s"}))
+	if err != nil || c.WorkerStopTimeout != 45*time.Second {
+		t.Fatalf("45s: %v, %v", c.WorkerStopTimeout, err)
+	}
+	for _, v := range []string{"0", "-1m", "soon", "31m"} {
+		if _, err := FromEnv(env(map[string]string{"KERNODECK_WORKER_STOP_TIMEOUT": v})); err == nil {
+			t.Errorf("KERNODECK_WORKER_STOP_TIMEOUT=%s accepted", v)
+		}
+	}
+}

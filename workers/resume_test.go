@@ -79,7 +79,7 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	dead := &deadPrepare{Provisioner: local, started: make(chan struct{}), release: make(chan struct{})}
 	defer close(dead.release)
 
-	first := workers.New(tc, &activities.Activities{Store: db, Provisioner: dead, Logger: logger}, 0)
+	first := workers.New(tc, &activities.Activities{Store: db, Provisioner: dead, Logger: logger}, 0, 0)
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 	// step ran on the first worker: the second one reserves nothing again.
 	var resumedReserves atomic.Int32
 	resumed := reserveCounter{Provisioner: local.Provisioner, n: &resumedReserves}
-	second := workers.New(tc, &activities.Activities{Store: db, Provisioner: resumed, Logger: logger}, 0)
+	second := workers.New(tc, &activities.Activities{Store: db, Provisioner: resumed, Logger: logger}, 0, 0)
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -21,19 +22,28 @@ import (
 )
 
 // New returns a worker on the Kernodeck task queue with both workflows and
-// all activities registered (not started). Its interceptor refuses any
-// start or update whose one argument is not addressed to its workflow and
-// any signal without exactly one payload (workflows.InboundInterceptor).
-// maxVersion (KERNODECK_WORKFLOW_VERSION; 0: none) caps the history
-// version of every run it starts, a run continuing as new included
-// (workflows.VersionCeiling).
-func New(c client.Client, acts *activities.Activities, maxVersion int) worker.Worker {
-	w := worker.New(c, workflows.TaskQueue, worker.Options{
-		Interceptors:             []interceptor.WorkerInterceptor{&workflows.InboundInterceptor{}},
-		PreferredVersionProvider: workflows.VersionCeiling(maxVersion),
-	})
+// all activities registered (not started), with Options(maxVersion,
+// stopTimeout).
+func New(c client.Client, acts *activities.Activities, maxVersion int, stopTimeout time.Duration) worker.Worker {
+	w := worker.New(c, workflows.TaskQueue, Options(maxVersion, stopTimeout))
 	Register(w, acts)
 	return w
+}
+
+// Options are the worker's options. Its interceptor refuses any start or
+// update whose one argument is not addressed to its workflow and any
+// signal without exactly one payload (workflows.InboundInterceptor).
+// maxVersion (KERNODECK_WORKFLOW_VERSION; 0: none) caps the history version
+// of every run it starts, a run continuing as new included
+// (workflows.VersionCeiling). stopTimeout (KERNODECK_WORKER_STOP_TIMEOUT)
+// is how long Stop (on SIGTERM) waits for running activities to finish
+// before cancelling them: the SDK's default, 0, cancels them at once.
+func Options(maxVersion int, stopTimeout time.Duration) worker.Options {
+	return worker.Options{
+		Interceptors:             []interceptor.WorkerInterceptor{&workflows.InboundInterceptor{}},
+		PreferredVersionProvider: workflows.VersionCeiling(maxVersion),
+		WorkerStopTimeout:        stopTimeout,
+	}
 }
 
 // Register registers the workflows and activities on any worker registry

@@ -36,7 +36,7 @@ func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Cli
 		Provisioner: local, SSH: ssh, ProvisionerName: prov.cfg.Provisioner,
 		Holds: &app.Holds{PerAccount: quotas.HoldsPerAccount, PerNetwork: quotas.HoldsPerNetwork, First: quotas.HoldFirst,
 			Share: &quotas.HoldShare, Budget: quotas.HoldBudget},
-		Metrics: m, Logger: logger, WorkflowVersion: cfg.WorkflowVersion,
+		Metrics: m, Logger: logger, WorkflowVersion: cfg.WorkflowVersion, WorkerStopTimeout: cfg.WorkerStopTimeout,
 		ValueTolerance: pcfg.ValueTolerance, RateSampleInterval: pcfg.RateSampleInterval,
 	}), nil
 }
