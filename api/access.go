@@ -31,21 +31,8 @@ func (s *Server) revealPrivateKey(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	st, ok := s.store.(ownerAccessStore)
-	if !ok {
-		s.fail(c, domain.Errorf(domain.ECodeConflict, "Aucune clé privée n'a été générée pour cette commande."))
-		return
-	}
-	key, shownAt, err := st.RevealPrivateKey(c.Request.Context(), o.Ref)
-	if err != nil {
-		s.fail(c, notFoundAs(err, domain.Errorf(domain.ECodeConflict, "La machine n'est pas encore prête : aucune clé privée à remettre.")))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"private_key": key, "private_key_shown_at": shownAt})
+	key, shownAt, err := s.RevealPrivateKey(c.Request.Context(), customer(c), c.Param("ref"))
+	s.answer(c, http.StatusOK, gin.H{"private_key": key, "private_key_shown_at": shownAt}, err)
 }
 
 // availabilityStore is implemented by stores that can tell whether a

@@ -16,13 +16,8 @@ type keyRequestStore interface {
 	LatestKeyRequest(ctx context.Context, orderRef string) (domain.KeyRequest, error)
 }
 
-func (s *Server) keyRequests(c *gin.Context) (keyRequestStore, bool) {
-	st, ok := s.store.(keyRequestStore)
-	if !ok {
-		s.fail(c, domain.Errorf(domain.ECodeConflict, "Le changement de clé n'est pas disponible sur ce serveur."))
-	}
-	return st, ok
-}
+// errNoKeyChanges: a store without key changes (tests' stand-ins).
+var errNoKeyChanges = domain.Errorf(domain.ECodeConflict, "Le changement de clé n'est pas disponible sur ce serveur.")
 
 // replaceSSHKey asks for the customer's new public key to replace the
 // current one on their running rental (a lost key): applied on the host
@@ -35,15 +30,8 @@ func (s *Server) replaceSSHKey(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	key, err := validSSHKey(req.SSHPublicKey)
-	if err == nil && key == "" {
-		err = domain.FieldError("ssh_public_key", "Collez la nouvelle clé publique SSH.")
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.requestKeyChange(c, domain.KeyRequestReplace, key)
+	kr, err := s.RequestKeyChange(c.Request.Context(), customer(c), c.Param("ref"), domain.KeyRequestReplace, req.SSHPublicKey)
+	s.answer(c, http.StatusAccepted, gin.H{"key_request": kr}, err)
 }
 
 // reissueSSHKey asks for a new generated key pair: its private key is then
@@ -54,39 +42,15 @@ func (s *Server) reissueSSHKey(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	s.requestKeyChange(c, domain.KeyRequestReissue, "")
-}
-
-func (s *Server) requestKeyChange(c *gin.Context, kind, key string) {
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	st, ok := s.keyRequests(c)
-	if !ok {
-		return
-	}
-	kr, err := st.RequestKeyChange(c.Request.Context(), o.Ref, kind, key)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, gin.H{"key_request": kr})
+	kr, err := s.RequestKeyChange(c.Request.Context(), customer(c), c.Param("ref"), domain.KeyRequestReissue, "")
+	s.answer(c, http.StatusAccepted, gin.H{"key_request": kr}, err)
 }
 
 // getKeyRequest shows the order's last key change and where it stands.
 func (s *Server) getKeyRequest(c *gin.Context) {
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	st, ok := s.keyRequests(c)
-	if !ok {
-		return
-	}
-	kr, err := st.LatestKeyRequest(c.Request.Context(), o.Ref)
+	kr, err := s.KeyRequest(c.Request.Context(), customer(c), c.Param("ref"))
 	if err != nil {
-		s.fail(c, notFoundAs(err, domain.Errorf(domain.ECodeNotFound, "Aucun changement de clé pour cette commande.")))
+		s.fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"key_request": kr})

@@ -46,7 +46,7 @@ type sessionsResponse struct {
 }
 
 func (s *Server) listSessions(c *gin.Context) {
-	out, err := s.store.AccountSessions(c.Request.Context(), account(c).ID, currentSession(c))
+	out, err := s.Sessions(c.Request.Context(), customer(c))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -57,12 +57,8 @@ func (s *Server) listSessions(c *gin.Context) {
 // endSession ends one of the caller's sessions (its next request asks to
 // sign in). Ending the current one is a logout.
 func (s *Server) endSession(c *gin.Context) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.fail(c, domain.ErrSessionNotFound)
-		return
-	}
-	wasCurrent, err := s.store.EndSession(c.Request.Context(), account(c).ID, id, currentSession(c), client(c))
+	id, _ := strconv.ParseInt(c.Param("id"), 10, 64)
+	wasCurrent, err := s.EndSession(c.Request.Context(), customer(c), id, client(c))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -71,6 +67,15 @@ func (s *Server) endSession(c *gin.Context) {
 		s.clearSessionCookie(c)
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// EndSession ends the caller's session id (from another device: its next
+// request asks to sign in); wasCurrent when it was the caller's own.
+func (s *Server) EndSession(ctx context.Context, me *Customer, id int64, cl domain.SessionClient) (wasCurrent bool, err error) {
+	if id <= 0 {
+		return false, domain.ErrSessionNotFound
+	}
+	return s.store.EndSession(ctx, me.Account.ID, id, me.tokenHash, cl)
 }
 
 type endedResponse struct {
@@ -84,12 +89,13 @@ func (s *Server) endOtherSessions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	n, err := s.store.EndOtherSessions(c.Request.Context(), account(c).ID, currentSession(c), client(c))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, endedResponse{SessionsEnded: n})
+	n, err := s.EndOtherSessions(c.Request.Context(), customer(c), client(c))
+	s.answer(c, http.StatusOK, endedResponse{SessionsEnded: n}, err)
+}
+
+// EndOtherSessions ends every session of the caller's but this one.
+func (s *Server) EndOtherSessions(ctx context.Context, me *Customer, cl domain.SessionClient) (int64, error) {
+	return s.store.EndOtherSessions(ctx, me.Account.ID, me.tokenHash, cl)
 }
 
 type passwordChangeRequest struct {
@@ -111,64 +117,56 @@ func passwordLength(field, password string) error {
 // session: the old password and the sessions opened with it stop working.
 // Wrong current passwords are throttled per account, as logins are.
 func (s *Server) changePassword(c *gin.Context) {
-	ctx := c.Request.Context()
 	var req passwordChangeRequest
 	if err := s.decodeJSON(c, &req, false); err != nil {
 		s.fail(c, err)
 		return
 	}
-	if req.CurrentPassword == "" {
-		s.fail(c, domain.FieldError("current_password", "Indiquez votre mot de passe actuel."))
-		return
+	n, err := s.ChangePassword(c.Request.Context(), customer(c), req.CurrentPassword, req.NewPassword, client(c))
+	s.answer(c, http.StatusOK, endedResponse{SessionsEnded: n}, err)
+}
+
+// ChangePassword replaces the caller's password, the current one given
+// again, and ends every other session; it returns how many were ended.
+func (s *Server) ChangePassword(ctx context.Context, me *Customer, current, next string, cl domain.SessionClient) (int64, error) {
+	if current == "" {
+		return 0, domain.FieldError("current_password", "Indiquez votre mot de passe actuel.")
 	}
-	if err := passwordLength("new_password", req.NewPassword); err != nil {
-		s.fail(c, err)
-		return
+	if err := passwordLength("new_password", next); err != nil {
+		return 0, err
 	}
-	if req.NewPassword == req.CurrentPassword {
-		s.fail(c, domain.FieldError("new_password", "Choisissez un nouveau mot de passe différent de l'actuel."))
-		return
+	if next == current {
+		return 0, domain.FieldError("new_password", "Choisissez un nouveau mot de passe différent de l'actuel.")
 	}
-	acc := account(c)
+	acc := me.Account
 	rule := domain.ThrottleRule{Key: "password:account:" + strconv.FormatInt(acc.ID, 10),
 		Limit: s.cfg.MaxFailuresPerEmail, Window: s.cfg.LoginWindow, Lockout: s.cfg.LoginLockout, MaxLockout: 24 * time.Hour}
 	retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{rule})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return 0, err
 	}
 	if retry > 0 {
-		s.tooMany(c, retry, "Trop de mots de passe actuels incorrects.")
-		return
+		return 0, errTooMany(retry, "Trop de mots de passe actuels incorrects.")
 	}
 	old, err := s.store.PasswordHash(ctx, acc.ID)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return 0, err
 	}
-	ok, err := s.verify(ctx, old, req.CurrentPassword)
+	ok, err := s.verify(ctx, old, current)
 	if err != nil {
-		s.fail(c, fmt.Errorf("verify password of account %d: %w", acc.ID, err))
-		return
+		return 0, fmt.Errorf("verify password of account %d: %w", acc.ID, err)
 	}
 	if !ok {
-		s.fail(c, domain.ErrWrongPassword) // the attempt stays counted
-		return
+		return 0, domain.ErrWrongPassword // the attempt stays counted
 	}
 	if err := s.store.Forgive(ctx, nil, []string{rule.Key}); err != nil {
 		s.log.Warn("forgive password attempt", "err", err)
 	}
-	hash, err := s.hash(ctx, req.NewPassword)
+	hash, err := s.hash(ctx, next)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return 0, err
 	}
-	n, err := s.store.ChangePassword(ctx, acc.ID, old, hash, currentSession(c), client(c))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, endedResponse{SessionsEnded: n})
+	return s.store.ChangePassword(ctx, acc.ID, old, hash, me.tokenHash, cl)
 }
 
 type activityResponse struct {
@@ -184,18 +182,10 @@ type activityResponse struct {
 }
 
 func (s *Server) accountActivity(c *gin.Context) {
-	entries, failures, failed, err := s.store.AccountActivity(c.Request.Context(), account(c).ID, activityShown, s.now().Add(-failedLoginsWindow))
+	a, err := s.Activity(c.Request.Context(), customer(c))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, activityResponse{Activity: entries, LoginFailures: failures, FailedLogins: failed})
-}
-
-// recordActivity notes a login in the account's activity; a failure to
-// write it is logged, the login stands.
-func (s *Server) recordActivity(c *gin.Context, accountID int64, kind string) {
-	if err := s.store.RecordActivity(c.Request.Context(), accountID, kind, client(c)); err != nil {
-		s.log.Warn("record account activity", "kind", kind, "err", err)
-	}
+	c.JSON(http.StatusOK, a)
 }

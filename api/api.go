@@ -34,8 +34,9 @@ type TimelineNotifier interface {
 // Site is the customer web site, mounted on the API's engine so that pages
 // and /v1 share one origin, the session cookie and its CSRF token.
 type Site interface {
-	// Mount adds the site's routes to r (everything outside /v1).
-	Mount(r *gin.Engine)
+	// Mount adds the site's routes to r (everything outside /v1); the
+	// site's handlers call svc's services in Go.
+	Mount(r *gin.Engine, svc *Server)
 	// NotFound answers a path outside /v1 that no route serves.
 	NotFound(c *gin.Context)
 }

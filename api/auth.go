@@ -224,6 +224,8 @@ type sessionResponse struct {
 	// Token is returned only when asked for ("bearer": true), for clients
 	// that send it as "Authorization: Bearer" instead of a cookie.
 	Token string `json:"token,omitempty"`
+	// tokenHash names the session in the store (CustomerSession).
+	tokenHash []byte
 }
 
 // startSession creates a session for acc and either sets the cookie or,
@@ -308,53 +310,8 @@ func (s *Server) register(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	first, err := personName("first_name", req.FirstName, 100, "Indiquez votre prénom (100 caractères au plus).")
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	last, err := personName("last_name", req.LastName, 100, "Indiquez votre nom (100 caractères au plus).")
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	email := strings.TrimSpace(req.Email)
-	if !validEmail(email) {
-		s.fail(c, domain.FieldError("email", "Indiquez une adresse email valide."))
-		return
-	}
-	if err := passwordLength("password", req.Password); err != nil {
-		s.fail(c, err)
-		return
-	}
-	// Counted once the request is valid, whether or not the email is taken
-	// (a taken email must not be probed without limit either).
-	retry, err := s.store.Attempt(c.Request.Context(), []domain.ThrottleRule{{
-		Key:   "register:net:" + domain.ClientNetwork(c.ClientIP()),
-		Limit: s.cfg.RegistrationsPerIP, Window: s.cfg.RegistrationWindow,
-		Lockout: s.cfg.RegistrationWindow, MaxLockout: 24 * time.Hour,
-	}})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if retry > 0 {
-		s.countQuota(domain.QuotaRegistrations)
-		s.tooMany(c, retry, "Trop de comptes créés depuis votre adresse.")
-		return
-	}
-	hash, err := s.hash(c.Request.Context(), req.Password)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	// Unconfirmed, with its confirmation mail queued in the same
-	// transaction: the only mail the address gets until it is confirmed.
-	// The same work and the same answer whether or not the address is
-	// already an account's: that owner is mailed a notice instead of the
-	// link, asynchronously as the link would be (postgres.RegisterAccount).
-	acc, err := s.store.RegisterAccount(c.Request.Context(),
-		domain.Account{FirstName: first, LastName: last, Email: email}, hash, s.now())
+	acc, err := s.Register(c.Request.Context(), RegisterInput{FirstName: req.FirstName, LastName: req.LastName,
+		Email: req.Email, Password: req.Password}, client(c))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -367,6 +324,55 @@ func (s *Server) register(c *gin.Context) {
 	c.JSON(http.StatusCreated, resp)
 }
 
+// RegisterInput is a new customer's name, email and password.
+type RegisterInput struct {
+	FirstName, LastName, Email, Password string
+}
+
+// Register creates a customer's account, address unconfirmed, its
+// confirmation mail queued; registrations are limited per client network.
+func (s *Server) Register(ctx context.Context, req RegisterInput, cl domain.SessionClient) (domain.Account, error) {
+	first, err := personName("first_name", req.FirstName, 100, "Indiquez votre prénom (100 caractères au plus).")
+	if err != nil {
+		return domain.Account{}, err
+	}
+	last, err := personName("last_name", req.LastName, 100, "Indiquez votre nom (100 caractères au plus).")
+	if err != nil {
+		return domain.Account{}, err
+	}
+	email := strings.TrimSpace(req.Email)
+	if !validEmail(email) {
+		return domain.Account{}, domain.FieldError("email", "Indiquez une adresse email valide.")
+	}
+	if err := passwordLength("password", req.Password); err != nil {
+		return domain.Account{}, err
+	}
+	// Counted once the request is valid, whether or not the email is taken
+	// (a taken email must not be probed without limit either).
+	retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{{
+		Key:   "register:net:" + domain.ClientNetwork(cl.IP),
+		Limit: s.cfg.RegistrationsPerIP, Window: s.cfg.RegistrationWindow,
+		Lockout: s.cfg.RegistrationWindow, MaxLockout: 24 * time.Hour,
+	}})
+	if err != nil {
+		return domain.Account{}, err
+	}
+	if retry > 0 {
+		s.countQuota(domain.QuotaRegistrations)
+		return domain.Account{}, errTooMany(retry, "Trop de comptes créés depuis votre adresse.")
+	}
+	hash, err := s.hash(ctx, req.Password)
+	if err != nil {
+		return domain.Account{}, err
+	}
+	// Unconfirmed, with its confirmation mail queued in the same
+	// transaction: the only mail the address gets until it is confirmed.
+	// The same work and the same answer whether or not the address is
+	// already an account's: that owner is mailed a notice instead of the
+	// link, asynchronously as the link would be (postgres.RegisterAccount).
+	return s.store.RegisterAccount(ctx, domain.Account{FirstName: first, LastName: last, Email: email}, hash, s.now())
+}
+
 type loginRequest struct {
 	Email    string `json:"email"`
 	Password string `json:"password"`
@@ -374,31 +380,43 @@ type loginRequest struct {
 }
 
 func (s *Server) login(c *gin.Context) {
-	ctx := c.Request.Context()
 	var req loginRequest
 	if err := s.decodeJSON(c, &req, false); err != nil {
 		s.fail(c, err)
 		return
 	}
-	email := strings.TrimSpace(req.Email)
-	if email == "" {
-		s.fail(c, domain.FieldError("email", "Indiquez votre adresse email."))
-		return
-	}
-	if req.Password == "" {
-		s.fail(c, domain.FieldError("password", "Indiquez votre mot de passe."))
-		return
-	}
-	network := domain.ClientNetwork(c.ClientIP())
-	rules := s.loginRules(email, network)
-	retry, err := s.store.Attempt(ctx, rules)
+	acc, err := s.Login(c.Request.Context(), req.Email, req.Password, client(c))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if retry > 0 {
-		s.tooMany(c, retry, "Trop de tentatives de connexion échouées.")
+	resp, err := s.startSession(c, acc, req.Bearer)
+	if err != nil {
+		s.fail(c, err)
 		return
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+// Login checks a customer's email and password, under the login throttle
+// and slow-down, and records the login in the account's activity; the
+// caller then opens the session (OpenSession).
+func (s *Server) Login(ctx context.Context, email, password string, cl domain.SessionClient) (domain.Account, error) {
+	email = strings.TrimSpace(email)
+	if email == "" {
+		return domain.Account{}, domain.FieldError("email", "Indiquez votre adresse email.")
+	}
+	if password == "" {
+		return domain.Account{}, domain.FieldError("password", "Indiquez votre mot de passe.")
+	}
+	network := domain.ClientNetwork(cl.IP)
+	rules := s.loginRules(email, network)
+	retry, err := s.store.Attempt(ctx, rules)
+	if err != nil {
+		return domain.Account{}, err
+	}
+	if retry > 0 {
+		return domain.Account{}, errTooMany(retry, "Trop de tentatives de connexion échouées.")
 	}
 	// From here the attempt counts as a failure under the network's rules
 	// until the password is right. The account's failures from this
@@ -407,53 +425,45 @@ func (s *Server) login(c *gin.Context) {
 	slowKey := loginSlowKey(email, network)
 	failures, err := s.store.LoginFailures(ctx, slowKey, s.cfg.LoginWindow)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return domain.Account{}, err
 	}
 	if d := s.loginDelay(failures); d > 0 {
 		if err := s.sleep(ctx, d); err != nil {
-			s.fail(c, err)
-			return
+			return domain.Account{}, err
 		}
 	}
 	acc, encoded, err := s.store.AccountByEmail(ctx, email)
 	found := err == nil
 	if err != nil && domain.ErrorCode(err) != domain.ECodeNotFound {
-		s.fail(c, err)
-		return
+		return domain.Account{}, err
 	}
 	if !found {
 		encoded = s.dummyHash // same work whether or not the email exists
 	}
-	ok, err := s.verify(ctx, encoded, req.Password)
+	ok, err := s.verify(ctx, encoded, password)
 	if err != nil {
-		s.fail(c, fmt.Errorf("verify password of account %d: %w", acc.ID, err))
-		return
+		return domain.Account{}, fmt.Errorf("verify password of account %d: %w", acc.ID, err)
 	}
 	if !found || !ok {
 		if err := s.store.AddLoginFailure(ctx, slowKey, s.cfg.LoginWindow); err != nil {
 			s.log.Warn("count login failure", "err", err)
 		}
 		if found {
-			if err := s.store.RecordLoginFailure(ctx, acc.ID, network, client(c)); err != nil {
+			if err := s.store.RecordLoginFailure(ctx, acc.ID, network, cl); err != nil {
 				s.log.Warn("record login failure", "err", err)
 			}
 		}
-		s.fail(c, errLoginFailed)
-		return
+		return domain.Account{}, errLoginFailed
 	}
 	// The right password: this attempt is taken back from the network's
 	// counter, and the email-and-network counter forgotten.
 	if err := s.store.Forgive(ctx, []string{rules[1].Key}, []string{rules[0].Key}); err != nil {
 		s.log.Warn("forgive login attempt", "err", err)
 	}
-	resp, err := s.startSession(c, acc, req.Bearer)
-	if err != nil {
-		s.fail(c, err)
-		return
+	if err := s.store.RecordActivity(ctx, acc.ID, domain.ActivityLogin, cl); err != nil {
+		s.log.Warn("record account activity", "kind", domain.ActivityLogin, "err", err)
 	}
-	s.recordActivity(c, acc.ID, domain.ActivityLogin)
-	c.JSON(http.StatusOK, resp)
+	return acc, nil
 }
 
 // errLoginFailed answers every refused login alike, an address not yet
@@ -502,12 +512,24 @@ func (s *Server) loginDelay(failures int) time.Duration {
 }
 
 func (s *Server) logout(c *gin.Context) {
-	if err := s.store.DeleteSession(c.Request.Context(), c.MustGet(ctxTokenHash).([]byte)); err != nil {
+	if err := s.Logout(c.Request.Context(), customer(c)); err != nil {
 		s.fail(c, err)
 		return
 	}
 	s.clearSessionCookie(c)
 	c.Status(http.StatusNoContent)
+}
+
+// Logout ends the caller's session.
+func (s *Server) Logout(ctx context.Context, me *Customer) error {
+	return s.store.DeleteSession(ctx, me.tokenHash)
+}
+
+// OpenSession opens a session for acc (after Register or Login) and sets
+// its cookie on the answer.
+func (s *Server) OpenSession(c *gin.Context, acc domain.Account) (*Customer, error) {
+	resp, err := s.startSession(c, acc, false)
+	return &resp, err
 }
 
 func (s *Server) me(c *gin.Context) {
@@ -529,36 +551,40 @@ func (s *Server) verifyEmail(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	claim, err := s.links.Check(strings.TrimSpace(req.Token))
+	already, err := s.VerifyEmail(c.Request.Context(), req.Token)
+	s.answer(c, http.StatusOK, gin.H{"email_verified": true, "already_verified": already}, err)
+}
+
+// VerifyEmail confirms an address with its link's token (no session
+// needed); already when it was confirmed before.
+func (s *Server) VerifyEmail(ctx context.Context, token string) (already bool, err error) {
+	claim, err := s.links.Check(strings.TrimSpace(token))
 	if err != nil {
-		s.fail(c, err)
-		return
+		return false, err
 	}
-	already, err := s.store.VerifyEmail(c.Request.Context(), claim.AccountID, claim.Email)
+	already, err = s.store.VerifyEmail(ctx, claim.AccountID, claim.Email)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
-		s.fail(c, mailverify.ErrInvalid) // the account is gone or its address changed
-		return
+		return false, mailverify.ErrInvalid // the account is gone or its address changed
 	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"email_verified": true, "already_verified": already})
+	return already, err
 }
 
 // resendVerification queues one more confirmation mail for the signed-in
 // account, within the resend limits.
 func (s *Server) resendVerification(c *gin.Context) {
-	acc := account(c)
-	retry, err := s.store.ResendVerification(c.Request.Context(), acc.ID, s.now(),
-		s.cfg.VerifyResendEvery, s.cfg.VerifyResendPerDay)
+	err := s.ResendVerification(c.Request.Context(), customer(c))
+	s.answer(c, http.StatusAccepted, gin.H{"email": account(c).Email}, err)
+}
+
+// ResendVerification mails the caller's confirmation link again, within
+// its limits.
+func (s *Server) ResendVerification(ctx context.Context, me *Customer) error {
+	retry, err := s.store.ResendVerification(ctx, me.Account.ID, s.now(), s.cfg.VerifyResendEvery, s.cfg.VerifyResendPerDay)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return err
 	}
 	if retry > 0 {
-		s.tooMany(c, retry, "Un lien de confirmation vient déjà de vous être envoyé.")
-		return
+		return errTooMany(retry, "Un lien de confirmation vient déjà de vous être envoyé.")
 	}
-	c.JSON(http.StatusAccepted, gin.H{"email": acc.Email})
+	return nil
 }

@@ -18,7 +18,7 @@ type BalanceHistoryStore interface {
 }
 
 func (s *Server) getBalanceHistory(c *gin.Context) {
-	moves, err := s.store.BalanceHistory(c.Request.Context(), account(c).ID, maxBalanceHistory)
+	moves, err := s.BalanceHistory(c.Request.Context(), customer(c))
 	if err != nil {
 		s.fail(c, err)
 		return

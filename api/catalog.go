@@ -27,10 +27,16 @@ type modelAvailability interface {
 }
 
 func (s *Server) getCatalog(c *gin.Context) {
-	items, err := s.store.Catalog(c.Request.Context())
+	out, err := s.Catalog(c.Request.Context())
+	s.answer(c, http.StatusOK, out, err)
+}
+
+// Catalog is the catalog: models with their prices, durations, presets
+// and lots, and the models a host could serve now.
+func (s *Server) Catalog(ctx context.Context) (CatalogResponse, error) {
+	items, err := s.store.Catalog(ctx)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return catalogResponse{}, err
 	}
 	out := catalogResponse{
 		Models: items, Durations: domain.Durations, Presets: domain.Presets,
@@ -38,11 +44,11 @@ func (s *Server) getCatalog(c *gin.Context) {
 	}
 	if st, ok := s.store.(modelAvailability); ok {
 		// Unknown on failure (logged): the catalog and its prices stand.
-		if out.AvailableNow, err = st.ModelsAvailableNow(c.Request.Context(), items); err != nil {
+		if out.AvailableNow, err = st.ModelsAvailableNow(ctx, items); err != nil {
 			s.log.Warn("models available now unknown", "err", err)
 		}
 	}
-	c.JSON(http.StatusOK, out)
+	return out, nil
 }
 
 type quoteResponse struct {
@@ -75,10 +81,16 @@ func (s *Server) postQuote(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	q, err := s.price(c.Request.Context(), cfg)
+	q, err := s.Quote(c.Request.Context(), cfg)
+	s.answer(c, http.StatusOK, q, err)
+}
+
+// Quote validates a configuration and prices it, with whether it could be
+// served now.
+func (s *Server) Quote(ctx context.Context, cfg domain.Configuration) (QuoteResponse, error) {
+	q, err := s.price(ctx, cfg)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return quoteWithAvailability{}, err
 	}
-	c.JSON(http.StatusOK, s.withAvailability(c.Request.Context(), q))
+	return s.withAvailability(ctx, q), nil
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -98,19 +97,42 @@ func (s *Server) fail(c *gin.Context, err error) {
 		s.refuseQuota(c, qe)
 		return
 	}
+	var re *retryError
+	if errors.As(err, &re) {
+		c.Header("Retry-After", strconv.Itoa(re.seconds()))
+	}
 	writeError(c, statusFor(de.Code), de.Code, de.Message, de.Field)
+}
+
+// retryError is a refusal (too_many) to try again after a while; the
+// answer carries Retry-After.
+type retryError struct {
+	refusal *domain.Error
+	after   time.Duration
+}
+
+func (e *retryError) Error() string { return e.refusal.Error() }
+func (e *retryError) Unwrap() error { return e.refusal }
+
+// seconds is the wait in whole seconds, rounded up.
+func (e *retryError) seconds() int { return int((e.after + time.Second - 1) / time.Second) }
+
+// errTooMany refuses with too_many, saying what and how long to wait.
+func errTooMany(retry time.Duration, what string) error {
+	re := &retryError{after: retry}
+	secs := re.seconds()
+	wait := domain.Plural((secs+59)/60, "minute", "minutes")
+	if secs < 60 {
+		wait = domain.Plural(secs, "seconde", "secondes")
+	}
+	re.refusal = domain.Errorf(domain.ECodeTooMany, "%s Réessayez dans %s.", what, wait)
+	return re
 }
 
 // tooMany answers 429 with Retry-After (whole seconds, rounded up) and a
 // French message saying how long to wait.
 func (s *Server) tooMany(c *gin.Context, retry time.Duration, what string) {
-	secs := int((retry + time.Second - 1) / time.Second)
-	c.Header("Retry-After", strconv.Itoa(secs))
-	wait := fmt.Sprintf("%d minute(s)", (secs+59)/60)
-	if secs < 60 {
-		wait = fmt.Sprintf("%d seconde(s)", secs)
-	}
-	s.fail(c, domain.Errorf(domain.ECodeTooMany, "%s Réessayez dans %s.", what, wait))
+	s.fail(c, errTooMany(retry, what))
 }
 
 func writeError(c *gin.Context, status int, code, message, field string) {

@@ -142,7 +142,7 @@ func (s *Server) reviewAction(c *gin.Context, approve bool) {
 		writeSupportAnswer(c, a, nil)
 		return
 	}
-	done, runErr, err := s.carryOut(c, a, func(ctx context.Context, _ int64, _ string) error { return s.carryOutMoney(ctx, a) })
+	done, runErr, err := s.carryOut(c.Request.Context(), a, func(ctx context.Context, _ int64, _ string) error { return s.carryOutMoney(ctx, a) })
 	if err != nil {
 		s.fail(c, err)
 		return

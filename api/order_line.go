@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 
@@ -24,27 +25,31 @@ func (s *Server) takeBack(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
+	d, err := s.TakeBack(c.Request.Context(), customer(c), c.Param("ref"))
+	s.answer(c, http.StatusOK, d, err)
+}
+
+// TakeBack credits all that the caller's paid order ref, waiting for a
+// machine, may still refund to their balance, which closes the order.
+func (s *Server) TakeBack(ctx context.Context, me *Customer, ref string) (OrderDetail, error) {
+	o, err := s.ownOrderRef(ctx, me, ref)
+	if err != nil {
+		return orderDetail{}, err
 	}
 	if o.Status != domain.StatusWaitingForMachine {
-		s.fail(c, domain.Errorf(domain.ECodeConflict,
-			"La commande n'attend pas de machine : son paiement ne peut pas être repris sur le solde."))
-		return
+		return orderDetail{}, domain.Errorf(domain.ECodeConflict,
+			"La commande n'attend pas de machine : son paiement ne peut pas être repris sur le solde.")
 	}
-	ctx, cancel := s.workflowCtx(c)
-	amount, err := s.wf.Refundable(ctx, o.Ref)
+	wctx, cancel := s.wfCtx(ctx)
+	amount, err := s.wf.Refundable(wctx, o.Ref)
 	cancel()
 	if err != nil {
-		s.fail(c, s.workflowError(c.Request.Context(), "take back", o.Ref, err))
-		return
+		return orderDetail{}, s.workflowError(ctx, "take back", o.Ref, err)
 	}
 	if amount <= 0 {
-		s.fail(c, domain.Errorf(domain.ECodeConflict, "Aucun montant reçu ne reste à reprendre sur cette commande : contactez le support."))
-		return
+		return orderDetail{}, domain.Errorf(domain.ECodeConflict, "Aucun montant reçu ne reste à reprendre sur cette commande : contactez le support.")
 	}
-	_, runErr, err := s.runAction(c, domain.CustomerAgent(account(c).ID), o.Ref, domain.ActionRefund, takeBackReason,
+	_, runErr, err := s.runAction(ctx, domain.CustomerAgent(me.Account.ID), o.Ref, domain.ActionRefund, takeBackReason,
 		map[string]any{"amount_cents": amount},
 		func(ctx context.Context, id int64, agent string) error {
 			return s.wf.Refund(ctx, o.Ref, workflows.Refund{ActionID: id, Agent: agent, AmountCents: amount, Reason: takeBackReason})
@@ -53,8 +58,7 @@ func (s *Server) takeBack(c *gin.Context) {
 		err = runErr
 	}
 	if err != nil {
-		s.fail(c, err)
-		return
+		return orderDetail{}, err
 	}
-	s.respondOrder(c, o.Ref)
+	return s.orderDetail(ctx, o.Ref, me.Account.ID)
 }

@@ -69,39 +69,45 @@ func (s *Server) ownOrder(c *gin.Context) (domain.Order, bool) {
 	return o, true
 }
 
-// workflowCtx detaches a workflow call from the client's connection (a
-// started update should complete and be answered to the log) and bounds it.
-func (s *Server) workflowCtx(c *gin.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(c.Request.Context()), s.cfg.WorkflowTimeout)
-}
-
 func (s *Server) createOrder(c *gin.Context) {
 	var req orderRequest
 	if err := s.decodeJSON(c, &req, false); err != nil {
 		s.fail(c, err)
 		return
 	}
-	q, err := s.price(c.Request.Context(), req.configuration())
+	d, err := s.CreateOrder(c.Request.Context(), customer(c), req)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	c.Header("Location", "/v1/orders/"+d.Order.Ref)
+	c.JSON(http.StatusCreated, d)
+}
+
+// OrderRequest is a configuration to order, with the customer's SSH
+// public key (optional).
+type OrderRequest = orderRequest
+
+// CreateOrder prices and records the caller's order (within their unpaid
+// orders' limit) and starts its workflow.
+func (s *Server) CreateOrder(ctx context.Context, me *Customer, req OrderRequest) (OrderDetail, error) {
+	q, err := s.price(ctx, req.configuration())
+	if err != nil {
+		return orderDetail{}, err
+	}
 	if q.SSHPublicKey, err = validSSHKey(req.SSHPublicKey); err != nil {
-		s.fail(c, err)
-		return
+		return orderDetail{}, err
 	}
 	// An order takes one whole host: a size no host has is refused here,
 	// before anything is written or paid.
 	if st, ok := s.store.(availabilityStore); ok {
-		if err := st.CheckFits(c.Request.Context(), q.Model, q.TotalGPUs, q.GPUsPerLot); err != nil {
-			s.fail(c, err)
-			return
+		if err := st.CheckFits(ctx, q.Model, q.TotalGPUs, q.GPUsPerLot); err != nil {
+			return orderDetail{}, err
 		}
 	}
-	o, err := s.store.CreateOrderLimited(c.Request.Context(), account(c).ID, q.Quote, s.unpaidOrdersLimit())
+	o, err := s.store.CreateOrderLimited(ctx, me.Account.ID, q.Quote, s.unpaidOrdersLimit())
 	if err != nil {
-		s.fail(c, err)
-		return
+		return orderDetail{}, err
 	}
 	// The answer does not wait for the workflow's start: read meanwhile.
 	var (
@@ -110,22 +116,17 @@ func (s *Server) createOrder(c *gin.Context) {
 	)
 	go func() {
 		var err error
-		d, err = s.orderDetail(c.Request.Context(), o.Ref, o.AccountID)
+		d, err = s.orderDetail(ctx, o.Ref, o.AccountID)
 		read <- err
 	}()
-	s.startRental(c, o)
-	if err := <-read; err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Header("Location", "/v1/orders/"+o.Ref)
-	c.JSON(http.StatusCreated, d)
+	s.startRental(ctx, o)
+	return d, <-read
 }
 
 // startRental starts the order's workflow and marks it started. A failure
 // is logged only: the order exists and the reconciler starts it later.
-func (s *Server) startRental(c *gin.Context, o domain.Order) {
-	ctx, cancel := s.workflowCtx(c)
+func (s *Server) startRental(ctx context.Context, o domain.Order) {
+	ctx, cancel := s.wfCtx(ctx)
 	defer cancel()
 	if err := s.wf.StartRental(ctx, workflows.NewRentalInput(o, s.cfg.Rental)); err != nil {
 		s.log.Warn("rental workflow not started; the reconciler will retry", "ref", o.Ref, "err", err)
@@ -137,14 +138,10 @@ func (s *Server) startRental(c *gin.Context, o domain.Order) {
 }
 
 func (s *Server) listOrders(c *gin.Context) {
-	orders, err := s.store.ListOrders(c.Request.Context(), account(c).ID)
+	views, err := s.Orders(c.Request.Context(), customer(c))
 	if err != nil {
 		s.fail(c, err)
 		return
-	}
-	views := make([]orderView, len(orders))
-	for i, o := range orders {
-		views[i] = viewOrder(o)
 	}
 	c.JSON(http.StatusOK, gin.H{"orders": views})
 }
@@ -193,22 +190,8 @@ func (s *Server) cancelOrder(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	reason, err := text("reason", req.Reason, 0, 2000, "La raison fait 2000 caractères au plus.")
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	ctx, cancel := s.workflowCtx(c)
-	defer cancel()
-	if err := s.wf.CancelOrder(ctx, o.Ref, workflows.CancelRequest{By: "customer", Reason: reason}); err != nil {
-		s.fail(c, s.workflowError(ctx, "cancel order", o.Ref, err))
-		return
-	}
-	s.respondOrder(c, o.Ref)
+	d, err := s.CancelOrder(c.Request.Context(), customer(c), c.Param("ref"), req.Reason)
+	s.answer(c, http.StatusOK, d, err)
 }
 
 func (s *Server) payFromBalance(c *gin.Context) {
@@ -217,31 +200,8 @@ func (s *Server) payFromBalance(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	// A balance that cannot cover the order is refused here, with the
-	// store's code and message, so the refusal writes no workflow history
-	// (the debit itself stays checked in its transaction).
-	if o.Status == domain.StatusAwaitingPayment || o.Status == domain.StatusPaymentDetected {
-		b, err := s.store.Balance(c.Request.Context(), o.AccountID)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		if err := domain.CheckBalance(b.AvailableCents, o.TotalCents-o.PaidCents+o.RefundedCents); err != nil {
-			s.fail(c, err)
-			return
-		}
-	}
-	ctx, cancel := s.workflowCtx(c)
-	defer cancel()
-	if err := s.wf.PayFromBalance(ctx, o.Ref); err != nil {
-		s.fail(c, s.workflowError(ctx, "pay from balance", o.Ref, err))
-		return
-	}
-	s.respondOrder(c, o.Ref)
+	d, err := s.PayFromBalance(c.Request.Context(), customer(c), c.Param("ref"))
+	s.answer(c, http.StatusOK, d, err)
 }
 
 type supportRequestInput struct {
@@ -281,31 +241,12 @@ func (s *Server) createSupportRequest(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	r, err := in.validate()
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	r.OrderRef, r.AccountID = o.Ref, o.AccountID
-	perAccount, perOrder := s.supportLimits()
-	created, err := s.store.CreateSupportRequestLimited(c.Request.Context(), r, perAccount, perOrder)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, created)
+	created, err := s.CreateSupportRequest(c.Request.Context(), customer(c), c.Param("ref"), in)
+	s.answer(c, http.StatusCreated, created, err)
 }
 
 func (s *Server) listSupportRequests(c *gin.Context) {
-	o, ok := s.ownOrder(c)
-	if !ok {
-		return
-	}
-	reqs, err := s.store.ListSupportRequests(c.Request.Context(), o.Ref, o.AccountID)
+	reqs, err := s.SupportRequests(c.Request.Context(), customer(c), c.Param("ref"))
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -3,14 +3,12 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/kernodeck/kernodeck/domain"
-	"github.com/kernodeck/kernodeck/workflows"
 )
 
 // PaymentStore keeps payment requests and the customers' claims.
@@ -29,20 +27,6 @@ type MethodLister interface {
 	Enabled() []domain.Method
 	// Offered refuses a method not offered now, as a payment request would.
 	Offered(asset, network string) (domain.Method, error)
-}
-
-// checkMethod refuses a method not offered before the workflow is asked,
-// so the refusal writes no history (no methods configured: every request
-// is refused by the workflow's activity the same way).
-func (s *Server) checkMethod(c *gin.Context, req intentRequest) bool {
-	if s.methods == nil {
-		return true
-	}
-	if _, err := s.methods.Offered(req.Asset, req.Network); err != nil {
-		s.fail(c, err)
-		return false
-	}
-	return true
 }
 
 var errIntentNotFound = domain.Errorf(domain.ECodeNotFound, "Demande de paiement introuvable.")
@@ -65,11 +49,7 @@ func viewIntent(in domain.Intent, now time.Time) intentView {
 }
 
 func (s *Server) listMethods(c *gin.Context) {
-	methods := []domain.Method{}
-	if s.methods != nil {
-		methods = append(methods, s.methods.Enabled()...)
-	}
-	c.JSON(http.StatusOK, gin.H{"methods": methods})
+	c.JSON(http.StatusOK, gin.H{"methods": s.PaymentMethods()})
 }
 
 type intentRequest struct {
@@ -83,44 +63,23 @@ func (s *Server) createOrderIntent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	o, ok := s.ownOrder(c)
-	if !ok || !s.checkMethod(c, req) {
-		return
-	}
-	network := domain.ClientNetwork(c.ClientIP())
-	if err := s.store.AskPaymentRequest(c.Request.Context(), o.Ref, network,
-		s.paymentRequestsLimit(domain.QuotaOrderPaymentRequests)); err != nil {
+	in, existing, err := s.CreateOrderPaymentRequest(c.Request.Context(), customer(c), c.Param("ref"), req, domain.ClientNetwork(c.ClientIP()))
+	s.answerIntent(c, in, existing, err)
+}
+
+// answerIntent answers a payment request: 201 when created, 200 when a
+// request still valid for the same method is answered again.
+func (s *Server) answerIntent(c *gin.Context, in intentView, existing bool, err error) {
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	ctx, cancel := s.workflowCtx(c)
-	defer cancel()
-	in, err := s.wf.CreateOrderIntent(ctx, o.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
-	if err != nil {
-		s.failIntent(c, o.Ref, req, s.workflowError(ctx, "create payment request", o.Ref, err))
-		return
-	}
 	c.Header("Location", "/v1/payment-intents/"+in.ID)
-	c.JSON(http.StatusCreated, gin.H{"payment_intent": viewIntent(in, time.Now())})
-}
-
-// failIntent answers a refused payment request. Refused because a request
-// is still valid, for the same asset and network, it answers that request
-// (200): a customer who asks again after a timeout, their first call having
-// gone through, gets the request they asked for, not an error.
-func (s *Server) failIntent(c *gin.Context, ref string, req intentRequest, err error) {
-	if domain.ErrorCode(err) == domain.ECodeIntentActive {
-		intents, lerr := s.store.IntentsFor(c.Request.Context(), ref)
-		now := time.Now()
-		for _, in := range intents {
-			if lerr == nil && !in.Expired(now) && strings.EqualFold(in.Asset, req.Asset) && strings.EqualFold(in.Network, req.Network) {
-				c.Header("Location", "/v1/payment-intents/"+in.ID)
-				c.JSON(http.StatusOK, gin.H{"payment_intent": viewIntent(in, now)})
-				return
-			}
-		}
+	status := http.StatusCreated
+	if existing {
+		status = http.StatusOK
 	}
-	s.fail(c, err)
+	c.JSON(status, gin.H{"payment_intent": in})
 }
 
 func (s *Server) createTopUpIntent(c *gin.Context) {
@@ -129,28 +88,8 @@ func (s *Server) createTopUpIntent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
-	if err != nil {
-		s.fail(c, notFoundAs(err, errTopUpNotFound))
-		return
-	}
-	if !s.checkMethod(c, req) {
-		return
-	}
-	if err := s.store.AskPaymentRequest(c.Request.Context(), t.Ref, "",
-		s.paymentRequestsLimit(domain.QuotaTopUpPaymentRequests)); err != nil {
-		s.fail(c, err)
-		return
-	}
-	ctx, cancel := s.workflowCtx(c)
-	defer cancel()
-	in, err := s.wf.CreateTopUpIntent(ctx, t.Ref, workflows.IntentRequest{Asset: req.Asset, Network: req.Network})
-	if err != nil {
-		s.failIntent(c, t.Ref, req, s.workflowError(ctx, "create payment request", t.Ref, err))
-		return
-	}
-	c.Header("Location", "/v1/payment-intents/"+in.ID)
-	c.JSON(http.StatusCreated, gin.H{"payment_intent": viewIntent(in, time.Now())})
+	in, existing, err := s.CreateTopUpPaymentRequest(c.Request.Context(), customer(c), c.Param("ref"), req)
+	s.answerIntent(c, in, existing, err)
 }
 
 // intentViews lists a target's payment requests, newest first.
@@ -237,26 +176,9 @@ func (s *Server) claimPaid(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	in, ok := s.ownIntent(c)
-	if !ok {
-		return
-	}
-	first, err := s.store.ClaimPaid(c.Request.Context(), in.ID, account(c).ID, time.Now())
-	if err != nil {
-		s.fail(c, notFoundAs(err, errIntentNotFound))
-		return
-	}
-	if !first {
-		// One claim per request: the same answer, nothing written.
-		s.countQuota(domain.QuotaClaims)
-	}
-	in, err = s.store.Intent(c.Request.Context(), in.ID)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"payment_intent": viewIntent(in, time.Now()),
-		"message": "Signalement enregistré. Il ne confirme pas la réception : le suivi se met à jour dès que le réseau confirme le paiement."})
+	in, err := s.ClaimPaid(c.Request.Context(), customer(c), c.Param("id"))
+	s.answer(c, http.StatusOK, gin.H{"payment_intent": in,
+		"message": "Signalement enregistré. Il ne confirme pas la réception : le suivi se met à jour dès que le réseau confirme le paiement."}, err)
 }
 
 // intentQR is the payment URI as a QR code (PNG), for wallets.

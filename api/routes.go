@@ -120,7 +120,7 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/hosts/:name/repair", s.supportRepairHost)
 	sup.POST("/hosts/:name/retire", s.supportRetireHost)
 	if s.site != nil {
-		s.site.Mount(r)
+		s.site.Mount(r, s)
 	}
 	return r
 }

@@ -82,9 +82,18 @@ func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, 
 // own order: domain.CustomerAgent) in support_actions, runs it, and
 // records its outcome: done is the action's row, runErr its refusal as a
 // *domain.Error, err a failure to record it (nothing ran).
-func (s *Server) runAction(c *gin.Context, agent, ref, action, reason string, params any,
+func (s *Server) runAction(ctx context.Context, agent, ref, action, reason string, params any,
 	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
-	return s.runKeyedAction(c, agent, "", ref, action, reason, params, run)
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return done, nil, err
+	}
+	rec := domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}
+	if rec.ID, err = s.store.InsertSupportAction(ctx, rec); err != nil {
+		return done, nil, err
+	}
+	rec.CreatedAt = time.Now()
+	return s.carryOut(ctx, rec, run)
 }
 
 // runKeyedAction is runAction under an idempotency key (none: ""): the
@@ -123,16 +132,16 @@ func (s *Server) runRecorded(c *gin.Context, key string, rec domain.SupportActio
 			"ref", rec.TargetRef, "money_cents", rec.MoneyCents)
 		return rec, domain.ErrAwaitingApproval(id), nil
 	}
-	return s.carryOut(c, rec, run)
+	return s.carryOut(c.Request.Context(), rec, run)
 }
 
 // carryOut runs a recorded action and writes its outcome: done, refused
 // (a *domain.Error, kept as its answer) or failed; an action the workflow
 // goes on with (in_progress) keeps no outcome.
-func (s *Server) carryOut(c *gin.Context, rec domain.SupportAction,
+func (s *Server) carryOut(ctx context.Context, rec domain.SupportAction,
 	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
 	id, agent, action, ref := rec.ID, rec.Agent, rec.Action, rec.TargetRef
-	ctx, cancel := s.workflowCtx(c)
+	ctx, cancel := s.wfCtx(ctx)
 	defer cancel()
 	runErr = run(ctx, id, agent)
 	outcome, detail := outcomeDone, "OK"

@@ -58,52 +58,48 @@ func (s *Server) createTopUp(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !slices.Contains(domain.TopUpAmountsCents, req.AmountCents) {
-		s.fail(c, domain.FieldError("amount_cents",
-			"Les recharges proposées sont de 100, 500, 2 000 et 10 000 USD (amount_cents 10000, 50000, 200000 ou 1000000)."))
-		return
-	}
-	t, err := s.store.CreateTopUpLimited(c.Request.Context(), account(c).ID, req.AmountCents, s.openTopUpsLimit())
+	d, err := s.CreateTopUp(c.Request.Context(), customer(c), req.AmountCents)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	ctx, cancel := s.workflowCtx(c)
-	if err := s.wf.StartTopUp(ctx, workflows.NewTopUpInput(t, s.cfg.TopUpTimeout)); err != nil {
-		s.log.Warn("top-up workflow not started; the reconciler will retry", "ref", t.Ref, "err", err)
-	} else if err := s.store.MarkTopUpWorkflowStarted(ctx, t.Ref); err != nil {
-		s.log.Warn("top-up workflow started but not marked", "ref", t.Ref, "err", err)
-	}
-	cancel()
-	d, err := s.topUpDetail(c.Request.Context(), t)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Header("Location", "/v1/topups/"+t.Ref)
+	c.Header("Location", "/v1/topups/"+d.TopUp.Ref)
 	c.JSON(http.StatusCreated, d)
 }
 
+// CreateTopUp records the caller's top-up of amountCents (one of
+// domain.TopUpAmountsCents, within their open top-ups' limit) and starts
+// its workflow.
+func (s *Server) CreateTopUp(ctx context.Context, me *Customer, amountCents int64) (TopUpDetail, error) {
+	if !slices.Contains(domain.TopUpAmountsCents, amountCents) {
+		return topUpDetail{}, domain.FieldError("amount_cents",
+			"Les recharges proposées sont de 100, 500, 2 000 et 10 000 USD (amount_cents 10000, 50000, 200000 ou 1000000).")
+	}
+	t, err := s.store.CreateTopUpLimited(ctx, me.Account.ID, amountCents, s.openTopUpsLimit())
+	if err != nil {
+		return topUpDetail{}, err
+	}
+	wctx, cancel := s.wfCtx(ctx)
+	if err := s.wf.StartTopUp(wctx, workflows.NewTopUpInput(t, s.cfg.TopUpTimeout)); err != nil {
+		s.log.Warn("top-up workflow not started; the reconciler will retry", "ref", t.Ref, "err", err)
+	} else if err := s.store.MarkTopUpWorkflowStarted(wctx, t.Ref); err != nil {
+		s.log.Warn("top-up workflow started but not marked", "ref", t.Ref, "err", err)
+	}
+	cancel()
+	return s.topUpDetail(ctx, t)
+}
+
 func (s *Server) listTopUps(c *gin.Context) {
-	ts, err := s.store.ListTopUps(c.Request.Context(), account(c).ID)
+	views, err := s.TopUps(c.Request.Context(), customer(c))
 	if err != nil {
 		s.fail(c, err)
 		return
-	}
-	views := make([]topUpView, len(ts))
-	for i, t := range ts {
-		views[i] = viewTopUp(t)
 	}
 	c.JSON(http.StatusOK, gin.H{"topups": views})
 }
 
 func (s *Server) getTopUp(c *gin.Context) {
-	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
-	if err != nil {
-		s.fail(c, notFoundAs(err, errTopUpNotFound))
-		return
-	}
-	d, err := s.topUpDetail(c.Request.Context(), t)
+	d, err := s.TopUp(c.Request.Context(), customer(c), c.Param("ref"))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -112,7 +108,7 @@ func (s *Server) getTopUp(c *gin.Context) {
 }
 
 func (s *Server) getBalance(c *gin.Context) {
-	b, err := s.store.Balance(c.Request.Context(), account(c).ID)
+	b, err := s.Balance(c.Request.Context(), customer(c))
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -17,6 +17,8 @@ type (
 	TopUpDetail = topUpDetail
 	// IntentView is a payment request with its payments seen on chain.
 	IntentView = intentView
+	// ActivityResponse is GET /v1/me/activity.
+	ActivityResponse = activityResponse
 )
 
 // StatusFor is the HTTP status the API answers a domain error code with

@@ -124,3 +124,12 @@ func isCodeChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '
 // CustomerText is a stored French text (timeline entry, refusal) as shown
 // to a customer: model codes named, amounts in the French way.
 func CustomerText(s string, names GPUNames) string { return FrenchAmounts(names.Text(s)) }
+
+// Plural is n with its noun in French: singular for 0 and 1 ("1 minute",
+// "0 minute"), plural beyond ("5 minutes").
+func Plural(n int, one, many string) string {
+	if n > 1 || n < -1 {
+		return strconv.Itoa(n) + " " + many
+	}
+	return strconv.Itoa(n) + " " + one
+}

@@ -78,3 +78,11 @@ func TestDeviceLabel(t *testing.T) {
 		t.Fatalf("user agent kept: %q", c.UserAgent[:10])
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 minute", 1: "1 minute", 2: "2 minutes", 15: "15 minutes"} {
+		if got := Plural(n, "minute", "minutes"); got != want {
+			t.Errorf("Plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

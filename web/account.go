@@ -1,8 +1,9 @@
 package web
 
 import (
+	"context"
 	"net/http"
-	"net/url"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -11,8 +12,8 @@ import (
 
 // The customer's account page (/compte): name and email, open sessions
 // (end one or all others), password change, the account's own activity.
-// Every action is the API's (/v1/me/...), called with the customer's
-// session and CSRF token.
+// Every action is a service of package api, called in Go after the form's
+// CSRF token is checked.
 
 // accountData is what the account page shows.
 type accountData struct {
@@ -53,65 +54,72 @@ func (s *Site) account(c *gin.Context) {
 	}
 	p := pageFor(me, "Mon compte")
 	p.Notice = accountNotices[c.Query("info")]
-	s.renderAccount(c, p, http.StatusOK)
+	s.renderAccount(c, me, p, http.StatusOK)
 }
 
 // renderAccount loads the sessions and activity into p and renders the page.
-func (s *Site) renderAccount(c *gin.Context, p page, status int) {
+func (s *Site) renderAccount(c *gin.Context, me *session, p page, status int) {
 	d := accountData{MinLen: domain.MinPasswordLen, MaxLen: domain.MaxPasswordLen}
-	var sessions struct {
-		Sessions []domain.Session `json:"sessions"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/me/sessions", "", nil, &sessions); err != nil {
+	ctx := c.Request.Context()
+	sessions, err := s.svc.Sessions(ctx, me)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	var activity struct {
-		Activity      []domain.AccountActivity `json:"activity"`
-		LoginFailures []domain.LoginFailures   `json:"login_failures"`
-		FailedLogins  int                      `json:"failed_logins_30_days"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/me/activity", "", nil, &activity); err != nil {
+	activity, err := s.svc.Activity(ctx, me)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	d.Sessions, d.Activity, d.FailedLogins = sessions.Sessions, activity.Activity, activity.FailedLogins
+	d.Sessions, d.Activity, d.FailedLogins = sessions, activity.Activity, activity.FailedLogins
 	d.LoginFailures = activity.LoginFailures
 	p.Data = d
 	s.render(c, status, "account", p)
 }
 
-// accountAction posts an account action to the API; done, it goes back to
-// the account page with its notice. A refusal (a session not the
-// account's, a wrong current password) shows on the page, nothing changed.
-func (s *Site) accountAction(c *gin.Context, method, path string, body any, notice string) {
-	me, ok := s.signedIn(c)
+// accountAction runs an account action; done, it goes back to the account
+// page with its notice. A refusal (a session not the account's, a wrong
+// current password) shows on the page, nothing changed.
+func (s *Site) accountAction(c *gin.Context, do func(ctx context.Context, me *session) error, notice string) {
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
-	err := s.api.call(c, method, path, c.PostForm("csrf"), body, nil)
+	err := do(c.Request.Context(), me)
 	switch domain.ErrorCode(err) {
 	case "":
 		c.Redirect(http.StatusSeeOther, "/compte?info="+notice)
 	case domain.ECodeInvalid, domain.ECodeWrongPassword, domain.ECodeSessionNotFound, domain.ECodeTooMany:
 		p := pageFor(me, "Mon compte")
 		p.fieldError(err)
-		s.renderAccount(c, p, statusOf(err))
+		s.renderAccount(c, me, p, statusOf(err))
 	default:
 		s.fail(c, err)
 	}
 }
 
 func (s *Site) endSession(c *gin.Context) {
-	s.accountAction(c, http.MethodDelete, "/v1/me/sessions/"+url.PathEscape(c.Param("id")), nil, "session")
+	id, _ := strconv.ParseInt(c.Param("id"), 10, 64)
+	s.accountAction(c, func(ctx context.Context, me *session) error {
+		wasCurrent, err := s.svc.EndSession(ctx, me, id, customerClient(c))
+		if wasCurrent {
+			s.svc.ClearSession(c)
+		}
+		return err
+	}, "session")
 }
 
 func (s *Site) endOtherSessions(c *gin.Context) {
-	s.accountAction(c, http.MethodPost, "/v1/me/sessions/end-others", nil, "sessions")
+	s.accountAction(c, func(ctx context.Context, me *session) error {
+		_, err := s.svc.EndOtherSessions(ctx, me, customerClient(c))
+		return err
+	}, "sessions")
 }
 
 func (s *Site) changePassword(c *gin.Context) {
-	s.accountAction(c, http.MethodPost, "/v1/me/password", map[string]string{
-		"current_password": c.PostForm("current_password"), "new_password": c.PostForm("new_password"),
+	current, next := c.PostForm("current_password"), c.PostForm("new_password")
+	s.accountAction(c, func(ctx context.Context, me *session) error {
+		_, err := s.svc.ChangePassword(ctx, me, current, next, customerClient(c))
+		return err
 	}, "password")
 }

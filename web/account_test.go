@@ -108,13 +108,13 @@ func TestAccountPage(t *testing.T) {
 		says   string
 	}{
 		{"no CSRF token", ada.do("POST", "/compte/sessions/"+phoneSession+"/end", url.Values{}),
-			http.StatusForbidden, "Jeton anti-CSRF manquant ou invalide"},
+			http.StatusForbidden, "jeton anti-CSRF manquant ou périmé"},
 		{"another site", ada.postFrom("https://evil.example", "/compte/sessions/"+phoneSession+"/end", url.Values{"csrf": {csrf}}),
 			http.StatusForbidden, "autre site"},
 		{"another account's session", ada.do("POST", "/compte/sessions/"+malloryID+"/end", url.Values{"csrf": {csrf}}),
 			http.StatusNotFound, "n&#39;est pas une session ouverte de votre compte : rien n&#39;a été changé."},
 		{"end others without CSRF", ada.do("POST", "/compte/sessions/end-others", url.Values{"csrf": {mallory.csrf(malloryPage)}}),
-			http.StatusForbidden, "Jeton anti-CSRF"},
+			http.StatusForbidden, "jeton anti-CSRF"},
 		{"wrong current password", ada.do("POST", "/compte/password", url.Values{"csrf": {csrf},
 			"current_password": {"pas le bon mot de passe"}, "new_password": {"un tout nouveau mot de passe"}}),
 			http.StatusForbidden, `<p class="field-error" id="current_password-error">Le mot de passe actuel est incorrect : rien n&#39;a été changé.</p>`},

@@ -51,26 +51,22 @@ func (s *Site) balance(c *gin.Context) {
 
 func (s *Site) showBalance(c *gin.Context, me *session, refusal error) {
 	d := balanceData{Amounts: domain.TopUpAmountsCents}
-	if err := s.api.call(c, http.MethodGet, "/v1/balance", "", nil, &d.Balance); err != nil {
+	ctx := c.Request.Context()
+	var err error
+	if d.Balance, err = s.svc.Balance(ctx, me); err != nil {
 		s.fail(c, err)
 		return
 	}
-	var tu struct {
-		TopUps []api.TopUpView `json:"topups"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/topups", "", nil, &tu); err != nil {
+	if d.TopUps, err = s.svc.TopUps(ctx, me); err != nil {
 		s.fail(c, err)
 		return
 	}
-	d.TopUps = tu.TopUps
-	var h struct {
-		Movements []domain.BalanceMovement `json:"movements"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/balance/history", "", nil, &h); err != nil {
+	moves, err := s.svc.BalanceHistory(ctx, me)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	for _, m := range h.Movements {
+	for _, m := range moves {
 		d.History = append(d.History, movement{BalanceMovement: m, URL: refURL(m.Ref)})
 	}
 	p := pageFor(me, "Mon solde")
@@ -84,13 +80,12 @@ func (s *Site) showBalance(c *gin.Context, me *session, refusal error) {
 }
 
 func (s *Site) createTopUp(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	cents, _ := strconv.ParseInt(c.PostForm("amount_cents"), 10, 64)
-	var out api.TopUpDetail
-	err := s.api.call(c, http.MethodPost, "/v1/topups", c.PostForm("csrf"), map[string]any{"amount_cents": cents}, &out)
+	out, err := s.svc.CreateTopUp(c.Request.Context(), me, cents)
 	if err != nil {
 		if domain.ErrorCode(err) == domain.ECodeInvalid {
 			s.showBalance(c, me, err)
@@ -102,9 +97,10 @@ func (s *Site) createTopUp(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, topUpURL(out.TopUp.Ref)+"?info=topup#paiement")
 }
 
-func (s *Site) loadTopUp(c *gin.Context, ref string) (topUpPageData, error) {
+func (s *Site) loadTopUp(c *gin.Context, me *session, ref string) (topUpPageData, error) {
 	var d topUpPageData
-	if err := s.api.call(c, http.MethodGet, "/v1/topups/"+url.PathEscape(ref), "", nil, &d.TopUpDetail); err != nil {
+	var err error
+	if d.TopUpDetail, err = s.svc.TopUp(c.Request.Context(), me, ref); err != nil {
 		return d, err
 	}
 	readableTimeline(d.Timeline, nil)
@@ -116,7 +112,7 @@ func (s *Site) loadTopUp(c *gin.Context, ref string) (topUpPageData, error) {
 	if t.Status == domain.TopUpCredited {
 		paid = max(paid, t.AmountCents)
 	}
-	ck, err := s.checkout(c, target{Kind: "topup", Ref: t.Ref, Status: t.Status, TotalCents: t.AmountCents,
+	ck, err := s.checkout(c, me, target{Kind: "topup", Ref: t.Ref, Status: t.Status, TotalCents: t.AmountCents,
 		PaidCents: paid, Unpaid: unpaid}, d.PaymentIntents, d.Timeline)
 	if err != nil {
 		return d, err
@@ -134,7 +130,7 @@ func (s *Site) topUpPage(c *gin.Context) {
 }
 
 func (s *Site) showTopUp(c *gin.Context, me *session, refusal error) {
-	d, err := s.loadTopUp(c, c.Param("ref"))
+	d, err := s.loadTopUp(c, me, c.Param("ref"))
 	if err != nil {
 		s.failOrder(c, err)
 		return
@@ -149,7 +145,7 @@ func (s *Site) topUpLive(c *gin.Context) {
 	if !ok {
 		return
 	}
-	d, err := s.loadTopUp(c, c.Param("ref"))
+	d, err := s.loadTopUp(c, me, c.Param("ref"))
 	if err != nil {
 		s.failOrder(c, err)
 		return
@@ -164,11 +160,11 @@ func (s *Site) topUpLive(c *gin.Context) {
 const topUpTrigger = "sse:topup, sse:timeline"
 
 func (s *Site) createTopUpIntent(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	ref := c.Param("ref")
-	s.createIntent(c, "/v1/topups/"+url.PathEscape(ref)+"/payment-intents", topUpURL(ref),
-		func(refusal error) { s.showTopUp(c, me, refusal) })
+	_, _, err := s.svc.CreateTopUpPaymentRequest(c.Request.Context(), me, ref, chosenMethod(c))
+	s.intentCreated(c, err, topUpURL(ref), func(refusal error) { s.showTopUp(c, me, refusal) })
 }

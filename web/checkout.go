@@ -3,7 +3,6 @@ package web
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -55,7 +54,7 @@ func (ck checkout) Detected() bool {
 	return ck.Target.Status == domain.StatusPaymentDetected || ck.Target.Status == domain.TopUpPaymentDetected
 }
 
-func (s *Site) checkout(c *gin.Context, t target, intents []api.IntentView, tl []domain.TimelineEvent) (checkout, error) {
+func (s *Site) checkout(c *gin.Context, me *session, t target, intents []api.IntentView, tl []domain.TimelineEvent) (checkout, error) {
 	ck := checkout{Target: t, Intents: intents, Now: time.Now()}
 	for i := range intents {
 		in := &intents[i]
@@ -88,16 +87,10 @@ func (s *Site) checkout(c *gin.Context, t target, intents []api.IntentView, tl [
 	if !t.Unpaid {
 		return ck, nil
 	}
-	var m struct {
-		Methods []domain.Method `json:"methods"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/payment-methods", "", nil, &m); err != nil {
-		return ck, err
-	}
-	ck.Methods = m.Methods
+	ck.Methods = s.svc.PaymentMethods()
 	if t.Kind == "order" && t.PaidCents == 0 {
-		var b domain.Balance
-		if err := s.api.call(c, http.MethodGet, "/v1/balance", "", nil, &b); err != nil {
+		b, err := s.svc.Balance(c.Request.Context(), me)
+		if err != nil {
 			return ck, err
 		}
 		ck.BalanceCents = b.AvailableCents
@@ -106,14 +99,16 @@ func (s *Site) checkout(c *gin.Context, t target, intents []api.IntentView, tl [
 	return ck, nil
 }
 
-// createIntent asks the API for a payment request with the method chosen
-// in the form ("LTC/litecoin"), then goes back to the page's checkout. A
-// refusal (no fresh rate, method not offered, a request still valid...) is
-// shown on the page by show, with the API's message; the page stays usable.
-func (s *Site) createIntent(c *gin.Context, apiPath, pageURL string, show func(refusal error)) {
+// chosenMethod is the method chosen in the form ("LTC/litecoin").
+func chosenMethod(c *gin.Context) api.PaymentRequest {
 	asset, network, _ := strings.Cut(c.PostForm("method"), "/")
-	err := s.api.call(c, http.MethodPost, apiPath, c.PostForm("csrf"),
-		map[string]string{"asset": asset, "network": network}, nil)
+	return api.PaymentRequest{Asset: asset, Network: network}
+}
+
+// intentCreated goes back to the page's checkout once a payment request
+// is made. A refusal (no fresh rate, method not offered...) is shown on
+// the page by show, with its message; the page stays usable.
+func (s *Site) intentCreated(c *gin.Context, err error, pageURL string, show func(refusal error)) {
 	switch domain.ErrorCode(err) {
 	case "":
 		c.Redirect(http.StatusSeeOther, pageURL+"#paiement")
@@ -126,20 +121,18 @@ func (s *Site) createIntent(c *gin.Context, apiPath, pageURL string, show func(r
 
 // claim records "J'ai payé" on a payment request. It confirms nothing.
 func (s *Site) claim(c *gin.Context) {
-	if _, ok := s.signedIn(c); !ok {
+	me, ok := s.signedInPost(c)
+	if !ok {
 		return
 	}
-	id := c.Param("id")
-	var out struct {
-		Intent domain.Intent `json:"payment_intent"`
-	}
-	if err := s.api.call(c, http.MethodPost, "/v1/payment-intents/"+url.PathEscape(id)+"/claim", c.PostForm("csrf"), nil, &out); err != nil {
+	in, err := s.svc.ClaimPaid(c.Request.Context(), me, c.Param("id"))
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	back := orderURL(out.Intent.TargetRef)
-	if out.Intent.TargetKind == "topup" {
-		back = topUpURL(out.Intent.TargetRef)
+	back := orderURL(in.TargetRef)
+	if in.TargetKind == "topup" {
+		back = topUpURL(in.TargetRef)
 	}
 	c.Redirect(http.StatusSeeOther, back+"?info=claimed#paiement")
 }

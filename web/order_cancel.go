@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -35,7 +36,12 @@ func (s *Site) confirmForm(c *gin.Context, status, title, tmpl string) {
 }
 
 // cancelOrder posts the cancellation; a refusal shows on the order page.
-func (s *Site) cancelOrder(c *gin.Context) { s.orderAction(c, "/cancel", nil, "?info=cancelled") }
+func (s *Site) cancelOrder(c *gin.Context) {
+	s.orderAction(c, func(ctx context.Context, me *session, ref string) error {
+		_, err := s.svc.CancelOrder(ctx, me, ref, "")
+		return err
+	}, "?info=cancelled")
+}
 
 // A paid order waiting for a machine gives its money back to the balance
 // from its page the same way: a confirmation page, whose form posts the
@@ -47,4 +53,9 @@ func (s *Site) takeBackForm(c *gin.Context) {
 }
 
 // takeBack posts it; a refusal shows on the order page.
-func (s *Site) takeBack(c *gin.Context) { s.orderAction(c, "/take-back", nil, "?info=taken-back") }
+func (s *Site) takeBack(c *gin.Context) {
+	s.orderAction(c, func(ctx context.Context, me *session, ref string) error {
+		_, err := s.svc.TakeBack(ctx, me, ref)
+		return err
+	}, "?info=taken-back")
+}

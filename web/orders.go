@@ -1,9 +1,9 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -34,14 +34,13 @@ type orderPageData struct {
 // loadOrder reads the caller's order and what its page shows.
 func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData, error) {
 	var d orderPageData
-	path := "/v1/orders/" + url.PathEscape(ref)
-	if err := s.api.call(c, http.MethodGet, path, "", nil, &d.OrderDetail); err != nil {
+	ctx := c.Request.Context()
+	var err error
+	if d.OrderDetail, err = s.svc.Order(ctx, me, ref); err != nil {
 		return d, err
 	}
-	var sr struct {
-		Requests []domain.SupportRequest `json:"support_requests"`
-	}
-	if err := s.api.call(c, http.MethodGet, path+"/support-requests", "", nil, &sr); err != nil {
+	requests, err := s.svc.SupportRequests(ctx, me, ref)
+	if err != nil {
 		return d, err
 	}
 	readableTimeline(d.Timeline, d.Order.GPUNames())
@@ -59,23 +58,20 @@ func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData
 			}
 		}
 	}
-	for _, r := range sr.Requests {
+	for _, r := range requests {
 		d.Support = append(d.Support, supportThread{SupportRequest: r, Answers: answers[r.ID]})
 	}
 	if a := d.Access; a != nil && a.RevokedAt == nil {
 		d.KeyDownload = a.PrivateKeyAvailable
-		var kr struct {
-			KeyRequest domain.KeyRequest `json:"key_request"`
-		}
 		// None yet (404), or a server without key changes: no status shown.
-		if err := s.api.call(c, http.MethodGet, path+"/ssh-key/request", "", nil, &kr); err == nil {
-			d.KeyRequest = &kr.KeyRequest
+		if kr, err := s.svc.KeyRequest(ctx, me, ref); err == nil {
+			d.KeyRequest = &kr
 		} else if code := domain.ErrorCode(err); code != domain.ECodeNotFound && code != domain.ECodeConflict {
 			return d, err
 		}
 	}
 	o := d.Order
-	ck, err := s.checkout(c, target{Kind: "order", Ref: o.Ref, Status: o.Status, TotalCents: o.TotalCents,
+	ck, err := s.checkout(c, me, target{Kind: "order", Ref: o.Ref, Status: o.Status, TotalCents: o.TotalCents,
 		PaidCents: o.PaidCents, LateCents: o.LateCents, Unpaid: unpaidOrder(o.Status)}, d.PaymentIntents, d.Timeline)
 	if err != nil {
 		return d, err
@@ -111,16 +107,15 @@ func (s *Site) orderConfirm(c *gin.Context) {
 }
 
 func (s *Site) createOrder(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	lots, _ := strconv.Atoi(c.PostForm("lots"))
 	days, _ := strconv.Atoi(c.PostForm("duration_days"))
-	body := map[string]any{"gpu_model": c.PostForm("gpu_model"), "lots": lots, "duration_days": days,
-		"preset": c.PostForm("preset"), "ssh_public_key": c.PostForm("ssh_public_key")}
-	var created api.OrderDetail
-	if err := s.api.call(c, http.MethodPost, "/v1/orders", c.PostForm("csrf"), body, &created); err != nil {
+	created, err := s.svc.CreateOrder(c.Request.Context(), me, api.OrderRequest{Model: c.PostForm("gpu_model"), Lots: lots,
+		DurationDays: days, Preset: c.PostForm("preset"), SSHPublicKey: c.PostForm("ssh_public_key")})
+	if err != nil {
 		if domain.ErrorCode(err) != domain.ECodeInvalid {
 			s.fail(c, err)
 			return
@@ -151,15 +146,13 @@ func (s *Site) orders(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var out struct {
-		Orders []api.OrderView `json:"orders"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/orders", "", nil, &out); err != nil {
+	orders, err := s.svc.Orders(c.Request.Context(), me)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	p := pageFor(me, "Mes commandes")
-	p.Data = ordersData{Orders: out.Orders}
+	p.Data = ordersData{Orders: orders}
 	s.render(c, http.StatusOK, "orders", p)
 }
 
@@ -239,25 +232,32 @@ var notices = map[string]string{
 // replaceKey asks for the customer's new public key to replace the current
 // one on the running machine (a lost key).
 func (s *Site) replaceKey(c *gin.Context) {
-	s.orderAction(c, "/ssh-key", map[string]string{"ssh_public_key": c.PostForm("ssh_public_key")}, "?info=key-replace#acces")
+	key := c.PostForm("ssh_public_key")
+	s.orderAction(c, func(ctx context.Context, me *session, ref string) error {
+		_, err := s.svc.RequestKeyChange(ctx, me, ref, domain.KeyRequestReplace, key)
+		return err
+	}, "?info=key-replace#acces")
 }
 
 // reissueKey asks for a new generated key pair, the old key revoked.
 func (s *Site) reissueKey(c *gin.Context) {
-	s.orderAction(c, "/ssh-key/reissue", map[string]string{}, "?info=key-reissue#acces")
+	s.orderAction(c, func(ctx context.Context, me *session, ref string) error {
+		_, err := s.svc.RequestKeyChange(ctx, me, ref, domain.KeyRequestReissue, "")
+		return err
+	}, "?info=key-reissue#acces")
 }
 
-// orderAction posts an action on the order (the API's path suffix) and
-// goes back to its page with then (notice, anchor); a refusal (key not
-// valid, a change already running, a payment seen before a cancellation)
-// shows on the order page.
-func (s *Site) orderAction(c *gin.Context, suffix string, body any, then string) {
-	me, ok := s.signedIn(c)
+// orderAction runs an action on the order named in the path and goes back
+// to its page with then (notice, anchor); a refusal (key not valid, a
+// change already running, a payment seen before a cancellation) shows on
+// the order page.
+func (s *Site) orderAction(c *gin.Context, do func(ctx context.Context, me *session, ref string) error, then string) {
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	ref := c.Param("ref")
-	err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+suffix, c.PostForm("csrf"), body, nil)
+	err := do(c.Request.Context(), me, ref)
 	if code := domain.ErrorCode(err); code == domain.ECodeInvalid || code == domain.ECodeConflict {
 		s.showOrder(c, me, err)
 		return
@@ -270,22 +270,22 @@ func (s *Site) orderAction(c *gin.Context, suffix string, body any, then string)
 }
 
 func (s *Site) createOrderIntent(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	ref := c.Param("ref")
-	s.createIntent(c, "/v1/orders/"+url.PathEscape(ref)+"/payment-intents", orderURL(ref),
-		func(refusal error) { s.showOrder(c, me, refusal) })
+	_, _, err := s.svc.CreateOrderPaymentRequest(c.Request.Context(), me, ref, chosenMethod(c), domain.ClientNetwork(c.ClientIP()))
+	s.intentCreated(c, err, orderURL(ref), func(refusal error) { s.showOrder(c, me, refusal) })
 }
 
 func (s *Site) payFromBalance(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	ref := c.Param("ref")
-	if err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+"/pay-from-balance", c.PostForm("csrf"), nil, nil); err != nil {
+	if _, err := s.svc.PayFromBalance(c.Request.Context(), me, ref); err != nil {
 		if code := domain.ErrorCode(err); code == domain.ECodeInsufficient || code == domain.ECodeConflict {
 			s.showOrder(c, me, err)
 			return
@@ -299,15 +299,12 @@ func (s *Site) payFromBalance(c *gin.Context) {
 // privateKey hands the generated private key over as a file: the API's
 // explicit reveal (a POST with the CSRF token), which starts its window.
 func (s *Site) privateKey(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	ref := c.Param("ref")
-	var out struct {
-		Key string `json:"private_key"`
-	}
-	err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+"/private-key", c.PostForm("csrf"), nil, &out)
+	key, _, err := s.svc.RevealPrivateKey(c.Request.Context(), me, ref)
 	if domain.ErrorCode(err) == domain.ECodeConflict {
 		p := pageFor(me, "Clé privée indisponible")
 		p.Error = domain.ErrorMessage(err) + " Si vous ne l'avez pas enregistrée, contactez le support avec la référence " + ref + "."
@@ -319,7 +316,7 @@ func (s *Site) privateKey(c *gin.Context) {
 		return
 	}
 	c.Header("Content-Disposition", `attachment; filename="kernodeck-`+ref+`.key"`)
-	c.Data(http.StatusOK, "application/x-pem-file", []byte(out.Key))
+	c.Data(http.StatusOK, "application/x-pem-file", []byte(key))
 }
 
 // supportFormData is the support request form.
@@ -333,12 +330,12 @@ var supportFields = []string{"message", "launch_command", "versions", "first_err
 // orderOf reads the signed-in customer's order named in the path (ok
 // false: the answer is written).
 func (s *Site) orderOf(c *gin.Context) (*session, api.OrderDetail, bool) {
-	var d api.OrderDetail
 	me, ok := s.signedIn(c)
 	if !ok {
-		return nil, d, false
+		return nil, api.OrderDetail{}, false
 	}
-	if err := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(c.Param("ref")), "", nil, &d); err != nil {
+	d, err := s.svc.Order(c.Request.Context(), me, c.Param("ref"))
+	if err != nil {
 		s.failOrder(c, err)
 		return nil, d, false
 	}
@@ -356,22 +353,22 @@ func (s *Site) supportForm(c *gin.Context) {
 }
 
 func (s *Site) createSupportRequest(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
 	ref := c.Param("ref")
 	values := map[string]string{"when": c.PostForm("when")}
-	body := map[string]any{}
 	for _, f := range supportFields {
 		values[f] = c.PostForm(f)
-		body[f] = values[f]
 	}
-	if when := strings.TrimSpace(values["when"]); when != "" && strings.TrimSpace(values["message"]) != "" {
-		// The API has no field for it: it leads the message.
-		body["message"] = "Moment du problème : " + when + "\n\n" + values["message"]
+	in := api.SupportRequestInput{Message: values["message"], LaunchCommand: values["launch_command"],
+		Versions: values["versions"], FirstError: values["first_error"]}
+	if when := strings.TrimSpace(values["when"]); when != "" && strings.TrimSpace(in.Message) != "" {
+		// The request has no field for it: it leads the message.
+		in.Message = "Moment du problème : " + when + "\n\n" + in.Message
 	}
-	err := s.api.call(c, http.MethodPost, "/v1/orders/"+url.PathEscape(ref)+"/support-requests", c.PostForm("csrf"), body, nil)
+	_, err := s.svc.CreateSupportRequest(c.Request.Context(), me, ref, in)
 	if err == nil {
 		c.Redirect(http.StatusSeeOther, orderURL(ref)+"?info=support#support")
 		return
@@ -380,8 +377,8 @@ func (s *Site) createSupportRequest(c *gin.Context) {
 		s.failOrder(c, err)
 		return
 	}
-	var d api.OrderDetail
-	if gerr := s.api.call(c, http.MethodGet, "/v1/orders/"+url.PathEscape(ref), "", nil, &d); gerr != nil {
+	d, gerr := s.svc.Order(c.Request.Context(), me, ref)
+	if gerr != nil {
 		s.failOrder(c, gerr)
 		return
 	}

@@ -13,22 +13,19 @@ import (
 )
 
 // session is the signed-in customer, if any.
-type session = api.SessionResponse
+type session = api.Customer
 
-// session asks the API who is signed in: nil (no error) when nobody is.
+// session reads who is signed in: nil (no error) when nobody is. A cookie
+// that names no valid session any more is removed.
 func (s *Site) session(c *gin.Context) (*session, error) {
 	if !hasSessionCookie(c.Request) {
 		return nil, nil
 	}
-	var me session
-	err := s.api.call(c, http.MethodGet, "/v1/me", "", nil, &me)
-	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
-		return nil, nil
+	me, err := s.svc.CustomerSession(c.Request.Context(), c.Request)
+	if err == nil && me == nil {
+		s.svc.ClearSession(c)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return &me, nil
+	return me, err
 }
 
 // hasSessionCookie: a session cookie under either name (the API reads the
@@ -52,6 +49,20 @@ func (s *Site) signedIn(c *gin.Context) (*session, bool) {
 	}
 	if me == nil {
 		s.toLogin(c)
+		return nil, false
+	}
+	return me, true
+}
+
+// signedInPost is signedIn for a form that changes something: its CSRF
+// token must be the session's.
+func (s *Site) signedInPost(c *gin.Context) (*session, bool) {
+	me, ok := s.signedIn(c)
+	if !ok {
+		return nil, false
+	}
+	if err := s.svc.CheckCSRF(me, c.PostForm("csrf")); err != nil {
+		s.fail(c, err)
 		return nil, false
 	}
 	return me, true
@@ -108,7 +119,9 @@ func configuration(c *gin.Context, cat api.CatalogResponse) domain.Configuration
 // A refused configuration is returned as err with the data still usable.
 func (s *Site) configure(c *gin.Context) (configuratorData, error) {
 	var d configuratorData
-	if err := s.api.call(c, http.MethodGet, "/v1/catalog", "", nil, &d.Catalog); err != nil {
+	ctx := c.Request.Context()
+	var err error
+	if d.Catalog, err = s.svc.Catalog(ctx); err != nil {
 		return d, err
 	}
 	d.Config = configuration(c, d.Catalog)
@@ -118,8 +131,7 @@ func (s *Site) configure(c *gin.Context) (configuratorData, error) {
 		}
 	}
 	d.Models = modelChoices(d.Catalog, d.Config.DurationDays)
-	var q api.QuoteResponse
-	err := s.api.call(c, http.MethodPost, "/v1/quote", "", d.Config, &q)
+	q, err := s.svc.Quote(ctx, d.Config)
 	if err == nil {
 		if q.Availability != nil {
 			q.Availability.Message = domain.CustomerText(q.Availability.Message, domain.NewGPUNames(d.Catalog.Models))
@@ -190,9 +202,11 @@ func (s *Site) registerForm(c *gin.Context) { s.authPage(c, "Créer un compte", 
 func (s *Site) register(c *gin.Context) {
 	f := newAuthForm(c.PostForm("next"))
 	f.FirstName, f.LastName, f.Email = c.PostForm("first_name"), c.PostForm("last_name"), c.PostForm("email")
-	err := s.api.call(c, http.MethodPost, "/v1/auth/register", "", map[string]any{
-		"first_name": f.FirstName, "last_name": f.LastName, "email": f.Email, "password": c.PostForm("password"),
-	}, nil)
+	acc, err := s.svc.Register(c.Request.Context(), api.RegisterInput{FirstName: f.FirstName, LastName: f.LastName,
+		Email: f.Email, Password: c.PostForm("password")}, customerClient(c))
+	if err == nil {
+		_, err = s.svc.OpenSession(c, acc)
+	}
 	if err != nil {
 		p := page{Title: "Créer un compte", Path: f.Next, Data: f}
 		p.fieldError(err)
@@ -225,9 +239,10 @@ func (s *Site) authPage(c *gin.Context, title, tmpl string) {
 func (s *Site) login(c *gin.Context) {
 	f := newAuthForm(c.PostForm("next"))
 	f.Email = c.PostForm("email")
-	err := s.api.call(c, http.MethodPost, "/v1/auth/login", "", map[string]any{
-		"email": f.Email, "password": c.PostForm("password"),
-	}, nil)
+	acc, err := s.svc.Login(c.Request.Context(), f.Email, c.PostForm("password"), customerClient(c))
+	if err == nil {
+		_, err = s.svc.OpenSession(c, acc)
+	}
 	if err != nil {
 		p := page{Title: "Se connecter", Path: f.Next, Data: f}
 		p.fieldError(err)
@@ -238,11 +253,17 @@ func (s *Site) login(c *gin.Context) {
 }
 
 func (s *Site) logout(c *gin.Context) {
-	err := s.api.call(c, http.MethodPost, "/v1/auth/logout", c.PostForm("csrf"), nil, nil)
-	if err != nil && domain.ErrorCode(err) != domain.ECodeUnauthorized {
+	me, err := s.session(c)
+	if err == nil && me != nil {
+		if err = s.svc.CheckCSRF(me, c.PostForm("csrf")); err == nil {
+			err = s.svc.Logout(c.Request.Context(), me)
+		}
+	}
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	s.svc.ClearSession(c)
 	c.Redirect(http.StatusSeeOther, "/")
 }
 

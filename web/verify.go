@@ -37,13 +37,9 @@ func (s *Site) verifyForm(c *gin.Context) {
 	s.render(c, http.StatusOK, "verify", p)
 }
 
-// verifyEmail posts the token to the API and says how it went.
+// verifyEmail checks the link's token and says how it went.
 func (s *Site) verifyEmail(c *gin.Context) {
-	var out struct {
-		Already bool `json:"already_verified"`
-	}
-	token := c.PostForm("token")
-	err := s.api.call(c, http.MethodPost, "/v1/auth/verify-email", "", map[string]any{"token": token}, &out)
+	already, err := s.svc.VerifyEmail(c.Request.Context(), c.PostForm("token"))
 	me, serr := s.session(c)
 	if serr != nil {
 		s.fail(c, serr)
@@ -62,21 +58,18 @@ func (s *Site) verifyEmail(c *gin.Context) {
 		return
 	}
 	p.Title = "Adresse email confirmée"
-	p.Data = verifyData{Done: true, Already: out.Already}
+	p.Data = verifyData{Done: true, Already: already}
 	s.render(c, http.StatusOK, "verify", p)
 }
 
-// resendVerification asks the API to mail the link again (the banner's
+// resendVerification mails the link again (the banner's
 // button on every page of an unconfirmed account).
 func (s *Site) resendVerification(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, ok := s.signedInPost(c)
 	if !ok {
 		return
 	}
-	var out struct {
-		Email string `json:"email"`
-	}
-	err := s.api.call(c, http.MethodPost, "/v1/auth/verify-email/resend", c.PostForm("csrf"), nil, &out)
+	err := s.svc.ResendVerification(c.Request.Context(), me)
 	p := pageFor(me, "Confirmer votre adresse email")
 	p.Data = verifyData{}
 	if err != nil {
@@ -88,6 +81,6 @@ func (s *Site) resendVerification(c *gin.Context) {
 		s.render(c, statusOf(err), "verify", p)
 		return
 	}
-	p.Data = verifyData{Sent: out.Email}
+	p.Data = verifyData{Sent: me.Account.Email}
 	s.render(c, http.StatusOK, "verify", p)
 }

@@ -50,6 +50,7 @@ type Site struct {
 	pages  map[string]*template.Template
 	assets *assets
 	api    apiClient
+	svc    services
 	// explorers are the support console's block explorer URL templates
 	// per network (SetExplorers).
 	explorers map[string]string
@@ -98,8 +99,11 @@ func (s *Site) parseTemplates() error {
 	return nil
 }
 
-// Mount adds the site's routes to r; the site calls the API through r.
-func (s *Site) Mount(r *gin.Engine) {
+// Mount adds the site's routes to r; its handlers call svc's services.
+func (s *Site) Mount(r *gin.Engine, svc *api.Server) { s.mount(r, svc) }
+
+func (s *Site) mount(r *gin.Engine, svc services) {
+	s.svc = svc
 	s.api = apiClient{h: r}
 	r.GET("/static/:file", s.assets.serve)
 

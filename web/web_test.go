@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"math/big"
 	"net/http"
@@ -175,7 +176,7 @@ func TestPagesHeadersStaticFilesAndNotFound(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	s := newTestSite(t)
 	r := gin.New()
-	s.Mount(r)
+	s.mount(r, &fakeServices{})
 	r.NoRoute(s.NotFound)
 
 	rec := httptest.NewRecorder()
@@ -305,20 +306,57 @@ func TestConfiguratorOffersOnlyWhatFitsOneHost(t *testing.T) {
 	}
 }
 
-// fakeAPISite mounts the site on an engine whose /v1 answers are canned
-// (the API's own response types), the visitor signed in as Ada with the
-// CSRF token "tok"; routes adds the answers a test needs.
-func fakeAPISite(t *testing.T, routes func(r *gin.Engine)) *gin.Engine {
+// fakeServices answers the site's service calls with canned values (the
+// API's own types); what a test leaves unset fails as unavailable. The
+// visitor with a session cookie is Ada, CSRF token "tok".
+type fakeServices struct {
+	services // unset: calling another method panics (the test is wrong)
+	order    func(ref string) (api.OrderDetail, error)
+	topUp    func(ref string) (api.TopUpDetail, error)
+	methods  []domain.Method
+	balance  domain.Balance
+	history  []domain.BalanceMovement
+}
+
+func (f *fakeServices) CustomerSession(_ context.Context, r *http.Request) (*api.Customer, error) {
+	if !hasSessionCookie(r) {
+		return nil, nil
+	}
+	return &api.Customer{Account: domain.Account{FirstName: "Ada", LastName: "Lovelace"}, CSRFToken: "tok"}, nil
+}
+
+func (f *fakeServices) ClearSession(*gin.Context) {}
+
+func (f *fakeServices) Order(_ context.Context, _ *api.Customer, ref string) (api.OrderDetail, error) {
+	return f.order(ref)
+}
+
+func (f *fakeServices) TopUp(_ context.Context, _ *api.Customer, ref string) (api.TopUpDetail, error) {
+	return f.topUp(ref)
+}
+
+func (f *fakeServices) PaymentMethods() []domain.Method { return f.methods }
+
+func (f *fakeServices) Balance(context.Context, *api.Customer) (domain.Balance, error) {
+	return f.balance, nil
+}
+
+func (f *fakeServices) BalanceHistory(context.Context, *api.Customer) ([]domain.BalanceMovement, error) {
+	return f.history, nil
+}
+
+func (f *fakeServices) TopUps(context.Context, *api.Customer) ([]api.TopUpView, error) {
+	return nil, nil
+}
+
+// fakeSite mounts the site with the fake services f.
+func fakeSite(t *testing.T, f *fakeServices) *gin.Engine {
 	t.Helper()
 	gin.SetMode(gin.ReleaseMode)
 	s := newTestSite(t)
 	r := gin.New()
-	s.Mount(r)
+	s.mount(r, f)
 	r.NoRoute(s.NotFound)
-	r.GET("/v1/me", func(c *gin.Context) {
-		c.JSON(http.StatusOK, api.SessionResponse{Account: domain.Account{FirstName: "Ada", LastName: "Lovelace"}, CSRFToken: "tok"})
-	})
-	routes(r)
 	return r
 }
 
@@ -335,22 +373,15 @@ func getSignedIn(t *testing.T, r http.Handler, path string, wantStatus int) stri
 	return rec.Body.String()
 }
 
-func apiError(c *gin.Context, code, message string) {
-	c.JSON(api.StatusFor(code), gin.H{"error": domain.Error{Code: code, Message: message}})
-}
-
 // Error pages (not found, the site's 404, an API failure) keep the signed-in
 // customer's logout form, with the session's CSRF token.
 func TestErrorPagesKeepLogout(t *testing.T) {
-	r := fakeAPISite(t, func(r *gin.Engine) {
-		r.GET("/v1/orders/:ref", func(c *gin.Context) {
-			if c.Param("ref") == "KD-DOWN" {
-				apiError(c, domain.ECodeUnavailable, "Service momentanément indisponible.")
-				return
-			}
-			apiError(c, domain.ECodeNotFound, "Commande introuvable.")
-		})
-	})
+	r := fakeSite(t, &fakeServices{order: func(ref string) (api.OrderDetail, error) {
+		if ref == "KD-DOWN" {
+			return api.OrderDetail{}, domain.Errorf(domain.ECodeUnavailable, "Service momentanément indisponible.")
+		}
+		return api.OrderDetail{}, domain.Errorf(domain.ECodeNotFound, "Commande introuvable.")
+	}})
 	for path, status := range map[string]int{"/orders/KD-OTHER": http.StatusNotFound, "/nothing/here": http.StatusNotFound,
 		"/orders/KD-DOWN": http.StatusServiceUnavailable} {
 		html := getSignedIn(t, r, path, status)
@@ -365,15 +396,13 @@ func TestErrorPagesKeepLogout(t *testing.T) {
 // A partly paid top-up shows what was received, what is missing and the
 // partial payment's advice, before it is credited.
 func TestPartlyPaidTopUpShowsWhatWasReceived(t *testing.T) {
-	r := fakeAPISite(t, func(r *gin.Engine) {
-		r.GET("/v1/topups/:ref", func(c *gin.Context) {
+	r := fakeSite(t, &fakeServices{
+		topUp: func(string) (api.TopUpDetail, error) {
 			d := api.TopUpDetail{Timeline: []domain.TimelineEvent{}, PaymentIntents: []api.IntentView{}, ReceivedCents: 4000}
 			d.TopUp = api.TopUpView{TopUp: domain.TopUp{Ref: "TU-PART", AmountCents: 10000, Status: domain.TopUpAwaitingPayment}}
-			c.JSON(http.StatusOK, d)
-		})
-		r.GET("/v1/payment-methods", func(c *gin.Context) {
-			c.JSON(http.StatusOK, gin.H{"methods": []domain.Method{{Asset: "LTC", Network: domain.NetworkLitecoin}}})
-		})
+			return d, nil
+		},
+		methods: []domain.Method{{Asset: "LTC", Network: domain.NetworkLitecoin}},
 	})
 	html := getSignedIn(t, r, "/topups/TU-PART", http.StatusOK)
 	for _, want := range []string{`<dd class="received">40,00 USD</dd>`, `<dd class="remaining">60,00 USD</dd>`,
@@ -387,17 +416,12 @@ func TestPartlyPaidTopUpShowsWhatWasReceived(t *testing.T) {
 // The balance's history links each reference to its page: a refund on a
 // top-up to the top-up, one on an order to the order.
 func TestBalanceHistoryLinksByReference(t *testing.T) {
-	r := fakeAPISite(t, func(r *gin.Engine) {
-		r.GET("/v1/balance", func(c *gin.Context) { c.JSON(http.StatusOK, domain.Balance{AvailableCents: 12000}) })
-		r.GET("/v1/topups", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"topups": []api.TopUpView{}}) })
-		r.GET("/v1/balance/history", func(c *gin.Context) {
-			c.JSON(http.StatusOK, gin.H{"movements": []domain.BalanceMovement{
-				{Kind: domain.MovementRefund, Ref: "TU-REFUND", AmountCents: 2000},
-				{Kind: domain.MovementRefund, Ref: "KD-REFUND", AmountCents: 1000},
-				{Kind: domain.MovementTopUp, Ref: "TU-CREDIT", AmountCents: 10000},
-				{Kind: domain.MovementOrderPayment, Ref: "KD-PAID", AmountCents: -2357}}})
-		})
-	})
+	r := fakeSite(t, &fakeServices{balance: domain.Balance{AvailableCents: 12000},
+		history: []domain.BalanceMovement{
+			{Kind: domain.MovementRefund, Ref: "TU-REFUND", AmountCents: 2000},
+			{Kind: domain.MovementRefund, Ref: "KD-REFUND", AmountCents: 1000},
+			{Kind: domain.MovementTopUp, Ref: "TU-CREDIT", AmountCents: 10000},
+			{Kind: domain.MovementOrderPayment, Ref: "KD-PAID", AmountCents: -2357}}})
 	html := getSignedIn(t, r, "/balance", http.StatusOK)
 	for _, want := range []string{`href="/topups/TU-REFUND"`, `href="/orders/KD-REFUND"`, `href="/topups/TU-CREDIT"`, `href="/orders/KD-PAID"`} {
 		if !strings.Contains(html, want) {

@@ -1,0 +1,173 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kernodeck/kernodeck/domain"
+)
+
+// The customer's services in Go: the JSON handlers decode a request, call
+// one of these and encode its answer; the web site's handlers call the same
+// methods and render templates. Each takes who is acting (a *Customer from
+// CustomerSession) and returns typed values and *domain.Error, so the rules,
+// the ownership checks and the French messages live here once.
+
+// Customer is a signed-in customer: the account, the session's CSRF token
+// and the session's key (never the token itself).
+type Customer = sessionResponse
+
+// customer is the request's authenticated customer (after customerAuth).
+func customer(c *gin.Context) *Customer {
+	return &Customer{Account: account(c), CSRFToken: c.GetString(ctxCSRF), tokenHash: currentSession(c)}
+}
+
+// CustomerSession reads the session named by the request's cookie or bearer
+// token: nil (no error) when there is none or it is no longer valid.
+func (s *Server) CustomerSession(ctx context.Context, r *http.Request) (*Customer, error) {
+	token, _ := s.sessionToken(r)
+	if token == "" {
+		return nil, nil
+	}
+	h := tokenHash(token)
+	acc, csrf, err := s.store.SessionAccount(ctx, h)
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Customer{Account: acc, CSRFToken: csrf, tokenHash: h}, nil
+}
+
+// errFormCSRF refuses a form whose anti-CSRF token is not the session's.
+var errFormCSRF = &domain.Error{Code: domain.ECodeForbidden,
+	Message: "Ce formulaire n'est plus valide (jeton anti-CSRF manquant ou périmé) : rechargez la page et recommencez."}
+
+// CheckCSRF refuses a form post whose token is not the session's.
+func (s *Server) CheckCSRF(me *Customer, token string) error {
+	if me == nil || subtle.ConstantTimeCompare([]byte(token), []byte(me.CSRFToken)) != 1 {
+		return errFormCSRF
+	}
+	return nil
+}
+
+// ClearSession removes the session cookie from the browser (an expired or
+// ended session).
+func (s *Server) ClearSession(c *gin.Context) { s.clearSessionCookie(c) }
+
+// Order is the caller's order with everything its owner sees.
+func (s *Server) Order(ctx context.Context, me *Customer, ref string) (OrderDetail, error) {
+	return s.orderDetail(ctx, ref, me.Account.ID)
+}
+
+// Orders lists the caller's orders, newest first.
+func (s *Server) Orders(ctx context.Context, me *Customer) ([]OrderView, error) {
+	orders, err := s.store.ListOrders(ctx, me.Account.ID)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]orderView, len(orders))
+	for i, o := range orders {
+		views[i] = viewOrder(o)
+	}
+	return views, nil
+}
+
+// ownOrderRef loads the caller's order ref (ErrNotFound as the order's 404).
+func (s *Server) ownOrderRef(ctx context.Context, me *Customer, ref string) (domain.Order, error) {
+	o, err := s.store.OrderForAccount(ctx, ref, me.Account.ID)
+	if err != nil {
+		return domain.Order{}, notFoundAs(err, errOrderNotFound)
+	}
+	return o, nil
+}
+
+// SupportRequests lists the support requests of the caller's order ref.
+func (s *Server) SupportRequests(ctx context.Context, me *Customer, ref string) ([]domain.SupportRequest, error) {
+	o, err := s.ownOrderRef(ctx, me, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.ListSupportRequests(ctx, o.Ref, o.AccountID)
+}
+
+// Balance is the caller's balance, available and pending apart.
+func (s *Server) Balance(ctx context.Context, me *Customer) (domain.Balance, error) {
+	return s.store.Balance(ctx, me.Account.ID)
+}
+
+// BalanceHistory is the caller's balance movements, newest first.
+func (s *Server) BalanceHistory(ctx context.Context, me *Customer) ([]domain.BalanceMovement, error) {
+	return s.store.BalanceHistory(ctx, me.Account.ID, maxBalanceHistory)
+}
+
+// TopUps lists the caller's top-ups, newest first.
+func (s *Server) TopUps(ctx context.Context, me *Customer) ([]TopUpView, error) {
+	ts, err := s.store.ListTopUps(ctx, me.Account.ID)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]topUpView, len(ts))
+	for i, t := range ts {
+		views[i] = viewTopUp(t)
+	}
+	return views, nil
+}
+
+// TopUp is the caller's top-up ref with its timeline and payment requests.
+func (s *Server) TopUp(ctx context.Context, me *Customer, ref string) (TopUpDetail, error) {
+	t, err := s.store.TopUpForAccount(ctx, ref, me.Account.ID)
+	if err != nil {
+		return topUpDetail{}, notFoundAs(err, errTopUpNotFound)
+	}
+	return s.topUpDetail(ctx, t)
+}
+
+// PaymentMethods are the payment methods offered now.
+func (s *Server) PaymentMethods() []domain.Method {
+	methods := []domain.Method{}
+	if s.methods != nil {
+		methods = append(methods, s.methods.Enabled()...)
+	}
+	return methods
+}
+
+// Sessions lists the caller's open sessions (the current one marked).
+func (s *Server) Sessions(ctx context.Context, me *Customer) ([]domain.Session, error) {
+	return s.store.AccountSessions(ctx, me.Account.ID, me.tokenHash)
+}
+
+// Activity is the caller's account activity and failed logins.
+func (s *Server) Activity(ctx context.Context, me *Customer) (ActivityResponse, error) {
+	entries, failures, failed, err := s.store.AccountActivity(ctx, me.Account.ID, activityShown, s.now().Add(-failedLoginsWindow))
+	if err != nil {
+		return activityResponse{}, err
+	}
+	return activityResponse{Activity: entries, LoginFailures: failures, FailedLogins: failed}, nil
+}
+
+// KeyRequest is the last key change (lost key) of the caller's order ref.
+func (s *Server) KeyRequest(ctx context.Context, me *Customer, ref string) (domain.KeyRequest, error) {
+	o, st, err := s.ownKeyRequests(ctx, me, ref)
+	if err != nil {
+		return domain.KeyRequest{}, err
+	}
+	kr, err := st.LatestKeyRequest(ctx, o.Ref)
+	if err != nil {
+		return domain.KeyRequest{}, notFoundAs(err, domain.Errorf(domain.ECodeNotFound, "Aucun changement de clé pour cette commande."))
+	}
+	return kr, nil
+}
+
+// answer encodes a service's result: v with status, or err's answer.
+func (s *Server) answer(c *gin.Context, status int, v any, err error) {
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(status, v)
+}
