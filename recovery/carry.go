@@ -182,8 +182,9 @@ var finalOrder = map[string]bool{
 }
 
 // rentalInput builds the input that starts order o's workflow again at the
-// phase PostgreSQL shows (cfg: the starter's). at is where it starts; ok
-// is false for an order with nothing left to run.
+// phase PostgreSQL shows (cfg: the starter's). at says where it starts
+// (its waiting point, or "provision"); ok is false for an order with
+// nothing left to run.
 func rentalInput(o domain.Order, rec postgres.TargetRecord, cfg workflows.RentalConfig) (in workflows.RentalInput, at string, ok bool, err error) {
 	if finalOrder[o.Status] {
 		return in, "", false, nil
@@ -228,7 +229,8 @@ func rentalInput(o domain.Order, rec postgres.TargetRecord, cfg workflows.Rental
 		// The machine is taken again (a no-op when it was) and the
 		// attempt under way made again under its own keys (the steps are
 		// idempotent by order).
-		at = atMachine
+		at = "provision" // from the waiting point of a machine taken (Waiting false)
+		st["Phase"] = atMachine
 		st["ProvStarted"], st["Waiting"], st["Attempt"] = true, false, max(0, attempt-1)
 		st["Over"] = max(0, o.PaidCents-o.TotalCents)
 	case domain.StatusWaitingForMachine:
@@ -263,7 +265,9 @@ func rentalInput(o domain.Order, rec postgres.TargetRecord, cfg workflows.Rental
 	default:
 		return in, "", false, fmt.Errorf("order %s: unknown status %q", o.Ref, o.Status)
 	}
-	st["Phase"] = at
+	if _, set := st["Phase"]; !set {
+		st["Phase"] = at
+	}
 	in = workflows.NewRentalInput(o, cfg)
 	if err := decodeStrict(st, &in.Carry); err != nil {
 		return in, "", false, fmt.Errorf("order %s: %w", o.Ref, err)

@@ -92,6 +92,9 @@ func (c *Client) StartTopUpOnce(ctx context.Context, in workflows.TopUpInput) (s
 }
 
 func (c *Client) start(ctx context.Context, opts client.StartWorkflowOptions, wfType string, in any) (bool, error) {
+	// Without it the SDK answers a running workflow's ID with that run, as
+	// if it had started it.
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	_, err := c.Temporal.ExecuteWorkflow(ctx, opts, wfType, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
