@@ -93,6 +93,10 @@ type Server struct {
 	dummyHash string        // verified when the email is unknown: constant work
 	hashSem   chan struct{} // bounds concurrent argon2 work (memory)
 
+	// gate refuses writes through a workflow while Temporal does not
+	// answer (nil: Workflows cannot tell; workflow_gate.go).
+	gate *workflowGate
+
 	closeOnce sync.Once
 	closing   chan struct{} // closed by CloseStreams
 	streams   agentStreams  // the console sessions' live streams
@@ -155,6 +159,9 @@ func New(cfg Config, deps Deps) *Server {
 		}
 	}
 	s.links = &mailverify.Signer{Keyring: ring, Now: s.now}
+	if h, ok := deps.Workflows.(WorkflowsHealth); ok {
+		s.gate = &workflowGate{check: h.CheckHealth}
+	}
 	s.engine = s.routes()
 	return s
 }

@@ -38,7 +38,7 @@ func statusFor(code string) int {
 		return http.StatusUnprocessableEntity
 	case domain.ECodeTooMany, domain.ECodeQuota:
 		return http.StatusTooManyRequests
-	case domain.ECodeUnavailable, domain.ECodeRateUnavailable:
+	case domain.ECodeUnavailable, domain.ECodeRateUnavailable, domain.ECodeWorkflowsUnavailable:
 		return http.StatusServiceUnavailable
 	case domain.ECodeInProgress, domain.ECodeAwaitingApproval:
 		return http.StatusAccepted

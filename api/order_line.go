@@ -32,6 +32,9 @@ func (s *Server) takeBack(c *gin.Context) {
 // TakeBack credits all that the caller's paid order ref, waiting for a
 // machine, may still refund to their balance, which closes the order.
 func (s *Server) TakeBack(ctx context.Context, me *Customer, ref string) (OrderDetail, error) {
+	if err := s.WorkflowsReady(ctx); err != nil {
+		return orderDetail{}, err
+	}
 	o, err := s.ownOrderRef(ctx, me, ref)
 	if err != nil {
 		return orderDetail{}, err

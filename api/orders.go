@@ -91,6 +91,9 @@ type OrderRequest = orderRequest
 // CreateOrder prices and records the caller's order (within their unpaid
 // orders' limit) and starts its workflow.
 func (s *Server) CreateOrder(ctx context.Context, me *Customer, req OrderRequest) (OrderDetail, error) {
+	if err := s.WorkflowsReady(ctx); err != nil {
+		return orderDetail{}, err
+	}
 	q, err := s.price(ctx, req.configuration())
 	if err != nil {
 		return orderDetail{}, err

@@ -23,7 +23,8 @@ func (s *Server) routes() *gin.Engine {
 		s.log.Error("invalid trusted proxies, trusting none", "err", err)
 		_ = r.SetTrustedProxies(nil)
 	}
-	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.refuseControlInURL, s.checkOrigin, s.limitBody)
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.refuseControlInURL, s.checkOrigin, s.limitBody,
+		s.gateWorkflowWrites)
 	r.NoRoute(func(c *gin.Context) {
 		if s.site != nil && !strings.HasPrefix(c.Request.URL.Path, "/v1/") {
 			s.site.NotFound(c)

@@ -21,6 +21,9 @@ func (s *Server) wfCtx(ctx context.Context) (context.Context, context.CancelFunc
 
 // CancelOrder cancels the caller's unpaid order ref, with an optional reason.
 func (s *Server) CancelOrder(ctx context.Context, me *Customer, ref, reason string) (OrderDetail, error) {
+	if err := s.WorkflowsReady(ctx); err != nil {
+		return orderDetail{}, err
+	}
 	reason, err := text("reason", reason, 0, 2000, "La raison fait 2000 caractères au plus.")
 	if err != nil {
 		return orderDetail{}, err
@@ -39,6 +42,9 @@ func (s *Server) CancelOrder(ctx context.Context, me *Customer, ref, reason stri
 
 // PayFromBalance pays the caller's order ref from their balance.
 func (s *Server) PayFromBalance(ctx context.Context, me *Customer, ref string) (OrderDetail, error) {
+	if err := s.WorkflowsReady(ctx); err != nil {
+		return orderDetail{}, err
+	}
 	o, err := s.ownOrderRef(ctx, me, ref)
 	if err != nil {
 		return orderDetail{}, err
@@ -154,6 +160,9 @@ func (s *Server) CreateTopUpPaymentRequest(ctx context.Context, me *Customer, re
 }
 
 func (s *Server) createPaymentRequest(ctx context.Context, me *Customer, ref string, topUp bool, req PaymentRequest, clientNetwork string) (in IntentView, existing bool, err error) {
+	if err := s.WorkflowsReady(ctx); err != nil {
+		return in, false, err
+	}
 	var target string
 	if topUp {
 		t, err := s.store.TopUpForAccount(ctx, ref, me.Account.ID)

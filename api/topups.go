@@ -71,6 +71,9 @@ func (s *Server) createTopUp(c *gin.Context) {
 // domain.TopUpAmountsCents, within their open top-ups' limit) and starts
 // its workflow.
 func (s *Server) CreateTopUp(ctx context.Context, me *Customer, amountCents int64) (TopUpDetail, error) {
+	if err := s.WorkflowsReady(ctx); err != nil {
+		return topUpDetail{}, err
+	}
 	if !slices.Contains(domain.TopUpAmountsCents, amountCents) {
 		return topUpDetail{}, domain.FieldError("amount_cents",
 			"Les recharges proposées sont de 100, 500, 2 000 et 10 000 USD (amount_cents 10000, 50000, 200000 ou 1000000).")

@@ -28,6 +28,10 @@ const (
 	ECodeInternal     = "internal"               // bug or unexpected failure (500)
 
 	ECodeQuota = "quota_exceeded" // a quota on what an account or network may create or open (429, Retry-After)
+	// A write that needs the workflow service (Temporal) refused before
+	// anything is written, while that service does not answer; reads go on
+	// (503, Retry-After). Unlike unavailable, nothing happened: resend later.
+	ECodeWorkflowsUnavailable = "workflows_unavailable"
 
 	ECodeMethodUnavailable = "method_unavailable"     // payment method not offered now (409)
 	ECodeRateUnavailable   = "rate_unavailable"       // no fresh rate for the asset (503)

@@ -142,7 +142,7 @@ func runChainwatch(ctx context.Context, cfg config.Config, prov provisioning, m 
 	// machine driver (their keys need not be on this machine).
 	a := app.New(app.Config{DB: db, Temporal: tc, Keyring: prov.keyring, Metrics: m, Logger: logger})
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, "chainwatch", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveMetrics(gctx, "chainwatch", m, readiness("chainwatch", db, tc), logger) })
 	g.Go(func() error { return serveChainwatch(gctx, a, db, logger) })
 	return g.Wait()
 }

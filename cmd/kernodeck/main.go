@@ -214,7 +214,9 @@ func runAPI(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, "api", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
+	g.Go(func() error {
+		return serveMetrics(gctx, "api", m, readiness("api", db, tc), logger, prov.codecRoute(cfg, db))
+	})
 	g.Go(func() error { return serveAPI(gctx, cfg, a, logger) })
 	return g.Wait()
 }
@@ -276,7 +278,7 @@ func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *met
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, "worker", m, readiness(db, tc), logger) })
+	g.Go(func() error { return serveMetrics(gctx, "worker", m, readiness("worker", db, tc), logger) })
 	g.Go(func() error { return serveWorker(gctx, cfg, prov, a, tc, logger) })
 	return g.Wait()
 }
@@ -414,7 +416,9 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	}
 	m.CollectChainPayments(db)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serveMetrics(gctx, "dev", m, readiness(db, tc), logger, prov.codecRoute(cfg, db)) })
+	g.Go(func() error {
+		return serveMetrics(gctx, "dev", m, readiness("dev", db, tc), logger, prov.codecRoute(cfg, db))
+	})
 	g.Go(func() error { return serveWorker(gctx, cfg, prov, a, tc, logger) })
 	g.Go(func() error { return serveAPI(gctx, cfg, a, logger) })
 	g.Go(func() error { return serveChainwatch(gctx, a, db, logger) })

@@ -108,15 +108,21 @@ func collectMachineQueue(m *metrics.Metrics, db *postgres.DB) error {
 	return nil
 }
 
-// readiness is what /readyz checks: the database and Temporal answer.
-func readiness(db *postgres.DB, tc client.Client) []metrics.Check {
-	return []metrics.Check{
-		{Name: "database", Fn: db.PingContext},
-		{Name: "temporal", Fn: func(ctx context.Context) error {
-			_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
-			return err
-		}},
+// readiness is what command's /readyz checks: the database, and Temporal
+// but for the api. The api answers reads from PostgreSQL alone and refuses
+// the writes that need a workflow with 503 workflows_unavailable while
+// Temporal is away (api.workflowGate): were Temporal in its readiness, a
+// Temporal outage would take every api replica out of the load balancer,
+// reads included. The worker and the watchers cannot work without it.
+func readiness(command string, db *postgres.DB, tc client.Client) []metrics.Check {
+	checks := []metrics.Check{{Name: "database", Fn: db.PingContext}}
+	if command == "api" {
+		return checks
 	}
+	return append(checks, metrics.Check{Name: "temporal", Fn: func(ctx context.Context) error {
+		_, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}})
 }
 
 // serveMetrics runs the operations listener of command, with the extra
