@@ -127,7 +127,7 @@ func New(c Config) *App {
 			c.Provisioner = c.SSH
 		}
 		if c.Hosts == nil {
-			c.Hosts = sshhost.NewOperations(c.SSH)
+			c.Hosts = sshhost.NewOperations(postgres.Hosts{DB: c.DB}, c.SSH)
 		}
 	}
 	if c.DB != nil && c.ValueTolerance.Sign() > 0 {
@@ -236,7 +236,7 @@ func (a *App) KeyRequests() *sshhost.KeyRequests {
 	if a.cfg.SSH == nil {
 		return nil
 	}
-	return &sshhost.KeyRequests{DB: a.cfg.DB, Driver: a.cfg.SSH, Logger: a.cfg.Logger.With("component", "key-requests")}
+	return &sshhost.KeyRequests{Store: a.cfg.DB, Driver: a.cfg.SSH, Logger: a.cfg.Logger.With("component", "key-requests")}
 }
 
 // Mail are the mail dispatcher's settings.

@@ -111,12 +111,12 @@ func New(t testing.TB, o Options) *Env {
 	}
 	a := app.New(app.Config{
 		DB: db, Temporal: tc, Keyring: kr, Payments: pay,
-		Provisioner:     &localpg.Provisioner{DB: db.DB, Host: "gpu-watchtest.local", Port: 22, Keyring: kr},
+		Provisioner:     &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu-watchtest.local", Port: 22, Keyring: kr},
 		ProvisionerName: postgres.ProvisionerLocal,
 		Holds:           o.Holds,
 		// The operators' host inventory is the SSH driver's on this database
 		// (no SSH key: a repair that must log in to a host fails).
-		Hosts:  sshhost.NewOperations(&sshhost.Driver{DB: db.DB, Logger: logger}),
+		Hosts:  sshhost.NewOperations(postgres.Hosts{DB: db}, &sshhost.Driver{Store: postgres.Hosts{DB: db}, Logger: logger}),
 		Logger: logger,
 	})
 	w := a.Worker()

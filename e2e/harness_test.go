@@ -103,7 +103,7 @@ func newEnv(t *testing.T, opts ...func(*envConfig)) *env {
 	if err := workers.RegisterSearchAttributes(ctx, tc, "default", logger); err != nil {
 		t.Fatal(err)
 	}
-	var prov activities.Provisioner = &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}
+	var prov activities.Provisioner = &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}
 	if ec.provisioner != nil {
 		prov = ec.provisioner(db, kr)
 	}

@@ -42,7 +42,7 @@ func (p *flakyProvisioner) Reserve(ctx context.Context, in activities.ReserveInp
 func withFlaky(out **flakyProvisioner) func(*envConfig) {
 	return func(c *envConfig) {
 		c.provisioner = func(db *postgres.DB, kr *secrets.Keyring) activities.Provisioner {
-			*out = &flakyProvisioner{Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}}
+			*out = &flakyProvisioner{Provisioner: &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu-e2e.local", Port: 2222, Keyring: kr}}
 			return *out
 		}
 	}

@@ -42,7 +42,7 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 	mp := mailtest.Start(t)
 	e := newEnv(t, func(c *envConfig) {
 		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
-			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: e2eUserPrefix,
+			return &sshhost.Driver{Store: postgres.Hosts{DB: db}, Keyring: kr, Signer: host.Admin, UserPrefix: e2eUserPrefix,
 				ConnectTimeout: 5 * time.Second}
 		}
 		c.mail = &notify.SMTPConfig{Host: mp.SMTPHost, Port: mp.SMTPPort, Username: "u", Password: "p", TLS: "none"}
@@ -50,7 +50,7 @@ func TestRentalOverSSHWithMails(t *testing.T) {
 		c.reminderOffsets = []time.Duration{72*time.Hour - 4*time.Second}
 		c.payments = btcPayments(t)
 	})
-	inv := &sshhost.Inventory{DB: e.db.DB}
+	inv := &sshhost.Inventory{Store: postgres.Hosts{DB: e.db}}
 	if _, err := inv.Add(context.Background(), sshhost.Host{Name: "gpu-e2e-a5000", Address: host.Addr, Port: host.Port,
 		Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
 		t.Fatal(err)
@@ -226,11 +226,11 @@ func TestTwoOrdersRaceForTheLastHost(t *testing.T) {
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	e := newEnv(t, func(c *envConfig) {
 		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
-			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: prefix,
+			return &sshhost.Driver{Store: postgres.Hosts{DB: db}, Keyring: kr, Signer: host.Admin, UserPrefix: prefix,
 				ConnectTimeout: 5 * time.Second}
 		}
 	})
-	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-last", Address: host.Addr,
+	if _, err := (&sshhost.Inventory{Store: postgres.Hosts{DB: e.db}}).Add(context.Background(), sshhost.Host{Name: "gpu-last", Address: host.Addr,
 		Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	e := newEnv(t, func(c *envConfig) {
 		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
-			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdc-", ConnectTimeout: 5 * time.Second}
+			return &sshhost.Driver{Store: postgres.Hosts{DB: db}, Keyring: kr, Signer: host.Admin, UserPrefix: "kdc-", ConnectTimeout: 5 * time.Second}
 		}
 		c.payments = btcPayments(t)
 	})
@@ -335,7 +335,7 @@ func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
 		t.Fatalf("%d payment requests written", intents)
 	}
 
-	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-added", Address: host.Addr,
+	if _, err := (&sshhost.Inventory{Store: postgres.Hosts{DB: e.db}}).Add(context.Background(), sshhost.Host{Name: "gpu-added", Address: host.Addr,
 		Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestCustomerReplacesThenReissuesKey(t *testing.T) {
 	host := sshtest.Start(t, sshtest.RTXA5000)
 	e := newEnv(t, func(c *envConfig) {
 		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
-			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: host.Admin, UserPrefix: "kdk-", ConnectTimeout: 5 * time.Second}
+			return &sshhost.Driver{Store: postgres.Hosts{DB: db}, Keyring: kr, Signer: host.Admin, UserPrefix: "kdk-", ConnectTimeout: 5 * time.Second}
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -394,7 +394,7 @@ func TestCustomerReplacesThenReissuesKey(t *testing.T) {
 	keys := e.app.KeyRequests() // as `kernodeck worker` runs it
 	keys.Poll = 100 * time.Millisecond
 	go func() { _ = keys.Run(ctx) }()
-	if _, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: "gpu-keys", Address: host.Addr,
+	if _, err := (&sshhost.Inventory{Store: postgres.Hosts{DB: e.db}}).Add(context.Background(), sshhost.Host{Name: "gpu-keys", Address: host.Addr,
 		Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +474,7 @@ func TestHeldOrderNeverWaitsWhileAnotherRaces(t *testing.T) {
 	}
 	e := newEnv(t, func(c *envConfig) {
 		c.ssh = func(db *postgres.DB, kr *secrets.Keyring) *sshhost.Driver {
-			return &sshhost.Driver{DB: db.DB, Keyring: kr, Signer: admin, UserPrefix: "kdh-", ConnectTimeout: 5 * time.Second}
+			return &sshhost.Driver{Store: postgres.Hosts{DB: db}, Keyring: kr, Signer: admin, UserPrefix: "kdh-", ConnectTimeout: 5 * time.Second}
 		}
 		c.payments = btcPayments(t)
 	})
@@ -508,7 +508,7 @@ func heldOrderRaces(e *env, a, b string, gpus, rounds int, adminPEM []byte) {
 	for round := 1; round <= rounds; round++ {
 		host := sshtest.Start(t, gpu, sshtest.Options{AdminKeyPEM: adminPEM})
 		name := fmt.Sprintf("gpu-held-%d-%d", gpus, round)
-		h, err := (&sshhost.Inventory{DB: e.db.DB}).Add(context.Background(), sshhost.Host{Name: name, Address: host.Addr,
+		h, err := (&sshhost.Inventory{Store: postgres.Hosts{DB: e.db}}).Add(context.Background(), sshhost.Host{Name: name, Address: host.Addr,
 			Port: host.Port, Fingerprint: host.Fingerprint, KeyType: host.KeyType, GPUModel: "rtx-a5000", GPUCount: gpus})
 		if err != nil {
 			t.Fatal(err)

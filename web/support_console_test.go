@@ -101,7 +101,7 @@ func newConsoleHarness(t *testing.T) *consoleHarness {
 		api.Deps{Store: db, Workflows: wf, Site: site, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			// No SSH key: a repair that would log in to a host fails; the
 			// hosts of these tests have nothing left to check.
-			Hosts: sshhost.NewOperations(&sshhost.Driver{DB: db.DB})})
+			Hosts: sshhost.NewOperations(postgres.Hosts{DB: db}, &sshhost.Driver{Store: postgres.Hosts{DB: db}})})
 	return &consoleHarness{t: t, db: db, h: srv.Handler(), wf: wf}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/devserver/devservertest"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
 	"github.com/kernodeck/kernodeck/secrets"
@@ -75,7 +76,7 @@ func TestStepOfADeadWorkerResumesAfterItsHeartbeatTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reserves atomic.Int32
-	local := reserveCounter{Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu.test", Port: 22, Keyring: kr}, n: &reserves}
+	local := reserveCounter{Provisioner: &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.test", Port: 22, Keyring: kr}, n: &reserves}
 	dead := &deadPrepare{Provisioner: local, started: make(chan struct{}), release: make(chan struct{})}
 	defer close(dead.release)
 

@@ -150,7 +150,7 @@ func newInvWorld(t *testing.T) *invWorld {
 	}
 	w.acts = &activities.Activities{
 		Store:       db,
-		Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu-inv.local", Port: 2222, Keyring: kr},
+		Provisioner: &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu-inv.local", Port: 2222, Keyring: kr},
 		Payments:    w.pay,
 	}
 	ctx := context.Background()

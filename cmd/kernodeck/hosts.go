@@ -81,7 +81,7 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer db.Close()
-	inv := &sshhost.Inventory{DB: db.DB}
+	inv := &sshhost.Inventory{Store: postgres.Hosts{DB: db}}
 	switch action {
 	case "list":
 		hosts, err := inv.List(ctx)
@@ -127,7 +127,7 @@ func runHosts(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintln(stderr, "hosts repair:", err)
 			return 2
 		}
-		err = sshhost.NewOperations(d).Repair(ctx, name, *note)
+		err = sshhost.NewOperations(inv.Store, d).Repair(ctx, name, *note)
 	case "remove":
 		err = inv.Remove(ctx, name)
 	default:
@@ -160,7 +160,7 @@ func hostsDriver(db *postgres.DB) (*sshhost.Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE %s: %w", pc.SSHKeyFile, err)
 	}
-	return &sshhost.Driver{DB: db.DB, Signer: signer, AdminUser: pc.SSHUser, UserPrefix: pc.SSHUserPrefix,
+	return &sshhost.Driver{Store: postgres.Hosts{DB: db}, Signer: signer, AdminUser: pc.SSHUser, UserPrefix: pc.SSHUserPrefix,
 		ScratchDir: pc.ScratchDir, ConnectTimeout: pc.SSHTimeout}, nil
 }
 

@@ -61,7 +61,7 @@ func (p provisioning) clientOptions(m *metrics.Metrics, logger *slog.Logger) cli
 // drivers is the configured machine driver: the local one, or SSH's.
 func (p provisioning) drivers(cfg config.Config, db *postgres.DB, logger *slog.Logger) (local activities.Provisioner, ssh *sshhost.Driver, err error) {
 	if p.cfg.Provisioner != postgres.ProvisionerSSH {
-		return &localpg.Provisioner{DB: db.DB, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil, nil
+		return &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil, nil
 	}
 	ssh, err = p.sshDriver(db, logger)
 	return nil, ssh, err
@@ -78,7 +78,7 @@ func (p provisioning) sshDriver(db *postgres.DB, logger *slog.Logger) (*sshhost.
 		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE %s: %w", p.cfg.SSHKeyFile, err)
 	}
 	return &sshhost.Driver{
-		DB: db.DB, Keyring: p.keyring, Signer: signer, AdminUser: p.cfg.SSHUser,
+		Store: postgres.Hosts{DB: db}, Keyring: p.keyring, Signer: signer, AdminUser: p.cfg.SSHUser,
 		UserPrefix: p.cfg.SSHUserPrefix, ScratchDir: p.cfg.ScratchDir, JupyterPort: p.cfg.JupyterPort,
 		ConnectTimeout: p.cfg.SSHTimeout, Logger: logger.With("component", "sshhost"),
 	}, nil

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/localpg"
 	"github.com/kernodeck/kernodeck/workflows"
@@ -46,7 +47,7 @@ func TestProvisionUnderHalfTheHeartbeatTimeoutSendsNoBeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := newOrder(t, db, acc, "b200", 1, 1)
-	local := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
+	local := &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
 	acts := &activities.Activities{Store: db, Provisioner: slowPrepare{Provisioner: local, took: 3 * time.Second}}
 
 	var s testsuite.WorkflowTestSuite

@@ -47,7 +47,7 @@ func TestFullCycleIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	kr := testKeyring(t)
-	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: kr}
+	p := &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: kr}
 	ref := newOrder(t, db, acc, "b200", 2, 2)
 	for i := 0; i < 2; i++ { // every step retried once
 		if err := p.Reserve(ctx, activities.ReserveInput{OrderRef: ref, GPUModel: "b200", GPUs: 4}); err != nil {
@@ -115,7 +115,7 @@ func TestReservationsNeverExceedInventory(t *testing.T) {
 	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','q@x.io','h') RETURNING id`); err != nil {
 		t.Fatal(err)
 	}
-	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
+	p := &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
 	const n = 10
 	refs := make([]string, n)
 	for i := range refs {
@@ -189,7 +189,7 @@ func TestConcurrentReservationsRespectHolds(t *testing.T) {
 	holdFor(t, db, lapsed, model, domain.StatusAwaitingPayment, 5, "-1 minute")
 	const othersHeld = 3*2 + 3
 
-	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
+	p := &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
 	refs := make([]string, racers)
 	holders := map[string]bool{}
 	for i := range refs {
@@ -332,7 +332,7 @@ func BenchmarkReserveConcurrent(b *testing.B) {
 	for i := range refs {
 		refs[i] = newOrder(b, db, acc, model, 1, 1)
 	}
-	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(b)}
+	p := &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: testKeyring(b)}
 	var next atomic.Int64
 	b.SetParallelism(32)
 	b.ResetTimer()
@@ -365,7 +365,7 @@ func TestHeldReservationSkipsTheCapacityLock(t *testing.T) {
 	}
 	held, unheld := newOrder(t, db, acc, model, 1, 1), newOrder(t, db, acc, model, 1, 1)
 	holdFor(t, db, held, model, domain.StatusProvisioning, 1, "-1 hour") // paid: live past its window
-	p := &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
+	p := &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}
 
 	lock, err := db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -411,7 +411,7 @@ func TestProvisionWritesStepEndWithNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := newOrder(t, db, acc, "b200", 1, 2)
-	acts := &activities.Activities{Store: db, Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}}
+	acts := &activities.Activities{Store: db, Provisioner: &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: testKeyring(t)}}
 	in := activities.ProvisionInput{OrderRef: ref, GPUModel: "b200", GPUs: 2, Preset: "pytorch", Attempt: 1}
 	for range 2 {
 		if _, err := acts.Provision(ctx, in); err != nil {
@@ -456,7 +456,7 @@ func BenchmarkProvision(b *testing.B) {
 	for i := range refs {
 		refs[i] = newOrder(b, db, acc, model, 1, 1)
 	}
-	acts := &activities.Activities{Store: db, Provisioner: &localpg.Provisioner{DB: db.DB, Host: "gpu.local", Port: 22, Keyring: testKeyring(b)}}
+	acts := &activities.Activities{Store: db, Provisioner: &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu.local", Port: 22, Keyring: testKeyring(b)}}
 	b.ResetTimer()
 	for _, ref := range refs {
 		if _, err := acts.Provision(ctx, activities.ProvisionInput{OrderRef: ref, GPUModel: model, GPUs: 1, Preset: "pytorch", Attempt: 1}); err != nil {

@@ -13,7 +13,7 @@ import (
 // connect dials the reserved host. A host key mismatch sets the host aside
 // and returns a non-retryable refusal.
 func (d *Driver) connect(ctx context.Context, r reservation) (*ssh.Client, func(), error) {
-	client, closeFn, err := d.dial(ctx, r.host)
+	client, closeFn, err := d.dial(ctx, r.SSHHost)
 	var mismatch *HostKeyMismatchError
 	if errors.As(err, &mismatch) {
 		if aerr := d.setAside(ctx, r, "clé d'hôte SSH inattendue : "+mismatch.Got, nil, false); aerr != nil {

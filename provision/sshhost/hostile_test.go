@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/kernodeck/kernodeck/activities"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/provision/sshhost/sshtest"
 )
@@ -293,7 +294,7 @@ func TestReleaseMarksHostBrokenWhenSomethingRemains(t *testing.T) {
 		t.Fatal("the reservation is still active")
 	}
 	// Operators see it in the inventory.
-	hosts, err := (&sshhost.Inventory{DB: f.db.DB}).List(ctx)
+	hosts, err := (&sshhost.Inventory{Store: postgres.Hosts{DB: f.db}}).List(ctx)
 	if err != nil || len(hosts) != 1 || hosts[0].State != sshhost.StateBroken || hosts[0].Note != note {
 		t.Fatalf("inventory: %+v %v", hosts, err)
 	}

@@ -13,7 +13,7 @@ import (
 // written by the API) on their hosts: the worker holds the hosts' admin
 // key, the API does not.
 type KeyRequests struct {
-	DB     *postgres.DB
+	Store  KeyRequestStore
 	Driver *Driver
 	// Poll is the pause when nothing is pending (default 2 s).
 	Poll time.Duration
@@ -21,6 +21,13 @@ type KeyRequests struct {
 	// given up, with a message for the customer (default 5).
 	MaxAttempts int
 	Logger      *slog.Logger
+}
+
+// KeyRequestStore holds the customers' key change requests
+// (postgres.DB).
+type KeyRequestStore interface {
+	ClaimKeyRequest(ctx context.Context, lease time.Duration) (p postgres.PendingKeyRequest, ok bool, err error)
+	FinishKeyRequest(ctx context.Context, id int64, failure string) error
 }
 
 // keyRequestLease bounds one application (connect, run setkey.sh).
@@ -56,7 +63,7 @@ func (k *KeyRequests) Run(ctx context.Context) error {
 
 // applyOne applies the oldest pending request, if any.
 func (k *KeyRequests) applyOne(ctx context.Context, maxAttempts int, log *slog.Logger) (bool, error) {
-	p, ok, err := k.DB.ClaimKeyRequest(ctx, keyRequestLease)
+	p, ok, err := k.Store.ClaimKeyRequest(ctx, keyRequestLease)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -83,5 +90,5 @@ func (k *KeyRequests) applyOne(ctx context.Context, maxAttempts int, log *slog.L
 	} else {
 		log.Info("key request applied", "order", p.OrderRef, "kind", p.Kind)
 	}
-	return true, k.DB.FinishKeyRequest(ctx, p.ID, failure)
+	return true, k.Store.FinishKeyRequest(ctx, p.ID, failure)
 }

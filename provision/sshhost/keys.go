@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/kernodeck/kernodeck/domain"
@@ -16,15 +15,14 @@ import (
 // runningReservation is the order's reservation once its access exists:
 // keys are changed on running rentals only.
 func (d *Driver) runningReservation(ctx context.Context, orderRef string) (reservation, error) {
-	r, ok, err := d.activeReservation(ctx, d.DB, orderRef)
+	r, ok, err := d.Store.HostReservation(ctx, orderRef)
 	if err != nil {
 		return reservation{}, err
 	}
 	var access bool
 	if ok {
-		if err := d.DB.GetContext(ctx, &access, `SELECT EXISTS (SELECT 1 FROM order_access
-			WHERE order_ref = $1 AND revoked_at IS NULL)`, orderRef); err != nil {
-			return reservation{}, fmt.Errorf("access of %s: %w", orderRef, err)
+		if access, err = d.Store.LiveAccess(ctx, orderRef); err != nil {
+			return reservation{}, err
 		}
 	}
 	if !access {
@@ -69,15 +67,7 @@ func (d *Driver) ReplaceKey(ctx context.Context, orderRef, publicKey string) err
 	}
 	// Only the key itself is written on the host (no comment, no options).
 	publicKey = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pk)))
-	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE orders SET ssh_public_key = $2 WHERE ref = $1`, orderRef, publicKey); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE order_access SET private_key = NULL, key_fingerprint = $2 WHERE order_ref = $1`,
-			orderRef, ssh.FingerprintSHA256(pk))
-		return err
-	})
-	if err != nil {
+	if err := d.Store.ReplaceOrderKey(ctx, orderRef, publicKey, ssh.FingerprintSHA256(pk)); err != nil {
 		return fmt.Errorf("replace key of %s: %w", orderRef, err)
 	}
 	return d.installKey(ctx, r, publicKey)
@@ -100,18 +90,8 @@ func (d *Driver) ReissueKey(ctx context.Context, orderRef string) error {
 	if err != nil {
 		return err
 	}
-	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE orders SET ssh_public_key = NULL WHERE ref = $1`, orderRef); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE host_reservations SET public_key = $2, private_key = NULL WHERE id = $1`, r.ID, pub); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE order_access SET private_key = $2, key_fingerprint = $3, private_key_shown_at = NULL
-			WHERE order_ref = $1`, orderRef, postgres.AccessPrivateKey.Seal(d.Keyring, orderRef, priv), ssh.FingerprintSHA256(pk))
-		return err
-	})
-	if err != nil {
+	if err := d.Store.ReissueOrderKey(ctx, orderRef, r.ID, pub, postgres.AccessPrivateKey.Seal(d.Keyring, orderRef, priv),
+		ssh.FingerprintSHA256(pk)); err != nil {
 		return fmt.Errorf("reissue key of %s: %w", orderRef, err)
 	}
 	return d.installKey(ctx, r, pub)

@@ -3,7 +3,6 @@ package sshhost
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"regexp"
@@ -20,36 +19,30 @@ import (
 // public key) and Jupyter token once, stores them sealed on the reservation
 // and returns the public key to install and the token. A retry finds them.
 func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, preset string) (pubKey, jupyterToken string, err error) {
+	var priv, pub, tok string
 	if customerKey == "" && !r.PublicKey.Valid {
-		priv, pub, err := accesskey.New(accesskey.Comment(r.OrderRef))
+		pem, line, err := accesskey.New(accesskey.Comment(r.OrderRef))
 		if err != nil {
 			return "", "", fmt.Errorf("generate key pair: %w", err)
 		}
-		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET private_key = $2, public_key = $3
-			WHERE id = $1 AND public_key IS NULL`, r.ID, postgres.ReservationPrivateKey.Seal(d.Keyring, r.OrderRef, priv), pub); err != nil {
-			return "", "", fmt.Errorf("store key pair: %w", err)
-		}
+		priv, pub = postgres.ReservationPrivateKey.Seal(d.Keyring, r.OrderRef, pem), line
 	}
 	if preset == "notebook" && !r.JupyterTok.Valid {
 		var b [24]byte
 		_, _ = rand.Read(b[:])
-		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET jupyter_token = $2
-			WHERE id = $1 AND jupyter_token IS NULL`, r.ID, postgres.ReservationJupyterToken.Seal(d.Keyring, r.OrderRef, hex.EncodeToString(b[:]))); err != nil {
-			return "", "", fmt.Errorf("store jupyter token: %w", err)
-		}
+		tok = postgres.ReservationJupyterToken.Seal(d.Keyring, r.OrderRef, hex.EncodeToString(b[:]))
 	}
-	// Read back what won: a concurrent or earlier attempt may have written first.
-	var pub, tok sql.NullString
-	if err := d.DB.QueryRowxContext(ctx, `SELECT public_key, jupyter_token FROM host_reservations WHERE id = $1`, r.ID).
-		Scan(&pub, &tok); err != nil {
-		return "", "", fmt.Errorf("read secrets: %w", err)
+	// What won is returned: a concurrent or earlier attempt may have written first.
+	storedPub, storedTok, err := d.Store.ReservationSecrets(ctx, r.ID, priv, pub, tok)
+	if err != nil {
+		return "", "", err
 	}
 	pubKey = customerKey
 	if pubKey == "" {
-		pubKey = pub.String
+		pubKey = storedPub
 	}
-	if tok.Valid {
-		if jupyterToken, err = postgres.ReservationJupyterToken.Open(d.Keyring, r.OrderRef, tok.String); err != nil {
+	if storedTok != "" {
+		if jupyterToken, err = postgres.ReservationJupyterToken.Open(d.Keyring, r.OrderRef, storedTok); err != nil {
 			return "", "", err
 		}
 	}
@@ -61,33 +54,30 @@ func (d *Driver) ensureSecrets(ctx context.Context, r reservation, customerKey, 
 // write to a network mount (kd_unfit_mounts in scripts/common.sh says which
 // are accepted) is set aside first, without retry (ErrTypeHostRefused).
 func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error {
-	r, ok, err := d.activeReservation(ctx, d.DB, in.OrderRef)
+	r, ok, err := d.Store.HostReservation(ctx, in.OrderRef)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		// A retry after this very step refused the host: say it again.
-		var failure sql.NullString
-		_ = d.DB.GetContext(ctx, &failure, `SELECT failure FROM host_reservations WHERE order_ref = $1
-			ORDER BY id DESC LIMIT 1`, in.OrderRef)
-		if reason, refused := strings.CutPrefix(failure.String, unfitPrefix); refused {
+		failure, _, _ := d.Store.LastHostFailure(ctx, in.OrderRef)
+		if reason, refused := strings.CutPrefix(failure, unfitPrefix); refused {
 			return unfitError(reason)
 		}
 		return fmt.Errorf("prepare %s: no active host reservation", in.OrderRef)
 	}
-	var customerKey sql.NullString
-	if err := d.DB.GetContext(ctx, &customerKey, `SELECT ssh_public_key FROM orders WHERE ref = $1`, in.OrderRef); err != nil {
-		return fmt.Errorf("order %s: %w", in.OrderRef, err)
+	customerKey, err := d.Store.OrderPublicKey(ctx, in.OrderRef)
+	if err != nil {
+		return err
 	}
-	pubKey, token, err := d.ensureSecrets(ctx, r, customerKey.String, in.Preset)
+	pubKey, token, err := d.ensureSecrets(ctx, r, customerKey, in.Preset)
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
 	}
 	// Customer uids are never given twice on a host: prepare takes the next
 	// one above its own counter and above every uid recorded here.
-	var floor int64
-	if err := d.DB.GetContext(ctx, &floor, `SELECT COALESCE(max(unix_uid) + 1, 0) FROM host_reservations
-		WHERE host_id = $1`, r.host.ID); err != nil {
+	floor, err := d.Store.UIDFloor(ctx, r.SSHHost.ID)
+	if err != nil {
 		return fmt.Errorf("prepare %s: uids of %s: %w", in.OrderRef, r.Name, err)
 	}
 	vendor, err := d.vendor(ctx, r.GPUModel)
@@ -125,9 +115,7 @@ func (d *Driver) Prepare(ctx context.Context, in activities.PrepareInput) error 
 		return fmt.Errorf("prepare %s on %s: the account's uid was not reported", in.OrderRef, r.Name)
 	}
 	// The ranges recorded stay recorded: a release searches every one.
-	if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET prepared_at = COALESCE(prepared_at, now()),
-		preset_check = $2, unix_uid = $3, sub_ids = $4 WHERE id = $1`, r.ID, presetCheck(res.Stdout), uid,
-		mergeIDs(r.SubIDs, subIDs)); err != nil {
+	if err := d.Store.RecordPrepared(ctx, r.ID, presetCheck(res.Stdout), uid, mergeIDs(r.SubIDs, subIDs)); err != nil {
 		return fmt.Errorf("prepare %s: %w", in.OrderRef, err)
 	}
 	return nil
@@ -158,11 +146,8 @@ func prefixed(stdout, prefix string) []string {
 
 // vendor is the GPU vendor of a catalog model (nvidia or amd).
 func (d *Driver) vendor(ctx context.Context, model string) (string, error) {
-	var v string
-	if err := d.DB.GetContext(ctx, &v, `SELECT vendor FROM gpu_models WHERE model = $1`, model); err != nil {
-		return "", fmt.Errorf("model %s: %w", model, err)
-	}
-	return v, nil
+	v, _, err := d.Store.GPUModelCheck(ctx, model)
+	return v, err
 }
 
 var idsLineRE = regexp.MustCompile(`^KD_IDS ([0-9]+) [0-9]+((?: [0-9]+ [0-9]+)*) ?$`)
@@ -200,10 +185,10 @@ func mergeIDs(a, b string) string {
 }
 
 // presetCheck turns the preset check's "KD_PRESET_CHECK ok|fail|absent
-// detail" line into the French note for the order (nil: the preset has no
+// detail" line into the French note for the order ("": the preset has no
 // check). The detail comes from the customer's side of the host: control
 // characters are dropped and its length bounded.
-func presetCheck(stdout string) any {
+func presetCheck(stdout string) string {
 	for _, line := range strings.Split(stdout, "\n") {
 		rest, ok := strings.CutPrefix(line, "KD_PRESET_CHECK ")
 		if !ok {
@@ -228,5 +213,5 @@ func presetCheck(stdout string) any {
 			return "PyTorch n'est pas installé sur l'image de la machine : contrôle non exécuté (~/kernodeck/check_torch.py le fera avec votre interpréteur)."
 		}
 	}
-	return nil
+	return ""
 }

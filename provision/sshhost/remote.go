@@ -18,19 +18,6 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// host is one inventory row, as the driver needs it.
-type host struct {
-	ID          int64  `db:"id"`
-	Name        string `db:"name"`
-	Address     string `db:"address"`
-	Port        int    `db:"ssh_port"`
-	Fingerprint string `db:"host_key_fingerprint"`
-	KeyType     string `db:"host_key_type"`
-	GPUModel    string `db:"gpu_model"`
-	GPUCount    int    `db:"gpu_count"`
-	State       string `db:"state"`
-}
-
 // HostKeyMismatchError means the host presented another key than the one
 // recorded in the inventory: it may not be the machine we think it is, so
 // nothing is sent to it.

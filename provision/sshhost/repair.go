@@ -2,15 +2,12 @@ package sshhost
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/kernodeck/kernodeck/postgres"
-	"github.com/lib/pq"
 )
 
 // ErrHostDirty refuses to put a host back in rotation while something of a
@@ -31,36 +28,8 @@ const repairChecks = 20
 // out of rotation (broken) and writes what is left in its note. Refused
 // while an order holds the host (ErrHostBusy).
 func (d *Driver) RepairHost(ctx context.Context, name, note string) error {
-	var h host
-	err := d.DB.GetContext(ctx, &h, `SELECT id, name, address, ssh_port, host_key_fingerprint, host_key_type,
-		gpu_model, gpu_count, state FROM gpu_hosts WHERE name = $1`, name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return noHost(name)
-	}
+	h, past, err := d.Store.HostToRepair(ctx, name, repairChecks)
 	if err != nil {
-		return fmt.Errorf("host %s: %w", name, err)
-	}
-	if held, err := d.held(ctx, d.DB, h.ID); err != nil || held {
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%s: %w (drain it and wait for the end of the rental)", name, ErrHostBusy)
-	}
-	var past []reservation
-	rows, err := d.DB.QueryxContext(ctx, `SELECT id, order_ref, unix_user, unix_uid, sub_ids FROM host_reservations
-		WHERE host_id = $1 AND state <> 'active' AND cleaned_at IS NULL ORDER BY id DESC LIMIT $2`, h.ID, repairChecks)
-	if err != nil {
-		return fmt.Errorf("past reservations of %s: %w", name, err)
-	}
-	for rows.Next() {
-		r := reservation{host: h}
-		if err := rows.Scan(&r.ID, &r.OrderRef, &r.UnixUser, &r.UID, &r.SubIDs); err != nil {
-			_ = rows.Close()
-			return err
-		}
-		past = append(past, r)
-	}
-	if err := rows.Close(); err != nil {
 		return err
 	}
 	var reasons, customer []string
@@ -87,39 +56,18 @@ func (d *Driver) RepairHost(ctx context.Context, name, note string) error {
 			reboot = t.Reboot
 		}
 	}
-	err = postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM gpu_hosts WHERE id = $1 FOR UPDATE`, h.ID); err != nil {
-			return err
+	repair := postgres.HostRepair{Host: h, Cleaned: cleaned, GPUReset: reset, Note: note}
+	if len(reasons) > 0 {
+		msg := "réparation refusée, nettoyage incomplet : " + strings.Join(reasons, " ; ")
+		if reboot != "" {
+			msg += " ; " + reboot
 		}
-		if held, err := d.held(ctx, tx, h.ID); err != nil || held {
-			if err != nil {
-				return err
-			}
-			return fmt.Errorf("%s: %w", name, ErrHostBusy)
+		if len(customer) > 0 {
+			msg += " ; du fait du client : " + strings.Join(customer, " ; ")
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE host_reservations SET cleaned_at = now() WHERE id = ANY($1)`,
-			pq.Array(cleaned)); err != nil {
-			return err
-		}
-		if err := recordGPUReset(ctx, tx, h.ID, reset); err != nil {
-			return err
-		}
-		if len(reasons) > 0 {
-			msg := "réparation refusée, nettoyage incomplet : " + strings.Join(reasons, " ; ")
-			if reboot != "" {
-				msg += " ; " + reboot
-			}
-			if len(customer) > 0 {
-				msg += " ; du fait du client : " + strings.Join(customer, " ; ")
-			}
-			_, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'broken', note = $2, updated_at = now() WHERE id = $1`,
-				h.ID, fmt.Sprintf("%s (%s)", msg, time.Now().UTC().Format(time.RFC3339)))
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'available', note = $2, updated_at = now() WHERE id = $1`,
-			h.ID, note)
-		return err
-	})
+		repair.Dirty = fmt.Sprintf("%s (%s)", msg, time.Now().UTC().Format(time.RFC3339))
+	}
+	err = d.Store.FinishRepair(ctx, repair)
 	if err != nil {
 		return fmt.Errorf("repair %s: %w", name, err)
 	}
@@ -135,13 +83,6 @@ func (d *Driver) RepairHost(ctx context.Context, name, note string) error {
 	return nil
 }
 
-func (d *Driver) held(ctx context.Context, q sqlx.QueryerContext, hostID int64) (bool, error) {
-	var held bool
-	err := sqlx.GetContext(ctx, q, &held, `SELECT EXISTS (SELECT 1 FROM host_reservations
-		WHERE host_id = $1 AND state = 'active')`, hostID)
-	return held, err
-}
-
 // Operations are what operators do to the inventory, from `kernodeck hosts`
 // and from the support console alike: one implementation for both.
 type Operations struct {
@@ -150,9 +91,9 @@ type Operations struct {
 	Driver *Driver
 }
 
-// NewOperations is the operators' inventory of d's hosts.
-func NewOperations(d *Driver) *Operations {
-	return &Operations{Inventory: &Inventory{DB: d.DB}, Driver: d}
+// NewOperations is the operators' inventory of d's hosts, kept in hosts.
+func NewOperations(hosts InventoryStore, d *Driver) *Operations {
+	return &Operations{Inventory: &Inventory{Store: hosts}, Driver: d}
 }
 
 // List is Inventory.List.

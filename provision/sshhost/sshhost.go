@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -54,7 +53,8 @@ const ErrTypeHostRefused = "host_refused"
 
 // Driver implements activities.Provisioner on SSH hosts.
 type Driver struct {
-	DB      *sqlx.DB
+	// Store is the inventory and the orders' records (postgres.Hosts).
+	Store   Store
 	Keyring *secrets.Keyring
 	// Signer is the admin key the driver logs in to hosts with.
 	Signer ssh.Signer

@@ -75,7 +75,7 @@ func (f *fixture) order(model string, gpus int, preset, pubKey string) string {
 
 func (f *fixture) addHost(name string, h *sshtest.Host, fingerprint, model string, gpus int) {
 	f.t.Helper()
-	inv := &sshhost.Inventory{DB: f.db.DB}
+	inv := &sshhost.Inventory{Store: postgres.Hosts{DB: f.db}}
 	if _, err := inv.Add(context.Background(), sshhost.Host{Name: name, Address: h.Addr, Port: h.Port,
 		Fingerprint: fingerprint, KeyType: h.KeyType, GPUModel: model, GPUCount: gpus}); err != nil {
 		f.t.Fatal(err)
@@ -128,7 +128,7 @@ func (f *fixture) hostState(name string) string {
 
 func driver(db *postgres.DB, h *sshtest.Host, t testing.TB) *sshhost.Driver {
 	return &sshhost.Driver{
-		DB: db.DB, Keyring: keyring(t), Signer: h.Admin, UserPrefix: userPrefix,
+		Store: postgres.Hosts{DB: db}, Keyring: keyring(t), Signer: h.Admin, UserPrefix: userPrefix,
 		ConnectTimeout: 5 * time.Second, // scratch: the default, in each host's own /var
 	}
 }
@@ -471,7 +471,7 @@ func TestTwoOrdersRaceForLastHost(t *testing.T) {
 	fake := &sshtest.Host{Addr: "10.0.0.7", Port: 22, KeyType: ssh.KeyAlgoED25519}
 	other, _ := customerKey(t)
 	f.addHost("gpu-last", fake, ssh.FingerprintSHA256(other.PublicKey()), "h100-80g", 1)
-	d := &sshhost.Driver{DB: f.db.DB, Keyring: keyring(t), UserPrefix: userPrefix}
+	d := &sshhost.Driver{Store: postgres.Hosts{DB: f.db}, Keyring: keyring(t), UserPrefix: userPrefix}
 	for round := 0; round < 20; round++ {
 		a, b := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
 		var wg sync.WaitGroup
@@ -504,8 +504,9 @@ func TestTwoOrdersRaceForLastHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := sshhost.FreeHosts(ctx, f.db, "h100-80g", 1)
-	if err != nil || n != 1 {
+	var n int
+	if err := f.db.Get(&n, `SELECT count(*) FROM gpu_hosts WHERE state = 'available' AND gpu_model = 'h100-80g'
+		AND gpu_count = 1`); err != nil || n != 1 {
 		t.Fatalf("free hosts %d %v", n, err)
 	}
 }
@@ -520,7 +521,7 @@ func TestHeldOrderGetsItsHostWhileAnotherRaces(t *testing.T) {
 	fake := &sshtest.Host{Addr: "10.0.0.8", Port: 22, KeyType: ssh.KeyAlgoED25519}
 	other, _ := customerKey(t)
 	f.addHost("gpu-held", fake, ssh.FingerprintSHA256(other.PublicKey()), "h100-80g", 1)
-	d := &sshhost.Driver{DB: f.db.DB, Keyring: keyring(t), UserPrefix: userPrefix}
+	d := &sshhost.Driver{Store: postgres.Hosts{DB: f.db}, Keyring: keyring(t), UserPrefix: userPrefix}
 	capa := postgres.Capacity{DB: f.db, Provisioner: postgres.ProvisionerSSH}
 	for round := 0; round < 20; round++ {
 		held, racer := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
@@ -570,7 +571,7 @@ func TestHeldOrderSkipsTheCapacityLock(t *testing.T) {
 		fake := &sshtest.Host{Addr: fmt.Sprintf("10.0.0.%d", 20+i), Port: 22, KeyType: ssh.KeyAlgoED25519}
 		f.addHost(name, fake, ssh.FingerprintSHA256(other.PublicKey()), "h100-80g", 1)
 	}
-	d := &sshhost.Driver{DB: f.db.DB, Keyring: keyring(t), UserPrefix: userPrefix}
+	d := &sshhost.Driver{Store: postgres.Hosts{DB: f.db}, Keyring: keyring(t), UserPrefix: userPrefix}
 	capa := postgres.Capacity{DB: f.db, Provisioner: postgres.ProvisionerSSH}
 	held, unheld := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
 	if _, err := f.db.Exec(`UPDATE orders SET status = 'awaiting_payment' WHERE ref = $1`, held); err != nil {

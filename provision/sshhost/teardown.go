@@ -2,13 +2,8 @@ package sshhost
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/kernodeck/kernodeck/postgres"
 )
@@ -73,8 +68,7 @@ func (d *Driver) teardown(ctx context.Context, r reservation, mode string) (tear
 	// Ranges the account got after prepare: recorded, so a later repair
 	// searches them even if the host lost its own record.
 	if uid, sub, ok := parseIDs(res.Stdout); ok {
-		if _, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET unix_uid = COALESCE(unix_uid, $2), sub_ids = $3
-			WHERE id = $1`, r.ID, uid, mergeIDs(r.SubIDs, sub)); err != nil {
+		if err := d.Store.RecordAccountIDs(ctx, r.ID, uid, mergeIDs(r.SubIDs, sub)); err != nil {
 			return teardownResult{}, fmt.Errorf("%s %s: record ids: %w", mode, r.OrderRef, err)
 		}
 	}
@@ -127,7 +121,7 @@ func parseTeardown(res scriptResult) *teardownResult {
 // operators by `kernodeck hosts list`), and the order's release still ends:
 // the host is out of rotation, the customer's access is closed.
 func (d *Driver) Release(ctx context.Context, orderRef string) error {
-	r, ok, err := d.activeReservation(ctx, d.DB, orderRef)
+	r, ok, err := d.Store.HostReservation(ctx, orderRef)
 	if err != nil || !ok {
 		return err
 	}
@@ -138,53 +132,25 @@ func (d *Driver) Release(ctx context.Context, orderRef string) error {
 	if err := d.flagCustomer(ctx, r.ID, t.Customer); err != nil {
 		return fmt.Errorf("release %s: %w", orderRef, err)
 	}
-	return postgres.InTx(ctx, d.DB, func(tx *sqlx.Tx) error {
-		var failure any
-		if reason := t.reason(); reason != "" {
-			failure = reason
-		}
-		var flag sql.NullString
-		if err := tx.QueryRowxContext(ctx, `UPDATE host_reservations SET state = 'released', released_at = now(),
-			private_key = NULL, jupyter_token = NULL, failure = COALESCE($2::text, failure),
-			cleaned_at = CASE WHEN $2::text IS NULL THEN now() END WHERE id = $1 AND state = 'active'
-			RETURNING customer_flag`, r.ID, failure).Scan(&flag); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil // released meanwhile
-			}
-			return fmt.Errorf("release %s: %w", orderRef, err)
-		}
-		if failure != nil && flag.Valid && !strings.Contains(failure.(string), "du fait du client") {
-			failure = failure.(string) + " ; du fait du client : " + flag.String
-		}
-		if err := recordGPUReset(ctx, tx, r.host.ID, t.GPUReset); err != nil {
-			return fmt.Errorf("release %s: %w", orderRef, err)
-		}
-		if failure != nil {
-			if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET state = 'broken', note = $2, updated_at = now() WHERE id = $1`,
-				r.host.ID, fmt.Sprintf("%s (commande %s, %s)", failure, r.OrderRef, time.Now().UTC().Format(time.RFC3339))); err != nil {
-				return fmt.Errorf("release %s: %w", orderRef, err)
-			}
-			d.logger().Error("host set aside as broken: not clean after release", "host", r.Name, "order", orderRef,
-				"left", t.Dirty, "customer", t.Customer)
-			return nil
-		}
-		// Clean, but the customer had made it dirty (and the teardown undid
-		// it): support is told on the host's record and the reservation.
-		note := ""
-		if flag.Valid {
-			note = fmt.Sprintf("remise en service automatique ; le client de la commande %s avait sali la machine : %s (%s)",
-				r.OrderRef, flag.String, time.Now().UTC().Format(time.RFC3339))
-			d.logger().Error("customer made the host dirty; cleaned", "host", r.Name, "order", orderRef, "what", flag.String)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET updated_at = now(),
-			note = CASE WHEN $2 <> '' THEN $2 ELSE note END,
-			state = CASE WHEN state IN ('reserved', 'in_use') THEN 'available' ELSE state END
-			WHERE id = $1`, r.host.ID, note); err != nil {
-			return fmt.Errorf("release %s: %w", orderRef, err)
-		}
-		d.logger().Info("host released", "order", orderRef, "host", r.Name, "gpu_reset", t.GPUReset)
+	done, err := d.Store.ReleaseHost(ctx, postgres.HostRelease{Reservation: r, Failure: t.reason(), GPUReset: t.GPUReset})
+	switch {
+	case err != nil:
+		return fmt.Errorf("release %s: %w", orderRef, err)
+	case !done.Done:
+		return nil // released meanwhile
+	case done.Broken:
+		d.logger().Error("host set aside as broken: not clean after release", "host", r.Name, "order", orderRef,
+			"left", t.Dirty, "customer", t.Customer)
 		return nil
-	})
+	}
+	if done.CustomerFlag != nil {
+		// Clean, but the customer had made it dirty (and the teardown
+		// undid it): support is told on the host's record and the
+		// reservation.
+		d.logger().Error("customer made the host dirty; cleaned", "host", r.Name, "order", orderRef, "what", *done.CustomerFlag)
+	}
+	d.logger().Info("host released", "order", orderRef, "host", r.Name, "gpu_reset", t.GPUReset)
+	return nil
 }
 
 // flagCustomer adds what the customer did to make their host dirty to the
@@ -194,18 +160,5 @@ func (d *Driver) flagCustomer(ctx context.Context, reservationID int64, what []s
 	if len(what) == 0 {
 		return nil
 	}
-	_, err := d.DB.ExecContext(ctx, `UPDATE host_reservations SET customer_flag =
-		CASE WHEN customer_flag IS NULL OR customer_flag = '' THEN $2 ELSE customer_flag || ' ; ' || $2 END,
-		customer_flag_at = COALESCE(customer_flag_at, now()), customer_flag_closed_at = NULL, customer_flag_closed_by = NULL
-		WHERE id = $1 AND (customer_flag IS NULL OR strpos(customer_flag, $2) = 0)`, reservationID, strings.Join(what, " ; "))
-	return err
-}
-
-// recordGPUReset writes the outcome of a release's GPU reset on the host.
-func recordGPUReset(ctx context.Context, tx *sqlx.Tx, hostID int64, outcome string) error {
-	if outcome == "" {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, `UPDATE gpu_hosts SET gpu_reset = $2, gpu_reset_at = now() WHERE id = $1`, hostID, outcome)
-	return err
+	return d.Store.FlagCustomer(ctx, reservationID, strings.Join(what, " ; "))
 }
