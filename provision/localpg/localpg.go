@@ -53,7 +53,7 @@ var (
 // reservation without the model's capacity lock (kd_take_held_gpus,
 // migration 00056, says why). Otherwise the check and the insert are one
 // server-side call (kd_reserve_gpus, migrations 00055 and 00061: the paid
-// orders waiting ahead are served first, a closed order gets nothing)
+// rentals waiting ahead are served first, a closed order gets nothing)
 // under that lock, the
 // one holds take too (postgres.LockCapacity): concurrent reservations of a
 // model wait for each other only for that call's statements, not for

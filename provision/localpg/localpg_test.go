@@ -29,14 +29,7 @@ func testKeyring(t testing.TB) *secrets.Keyring {
 
 func newOrder(t testing.TB, db *postgres.DB, acc int64, model string, lots, perLot int) string {
 	t.Helper()
-	ref := domain.NewRef(domain.OrderRefPrefix)
-	if _, err := db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
-		duration_days, preset, lot_cents, total_cents, status, workflow_id)
-		VALUES ($1, $2, $3, $4::int, $5::int, $4::int * $5::int, 3, 'python', 100, 100 * $4::int, 'paid', 'rental-' || $1)`,
-		ref, acc, model, lots, perLot); err != nil {
-		t.Fatal(err)
-	}
-	return ref
+	return pgtest.NewOrder(t, db, pgtest.Order{AccountID: acc, Model: model, Lots: lots, GPUsPerLot: perLot})
 }
 
 func TestFullCycleIsIdempotent(t *testing.T) {
@@ -71,14 +64,12 @@ func TestFullCycleIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pw1 string
-	_ = db.Get(&pw1, `SELECT password FROM order_access WHERE order_ref = $1`, ref)
+	pw1 := pgtest.Access(t, db, ref).Password.String
 	a2, err := p.CreateAccess(ctx, activities.CreateAccessInput{OrderRef: ref, Verification: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pw2 string
-	_ = db.Get(&pw2, `SELECT password FROM order_access WHERE order_ref = $1`, ref)
+	pw2 := pgtest.Access(t, db, ref).Password.String
 	if a1 != a2 || pw1 != pw2 || len(pw1) < 20 {
 		t.Fatalf("access changed on retry: %+v %+v", a1, a2)
 	}
@@ -86,7 +77,7 @@ func TestFullCycleIsIdempotent(t *testing.T) {
 	if !secrets.IsSealed(pw1) {
 		t.Fatalf("password stored in clear: %q", pw1)
 	}
-	if clear, err := kr.Open(pw1, "order_access.password:"+ref); err != nil || len(clear) < 20 {
+	if clear, err := postgres.AccessPassword.Open(kr, ref, pw1); err != nil || len(clear) < 20 {
 		t.Fatalf("open password: %q %v", clear, err)
 	}
 	for i := 0; i < 2; i++ {
@@ -148,16 +139,14 @@ func TestReservationsNeverExceedInventory(t *testing.T) {
 // (status: the order's, which says whether the hold still counts).
 func holdFor(t testing.TB, db *postgres.DB, ref, model, status string, gpus int, until string) {
 	t.Helper()
-	if _, err := db.Exec(`UPDATE orders SET status = $2 WHERE ref = $1`, ref, status); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.SetOrderStatus(t, db, ref, status)
 	if _, err := db.Exec(`INSERT INTO capacity_holds (order_ref, gpu_model, gpus, held_until)
 		VALUES ($1, $2, $3, now() + $4::interval)`, ref, model, gpus, until); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// 64 orders reserve one model at once while other orders hold some of it:
+// 64 rentals reserve one model at once while other rentals hold some of it:
 // the reservations never go past the inventory minus those holds, an order
 // holding capacity always gets its reservation (its hold is consumed), each
 // winner has one reservation and every loser is told no_capacity. A hold
@@ -173,7 +162,7 @@ func TestConcurrentReservationsRespectHolds(t *testing.T) {
 	if err := db.Get(&acc, `INSERT INTO accounts (first_name, last_name, email, password_hash) VALUES ('a','b','c@x.io','h') RETURNING id`); err != nil {
 		t.Fatal(err)
 	}
-	// Others' holds: 3 unpaid orders within their window (2 GPUs each), one
+	// Others' holds: 3 unpaid rentals within their window (2 GPUs each), one
 	// paid order not provisioned yet (3 GPUs), one unpaid order whose window
 	// is over (5 GPUs, not counted).
 	var others []string
@@ -319,8 +308,8 @@ func benchDB(b *testing.B, model string) (*postgres.DB, int64) {
 }
 
 // BenchmarkReserveConcurrent reserves one GPU of the same model per
-// iteration from 32 goroutines per CPU, with 200 other orders' holds of the
-// model present (issue 23: the burst's orders are all one model).
+// iteration from 32 goroutines per CPU, with 200 other rentals' holds of the
+// model present (issue 23: the burst's rentals are all one model).
 func BenchmarkReserveConcurrent(b *testing.B) {
 	ctx := context.Background()
 	const model = "h100-80g"
@@ -349,7 +338,7 @@ func BenchmarkReserveConcurrent(b *testing.B) {
 
 // A paid order that holds its GPUs turns its hold into its reservation
 // without waiting for the model's capacity lock (in a block paying
-// thousands of orders of one model, every reservation waited for it); an
+// thousands of rentals of one model, every reservation waited for it); an
 // order without a hold still waits for the lock, and gets its reservation
 // once the lock is given back.
 func TestHeldReservationSkipsTheCapacityLock(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/sshhost"
 	"github.com/kernodeck/kernodeck/provision/sshhost/sshtest"
 )
@@ -338,13 +339,11 @@ func TestKeyReplacedThenReissuedOldOnesRefused(t *testing.T) {
 	if err := d.ReissueKey(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	var sealed string
-	var shown *string
-	if err := f.db.QueryRow(`SELECT private_key, private_key_shown_at::text FROM order_access WHERE order_ref = $1`, ref).
-		Scan(&sealed, &shown); err != nil || shown != nil {
-		t.Fatalf("reissued key on the access: %v, shown at %v", err, shown)
+	stored := pgtest.Access(t, f.db, ref)
+	if !stored.PrivateKey.Valid || stored.PrivateKeyShownAt != nil {
+		t.Fatalf("reissued key on the access: %v, shown at %v", stored.PrivateKey.Valid, stored.PrivateKeyShownAt)
 	}
-	pemKey, err := keyring(t).Open(sealed, "order_access.private_key:"+ref)
+	pemKey, err := postgres.AccessPrivateKey.Open(keyring(t), ref, stored.PrivateKey.String)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/kernodeck/kernodeck/postgres"
+	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/provision/sshhost/sshtest"
 )
 
@@ -76,12 +78,9 @@ func TestJupyterOnlyThroughTheTunnel(t *testing.T) {
 	user, _ := d.UnixUser(ref)
 	f.provision(d, ref, "rtx-a5000", 1, "notebook")
 
-	var sealedTok, url, notes string
-	if err := f.db.QueryRow(`SELECT jupyter_token, jupyter_url, notes FROM order_access WHERE order_ref = $1`, ref).
-		Scan(&sealedTok, &url, &notes); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := keyring(t).Open(sealedTok, "order_access.jupyter_token:"+ref)
+	stored := pgtest.Access(t, f.db, ref)
+	url, notes := stored.JupyterURL.String, stored.Notes
+	tok, err := postgres.AccessJupyterToken.Open(keyring(t), ref, stored.JupyterToken.String)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,10 @@ import (
 // Reserve takes a free host with exactly the order's GPUs: the host the
 // order holds since its payment request if it has one (postgres.Capacity),
 // without waiting for the capacity lock, else a free host no other order
-// holds, left over by the paid orders waiting ahead. A closed order takes
+// holds, left over by the paid rentals waiting ahead. A closed order takes
 // none. Other decisions on a model's capacity are serialised, and unique
 // indexes allow one active reservation per order and per host, so two
-// orders never share a machine (postgres.Hosts.ReserveHost). A second call
+// rentals never share a machine (postgres.Hosts.ReserveHost). A second call
 // for the same order keeps its host. No free host: a non-retryable
 // no_capacity error (the order waits in line).
 func (d *Driver) Reserve(ctx context.Context, in activities.ReserveInput) error {

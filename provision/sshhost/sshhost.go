@@ -53,7 +53,7 @@ const ErrTypeHostRefused = "host_refused"
 
 // Driver implements activities.Provisioner on SSH hosts.
 type Driver struct {
-	// Store is the inventory and the orders' records (postgres.Hosts).
+	// Store is the inventory and each rental's records (postgres.Hosts).
 	Store   Store
 	Keyring *secrets.Keyring
 	// Signer is the admin key the driver logs in to hosts with.

@@ -59,18 +59,8 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) order(model string, gpus int, preset, pubKey string) string {
 	f.t.Helper()
-	ref := domain.NewRef(domain.OrderRefPrefix)
-	var key any
-	if pubKey != "" {
-		key = pubKey
-	}
-	if _, err := f.db.Exec(`INSERT INTO orders (ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus,
-		duration_days, preset, lot_cents, total_cents, status, workflow_id, ssh_public_key)
-		VALUES ($1, $2, $3, $4::int, 1, $4::int, 3, $5, 100, 100 * $4::int, 'paid', 'rental-' || $1, $6)`,
-		ref, f.acc, model, gpus, preset, key); err != nil {
-		f.t.Fatal(err)
-	}
-	return ref
+	return pgtest.NewOrder(f.t, f.db, pgtest.Order{AccountID: f.acc, Model: model, Lots: gpus, Preset: preset,
+		SSHPublicKey: pubKey})
 }
 
 func (f *fixture) addHost(name string, h *sshtest.Host, fingerprint, model string, gpus int) {
@@ -178,19 +168,16 @@ func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 	}
 
 	// Secrets are sealed at rest; opened, they let the customer in.
-	var sealedKey, sealedTok, jupyterURL string
-	if err := f.db.QueryRow(`SELECT private_key, jupyter_token, jupyter_url FROM order_access WHERE order_ref = $1`, ref).
-		Scan(&sealedKey, &sealedTok, &jupyterURL); err != nil {
-		t.Fatal(err)
-	}
+	stored := pgtest.Access(t, f.db, ref)
+	sealedKey, sealedTok, jupyterURL := stored.PrivateKey.String, stored.JupyterToken.String, stored.JupyterURL.String
 	if !secrets.IsSealed(sealedKey) || !secrets.IsSealed(sealedTok) || strings.Contains(sealedKey, "PRIVATE KEY") {
 		t.Fatalf("secrets stored in clear: %.40s / %.40s", sealedKey, sealedTok)
 	}
-	pemKey, err := keyring(t).Open(sealedKey, "order_access.private_key:"+ref)
+	pemKey, err := postgres.AccessPrivateKey.Open(keyring(t), ref, sealedKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := keyring(t).Open(sealedTok, "order_access.jupyter_token:"+ref)
+	tok, err := postgres.AccessJupyterToken.Open(keyring(t), ref, sealedTok)
 	if err != nil || len(tok) != 48 {
 		t.Fatalf("jupyter token %q %v", tok, err)
 	}
@@ -229,9 +216,7 @@ func TestPrepareVerifyTeardownLeavesHostAsItWas(t *testing.T) {
 	if st := f.hostState("gpu-a5000-1"); st != sshhost.StateAvailable {
 		t.Fatalf("host state after release %s", st)
 	}
-	var revoked bool
-	_ = f.db.Get(&revoked, `SELECT revoked_at IS NOT NULL AND private_key IS NULL FROM order_access WHERE order_ref = $1`, ref)
-	if !revoked {
+	if a := pgtest.Access(t, f.db, ref); a.RevokedAt == nil || a.PrivateKey.Valid {
 		t.Fatal("access not revoked")
 	}
 }
@@ -463,7 +448,7 @@ func TestHostKeyMismatchRefusesHost(t *testing.T) {
 	}
 }
 
-// Two orders racing for the last free host: exactly one gets it, the other
+// Two rentals racing for the last free host: exactly one gets it, the other
 // is told there is no capacity; the database never holds both on one host.
 func TestTwoOrdersRaceForLastHost(t *testing.T) {
 	ctx := context.Background()
@@ -525,15 +510,11 @@ func TestHeldOrderGetsItsHostWhileAnotherRaces(t *testing.T) {
 	capa := postgres.Capacity{DB: f.db, Provisioner: postgres.ProvisionerSSH}
 	for round := 0; round < 20; round++ {
 		held, racer := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
-		if _, err := f.db.Exec(`UPDATE orders SET status = 'awaiting_payment' WHERE ref = $1`, held); err != nil {
-			t.Fatal(err)
-		}
+		pgtest.SetOrderStatus(t, f.db, held, domain.StatusAwaitingPayment)
 		if _, err := capa.HoldCapacity(ctx, held, time.Now().Add(time.Hour)); err != nil {
 			t.Fatalf("round %d: hold: %v", round, err)
 		}
-		if _, err := f.db.Exec(`UPDATE orders SET status = 'paid' WHERE ref = $1`, held); err != nil {
-			t.Fatal(err)
-		}
+		pgtest.SetOrderStatus(t, f.db, held, domain.StatusPaid)
 		errs := make([]error, 2)
 		var wg sync.WaitGroup
 		for i, ref := range []string{racer, held} {
@@ -574,15 +555,11 @@ func TestHeldOrderSkipsTheCapacityLock(t *testing.T) {
 	d := &sshhost.Driver{Store: postgres.Hosts{DB: f.db}, Keyring: keyring(t), UserPrefix: userPrefix}
 	capa := postgres.Capacity{DB: f.db, Provisioner: postgres.ProvisionerSSH}
 	held, unheld := f.order("h100-80g", 1, "python", ""), f.order("h100-80g", 1, "python", "")
-	if _, err := f.db.Exec(`UPDATE orders SET status = 'awaiting_payment' WHERE ref = $1`, held); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.SetOrderStatus(t, f.db, held, domain.StatusAwaitingPayment)
 	if _, err := capa.HoldCapacity(ctx, held, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Exec(`UPDATE orders SET status = 'provisioning' WHERE ref = $1`, held); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.SetOrderStatus(t, f.db, held, domain.StatusProvisioning)
 	var heldHost string
 	if err := f.db.Get(&heldHost, `SELECT h.name FROM capacity_holds c JOIN gpu_hosts h ON h.id = c.host_id WHERE c.order_ref = $1`, held); err != nil {
 		t.Fatal(err)
@@ -676,10 +653,9 @@ func (f *fixture) mi210Rental(admin sshtest.Options, name string, gpu sshtest.GP
 		v.CUDAVersion != stack || !strings.Contains(v.Notes, "Lu par "+tool) {
 		f.t.Fatalf("verification %+v, want %s, driver %s, %s", v, tool, driverVersion, stack)
 	}
-	var gotStack, notes string
-	if err := f.db.QueryRow(`SELECT cuda_version, notes FROM order_access WHERE order_ref = $1`, ref).Scan(&gotStack, &notes); err != nil ||
-		gotStack != stack || !strings.Contains(notes, "ROCm, pas CUDA") || !strings.Contains(notes, "PyTorch n'est pas installé") {
-		f.t.Fatalf("order access: stack %q, notes %q, %v", gotStack, notes, err)
+	if a := pgtest.Access(f.t, f.db, ref); a.CUDAVersion != stack || !strings.Contains(a.Notes, "ROCm, pas CUDA") ||
+		!strings.Contains(a.Notes, "PyTorch n'est pas installé") {
+		f.t.Fatalf("order access: stack %q, notes %q", a.CUDAVersion, a.Notes)
 	}
 	if err := d.RevokeAccess(ctx, ref); err != nil {
 		f.t.Fatal(err)
@@ -740,10 +716,7 @@ func TestPresetCheckResultOnTheOrder(t *testing.T) {
 		d := driver(f.db, h, t)
 		ref := f.order(c.model, c.gpus, c.preset, "")
 		f.provision(d, ref, c.model, c.gpus, c.preset)
-		var notes string
-		if err := f.db.Get(&notes, `SELECT notes FROM order_access WHERE order_ref = $1`, ref); err != nil {
-			t.Fatal(err)
-		}
+		notes := pgtest.Access(t, f.db, ref).Notes
 		for _, w := range c.want {
 			if !strings.Contains(notes, w) {
 				t.Fatalf("%s: notes %q lack %q", c.name, notes, w)
