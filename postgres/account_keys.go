@@ -16,18 +16,17 @@ type AccountKey struct {
 }
 
 // RecordAccountKey records k as its network's key if none is recorded yet,
-// and returns the key recorded (k, or the one recorded before).
+// and returns the key recorded (k, or the one recorded before). Two
+// processes starting at once both read the one recorded: the read is a
+// statement of its own, which sees the other's insert once committed.
 func (db *DB) RecordAccountKey(ctx context.Context, k AccountKey) (AccountKey, error) {
+	if _, err := db.ExecContext(ctx, `INSERT INTO account_keys (network, fingerprint, key_digest) VALUES ($1, $2, $3)
+		ON CONFLICT (network) DO NOTHING`, k.Network, k.Fingerprint, k.KeyDigest); err != nil {
+		return AccountKey{}, fmt.Errorf("record account key of %s: %w", k.Network, err)
+	}
 	var got AccountKey
-	err := db.GetContext(ctx, &got, `WITH ins AS (
-			INSERT INTO account_keys (network, fingerprint, key_digest) VALUES ($1, $2, $3)
-			ON CONFLICT (network) DO NOTHING
-			RETURNING network, fingerprint, key_digest)
-		SELECT network, fingerprint, key_digest FROM ins
-		UNION ALL
-		SELECT network, fingerprint, key_digest FROM account_keys WHERE network = $1
-		LIMIT 1`, k.Network, k.Fingerprint, k.KeyDigest)
-	if err != nil {
+	if err := db.GetContext(ctx, &got, `SELECT network, fingerprint, key_digest FROM account_keys WHERE network = $1`,
+		k.Network); err != nil {
 		return AccountKey{}, fmt.Errorf("account key of %s: %w", k.Network, err)
 	}
 	return got, nil

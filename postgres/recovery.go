@@ -115,7 +115,9 @@ type IndexAdvance struct {
 // payment_intents restored from different moments of a base backup's
 // copy are consistent, but a hand-edited or partially restored database
 // is not); gap covers the addresses handed out after the restore point,
-// which the restored database cannot know. It returns the networks moved.
+// which the restored database cannot know. It never moves an index back,
+// whatever ran meanwhile (a request made, another process starting). It
+// returns the networks moved.
 func (db *DB) AdvanceHDIndexes(ctx context.Context, gap int64) ([]IndexAdvance, error) {
 	if gap < 0 {
 		return nil, fmt.Errorf("index gap %d: must be 0 or more", gap)
@@ -131,9 +133,9 @@ func (db *DB) AdvanceHDIndexes(ctx context.Context, gap int64) ([]IndexAdvance, 
 			FROM hd_indexes h LEFT JOIN used u ON u.network = h.network
 			FOR UPDATE OF h
 		)
-		UPDATE hd_indexes h SET next_index = t.to_index FROM target t
+		UPDATE hd_indexes h SET next_index = GREATEST(h.next_index, t.to_index) FROM target t
 		WHERE h.network = t.network AND t.to_index > t.from_index
-		RETURNING h.network, t.from_index, t.to_index`, gap)
+		RETURNING h.network, t.from_index, h.next_index AS to_index`, gap)
 	if err != nil {
 		return nil, fmt.Errorf("advance derivation indexes: %w", err)
 	}

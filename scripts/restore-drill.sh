@@ -42,10 +42,12 @@ t0=$(date +%s.%N)
 step_start=$t0
 
 log() { printf '[drill %6.1fs] %s\n' "$(echo "$(date +%s.%N) - $t0" | bc)" "$*"; }
+first_step=1
 step() {
 	local now
 	now=$(date +%s.%N)
-	printf '[drill] step done in %.1fs\n' "$(echo "$now - $step_start" | bc)"
+	[ -n "$first_step" ] || printf '[drill] step done in %.1fs\n' "$(echo "$now - $step_start" | bc)"
+	first_step=""
 	step_start=$now
 	log "$*"
 }
