@@ -41,6 +41,9 @@ type TargetRecord struct {
 	RequestKeys []string
 	Payments    []domain.PendingPayment
 	EventKeys   []string
+	// ExtendedDays are the days support extended the rental by (its
+	// "extended" events).
+	ExtendedDays int
 }
 
 // TargetRecord reads target ref's payment requests (with their workflow
@@ -72,6 +75,10 @@ func (db *DB) TargetRecord(ctx context.Context, ref string) (TargetRecord, error
 	}
 	if err := db.SelectContext(ctx, &rec.EventKeys, `SELECT idem_key FROM timeline_events WHERE ref = $1 ORDER BY id`, ref); err != nil {
 		return rec, fmt.Errorf("timeline keys of %s: %w", ref, err)
+	}
+	if err := db.GetContext(ctx, &rec.ExtendedDays, `SELECT COALESCE(sum((data->>'days')::int), 0) FROM timeline_events
+		WHERE ref = $1 AND kind = $2`, ref, domain.EventExtended); err != nil {
+		return rec, fmt.Errorf("extensions of %s: %w", ref, err)
 	}
 	return rec, nil
 }

@@ -138,7 +138,7 @@ func (f record) ledger() (payee map[string]any, seen, confirmed []string) {
 			"Gen": map[string]int{}, "Dust": map[string]int64{}, "Ver": map[string]int64{},
 			"Requests": requests, "ValidUntil": validUntil,
 		},
-		"Actions": map[string]bool{},
+		"Actions": f.actions(),
 		"Counted": counted,
 	}
 	return payee, seen, confirmed
@@ -157,6 +157,24 @@ func targetID(kind, ref string) string {
 		return workflows.TopUpWorkflowID(ref)
 	}
 	return workflows.RentalWorkflowID(ref)
+}
+
+// actions are the support actions the workflow applied (their audit
+// events, "support:<id>:<action>", are written with their effect): one
+// re-sent after the recovery stays a no-op.
+func (f record) actions() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range f.EventKeys {
+		rest, ok := strings.CutPrefix(k, "support:")
+		if !ok {
+			continue
+		}
+		id, _, _ := strings.Cut(rest, ":")
+		if _, err := strconv.ParseInt(id, 10, 64); err == nil {
+			m[id] = true
+		}
+	}
+	return m
 }
 
 // maxAttempt is the highest provisioning attempt the timeline names
@@ -217,6 +235,9 @@ func rentalInput(o domain.Order, rec postgres.TargetRecord, cfg workflows.Rental
 		st["SupportPaid"] = *o.PaymentMethod == "support"
 	}
 	attempt := maxAttempt(f.EventKeys)
+	// Days support added before the period started, which starts with
+	// them (once active, the stored end has them).
+	st["ExtraDays"] = f.ExtendedDays
 	switch o.Status {
 	case domain.StatusAwaitingPayment, domain.StatusPaymentDetected:
 		at = atPayment

@@ -42,7 +42,8 @@ func TestRentalInputPerStatus(t *testing.T) {
 				Address: "bc1qx", AmountBase: "1000", AmountCents: 500, State: "confirmed"},
 		},
 		EventKeys: []string{"created", "seen:bitcoin:t1:0", "confirmed:bitcoin:t1:0", "seen:bitcoin:t2:1",
-			"prov:1:reserve:started", "prov:2:retry", "reminder:123:48h0m0s"},
+			"prov:1:reserve:started", "prov:2:retry", "reminder:123:48h0m0s", "support:77:extend"},
+		ExtendedDays: 2,
 	}
 	method := "crypto"
 	cases := []struct {
@@ -104,6 +105,12 @@ func TestRentalInputPerStatus(t *testing.T) {
 			}
 			if c["Phase"] != wantAt || c["Status"].(map[string]any)["Status"] != tc.status {
 				t.Fatalf("carry at %v in status %v", c["Phase"], c["Status"])
+			}
+			if a := c["Actions"].(map[string]any); len(a) != 1 || a["77"] != true {
+				t.Errorf("support actions applied %v, want 77", a)
+			}
+			if c["ExtraDays"].(float64) != 2 {
+				t.Errorf("extra days %v, want 2", c["ExtraDays"])
 			}
 			if c["PayUntil"] != it.Deadline.Format(time.RFC3339) {
 				t.Errorf("pay until %v, want the request's deadline %v", c["PayUntil"], it.Deadline)
