@@ -153,44 +153,16 @@ func account(c *gin.Context) domain.Account {
 }
 
 // agentAuth accepts only a configured support agent token as "Authorization:
-// Bearer". Every configured token is compared (in constant time) whatever
-// the input; a customer session is never accepted here. Wrong tokens are
-// counted per client network (domain.AgentGuessRule, shared with the codec
-// endpoint): past the limit the network is refused before any comparison.
+// Bearer" (agentByToken: its comparison and its throttle); a customer
+// session is never accepted here.
 func (s *Server) agentAuth(c *gin.Context) {
-	ctx := c.Request.Context()
-	rule := domain.AgentGuessRule(domain.ClientNetwork(c.ClientIP()))
-	locked, err := s.store.ThrottleLocked(ctx, []domain.ThrottleRule{rule})
+	token, _ := bearerToken(c.Request)
+	name, err := s.agentByToken(c.Request.Context(), token, domain.ClientNetwork(c.ClientIP()))
+	if err == errAgentRequired {
+		c.Header("WWW-Authenticate", `Bearer realm="kernodeck-support"`)
+	}
 	if err != nil {
 		s.fail(c, err)
-		return
-	}
-	if locked > 0 {
-		s.tooMany(c, locked, "Trop de jetons d'agent invalides depuis votre adresse.")
-		return
-	}
-	token, _ := bearerToken(c.Request)
-	sum := sha256.Sum256([]byte(token))
-	name := ""
-	for _, a := range s.agents {
-		if subtle.ConstantTimeCompare(sum[:], a.hash[:]) == 1 {
-			name = a.name
-		}
-	}
-	if token == "" || name == "" {
-		if token != "" {
-			retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{rule})
-			if err != nil {
-				s.fail(c, err)
-				return
-			}
-			if retry > 0 {
-				s.tooMany(c, retry, "Trop de jetons d'agent invalides depuis votre adresse.")
-				return
-			}
-		}
-		c.Header("WWW-Authenticate", `Bearer realm="kernodeck-support"`)
-		s.fail(c, errAgentRequired)
 		return
 	}
 	c.Set(ctxAgent, name)

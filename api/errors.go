@@ -129,12 +129,6 @@ func errTooMany(retry time.Duration, what string) error {
 	return re
 }
 
-// tooMany answers 429 with Retry-After (whole seconds, rounded up) and a
-// French message saying how long to wait.
-func (s *Server) tooMany(c *gin.Context, retry time.Duration, what string) {
-	s.fail(c, errTooMany(retry, what))
-}
-
 func writeError(c *gin.Context, status int, code, message, field string) {
 	c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: code, Message: message, Field: field}})
 }

@@ -31,31 +31,23 @@ type moneyParams struct {
 	ReturnedOnChain bool  `json:"returned_on_chain"`
 }
 
-// runMoneyAction records a money action of cents (what it moves at most)
-// under the request's idempotency key, and carries it out unless it needs
-// a second agent (above the threshold, or forced: a value no rate bounds).
-func (s *Server) runMoneyAction(c *gin.Context, ref, action, reason string, params any, cents int64, forceApproval bool) {
-	key, err := idempotencyKey(c)
-	if err != nil {
-		s.fail(c, err)
-		return
+// actMoney records a money action of cents (what it moves at most) under
+// key, and carries it out unless it needs a second agent (above the
+// threshold, or forced: a value no rate bounds).
+func (s *Server) actMoney(ctx context.Context, a *Agent, key, ref, action, reason string, params any, cents int64, forceApproval bool) (ActionOutcome, error) {
+	if !domain.IdempotencyKeyValid(key) {
+		return ActionOutcome{}, errKeyMissing
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return ActionOutcome{}, err
 	}
-	rec := domain.SupportAction{Agent: c.GetString(ctxAgent), Action: action, TargetRef: ref, Reason: reason, Params: raw,
+	rec := domain.SupportAction{Agent: a.Agent, Action: action, TargetRef: ref, Reason: reason, Params: raw,
 		MoneyCents: max(cents, 0), NeedsApproval: forceApproval || s.cfg.SupportLimits.NeedsSecondAgent(cents)}
-	done, runErr, err := s.runRecorded(c, key, rec, func(ctx context.Context, id int64, agent string) error {
+	return s.runRecorded(ctx, key, rec, func(ctx context.Context, id int64, agent string) error {
 		rec.ID, rec.Agent = id, agent
 		return s.carryOutMoney(ctx, rec)
 	})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	writeSupportAnswer(c, done, runErr)
 }
 
 // carryOutMoney carries out a recorded money action from its row: the
@@ -107,45 +99,24 @@ func (s *Server) carryOutMoney(ctx context.Context, a domain.SupportAction) erro
 // agent (and those approved whose run has no outcome yet), with the
 // limits.
 func (s *Server) supportAwaitingApproval(c *gin.Context) {
-	actions, err := s.store.AwaitingApproval(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"actions": actions, "agent": c.GetString(ctxAgent),
-		"four_eyes_cents": s.cfg.SupportLimits.FourEyesCents, "agent_daily_cap_cents": s.cfg.SupportLimits.AgentDailyCapCents})
+	l, err := s.AwaitingApproval(c.Request.Context(), agentOf(c))
+	s.answer(c, http.StatusOK, l, err)
 }
 
 func (s *Server) supportApproveAction(c *gin.Context) { s.reviewAction(c, true) }
 func (s *Server) supportDeclineAction(c *gin.Context) { s.reviewAction(c, false) }
 
-// reviewAction records a second agent's approval (then carries the
-// action out, answered as the action itself would be) or refusal.
+// reviewAction answers a second agent's approval or refusal (ReviewAction).
 func (s *Server) reviewAction(c *gin.Context, approve bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		s.fail(c, domain.Errorf(domain.ECodeNotFound, "Action de support introuvable."))
+		s.fail(c, errActionNotFound)
 		return
 	}
-	reason, ok := s.decodeReason(c)
-	if !ok {
+	var req reasonRequest
+	if !s.decodeAction(c, &req) {
 		return
 	}
-	agent := c.GetString(ctxAgent)
-	a, err := s.store.ReviewSupportAction(c.Request.Context(), id, agent, approve, reason, s.cfg.SupportLimits.AgentDailyCapCents)
-	if err != nil {
-		s.fail(c, notFoundAs(err, domain.Errorf(domain.ECodeNotFound, "Action de support introuvable.")))
-		return
-	}
-	s.log.Info("support action reviewed", "id", id, "asked_by", a.Agent, "reviewer", agent, "approved", approve)
-	if !approve {
-		writeSupportAnswer(c, a, nil)
-		return
-	}
-	done, runErr, err := s.carryOut(c.Request.Context(), a, func(ctx context.Context, _ int64, _ string) error { return s.carryOutMoney(ctx, a) })
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	writeSupportAnswer(c, done, runErr)
+	out, err := s.ReviewAction(c.Request.Context(), agentOf(c), id, approve, req.Reason)
+	s.answerAction(c, out, err)
 }

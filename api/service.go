@@ -171,3 +171,67 @@ func (s *Server) answer(c *gin.Context, status int, v any, err error) {
 	}
 	c.JSON(status, v)
 }
+
+// OrderPage is everything an order's page shows: the order as its owner
+// sees it, its support requests and its last key change (nil: none).
+type OrderPage struct {
+	OrderDetail
+	SupportRequests []domain.SupportRequest
+	KeyRequest      *domain.KeyRequest
+}
+
+// SessionOrderPage reads the request's session and its order ref's page
+// together (the session and the order in one statement, as GET
+// /v1/orders/{ref} does): me nil (no error) when no session is valid.
+func (s *Server) SessionOrderPage(ctx context.Context, r *http.Request, ref string) (me *Customer, page OrderPage, err error) {
+	token, _ := s.sessionToken(r)
+	if token == "" {
+		return nil, page, nil
+	}
+	h := tokenHash(token)
+	so, err := s.store.SessionOrder(ctx, h, ref)
+	if domain.ErrorCode(err) == domain.ECodeNotFound {
+		// No valid session, or not the account's order: the session read
+		// alone says which.
+		if me, err = s.CustomerSession(ctx, r); err == nil && me != nil {
+			err = errOrderNotFound
+		}
+		return me, page, err
+	}
+	if err != nil {
+		return nil, page, err
+	}
+	me = &Customer{Account: so.Account, CSRFToken: so.CSRFToken, tokenHash: h}
+	page, err = s.orderPage(ctx, me, so.Order)
+	return me, page, err
+}
+
+// OrderPage is the caller's order ref with what its page shows.
+func (s *Server) OrderPage(ctx context.Context, me *Customer, ref string) (OrderPage, error) {
+	rec, err := s.store.OwnerOrder(ctx, ref, me.Account.ID)
+	if err != nil {
+		return OrderPage{}, notFoundAs(err, errOrderNotFound)
+	}
+	return s.orderPage(ctx, me, rec)
+}
+
+// orderPage completes the page of an order already read as its owner's.
+func (s *Server) orderPage(ctx context.Context, me *Customer, rec domain.OrderRecord) (OrderPage, error) {
+	p := OrderPage{OrderDetail: s.detail(rec)}
+	var err error
+	if p.SupportRequests, err = s.store.ListSupportRequests(ctx, rec.Order.Ref, me.Account.ID); err != nil {
+		return p, err
+	}
+	if a := rec.Access; a != nil && a.RevokedAt == nil {
+		if st, ok := s.store.(keyRequestStore); ok {
+			kr, err := st.LatestKeyRequest(ctx, rec.Order.Ref)
+			switch {
+			case err == nil:
+				p.KeyRequest = &kr
+			case domain.ErrorCode(err) != domain.ECodeNotFound:
+				return p, err
+			}
+		}
+	}
+	return p, nil
+}

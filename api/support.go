@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,15 +21,25 @@ const (
 	outcomeFailed   = "failed"   // the workflow could not be reached
 )
 
-type targetKind int
-
-const (
-	targetOrder targetKind = iota
-	targetTopUp
-)
+// A support action's reason: 3 to 2,000 characters.
+const reasonMin, reasonMax = 3, 2000
 
 func reasonOf(r string) (string, error) {
-	return text("reason", r, 3, 2000, "Indiquez la raison de l'action (3 à 2 000 caractères).")
+	return text("reason", r, reasonMin, reasonMax, "Indiquez la raison de l'action (3 à 2 000 caractères).")
+}
+
+// CheckReason refuses a support action's reason the services would
+// refuse (the console checks it before its confirmation page).
+func CheckReason(reason string) error {
+	_, err := reasonOf(reason)
+	return err
+}
+
+// CheckReviewReason is CheckReason for a second agent's decision, said
+// of a decision.
+func CheckReviewReason(reason string) error {
+	_, err := text("reason", reason, reasonMin, reasonMax, "Indiquez la raison de votre décision (3 à 2 000 caractères).")
+	return err
 }
 
 // supportActionError is the body of a refused or failed support action:
@@ -38,44 +47,6 @@ func reasonOf(r string) (string, error) {
 type supportActionError struct {
 	Error  errorDetail          `json:"error"`
 	Action domain.SupportAction `json:"action"`
-}
-
-// runSupportAction checks the target exists, records the action (who, what,
-// why, parameters) BEFORE carrying it out, calls the workflow with the
-// action's ID as idempotency key, then writes the outcome.
-func (s *Server) runSupportAction(c *gin.Context, kind targetKind, action, reason string, params any,
-	run func(ctx context.Context, actionID int64, agent string) error) {
-	ref := c.Param("ref")
-	var err error
-	if kind == targetOrder {
-		_, err = s.store.GetOrder(c.Request.Context(), ref)
-		err = notFoundAs(err, errOrderNotFound)
-	} else {
-		_, err = s.store.GetTopUp(c.Request.Context(), ref)
-		err = notFoundAs(err, errTopUpNotFound)
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.runSupportActionOn(c, ref, action, reason, params, run)
-}
-
-// runSupportActionOn is runSupportAction on a target already checked: the
-// request's idempotency key is required (support_keys.go).
-func (s *Server) runSupportActionOn(c *gin.Context, ref, action, reason string, params any,
-	run func(ctx context.Context, actionID int64, agent string) error) {
-	key, err := idempotencyKey(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	done, runErr, err := s.runKeyedAction(c, c.GetString(ctxAgent), key, ref, action, reason, params, run)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	writeSupportAnswer(c, done, runErr)
 }
 
 // runAction records an action of agent (an agent, or a customer on their
@@ -96,43 +67,29 @@ func (s *Server) runAction(ctx context.Context, agent, ref, action, reason strin
 	return s.carryOut(ctx, rec, run)
 }
 
-// runKeyedAction is runAction under an idempotency key (none: ""): the
-// key sent before runs nothing, and answers what its first request was
-// answered (recordKeyedAction).
-func (s *Server) runKeyedAction(c *gin.Context, agent, key, ref, action, reason string, params any,
-	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
-	raw, err := json.Marshal(params)
+// runRecorded records rec under key and carries it out, unless it needs
+// a second agent: it is then only recorded, and answered
+// awaiting_approval (four_eyes.go). The error is the action's refusal
+// (with its record) or a failure to record it (no record).
+func (s *Server) runRecorded(ctx context.Context, key string, rec domain.SupportAction, run runFunc) (ActionOutcome, error) {
+	id, replay, first, runErr, err := s.recordKeyedAction(ctx, rec, key)
 	if err != nil {
-		return done, nil, err
+		return ActionOutcome{}, err
 	}
-	return s.runRecorded(c, key, domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}, run)
-}
-
-// runRecorded records rec (under key, if any) and carries it out, unless
-// it needs a second agent: it is then only recorded, and answered
-// awaiting_approval (four_eyes.go).
-func (s *Server) runRecorded(c *gin.Context, key string, rec domain.SupportAction,
-	run func(ctx context.Context, actionID int64, agent string) error) (done domain.SupportAction, runErr, err error) {
-	var id int64
-	if key == "" {
-		id, err = s.store.InsertSupportAction(c.Request.Context(), rec)
-	} else {
-		var replay bool
-		id, replay, done, runErr, err = s.recordKeyedAction(c, rec, key)
-		if replay || err != nil {
-			return done, runErr, err
-		}
-	}
-	if err != nil {
-		return done, nil, err
+	if replay {
+		return ActionOutcome{Action: first, Replayed: runErr != errKeyReused}, runErr
 	}
 	rec.ID, rec.CreatedAt = id, time.Now()
 	if rec.NeedsApproval {
 		s.log.Info("support action awaits a second agent", "id", id, "agent", rec.Agent, "action", rec.Action,
 			"ref", rec.TargetRef, "money_cents", rec.MoneyCents)
-		return rec, domain.ErrAwaitingApproval(id), nil
+		return ActionOutcome{Action: rec}, domain.ErrAwaitingApproval(id)
 	}
-	return s.carryOut(c.Request.Context(), rec, run)
+	done, runErr, err := s.carryOut(ctx, rec, run)
+	if err != nil {
+		return ActionOutcome{}, err
+	}
+	return ActionOutcome{Action: done}, runErr
 }
 
 // carryOut runs a recorded action and writes its outcome: done, refused
@@ -181,19 +138,14 @@ type reasonRequest struct {
 	Reason string `json:"reason"`
 }
 
-// decodeReason decodes a body that is only {"reason"} and checks it.
-func (s *Server) decodeReason(c *gin.Context) (string, bool) {
-	var req reasonRequest
-	if err := s.decodeJSON(c, &req, false); err != nil {
+// decodeAction decodes a support action's body into req: false (the
+// answer written) when it cannot.
+func (s *Server) decodeAction(c *gin.Context, req any) bool {
+	if err := s.decodeJSON(c, req, false); err != nil {
 		s.fail(c, err)
-		return "", false
+		return false
 	}
-	reason, err := reasonOf(req.Reason)
-	if err != nil {
-		s.fail(c, err)
-		return "", false
-	}
-	return reason, true
+	return true
 }
 
 type attributeRequest struct {
@@ -203,57 +155,28 @@ type attributeRequest struct {
 	AmountCents *int64 `json:"amount_cents"`
 }
 
-func (s *Server) decodeAttribution(c *gin.Context) (attributeRequest, int64, bool) {
-	var req attributeRequest
-	if err := s.decodeJSON(c, &req, false); err != nil {
-		s.fail(c, err)
-		return req, 0, false
-	}
-	reason, err := reasonOf(req.Reason)
-	if err != nil {
-		s.fail(c, err)
-		return req, 0, false
-	}
-	req.Reason = reason
-	var amount int64
-	if req.AmountCents != nil {
-		amount = *req.AmountCents
-	}
-	// The same rule as the workflow's (the action ID is given later).
-	if err := (domain.Attribution{AmountCents: amount}).ValidateParams(); err != nil {
-		s.fail(c, err)
-		return req, 0, false
-	}
-	return req, amount, true
-}
+// keyOf is the request's idempotency key (checked by the service).
+func keyOf(c *gin.Context) string { return c.GetHeader(IdempotencyKeyHeader) }
 
 func (s *Server) supportAttributeOrderPayment(c *gin.Context) {
-	req, amount, ok := s.decodeAttribution(c)
-	if !ok {
-		return
-	}
-	o, err := s.store.GetOrder(c.Request.Context(), c.Param("ref"))
-	if err != nil {
-		s.fail(c, notFoundAs(err, errOrderNotFound))
-		return
-	}
-	// All that is due (0) moves at most the order's total.
-	s.runMoneyAction(c, o.Ref, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
-		cmp.Or(amount, o.TotalCents), false)
+	s.supportAttribute(c, domain.TargetOrder)
 }
 
 func (s *Server) supportAttributeTopUpPayment(c *gin.Context) {
-	req, amount, ok := s.decodeAttribution(c)
-	if !ok {
+	s.supportAttribute(c, domain.TargetTopUp)
+}
+
+func (s *Server) supportAttribute(c *gin.Context, kind string) {
+	var req attributeRequest
+	if !s.decodeAction(c, &req) {
 		return
 	}
-	t, err := s.store.GetTopUp(c.Request.Context(), c.Param("ref"))
-	if err != nil {
-		s.fail(c, notFoundAs(err, errTopUpNotFound))
-		return
+	in := ActionInput{Reason: req.Reason}
+	if req.AmountCents != nil {
+		in.AmountCents = *req.AmountCents
 	}
-	s.runMoneyAction(c, t.Ref, domain.ActionAttributePayment, req.Reason, map[string]any{"amount_cents": amount},
-		cmp.Or(amount, t.AmountCents), false)
+	out, err := s.AttributePayment(c.Request.Context(), agentOf(c), keyOf(c), kind, c.Param("ref"), in)
+	s.answerAction(c, out, err)
 }
 
 func (s *Server) supportExtend(c *gin.Context) {
@@ -261,71 +184,38 @@ func (s *Server) supportExtend(c *gin.Context) {
 		Reason string `json:"reason"`
 		Days   int    `json:"days"`
 	}
-	if err := s.decodeJSON(c, &req, false); err != nil {
-		s.fail(c, err)
+	if !s.decodeAction(c, &req) {
 		return
 	}
-	reason, err := reasonOf(req.Reason)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	// The workflow validates the same domain type the same way.
-	if err := (domain.Extension{Days: req.Days}).ValidateParams(); err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.runSupportAction(c, targetOrder, domain.ActionExtend, reason, map[string]any{"days": req.Days},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.Extend(ctx, c.Param("ref"),
-				workflows.Extension{ActionID: id, Agent: agent, Days: req.Days, Reason: reason})
-		})
+	out, err := s.Extend(c.Request.Context(), agentOf(c), keyOf(c), c.Param("ref"), ActionInput{Reason: req.Reason, Days: req.Days})
+	s.answerAction(c, out, err)
 }
 
-func (s *Server) supportEndEarly(c *gin.Context) {
-	reason, ok := s.decodeReason(c)
-	if !ok {
+// supportReasonOnly answers an action whose body is only {"reason"}.
+func (s *Server) supportReasonOnly(c *gin.Context,
+	act func(ctx context.Context, a *Agent, key, target string, in ActionInput) (ActionOutcome, error), target string) {
+	var req reasonRequest
+	if !s.decodeAction(c, &req) {
 		return
 	}
-	s.runSupportAction(c, targetOrder, domain.ActionEndEarly, reason, map[string]any{},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.EndEarly(ctx, c.Param("ref"), workflows.SupportAction{ActionID: id, Agent: agent, Reason: reason})
-		})
+	out, err := act(c.Request.Context(), agentOf(c), keyOf(c), target, ActionInput{Reason: req.Reason})
+	s.answerAction(c, out, err)
 }
+
+func (s *Server) supportEndEarly(c *gin.Context) { s.supportReasonOnly(c, s.EndEarly, c.Param("ref")) }
 
 func (s *Server) supportRetryProvisioning(c *gin.Context) {
-	reason, ok := s.decodeReason(c)
-	if !ok {
-		return
-	}
-	s.runSupportAction(c, targetOrder, domain.ActionRetryProvisioning, reason, map[string]any{},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.RetryProvisioning(ctx, c.Param("ref"), workflows.SupportAction{ActionID: id, Agent: agent, Reason: reason})
-		})
+	s.supportReasonOnly(c, s.RetryProvisioning, c.Param("ref"))
 }
 
-func (s *Server) supportCancelOrder(c *gin.Context) {
-	reason, ok := s.decodeReason(c)
-	if !ok {
-		return
-	}
-	s.runSupportAction(c, targetOrder, domain.ActionCancel, reason, map[string]any{},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.CancelOrder(ctx, c.Param("ref"),
-				workflows.CancelRequest{By: "support", ActionID: id, Agent: agent, Reason: reason})
-		})
-}
+func (s *Server) supportCancelOrder(c *gin.Context) { s.supportCancel(c, domain.TargetOrder) }
 
-func (s *Server) supportCancelTopUp(c *gin.Context) {
-	reason, ok := s.decodeReason(c)
-	if !ok {
-		return
-	}
-	s.runSupportAction(c, targetTopUp, domain.ActionCancel, reason, map[string]any{},
-		func(ctx context.Context, id int64, agent string) error {
-			return s.wf.CancelTopUp(ctx, c.Param("ref"),
-				workflows.CancelRequest{By: "support", ActionID: id, Agent: agent, Reason: reason})
-		})
+func (s *Server) supportCancelTopUp(c *gin.Context) { s.supportCancel(c, domain.TargetTopUp) }
+
+func (s *Server) supportCancel(c *gin.Context, kind string) {
+	s.supportReasonOnly(c, func(ctx context.Context, a *Agent, key, ref string, in ActionInput) (ActionOutcome, error) {
+		return s.SupportCancel(ctx, a, key, kind, ref, in)
+	}, c.Param("ref"))
 }
 
 func (s *Server) supportRefund(c *gin.Context) {
@@ -333,25 +223,11 @@ func (s *Server) supportRefund(c *gin.Context) {
 		Reason      string `json:"reason"`
 		AmountCents int64  `json:"amount_cents"`
 	}
-	if err := s.decodeJSON(c, &req, false); err != nil {
-		s.fail(c, err)
+	if !s.decodeAction(c, &req) {
 		return
 	}
-	reason, err := reasonOf(req.Reason)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := (domain.Refund{AmountCents: req.AmountCents}).ValidateParams(); err != nil {
-		s.fail(c, err)
-		return
-	}
-	o, err := s.store.GetOrder(c.Request.Context(), c.Param("ref"))
-	if err != nil {
-		s.fail(c, notFoundAs(err, errOrderNotFound))
-		return
-	}
-	s.runMoneyAction(c, o.Ref, domain.ActionRefund, reason, map[string]any{"amount_cents": req.AmountCents}, req.AmountCents, false)
+	out, err := s.Refund(c.Request.Context(), agentOf(c), keyOf(c), c.Param("ref"), ActionInput{Reason: req.Reason, AmountCents: req.AmountCents})
+	s.answerAction(c, out, err)
 }
 
 // supportCase is what support sees of any order or top-up: who, what
@@ -402,35 +278,8 @@ type supportOrderDetail struct {
 }
 
 func (s *Server) supportGetOrder(c *gin.Context) {
-	ctx := c.Request.Context()
-	o, err := s.store.GetOrder(ctx, c.Param("ref"))
-	if err != nil {
-		s.fail(c, notFoundAs(err, errOrderNotFound))
-		return
-	}
-	d := supportOrderDetail{Order: viewOrder(o), AllowedActions: allowedActions(domain.TargetOrder, o.Status)}
-	if d.supportCase, err = s.supportCase(ctx, o.Ref, o.AccountID); err != nil {
-		s.fail(c, err)
-		return
-	}
-	acc, err := s.store.Access(ctx, o.Ref)
-	switch {
-	case err == nil:
-		acc.Password = ""
-		d.AccessPresent, d.Access = true, &acc
-	case domain.ErrorCode(err) != domain.ECodeNotFound:
-		s.fail(c, err)
-		return
-	}
-	if d.SupportRequests, err = s.store.ListSupportRequests(ctx, o.Ref, 0); err != nil {
-		s.fail(c, err)
-		return
-	}
-	if d.Hosts, err = s.store.OrderHosts(ctx, o.Ref); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, d)
+	d, err := s.SupportOrder(c.Request.Context(), agentOf(c), c.Param("ref"))
+	s.answer(c, http.StatusOK, d, err)
 }
 
 type supportTopUpDetail struct {
@@ -450,16 +299,6 @@ func allowedActions(kind, status string) []string {
 }
 
 func (s *Server) supportGetTopUp(c *gin.Context) {
-	ctx := c.Request.Context()
-	t, err := s.store.GetTopUp(ctx, c.Param("ref"))
-	if err != nil {
-		s.fail(c, notFoundAs(err, errTopUpNotFound))
-		return
-	}
-	d := supportTopUpDetail{TopUp: viewTopUp(t), AllowedActions: allowedActions(domain.TargetTopUp, t.Status)}
-	if d.supportCase, err = s.supportCase(ctx, t.Ref, t.AccountID); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, d)
+	d, err := s.SupportTopUp(c.Request.Context(), agentOf(c), c.Param("ref"))
+	s.answer(c, http.StatusOK, d, err)
 }

@@ -20,10 +20,9 @@ import (
 // check and throttle as every /v1/support call, agentAuth) opens it and sets
 // its cookie. /v1/support/* then accepts the cookie as well as the bearer
 // token; cookie requests that change something need the session's CSRF
-// token (X-CSRF-Token), as customers' do. The console calls these endpoints
-// in process with the agent's cookie, so every support action it offers
-// runs the API's code (runSupportAction: audit row first, then the
-// workflow), never a copy.
+// token (X-CSRF-Token), as customers' do. The console calls the same
+// services in Go (service_support*.go: AgentSession, OpenAgentSession, the
+// reads and the actions, audit row first, then the workflow), never a copy.
 
 // AgentCookie is the console session's cookie (HttpOnly, Secure,
 // SameSite=Strict, Path=/: the __Host- prefix forbids any other path);
@@ -73,8 +72,6 @@ type SupportHostStore interface {
 
 // Bodies of the support API, named for the console (it decodes them).
 type (
-	// AgentSessionResponse is GET and POST /v1/support/session.
-	AgentSessionResponse = agentSessionResponse
 	// SupportOrderDetail is GET /v1/support/orders/{ref}.
 	SupportOrderDetail = supportOrderDetail
 	// SupportTopUpDetail is GET /v1/support/topups/{ref}.
@@ -95,6 +92,8 @@ type agentSessionResponse struct {
 	CSRFToken string     `json:"csrf_token,omitempty"`
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// tokenHash names a cookie session in the store.
+	tokenHash []byte
 }
 
 // agentCookieName is the console cookie's name under this configuration.
@@ -128,41 +127,29 @@ func (s *Server) supportAuth(c *gin.Context) {
 		s.agentAuth(c) // no credential at all: its 401
 		return
 	}
-	ctx := c.Request.Context()
-	h := tokenHash(ck.Value)
 	read := s.store.AgentSession
 	if strings.HasSuffix(c.FullPath(), "/events") {
 		// A live stream reconnects by itself: not the agent at work, it
 		// must not keep an idle session open.
 		read = s.store.PeekAgentSession
 	}
-	sess, err := read(ctx, h)
-	if domain.ErrorCode(err) == domain.ECodeNotFound {
-		s.refuseAgentSession(c)
-		return
-	}
+	a, err := s.agentSessionOf(c.Request.Context(), tokenHash(ck.Value), read)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if !s.agentTokenConfigured(sess) {
-		// The token it was opened with was removed or rotated: the session
-		// goes with it.
-		if err := s.store.DeleteAgentSession(ctx, h); err != nil {
-			s.fail(c, err)
-			return
-		}
+	if a == nil {
 		s.refuseAgentSession(c)
 		return
 	}
 	if unsafeMethod(c.Request.Method) &&
-		subtle.ConstantTimeCompare([]byte(c.GetHeader(CSRFHeader)), []byte(sess.CSRFToken)) != 1 {
+		subtle.ConstantTimeCompare([]byte(c.GetHeader(CSRFHeader)), []byte(a.CSRFToken)) != 1 {
 		s.fail(c, errCSRF)
 		return
 	}
-	c.Set(ctxAgent, sess.Agent)
-	c.Set(ctxAgentSession, sess)
-	c.Set(ctxTokenHash, h)
+	c.Set(ctxAgent, a.Agent)
+	c.Set(ctxAgentSession, a)
+	c.Set(ctxTokenHash, a.tokenHash)
 	c.Next()
 }
 
@@ -194,56 +181,22 @@ func (s *Server) clearAgentCookie(c *gin.Context) {
 // agent's) opens a console session and sets its cookie.
 func (s *Server) openAgentSession(c *gin.Context) {
 	token, _ := bearerToken(c.Request)
-	sessionToken, err := newToken()
+	a, err := s.startAgentSession(c, c.GetString(ctxAgent), token)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	csrf, err := newToken()
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	now := time.Now()
-	sess := domain.AgentSession{
-		Agent:     c.GetString(ctxAgent),
-		TokenFP:   agentTokenFP(sha256.Sum256([]byte(token))),
-		CSRFToken: csrf,
-		ClientIP:  c.ClientIP(),
-		UserAgent: truncate(c.GetHeader("User-Agent"), 300),
-		CreatedAt: now,
-		ExpiresAt: now.Add(AgentSessionTTL),
-	}
-	if err := s.store.CreateAgentSession(c.Request.Context(), tokenHash(sessionToken), sess, AgentSessionIdle); err != nil {
-		s.fail(c, err)
-		return
-	}
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: s.agentCookieName(), Value: sessionToken, Path: "/", Expires: sess.ExpiresAt,
-		HttpOnly: true, Secure: s.cfg.CookieSecure, SameSite: http.SameSiteStrictMode,
-	})
-	c.JSON(http.StatusCreated, agentSessionResponse{Agent: sess.Agent, Via: "session", CSRFToken: csrf,
-		CreatedAt: &sess.CreatedAt, ExpiresAt: &sess.ExpiresAt})
+	c.JSON(http.StatusCreated, a)
 }
 
 // agentWhoAmI says which agent is calling, and how.
 func (s *Server) agentWhoAmI(c *gin.Context) {
-	r := agentSessionResponse{Agent: c.GetString(ctxAgent), Via: "token"}
-	if v, ok := c.Get(ctxAgentSession); ok {
-		sess := v.(domain.AgentSession)
-		r.Via, r.CSRFToken, r.CreatedAt, r.ExpiresAt = "session", sess.CSRFToken, &sess.CreatedAt, &sess.ExpiresAt
-	}
-	c.JSON(http.StatusOK, r)
+	c.JSON(http.StatusOK, agentOf(c))
 }
 
-// closeAgentSession signs the console session out (the row is deleted: the
-// cookie is worthless from now on, wherever it was copied).
+// closeAgentSession signs the console session out.
 func (s *Server) closeAgentSession(c *gin.Context) {
-	if _, ok := c.Get(ctxAgentSession); !ok {
-		s.fail(c, domain.Errorf(domain.ECodeInvalid, "Aucune session de console à fermer : un jeton d'agent ne se déconnecte pas."))
-		return
-	}
-	if err := s.store.DeleteAgentSession(c.Request.Context(), c.MustGet(ctxTokenHash).([]byte)); err != nil {
+	if err := s.CloseAgentSession(c.Request.Context(), agentOf(c)); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -267,48 +220,29 @@ func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // supportProvisioningFailures lists the orders stuck in provisioning_failed
 // (support's queue: retry, refund or cancel them).
 func (s *Server) supportProvisioningFailures(c *gin.Context) {
-	orders, err := s.store.ProvisioningFailures(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"orders": orders})
+	orders, err := s.ProvisioningFailures(c.Request.Context(), agentOf(c))
+	s.answer(c, http.StatusOK, gin.H{"orders": orders}, err)
 }
 
 // supportTeardownsStuck lists the rentals whose teardown keeps failing
 // (support's queue: check the host, which may still hold the customer's
 // data and access; the workflow goes on retrying).
 func (s *Server) supportTeardownsStuck(c *gin.Context) {
-	orders, err := s.store.TeardownsStuck(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"orders": orders})
+	orders, err := s.TeardownsStuck(c.Request.Context(), agentOf(c))
+	s.answer(c, http.StatusOK, gin.H{"orders": orders}, err)
 }
 
 // supportHostFlags lists the hosts their customer made dirty on purpose
 // (support's queue: read what the customer did, then close the flag).
 func (s *Server) supportHostFlags(c *gin.Context) {
-	flags, err := s.store.HostFlags(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"host_flags": flags})
+	flags, err := s.HostFlags(c.Request.Context(), agentOf(c))
+	s.answer(c, http.StatusOK, gin.H{"host_flags": flags}, err)
 }
 
 // supportCloseHostFlag closes the open customer flags of an order's hosts,
 // recorded with who and why.
 func (s *Server) supportCloseHostFlag(c *gin.Context) {
-	reason, ok := s.decodeReason(c)
-	if !ok {
-		return
-	}
-	s.runSupportAction(c, targetOrder, domain.ActionCloseHostFlag, reason, map[string]any{},
-		func(ctx context.Context, _ int64, agent string) error {
-			return s.store.CloseHostFlag(ctx, c.Param("ref"), agent)
-		})
+	s.supportReasonOnly(c, s.CloseHostFlag, c.Param("ref"))
 }
 
 // supportCustomerDetail is what support sees of a customer: the account,
@@ -323,43 +257,10 @@ type supportCustomerDetail struct {
 }
 
 func (s *Server) supportGetAccount(c *gin.Context) {
-	ctx := c.Request.Context()
-	notFound := domain.Errorf(domain.ECodeNotFound, "Client introuvable.")
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.fail(c, notFound)
-		return
-	}
-	var d supportCustomerDetail
-	if d.Customer, err = s.store.Account(ctx, id); err != nil {
-		s.fail(c, notFoundAs(err, notFound))
-		return
-	}
-	if d.Balance, err = s.store.Balance(ctx, id); err != nil {
-		s.fail(c, err)
-		return
-	}
-	orders, err := s.store.ListOrders(ctx, id)
 	if err != nil {
-		s.fail(c, err)
-		return
+		id = 0 // not found
 	}
-	d.Orders = make([]orderView, len(orders))
-	for i, o := range orders {
-		d.Orders[i] = viewOrder(o)
-	}
-	topups, err := s.store.ListTopUps(ctx, id)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	d.TopUps = make([]topUpView, len(topups))
-	for i, t := range topups {
-		d.TopUps[i] = viewTopUp(t)
-	}
-	if d.Movements, err = s.store.BalanceHistory(ctx, id, maxBalanceHistory); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, d)
+	d, err := s.SupportCustomer(c.Request.Context(), agentOf(c), id)
+	s.answer(c, http.StatusOK, d, err)
 }

@@ -83,9 +83,9 @@ func TestAgentConsoleSession(t *testing.T) {
 
 	r := h.agentReq("GET", "/v1/support/session", cookie, "", "")
 	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
-	var who api.AgentSessionResponse
+	var who api.Agent
 	require.NoError(t, json.Unmarshal(r.Body.Bytes(), &who))
-	require.Equal(t, api.AgentSessionResponse{Agent: agentName, Via: "session", CSRFToken: csrf, CreatedAt: who.CreatedAt, ExpiresAt: who.ExpiresAt}, who)
+	require.Equal(t, api.Agent{Agent: agentName, Via: "session", CSRFToken: csrf, CreatedAt: who.CreatedAt, ExpiresAt: who.ExpiresAt}, who)
 	require.Equal(t, http.StatusOK, h.agentReq("GET", "/v1/support/orders/"+ref, cookie, "", "").Code)
 
 	// The agent cookie is no customer session.

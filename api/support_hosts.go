@@ -44,39 +44,17 @@ func hostTarget(name string) string { return domain.HostTargetPrefix + name }
 // supportHosts lists the inventory (state and note, the order holding a
 // host, the last release check) with the operators' actions on hosts.
 func (s *Server) supportHosts(c *gin.Context) {
-	if s.hosts == nil {
-		s.fail(c, errNoHostInventory)
-		return
-	}
-	ctx := c.Request.Context()
-	hosts, err := s.hosts.List(ctx)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	out := supportHostList{Hosts: hosts, Actions: []domain.SupportAction{}}
-	for _, h := range hosts {
-		acts, err := s.store.ListSupportActions(ctx, hostTarget(h.Name))
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		out.Actions = append(out.Actions, acts...)
-	}
-	c.JSON(http.StatusOK, out)
+	l, err := s.SupportHosts(c.Request.Context(), agentOf(c))
+	s.answer(c, http.StatusOK, l, err)
 }
 
 // supportRepairHost puts a host back in rotation after checking it over
 // SSH (`kernodeck hosts repair`), audited as support's actions are.
-func (s *Server) supportRepairHost(c *gin.Context) {
-	s.runHostAction(c, domain.ActionRepairHost, s.hostsRepair)
-}
+func (s *Server) supportRepairHost(c *gin.Context) { s.supportHostAction(c, s.RepairHost) }
 
 // supportRetireHost takes a host out of rotation (`kernodeck hosts
 // retire`), audited as support's actions are.
-func (s *Server) supportRetireHost(c *gin.Context) {
-	s.runHostAction(c, domain.ActionRetireHost, s.hostsRetire)
-}
+func (s *Server) supportRetireHost(c *gin.Context) { s.supportHostAction(c, s.RetireHost) }
 
 func (s *Server) hostsRepair(ctx context.Context, name, note string) error {
 	return s.hosts.Repair(ctx, name, note)
@@ -86,32 +64,15 @@ func (s *Server) hostsRetire(ctx context.Context, name, note string) error {
 	return s.hosts.Retire(ctx, name, note)
 }
 
-// runHostAction records the action on the host named in the path, runs do
-// with the reason as the host's note, and writes the outcome.
-func (s *Server) runHostAction(c *gin.Context, action string, do func(ctx context.Context, name, note string) error) {
+// supportHostAction answers act on the host named in the path (no
+// inventory: refused before the body is read).
+func (s *Server) supportHostAction(c *gin.Context,
+	act func(ctx context.Context, a *Agent, key, name string, in ActionInput) (ActionOutcome, error)) {
 	if s.hosts == nil {
 		s.fail(c, errNoHostInventory)
 		return
 	}
-	reason, ok := s.decodeReason(c)
-	if !ok {
-		return
-	}
-	name := c.Param("name")
-	hosts, err := s.hosts.List(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if !hostListed(hosts, name) {
-		s.fail(c, errHostNotFound)
-		return
-	}
-	note := "par " + c.GetString(ctxAgent) + " : " + reason
-	s.runSupportActionOn(c, hostTarget(name), action, reason, map[string]any{"host": name},
-		func(ctx context.Context, _ int64, _ string) error {
-			return hostError(do(ctx, name, note))
-		})
+	s.supportReasonOnly(c, act, c.Param("name"))
 }
 
 func hostListed(hosts []sshhost.Host, name string) bool {

@@ -50,23 +50,14 @@ var (
 			"Utilisez une nouvelle clé pour une nouvelle action.")
 )
 
-// idempotencyKey reads and checks the request's key.
-func idempotencyKey(c *gin.Context) (string, error) {
-	k := c.GetHeader(IdempotencyKeyHeader)
-	if !domain.IdempotencyKeyValid(k) {
-		return "", errKeyMissing
-	}
-	return k, nil
-}
-
 // recordKeyedAction records rec under key, or finds the action its agent
 // sent under key before: replay is then true, with that action and the
 // error it was answered (runErr nil: done), or an in_progress error
 // while it has no outcome; a different request under the key is refused
 // (runErr errKeyReused, with the action the key was used for).
-func (s *Server) recordKeyedAction(c *gin.Context, rec domain.SupportAction, key string) (id int64, replay bool,
+func (s *Server) recordKeyedAction(ctx context.Context, rec domain.SupportAction, key string) (id int64, replay bool,
 	first domain.SupportAction, runErr, err error) {
-	got, inserted, err := s.store.InsertKeyedSupportAction(c.Request.Context(), rec, key, s.cfg.SupportLimits.AgentDailyCapCents)
+	got, inserted, err := s.store.InsertKeyedSupportAction(ctx, rec, key, s.cfg.SupportLimits.AgentDailyCapCents)
 	if err != nil {
 		return 0, false, first, nil, err
 	}
@@ -76,7 +67,6 @@ func (s *Server) recordKeyedAction(c *gin.Context, rec domain.SupportAction, key
 	if !got.SameRequest(rec) {
 		return got.ID, true, got.SupportAction, errKeyReused, nil
 	}
-	c.Header(ReplayedHeader, "true")
 	s.log.Info("support action key sent again", "id", got.ID, "agent", rec.Agent, "action", rec.Action, "ref", rec.TargetRef)
 	switch {
 	case got.AwaitingApproval():

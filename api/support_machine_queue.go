@@ -12,10 +12,6 @@ import (
 // waited since payment: support's view of the line (add or repair a host
 // of that model, or refund an order to its customer's balance).
 func (s *Server) supportMachineQueue(c *gin.Context) {
-	orders, err := s.store.MachineQueue(c.Request.Context())
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"orders": orders})
+	orders, err := s.MachineQueue(c.Request.Context(), agentOf(c))
+	s.answer(c, http.StatusOK, gin.H{"orders": orders}, err)
 }

@@ -3,20 +3,13 @@ package api
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/kernodeck/kernodeck/domain"
 )
 
 func (s *Server) supportOpenRequests(c *gin.Context) {
-	reqs, err := s.store.OpenSupportRequests(c.Request.Context(), openRequestsShown)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"support_requests": reqs})
+	reqs, err := s.OpenSupportRequests(c.Request.Context(), agentOf(c))
+	s.answer(c, http.StatusOK, gin.H{"support_requests": reqs}, err)
 }
 
 // openRequestsShown is how many unanswered support requests the queue
@@ -35,20 +28,10 @@ func (s *Server) supportAnswer(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	msg, err := text("message", in.Message, 1, 10000, "La réponse doit comporter de 1 à 10000 caractères.")
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		s.fail(c, domain.Errorf(domain.ECodeNotFound, "Demande de support introuvable."))
-		return
+		id = 0 // not found
 	}
-	r, err := s.store.AnswerSupportRequest(c.Request.Context(), id, c.GetString(ctxAgent), msg, time.Now())
-	if err != nil {
-		s.fail(c, notFoundAs(err, domain.Errorf(domain.ECodeNotFound, "Demande de support introuvable.")))
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"support_request": r})
+	r, err := s.AnswerSupportRequest(c.Request.Context(), agentOf(c), id, in.Message)
+	s.answer(c, http.StatusOK, gin.H{"support_request": r}, err)
 }

@@ -33,16 +33,37 @@ type orderPageData struct {
 
 // loadOrder reads the caller's order and what its page shows.
 func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData, error) {
-	var d orderPageData
-	ctx := c.Request.Context()
-	var err error
-	if d.OrderDetail, err = s.svc.Order(ctx, me, ref); err != nil {
-		return d, err
-	}
-	requests, err := s.svc.SupportRequests(ctx, me, ref)
+	op, err := s.svc.OrderPage(c.Request.Context(), me, ref)
 	if err != nil {
-		return d, err
+		return orderPageData{}, err
 	}
+	return s.orderPageData(c, me, op)
+}
+
+// sessionOrder reads the visitor's session and the order named in the
+// path together, or answers (ok false): the login page without a session,
+// the site's 404 for another's order.
+func (s *Site) sessionOrder(c *gin.Context) (*session, orderPageData, bool) {
+	me, op, err := s.svc.SessionOrderPage(c.Request.Context(), c.Request, c.Param("ref"))
+	if err == nil && me == nil {
+		s.svc.ClearSession(c)
+		s.toLogin(c)
+		return nil, orderPageData{}, false
+	}
+	var d orderPageData
+	if err == nil {
+		d, err = s.orderPageData(c, me, op)
+	}
+	if err != nil {
+		s.failOrder(c, err)
+		return nil, d, false
+	}
+	return me, d, true
+}
+
+// orderPageData arranges an order's page for its template.
+func (s *Site) orderPageData(c *gin.Context, me *session, op api.OrderPage) (orderPageData, error) {
+	d := orderPageData{OrderDetail: op.OrderDetail, KeyRequest: op.KeyRequest}
 	readableTimeline(d.Timeline, d.Order.GPUNames())
 	answers := map[int64][]domain.TimelineEvent{}
 	for _, ev := range d.Timeline {
@@ -58,17 +79,11 @@ func (s *Site) loadOrder(c *gin.Context, me *session, ref string) (orderPageData
 			}
 		}
 	}
-	for _, r := range requests {
+	for _, r := range op.SupportRequests {
 		d.Support = append(d.Support, supportThread{SupportRequest: r, Answers: answers[r.ID]})
 	}
 	if a := d.Access; a != nil && a.RevokedAt == nil {
 		d.KeyDownload = a.PrivateKeyAvailable
-		// None yet (404), or a server without key changes: no status shown.
-		if kr, err := s.svc.KeyRequest(ctx, me, ref); err == nil {
-			d.KeyRequest = &kr
-		} else if code := domain.ErrorCode(err); code != domain.ECodeNotFound && code != domain.ECodeConflict {
-			return d, err
-		}
 	}
 	o := d.Order
 	ck, err := s.checkout(c, me, target{Kind: "order", Ref: o.Ref, Status: o.Status, TotalCents: o.TotalCents,
@@ -157,11 +172,11 @@ func (s *Site) orders(c *gin.Context) {
 }
 
 func (s *Site) orderPage(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, d, ok := s.sessionOrder(c)
 	if !ok {
 		return
 	}
-	s.showOrder(c, me, nil)
+	s.renderOrder(c, me, d, nil)
 }
 
 // showOrder renders the order page, with refusal's message if not nil.
@@ -172,6 +187,10 @@ func (s *Site) showOrder(c *gin.Context, me *session, refusal error) {
 		s.failOrder(c, err)
 		return
 	}
+	s.renderOrder(c, me, d, refusal)
+}
+
+func (s *Site) renderOrder(c *gin.Context, me *session, d orderPageData, refusal error) {
 	p := pageFor(me, "Commande "+d.Order.Ref)
 	p.Data = d
 	s.renderTracked(c, p, refusal, "order", "order_live_box", orderURL(d.Order.Ref)+"/live", orderTrigger)
@@ -196,13 +215,8 @@ func (s *Site) renderTracked(c *gin.Context, p page, refusal error, tmpl, box, l
 // orderLive is the live part of the order page, fetched by htmx when the
 // order's event stream says something may have changed.
 func (s *Site) orderLive(c *gin.Context) {
-	me, ok := s.signedIn(c)
+	me, d, ok := s.sessionOrder(c)
 	if !ok {
-		return
-	}
-	d, err := s.loadOrder(c, me, c.Param("ref"))
-	if err != nil {
-		s.failOrder(c, err)
 		return
 	}
 	p := pageFor(me, "")

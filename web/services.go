@@ -23,6 +23,7 @@ type services interface {
 	accountActions
 	signIn
 	catalog
+	console
 }
 
 // signIn registers and signs customers in and out.
@@ -79,9 +80,9 @@ type sessions interface {
 // orderReader reads a customer's orders and what their pages show.
 type orderReader interface {
 	Order(ctx context.Context, me *api.Customer, ref string) (api.OrderDetail, error)
+	OrderPage(ctx context.Context, me *api.Customer, ref string) (api.OrderPage, error)
+	SessionOrderPage(ctx context.Context, r *http.Request, ref string) (*api.Customer, api.OrderPage, error)
 	Orders(ctx context.Context, me *api.Customer) ([]api.OrderView, error)
-	SupportRequests(ctx context.Context, me *api.Customer, ref string) ([]domain.SupportRequest, error)
-	KeyRequest(ctx context.Context, me *api.Customer, ref string) (domain.KeyRequest, error)
 	PaymentMethods() []domain.Method
 }
 

@@ -2,17 +2,18 @@ package web
 
 // The support console, /support: the exception queue, search, an order's
 // and a top-up's file, and support's actions as forms with a confirmation
-// page. Agents sign in with their token (KERNODECK_SUPPORT_TOKENS), which
-// the API exchanges for a session of this browser (POST /v1/support/session,
-// cookie __Host-kd_agent); every page calls /v1/support in process with
-// that cookie and the session's CSRF token, as the customer pages call /v1
-// with theirs. Reads come from the API's support read model (the same JSON
-// as `kernodeck support show`), and actions run through the API's own
-// handlers (audit row in support_actions first, then the workflow): the
-// console holds no rule of its own.
+// page. Agents sign in with their token (KERNODECK_SUPPORT_TOKENS),
+// exchanged for a session of this browser (cookie __Host-kd_agent); every
+// page calls package api's support services in Go (web/services_console.go)
+// with that session's agent, as the customer pages call the customer's
+// services. Reads come from the support read model (the same values as
+// `kernodeck support show`), and actions run through the same services as
+// the /v1/support endpoints (audit row in support_actions first, then the
+// workflow): the console holds no rule of its own.
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -30,7 +31,7 @@ import (
 )
 
 // agent is the signed-in support agent.
-type agent = api.AgentSessionResponse
+type agent = api.Agent
 
 // queuePageSize is how many queued amounts one queue page lists.
 const queuePageSize = 50
@@ -174,44 +175,37 @@ func (s *Site) consoleQueue(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var q struct {
-		Exceptions []api.ExceptionView `json:"exceptions"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/support/exceptions", "", nil, &q); err != nil {
-		s.consoleFail(c, a, err)
-		return
-	}
-	var reqs struct {
-		Requests []domain.SupportRequest `json:"support_requests"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/support/support-requests", "", nil, &reqs); err != nil {
-		s.consoleFail(c, a, err)
-		return
-	}
-	var stuck struct {
-		Orders []domain.StuckOrder `json:"orders"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/support/provisioning-failures", "", nil, &stuck); err != nil {
-		s.consoleFail(c, a, err)
-		return
-	}
-	var flags struct {
-		Flags []domain.HostFlag `json:"host_flags"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/support/host-flags", "", nil, &flags); err != nil {
-		s.consoleFail(c, a, err)
-		return
-	}
-	teardowns, err := s.stuckTeardowns(c)
+	ctx := c.Request.Context()
+	exceptions, err := s.svc.SupportExceptions(ctx, a)
 	if err != nil {
 		s.consoleFail(c, a, err)
 		return
 	}
-	d := consoleQueueData{Open: len(q.Exceptions), Reason: c.Query("motif"), Requests: reqs.Requests, AllURL: "/support",
-		Stuck: stuck.Orders, Teardowns: teardowns, HostFlags: flags.Flags}
+	reqs, err := s.svc.OpenSupportRequests(ctx, a)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	stuck, err := s.svc.ProvisioningFailures(ctx, a)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	flags, err := s.svc.HostFlags(ctx, a)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	teardowns, err := s.stuckTeardowns(ctx, a)
+	if err != nil {
+		s.consoleFail(c, a, err)
+		return
+	}
+	d := consoleQueueData{Open: len(exceptions), Reason: c.Query("motif"), Requests: reqs, AllURL: "/support",
+		Stuck: stuck, Teardowns: teardowns, HostFlags: flags}
 	counts := map[string]int{}
 	var shown []api.ExceptionView
-	for _, e := range q.Exceptions {
+	for _, e := range exceptions {
 		counts[e.Reason]++
 		if d.Reason == "" || e.Reason == d.Reason {
 			shown = append(shown, e)
@@ -272,15 +266,12 @@ func (s *Site) consoleFind(c *gin.Context) {
 	p := agentPage(a, "Rechercher")
 	status := http.StatusOK
 	if d.Query != "" {
-		var res struct {
-			Results []domain.FoundCase `json:"results"`
-		}
-		err := s.api.call(c, http.MethodGet, "/v1/support/find?q="+url.QueryEscape(d.Query), "", nil, &res)
+		results, err := s.svc.FindCases(c.Request.Context(), a, d.Query)
 		switch {
 		case err == nil:
-			d.Results, d.Done = res.Results, true
-			if len(res.Results) == 1 && c.Query("aller") != "" {
-				c.Redirect(http.StatusSeeOther, caseURL(res.Results[0].Kind, res.Results[0].Ref))
+			d.Results, d.Done = results, true
+			if len(results) == 1 && c.Query("aller") != "" {
+				c.Redirect(http.StatusSeeOther, caseURL(results[0].Kind, results[0].Ref))
 				return
 			}
 		case domain.ErrorCode(err) == domain.ECodeInvalid:
@@ -334,12 +325,12 @@ type caseView struct {
 	Exceptions     []api.ExceptionView
 }
 
-// loadFile reads the file of kind ref from the API.
-func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, error) {
+// loadFile reads the file of kind ref.
+func (s *Site) loadFile(ctx context.Context, a *agent, kind, ref string) (consoleFileData, error) {
 	d := consoleFileData{Kind: kind, Ref: ref}
 	if kind == domain.TargetTopUp {
-		var t api.SupportTopUpDetail
-		if err := s.api.call(c, http.MethodGet, "/v1/support/topups/"+url.PathEscape(ref), "", nil, &t); err != nil {
+		t, err := s.svc.SupportTopUp(ctx, a, ref)
+		if err != nil {
 			return d, err
 		}
 		d.TopUp = &t
@@ -348,8 +339,8 @@ func (s *Site) loadFile(c *gin.Context, kind, ref string) (consoleFileData, erro
 		d.setOffers(t.AllowedActions)
 		return d, nil
 	}
-	var o api.SupportOrderDetail
-	if err := s.api.call(c, http.MethodGet, "/v1/support/orders/"+url.PathEscape(ref), "", nil, &o); err != nil {
+	o, err := s.svc.SupportOrder(ctx, a, ref)
+	if err != nil {
 		return d, err
 	}
 	d.Order = &o
@@ -389,7 +380,7 @@ func (s *Site) consoleFile(c *gin.Context, kind string) {
 	if !ok {
 		return
 	}
-	d, err := s.loadFile(c, kind, c.Param("ref"))
+	d, err := s.loadFile(c.Request.Context(), a, kind, c.Param("ref"))
 	if err != nil {
 		s.consoleFail(c, a, err)
 		return
@@ -462,13 +453,6 @@ var resolutionLabels = map[string]string{
 	"remined":      "clos : le paiement est de nouveau confirmé",
 }
 
-// loadCustomer reads a customer's file from the API.
-func (s *Site) loadCustomer(c *gin.Context, id int64) (api.SupportCustomerDetail, error) {
-	var d api.SupportCustomerDetail
-	err := s.api.call(c, http.MethodGet, "/v1/support/accounts/"+strconv.FormatInt(id, 10), "", nil, &d)
-	return d, err
-}
-
 // consoleCustomer is a customer's file: account, balance, orders, top-ups
 // and the balance's movements.
 func (s *Site) consoleCustomer(c *gin.Context) {
@@ -477,11 +461,10 @@ func (s *Site) consoleCustomer(c *gin.Context) {
 		return
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.consoleFail(c, a, domain.Errorf(domain.ECodeNotFound, "Client introuvable."))
-		return
+	if err != nil {
+		id = 0 // not found
 	}
-	d, err := s.loadCustomer(c, id)
+	d, err := s.svc.SupportCustomer(c.Request.Context(), a, id)
 	if err != nil {
 		s.consoleFail(c, a, err)
 		return
@@ -492,20 +475,20 @@ func (s *Site) consoleCustomer(c *gin.Context) {
 }
 
 // consoleAnswer answers a customer's support request from its order's
-// file: the API shows it on the order's tracking (live) and mails it.
+// file: the service shows it on the order's tracking (live) and mails it.
 func (s *Site) consoleAnswer(c *gin.Context) {
 	a, ok := s.signedInAgent(c)
 	if !ok {
 		return
 	}
 	ref := c.PostForm("ref")
+	err := s.svc.CheckAgentCSRF(a, c.PostForm("csrf"))
 	id, perr := strconv.ParseInt(c.Param("id"), 10, 64)
-	err := perr
-	if perr == nil {
-		err = s.api.call(c, http.MethodPost, "/v1/support/support-requests/"+strconv.FormatInt(id, 10)+"/answer", c.PostForm("csrf"),
-			map[string]any{"message": c.PostForm("message")}, nil)
-	} else {
-		err = domain.Errorf(domain.ECodeNotFound, "Demande de support introuvable.")
+	if perr != nil {
+		id = 0 // not found
+	}
+	if err == nil {
+		_, err = s.svc.AnswerSupportRequest(c.Request.Context(), a, id, c.PostForm("message"))
 	}
 	if err == nil {
 		c.Redirect(http.StatusSeeOther, caseURL(domain.TargetOrder, ref)+"?answered="+strconv.FormatInt(id, 10)+"#demandes")
@@ -515,7 +498,7 @@ func (s *Site) consoleAnswer(c *gin.Context) {
 		s.toConsoleLogin(c)
 		return
 	}
-	d, ferr := s.loadFile(c, domain.TargetOrder, ref)
+	d, ferr := s.loadFile(c.Request.Context(), a, domain.TargetOrder, ref)
 	if ferr != nil {
 		s.consoleFail(c, a, err)
 		return

@@ -1,31 +1,20 @@
 package web
 
 // The support console's actions: a form on a file, a confirmation page
-// saying what will change, then the support API's own path.
-
-// The support console, /support: the exception queue, search, an order's
-// and a top-up's file, and support's actions as forms with a confirmation
-// page. Agents sign in with their token (KERNODECK_SUPPORT_TOKENS), which
-// the API exchanges for a session of this browser (POST /v1/support/session,
-// cookie __Host-kd_agent); every page calls /v1/support in process with
-// that cookie and the session's CSRF token, as the customer pages call /v1
-// with theirs. Reads come from the API's support read model (the same JSON
-// as `kernodeck support show`), and actions run through the API's own
-// handlers (audit row in support_actions first, then the workflow): the
-// console holds no rule of its own.
+// saying what will change, then the support service the /v1/support
+// endpoint calls (audit row in support_actions first, then the workflow).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -49,7 +38,7 @@ type consoleAction struct {
 }
 
 // actionSpec is one action the console offers: where it applies, its
-// label, and the API call that carries it out.
+// label, and the support service that carries it out.
 type actionSpec struct {
 	Label     string
 	Kinds     []string
@@ -59,64 +48,72 @@ type actionSpec struct {
 	// allowed_actions, from the phase table); "" when the status does not
 	// decide (support's queue, a host's flag).
 	Workflow string
-	// path is the API's endpoint under /v1/support.
-	path func(a consoleAction) string
+	// run carries act out through its support service.
+	run func(ctx context.Context, sv supportActions, a *agent, key string, act consoleAction) (api.ActionOutcome, error)
+}
+
+// onRef runs a service acting on the file's ref.
+func onRef(f func(sv supportActions) refAction) func(context.Context, supportActions, *agent, string, consoleAction) (api.ActionOutcome, error) {
+	return func(ctx context.Context, sv supportActions, a *agent, key string, act consoleAction) (api.ActionOutcome, error) {
+		return f(sv)(ctx, a, key, act.Ref, act.input())
+	}
+}
+
+// onKindRef runs a service acting on the file's kind and ref.
+func onKindRef(f func(sv supportActions) kindRefAction) func(context.Context, supportActions, *agent, string, consoleAction) (api.ActionOutcome, error) {
+	return func(ctx context.Context, sv supportActions, a *agent, key string, act consoleAction) (api.ActionOutcome, error) {
+		return f(sv)(ctx, a, key, act.Kind, act.Ref, act.input())
+	}
+}
+
+// onException runs a service acting on the form's queued amount.
+func onException(f func(sv supportActions) exceptionAction) func(context.Context, supportActions, *agent, string, consoleAction) (api.ActionOutcome, error) {
+	return func(ctx context.Context, sv supportActions, a *agent, key string, act consoleAction) (api.ActionOutcome, error) {
+		return f(sv)(ctx, a, key, act.ExceptionID, act.input())
+	}
 }
 
 var actionSpecs = map[string]actionSpec{
 	"attribute-payment": {Label: "Attribuer un paiement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Workflow: domain.ActionAttributePayment,
-		path: func(a consoleAction) string { return targetPath(a) + "/attribute-payment" }},
+		run: onKindRef(func(sv supportActions) kindRefAction { return sv.AttributePayment })},
 	"extend": {Label: "Prolonger la location", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionExtend,
-		path: func(a consoleAction) string { return targetPath(a) + "/extend" }},
+		run: onRef(func(sv supportActions) refAction { return sv.Extend })},
 	"end-early": {Label: "Terminer la location maintenant", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionEndEarly,
-		path: func(a consoleAction) string { return targetPath(a) + "/end-early" }},
+		run: onRef(func(sv supportActions) refAction { return sv.EndEarly })},
 	"retry-provisioning": {Label: "Relancer la préparation", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionRetryProvisioning,
-		path: func(a consoleAction) string { return targetPath(a) + "/retry-provisioning" }},
+		run: onRef(func(sv supportActions) refAction { return sv.RetryProvisioning })},
 	"close-host-flag": {Label: "Clore le signalement de machine salie", Kinds: []string{domain.TargetOrder},
-		path: func(a consoleAction) string { return targetPath(a) + "/close-host-flag" }},
+		run: onRef(func(sv supportActions) refAction { return sv.CloseHostFlag })},
 	"cancel": {Label: "Annuler", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Workflow: domain.ActionCancel,
-		path: func(a consoleAction) string { return targetPath(a) + "/cancel" }},
+		run: onKindRef(func(sv supportActions) kindRefAction { return sv.SupportCancel })},
 	"refund": {Label: "Rembourser au solde", Kinds: []string{domain.TargetOrder}, Workflow: domain.ActionRefund,
-		path: func(a consoleAction) string { return targetPath(a) + "/refund" }},
+		run: onRef(func(sv supportActions) refAction { return sv.Refund })},
 	"refund-exception": {Label: "Rembourser le montant en attente au solde", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
-		path: func(a consoleAction) string { return exceptionPath(a) + "/refund" }},
+		run: onException(func(sv supportActions) exceptionAction { return sv.RefundException })},
 	"count-exception": {Label: "Compter le montant en attente", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true, Workflow: domain.ActionAttributePayment,
-		path: func(a consoleAction) string { return exceptionPath(a) + "/count" }},
+		run: onException(func(sv supportActions) exceptionAction { return sv.CountException })},
 	"resolve-exception": {Label: "Clore le signalement", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
-		path: func(a consoleAction) string { return exceptionPath(a) + "/resolve" }},
+		run: onException(func(sv supportActions) exceptionAction { return sv.ResolveException })},
 	"value-exception": {Label: "Indiquer la valeur de l'autre actif", Kinds: []string{domain.TargetOrder, domain.TargetTopUp}, Exception: true,
-		path: func(a consoleAction) string { return exceptionPath(a) + "/value" }},
+		run: onException(func(sv supportActions) exceptionAction { return sv.ValueException })},
 }
 
-func targetPath(a consoleAction) string {
-	if a.Kind == domain.TargetTopUp {
-		return "/v1/support/topups/" + url.PathEscape(a.Ref)
-	}
-	return "/v1/support/orders/" + url.PathEscape(a.Ref)
-}
-
-func exceptionPath(a consoleAction) string {
-	return "/v1/support/exceptions/" + strconv.FormatInt(a.ExceptionID, 10)
-}
-
-// body is the JSON the API's handler for a reads.
-func (a consoleAction) body() map[string]any {
-	b := map[string]any{"reason": a.Reason}
+// input is what the service of a reads: the reason, and the parameters of
+// the actions taking some.
+func (a consoleAction) input() api.ActionInput {
+	in := api.ActionInput{Reason: a.Reason}
 	switch a.Action {
 	case "extend":
-		b["days"] = a.Days
+		in.Days = a.Days
 	case "attribute-payment", "refund", "refund-exception", "count-exception":
-		if a.AmountCents > 0 || a.Action == "refund" {
-			b["amount_cents"] = a.AmountCents
-		}
+		in.AmountCents = a.AmountCents
 	case "value-exception":
-		if a.ReturnedOnChain {
-			b["returned_on_chain"] = true
-		} else {
-			b["amount_cents"] = a.AmountCents
+		in.ReturnedOnChain = a.ReturnedOnChain
+		if !a.ReturnedOnChain {
+			in.AmountCents = a.AmountCents
 		}
 	}
-	return b
+	return in
 }
 
 // readAction reads the action form posted on a file (kind from the route).
@@ -170,10 +167,7 @@ func readAction(c *gin.Context) (consoleAction, error) {
 		}
 		a.Days = n
 	}
-	if n := utf8.RuneCountInString(a.Reason); n < 3 || n > 2000 {
-		return a, domain.FieldError("reason", "Indiquez la raison de l'action (3 à 2 000 caractères).")
-	}
-	return a, nil
+	return a, api.CheckReason(a.Reason)
 }
 
 // parseUSD reads "23,57", "23.57", "1 234,5" or "12" as cents.
@@ -218,14 +212,14 @@ type consoleConfirmData struct {
 }
 
 // consoleConfirm shows what an action will change, with a button that
-// carries it out; nothing is sent to the API before that.
+// carries it out; nothing is carried out before that.
 func (s *Site) consoleConfirm(c *gin.Context) {
 	a, ok := s.signedInAgent(c)
 	if !ok {
 		return
 	}
 	act, err := readAction(c)
-	d, ferr := s.loadFile(c, act.Kind, act.Ref)
+	d, ferr := s.loadFile(c.Request.Context(), a, act.Kind, act.Ref)
 	if ferr != nil {
 		s.consoleFail(c, a, ferr)
 		return
@@ -242,7 +236,7 @@ func (s *Site) consoleConfirm(c *gin.Context) {
 		return
 	}
 	if cents := credit(act, d); cents > 0 {
-		cust, err := s.loadCustomer(c, d.Case.Customer.ID)
+		cust, err := s.svc.SupportCustomer(c.Request.Context(), a, d.Case.Customer.ID)
 		if err != nil {
 			s.consoleFail(c, a, err)
 			return
@@ -261,8 +255,8 @@ func (s *Site) consoleConfirm(c *gin.Context) {
 	s.render(c, http.StatusOK, "support_confirm", p)
 }
 
-// consoleAct carries a confirmed action out through the API's support
-// endpoint (audit row, then the workflow), then shows the file again.
+// consoleAct carries a confirmed action out through its support service
+// (audit row, then the workflow), then shows the file again.
 func (s *Site) consoleAct(c *gin.Context) {
 	a, ok := s.signedInAgent(c)
 	if !ok {
@@ -272,7 +266,10 @@ func (s *Site) consoleAct(c *gin.Context) {
 	replayed := false
 	if err == nil {
 		var id int64
-		if id, replayed, err = s.postSupportAction(c, a, act, actionSpecs[act.Action].path(act), act.body()); err == nil {
+		run := func(ctx context.Context, key string) (api.ActionOutcome, error) {
+			return actionSpecs[act.Action].run(ctx, s.svc, a, key, act)
+		}
+		if id, replayed, err = s.postSupportAction(c, a, act, run); err == nil {
 			c.Redirect(http.StatusSeeOther, caseURL(act.Kind, act.Ref)+actionQuery(id, replayed))
 			return
 		}
@@ -281,7 +278,7 @@ func (s *Site) consoleAct(c *gin.Context) {
 		s.toConsoleLogin(c)
 		return
 	}
-	d, ferr := s.loadFile(c, act.Kind, act.Ref)
+	d, ferr := s.loadFile(c.Request.Context(), a, act.Kind, act.Ref)
 	if ferr != nil {
 		s.consoleFail(c, a, ferr)
 		return
@@ -299,8 +296,8 @@ func actionQuery(id int64, replayed bool) string {
 	return q
 }
 
-// fileWithError shows the file with the refusal of an action (the API's
-// French message) and the form as typed.
+// fileWithError shows the file with the refusal of an action (the
+// service's French message) and the form as typed.
 func (s *Site) fileWithError(c *gin.Context, a *agent, d consoleFileData, act consoleAction, err error, replayed bool) {
 	p := agentPage(a, fileTitle(d.Kind, d.Ref))
 	p.Error = refusal(err, replayed)

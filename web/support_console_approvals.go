@@ -2,21 +2,22 @@ package web
 
 // Money actions awaiting a second agent in the support console,
 // /support/approvals (issue 36, item 3): a money action above the
-// four-eyes threshold is recorded by the API and waits; another agent
-// approves it (the API then carries it out) or declines it, through a
-// confirmation page like every action. The agent who asked sees it
-// without the buttons: the API would refuse them (own_action).
+// four-eyes threshold is recorded by its service and waits; another agent
+// approves it (ReviewAction then carries it out) or declines it, through
+// a confirmation page like every action. The agent who asked sees it
+// without the buttons: the service would refuse them (own_action).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -49,17 +50,12 @@ func (s *Site) consoleApprovals(c *gin.Context) {
 // showApprovals renders the list, with err (a refused review) and the
 // form as typed.
 func (s *Site) showApprovals(c *gin.Context, a *agent, form consoleAction, err error) {
-	var l struct {
-		Actions  []domain.SupportAction `json:"actions"`
-		Agent    string                 `json:"agent"`
-		FourEyes int64                  `json:"four_eyes_cents"`
-		DailyCap int64                  `json:"agent_daily_cap_cents"`
-	}
-	if lerr := s.api.call(c, http.MethodGet, "/v1/support/actions/awaiting-approval", "", nil, &l); lerr != nil {
+	l, lerr := s.svc.AwaitingApproval(c.Request.Context(), a)
+	if lerr != nil {
 		s.consoleFail(c, a, lerr)
 		return
 	}
-	d := consoleApprovalsData{FourEyes: usd(l.FourEyes), DailyCap: usd(l.DailyCap), Form: form}
+	d := consoleApprovalsData{FourEyes: usd(l.FourEyesCents), DailyCap: usd(l.AgentDailyCapCents), Form: form}
 	for _, act := range l.Actions {
 		d.Actions = append(d.Actions, approvalRow{SupportAction: act, File: actionFile(act.TargetRef),
 			Mine: act.Agent == l.Agent, Money: usd(act.MoneyCents)})
@@ -95,10 +91,7 @@ func readReview(c *gin.Context) (consoleAction, error) {
 	if _, ok := reviewVerbs[act.Action]; !ok {
 		return act, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
 	}
-	if n := utf8.RuneCountInString(act.Reason); n < 3 || n > 2000 {
-		return act, domain.FieldError("reason", "Indiquez la raison de votre décision (3 à 2 000 caractères).")
-	}
-	return act, nil
+	return act, api.CheckReviewReason(act.Reason)
 }
 
 // consoleReviewConfirm says what an approval or a refusal does; nothing
@@ -129,8 +122,8 @@ func (s *Site) consoleReviewConfirm(c *gin.Context) {
 	s.render(c, http.StatusOK, "support_confirm", p)
 }
 
-// consoleReviewAct sends a confirmed review to the API, then shows the
-// action's file (its outcome) or the list with the refusal.
+// consoleReviewAct carries a confirmed review out (ReviewAction), then
+// shows the list (its outcome) or the list with the refusal.
 func (s *Site) consoleReviewAct(c *gin.Context) {
 	a, ok := s.signedInAgent(c)
 	if !ok {
@@ -140,8 +133,11 @@ func (s *Site) consoleReviewAct(c *gin.Context) {
 	if err == nil {
 		var id int64
 		var replayed bool
-		path := "/v1/support/actions/" + act.Ref + "/" + act.Action
-		if id, replayed, err = s.postSupportAction(c, a, act, path, map[string]any{"reason": act.Reason}); err == nil {
+		run := func(ctx context.Context, _ string) (api.ActionOutcome, error) {
+			id, _ := strconv.ParseInt(act.Ref, 10, 64)
+			return s.svc.ReviewAction(ctx, a, id, act.Action == "approve", act.Reason)
+		}
+		if id, replayed, err = s.postSupportAction(c, a, act, run); err == nil {
 			c.Redirect(http.StatusSeeOther, "/support/approvals"+actionQuery(id, replayed))
 			return
 		}

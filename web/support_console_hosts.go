@@ -1,17 +1,18 @@
 package web
 
 // The operators' view of the GPU hosts in the support console: the SSH
-// driver's inventory (GET /v1/support/hosts), and repair and retire as
-// audited actions through the API (POST /v1/support/hosts/{name}/...),
-// which runs the code of `kernodeck hosts repair/retire`.
+// driver's inventory (the SupportHosts service), and repair and retire as
+// audited actions through their services (those of POST
+// /v1/support/hosts/{name}/...), which run the code of `kernodeck hosts
+// repair/retire`.
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -20,21 +21,21 @@ import (
 	"github.com/kernodeck/kernodeck/provision/sshhost"
 )
 
-// hostActions are the console's actions on a host: label, API path and
+// hostActions are the console's actions on a host: label, service and
 // what the confirmation page says will change.
 var hostActions = map[string]struct {
 	Label  string
-	Path   string
+	Run    func(sv supportActions) refAction
 	Change func(h sshhost.Host) []string
 }{
-	"repair": {Label: "Remettre l'hôte en service", Path: "repair", Change: func(h sshhost.Host) []string {
+	"repair": {Label: "Remettre l'hôte en service", Run: func(sv supportActions) refAction { return sv.RepairHost }, Change: func(h sshhost.Host) []string {
 		return []string{
 			fmt.Sprintf("L'hôte %s (%d × %s, %s aujourd'hui) est vérifié à nouveau sur la machine, par SSH : effacement et contrôle de chaque compte client passé non encore trouvé propre.", h.Name, h.GPUCount, h.GPUModel, label(stateLabels, h.State)),
 			"S'il ne reste rien d'un client précédent, il revient en rotation (disponible) et votre raison devient sa note.",
 			"Sinon la réparation est refusée : l'hôte reste en panne et sa note dit ce qui reste.",
 		}
 	}},
-	"retire": {Label: "Retirer l'hôte de la rotation", Path: "retire", Change: func(h sshhost.Host) []string {
+	"retire": {Label: "Retirer l'hôte de la rotation", Run: func(sv supportActions) refAction { return sv.RetireHost }, Change: func(h sshhost.Host) []string {
 		out := []string{fmt.Sprintf("L'hôte %s (%d × %s, %s aujourd'hui) sort de la rotation : aucune nouvelle commande ne l'obtient, jusqu'à sa réparation.", h.Name, h.GPUCount, h.GPUModel, label(stateLabels, h.State)),
 			"Votre raison devient sa note."}
 		if h.OrderRef != nil {
@@ -53,12 +54,6 @@ type consoleHostsData struct {
 	Form consoleAction
 }
 
-func (s *Site) loadHosts(c *gin.Context) (api.SupportHostList, error) {
-	var l api.SupportHostList
-	err := s.api.call(c, http.MethodGet, "/v1/support/hosts", "", nil, &l)
-	return l, err
-}
-
 // consoleHosts is the inventory: each host's state and why, the order
 // holding it, the last release check, and the operators' actions.
 func (s *Site) consoleHosts(c *gin.Context) {
@@ -71,7 +66,7 @@ func (s *Site) consoleHosts(c *gin.Context) {
 
 // showHosts renders the inventory, with refusal's message if not nil.
 func (s *Site) showHosts(c *gin.Context, a *agent, form consoleAction, refusal error) {
-	l, err := s.loadHosts(c)
+	l, err := s.svc.SupportHosts(c.Request.Context(), a)
 	var d consoleHostsData
 	switch {
 	case domain.ErrorCode(err) == domain.ECodeNoHostInventory:
@@ -107,16 +102,13 @@ func readHostAction(c *gin.Context) (consoleAction, error) {
 	if _, ok := hostActions[act.Action]; !ok {
 		return act, domain.Errorf(domain.ECodeInvalid, "Action inconnue.")
 	}
-	if n := utf8.RuneCountInString(act.Reason); n < 3 || n > 2000 {
-		return act, domain.FieldError("reason", "Indiquez la raison de l'action (3 à 2 000 caractères).")
-	}
-	return act, nil
+	return act, api.CheckReason(act.Reason)
 }
 
 func hostURL(name string) string { return "/support/hosts/" + url.PathEscape(name) }
 
 // consoleHostConfirm says what a repair or a retire will change; nothing
-// is sent to the API before the agent confirms.
+// is carried out before the agent confirms.
 func (s *Site) consoleHostConfirm(c *gin.Context) {
 	a, ok := s.signedInAgent(c)
 	if !ok {
@@ -127,7 +119,7 @@ func (s *Site) consoleHostConfirm(c *gin.Context) {
 		s.showHosts(c, a, act, err)
 		return
 	}
-	l, err := s.loadHosts(c)
+	l, err := s.svc.SupportHosts(c.Request.Context(), a)
 	if err != nil {
 		s.consoleFail(c, a, err)
 		return
@@ -154,8 +146,8 @@ func (s *Site) consoleHostConfirm(c *gin.Context) {
 	s.render(c, http.StatusOK, "support_confirm", p)
 }
 
-// consoleHostAct carries a confirmed repair or retire out through the API
-// (audit row, then the inventory's code), then shows the inventory.
+// consoleHostAct carries a confirmed repair or retire out through its
+// service (audit row, then the inventory's code), then shows the inventory.
 func (s *Site) consoleHostAct(c *gin.Context) {
 	a, ok := s.signedInAgent(c)
 	if !ok {
@@ -165,8 +157,10 @@ func (s *Site) consoleHostAct(c *gin.Context) {
 	if err == nil {
 		var id int64
 		var replayed bool
-		path := "/v1/support/hosts/" + url.PathEscape(act.Ref) + "/" + hostActions[act.Action].Path
-		if id, replayed, err = s.postSupportAction(c, a, act, path, map[string]any{"reason": act.Reason}); err == nil {
+		run := func(ctx context.Context, key string) (api.ActionOutcome, error) {
+			return hostActions[act.Action].Run(s.svc)(ctx, a, key, act.Ref, api.ActionInput{Reason: act.Reason})
+		}
+		if id, replayed, err = s.postSupportAction(c, a, act, run); err == nil {
 			c.Redirect(http.StatusSeeOther, "/support/hosts"+actionQuery(id, replayed)+"#hote-"+url.PathEscape(act.Ref))
 			return
 		}

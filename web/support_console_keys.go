@@ -1,19 +1,18 @@
 package web
 
 // The support console's single-use keys (issue 36, item 4): each
-// confirmation page carries a fresh key of its own, which the API takes
-// as the action's Idempotency-Key. The same confirmation posted twice runs
-// the action once and shows its first result; an action posted without
-// a key from its confirmation page (or with the form changed since) is
-// refused before anything is sent to the API.
+// confirmation page carries a fresh key of its own, which the support
+// service takes as the action's idempotency key. The same confirmation
+// posted twice runs the action once and shows its first result; an action
+// posted without a key from its confirmation page (or with the form
+// changed since) is refused before anything is carried out.
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -31,7 +30,7 @@ var errNotConfirmed = domain.Errorf(domain.ECodeInvalid,
 
 // actionKey is a confirmation page's key: a fresh nonce, and a MAC of the
 // nonce and of what the page confirms under the agent's session (its
-// CSRF token, the API's own, never sent by another agent's browser).
+// CSRF token, the session's own, never sent by another agent's browser).
 // Several API replicas check it alike: it needs no state of its own.
 func actionKey(a *agent, act consoleAction) (string, error) {
 	var n [16]byte
@@ -62,28 +61,26 @@ func actionMAC(a *agent, act consoleAction, nonce string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:24])
 }
 
-// postSupportAction sends a confirmed action (the form's CSRF token, its
-// confirmation page's key) to the support API and returns the ID of its
-// audit record; replayed says the key was sent before: nothing was done
-// again, the answer is the first one.
-func (s *Site) postSupportAction(c *gin.Context, a *agent, act consoleAction, path string, body any) (id int64, replayed bool, err error) {
+// postSupportAction carries out a confirmed action (the form's CSRF
+// token, its confirmation page's key, which run takes as the action's
+// idempotency key) and returns the ID of its audit record; replayed says
+// the key was sent before: nothing was done again, the answer is the
+// first one. An action recorded to wait for a second agent is no refusal.
+func (s *Site) postSupportAction(c *gin.Context, a *agent, act consoleAction,
+	run func(ctx context.Context, key string) (api.ActionOutcome, error)) (id int64, replayed bool, err error) {
 	key := c.PostForm("key")
 	if !confirmedKey(a, act, key) {
 		return 0, false, errNotConfirmed
 	}
-	var out struct {
-		Action domain.SupportAction `json:"action"`
+	if err := s.svc.CheckAgentCSRF(a, c.PostForm("csrf")); err != nil {
+		return 0, false, err
 	}
-	resp, err := s.api.sendWith(c, http.MethodPost, path, c.PostForm("csrf"), "",
-		http.Header{api.IdempotencyKeyHeader: {key}}, body, &out)
-	replayed = resp != nil && resp.header.Get(api.ReplayedHeader) == "true"
-	if domain.ErrorCode(err) == domain.ECodeAwaitingApproval && resp != nil {
+	out, err := run(c.Request.Context(), key)
+	if domain.ErrorCode(err) == domain.ECodeAwaitingApproval && out.Action.ID > 0 {
 		// Recorded, waiting for a second agent: the file says so.
-		if json.Unmarshal(resp.body.Bytes(), &out) == nil && out.Action.ID > 0 {
-			err = nil
-		}
+		err = nil
 	}
-	return out.Action.ID, replayed, err
+	return out.Action.ID, out.Replayed, err
 }
 
 // replayNotice says that a confirmation was posted again.

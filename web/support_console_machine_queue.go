@@ -2,7 +2,7 @@ package web
 
 // The line of paid orders waiting for a machine in the support console,
 // /support/machine-queue (issue 35): each line (GPU model and size) in
-// payment order, read from GET /v1/support/machine-queue. Support adds or
+// payment order, read from the MachineQueue service. Support adds or
 // repairs a host of that model (Hôtes), or refunds an order to its
 // customer's balance from its file.
 
@@ -41,15 +41,13 @@ func (s *Site) consoleMachineQueue(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var q struct {
-		Orders []domain.WaitingOrder `json:"orders"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/support/machine-queue", "", nil, &q); err != nil {
+	orders, err := s.svc.MachineQueue(c.Request.Context(), a)
+	if err != nil {
 		s.consoleFail(c, a, err)
 		return
 	}
 	p := agentPage(a, "File d'attente des machines")
-	p.Data = machineLines(q.Orders)
+	p.Data = machineLines(orders)
 	s.renderConsole(c, http.StatusOK, "support_machine_queue", p, liveRegion{URL: "/support/machine-queue/live",
 		Stream: "/v1/support/events", Trigger: "sse:queue", Page: "/support/machine-queue"})
 }

@@ -23,21 +23,21 @@ func hasAgentCookie(r *http.Request) bool {
 	return false
 }
 
-// consoleAgent asks the API which agent this browser is signed in as: nil
-// (no error) when none. A customer's session is no agent's.
+// consoleAgent is the agent this browser is signed in as: nil (no error)
+// when none. A customer's session is no agent's. A cookie whose session
+// expired or was closed is removed from the browser.
 func (s *Site) consoleAgent(c *gin.Context) (*agent, error) {
 	if !hasAgentCookie(c.Request) {
 		return nil, nil
 	}
-	var a agent
-	err := s.api.call(c, http.MethodGet, "/v1/support/session", "", nil, &a)
-	if domain.ErrorCode(err) == domain.ECodeUnauthorized {
-		return nil, nil
-	}
+	a, err := s.svc.AgentSession(c.Request.Context(), c.Request)
 	if err != nil {
 		return nil, err
 	}
-	return &a, nil
+	if a == nil {
+		s.svc.ClearAgentSession(c)
+	}
+	return a, nil
 }
 
 // signedInAgent returns the agent, or sends the browser to the console's
@@ -111,8 +111,8 @@ func (s *Site) consoleLoginForm(c *gin.Context) {
 	s.render(c, http.StatusOK, "support_login", p)
 }
 
-// consoleLogin exchanges the agent's token for a session (the API checks
-// it, throttles wrong tokens per network and sets the cookie).
+// consoleLogin exchanges the agent's token for a session (the service
+// checks it, throttles wrong tokens per network and sets the cookie).
 func (s *Site) consoleLogin(c *gin.Context) {
 	next := consoleNext(c.PostForm("next"))
 	token := strings.TrimSpace(c.PostForm("token"))
@@ -120,7 +120,7 @@ func (s *Site) consoleLogin(c *gin.Context) {
 	if token == "" {
 		err = domain.FieldError("token", "Indiquez votre jeton d'agent.")
 	} else {
-		_, err = s.api.send(c, http.MethodPost, "/v1/support/session", "", token, nil, nil)
+		_, err = s.svc.OpenAgentSession(c, token)
 	}
 	if err != nil {
 		p := page{Title: "Console du support", Path: next, Data: consoleLoginData{Next: next}}
@@ -139,10 +139,16 @@ func (s *Site) consoleLogin(c *gin.Context) {
 }
 
 func (s *Site) consoleLogout(c *gin.Context) {
-	err := s.api.call(c, http.MethodDelete, "/v1/support/session", c.PostForm("csrf"), nil, nil)
-	if err != nil && domain.ErrorCode(err) != domain.ECodeUnauthorized {
+	a, err := s.consoleAgent(c)
+	if err == nil && a != nil {
+		if err = s.svc.CheckAgentCSRF(a, c.PostForm("csrf")); err == nil {
+			err = s.svc.CloseAgentSession(c.Request.Context(), a)
+		}
+	}
+	if err != nil {
 		s.consoleFail(c, nil, err)
 		return
 	}
+	s.svc.ClearAgentSession(c)
 	c.Redirect(http.StatusSeeOther, "/support/login")
 }

@@ -3,14 +3,12 @@ package web
 // The rentals whose teardown is stuck, in the support console's queue
 // (issue 40): still ending after the teardown's steps kept failing (the
 // workflow wrote a "teardown_stuck" event and goes on retrying every 30
-// minutes), read from GET /v1/support/teardowns-stuck. The machine may
+// minutes), read from the TeardownsStuck service (GET /v1/support/teardowns-stuck). The machine may
 // still hold the customer's data and access: support checks the host from
 // the order's file. An order leaves the list once its teardown completes.
 
 import (
-	"net/http"
-
-	"github.com/gin-gonic/gin"
+	"context"
 
 	"github.com/kernodeck/kernodeck/domain"
 )
@@ -34,15 +32,13 @@ const maxTeardownError = 300
 
 // stuckTeardowns reads the rentals whose teardown is stuck, the longest
 // stuck first.
-func (s *Site) stuckTeardowns(c *gin.Context) ([]teardownRow, error) {
-	var q struct {
-		Orders []domain.StuckTeardown `json:"orders"`
-	}
-	if err := s.api.call(c, http.MethodGet, "/v1/support/teardowns-stuck", "", nil, &q); err != nil {
+func (s *Site) stuckTeardowns(ctx context.Context, a *agent) ([]teardownRow, error) {
+	orders, err := s.svc.TeardownsStuck(ctx, a)
+	if err != nil {
 		return nil, err
 	}
-	rows := make([]teardownRow, 0, len(q.Orders))
-	for _, o := range q.Orders {
+	rows := make([]teardownRow, 0, len(orders))
+	for _, o := range orders {
 		r := teardownRow{StuckTeardown: o, StepLabel: o.Step}
 		if l, ok := teardownStepLabels[o.Step]; ok {
 			r.StepLabel = l

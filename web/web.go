@@ -10,9 +10,9 @@
 // and styles from the site only, none inline.
 //
 // The site is mounted on the API's Gin engine (api.Deps.Site), on the same
-// origin as /v1, and calls the API in process with the customer's own
-// session cookie and CSRF token: every rule, check and French error message
-// stays in the API.
+// origin as /v1, and calls package api's services in Go (services.go,
+// services_console.go) with the customer or the agent acting: every rule,
+// check and French error message stays in those services.
 package web
 
 import (
@@ -49,7 +49,6 @@ type Site struct {
 	log    *slog.Logger
 	pages  map[string]*template.Template
 	assets *assets
-	api    apiClient
 	svc    services
 	// explorers are the support console's block explorer URL templates
 	// per network (SetExplorers).
@@ -104,7 +103,6 @@ func (s *Site) Mount(r *gin.Engine, svc *api.Server) { s.mount(r, svc) }
 
 func (s *Site) mount(r *gin.Engine, svc services) {
 	s.svc = svc
-	s.api = apiClient{h: r}
 	r.GET("/static/:file", s.assets.serve)
 
 	// Posts from another site are refused by the API's Origin check, which
@@ -177,7 +175,7 @@ type page struct {
 	Me   *domain.Account
 	CSRF string
 	// Agent is the support agent signed in to the console (its pages only).
-	Agent *api.AgentSessionResponse
+	Agent *api.Agent
 	// Path is the current path (login links come back to it).
 	Path string
 	// Error is a message for the whole form; FieldErrors per field name.

@@ -327,8 +327,10 @@ func (f *fakeServices) CustomerSession(_ context.Context, r *http.Request) (*api
 
 func (f *fakeServices) ClearSession(*gin.Context) {}
 
-func (f *fakeServices) Order(_ context.Context, _ *api.Customer, ref string) (api.OrderDetail, error) {
-	return f.order(ref)
+func (f *fakeServices) SessionOrderPage(ctx context.Context, r *http.Request, ref string) (*api.Customer, api.OrderPage, error) {
+	me, _ := f.CustomerSession(ctx, r)
+	d, err := f.order(ref)
+	return me, api.OrderPage{OrderDetail: d}, err
 }
 
 func (f *fakeServices) TopUp(_ context.Context, _ *api.Customer, ref string) (api.TopUpDetail, error) {
