@@ -24,6 +24,13 @@ if [ ! -x "$GOBIN_DIR/staticcheck" ]; then
 	GOFLAGS=-buildvcs=false go install "honnef.co/go/tools/cmd/staticcheck@v0.8.2"
 fi
 
+# oapi-codegen, whose client of api/openapi.yaml the tests of e2e/openapi
+# keep current and rent a machine with.
+if [ ! -x "$GOBIN_DIR/oapi-codegen" ]; then
+	log "installing oapi-codegen"
+	GOFLAGS=-buildvcs=false go install "github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2"
+fi
+
 # PostgreSQL on 127.0.0.1:5432.
 pg_up() { (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; }
 if ! pg_up; then
