@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"math/big"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -34,7 +33,10 @@ func TestGeneratedClientRentsAMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: needs litecoind, the Temporal CLI and PostgreSQL (scripts/ensure-tools.sh)")
 	}
-	port := freePort(t)
+	port, err := devnodes.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	node, err := devnodes.StartLitecoinOn(ctx, t.TempDir(), port)
 	cancel()
@@ -138,14 +140,4 @@ func TestGeneratedClientRentsAMachine(t *testing.T) {
 	if got.PaymentIntents == nil || len(*got.PaymentIntents) != 1 || (*got.PaymentIntents)[0].Id != pr.Id {
 		t.Fatalf("payment requests on the order: %+v", got.PaymentIntents)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
