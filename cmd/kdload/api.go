@@ -13,6 +13,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"go.temporal.io/sdk/client"
+
+	"github.com/kernodeck/kernodeck/api"
 )
 
 // apiLoad measures the API on loopback at rising concurrency.
@@ -158,6 +160,27 @@ func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
 			return nil
 		}
 	}
+	// The order's page as the site serves it: the customer's session as its
+	// cookie, the whole HTML read.
+	page := func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.api+"/orders/"+ref, nil)
+		if err != nil {
+			return err
+		}
+		req.AddCookie(&http.Cookie{Name: api.DevSessionCookie, Value: tok})
+		resp, err := a.client.HTTP.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /orders/{ref}: %d", resp.StatusCode)
+		}
+		return nil
+	}
 	var seq atomic.Int64
 	bare := func(ctx context.Context) error {
 		id := fmt.Sprintf("kdload-%d-%d", run, seq.Add(1))
@@ -200,8 +223,8 @@ func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "each measurement %s, closed loop; ratios in the same run; order read: active, %d timeline events\n", a.each, events)
-	fmt.Fprintf(out, "%4s | %-36s | %-36s | %6s | %-36s | %-36s | %6s\n", "c", "GET /healthz", "GET /v1/orders/{ref}", "ratio",
-		"POST /v1/orders", "bare StartWorkflow+INSERT", "ratio")
+	fmt.Fprintf(out, "%4s | %-36s | %-36s | %6s | %-36s | %6s | %-36s | %-36s | %6s\n", "c", "GET /healthz", "GET /v1/orders/{ref}", "ratio",
+		"GET /orders/{ref} (HTML page)", "/JSON", "POST /v1/orders", "bare StartWorkflow+INSERT", "ratio")
 	// A measurement whose calls mostly fail is reported as such (an
 	// overloaded server is a result too) and the run goes on.
 	measure := func(c int, fn func(ctx context.Context) error) result {
@@ -214,10 +237,12 @@ func (a *apiLoad) run(ctx context.Context, out io.Writer) error {
 	for _, c := range levels {
 		h := measure(c, status(http.StatusOK, "GET", "/healthz", "", nil))
 		g := measure(c, status(http.StatusOK, "GET", "/v1/orders/"+ref, tok, nil))
+		w := measure(c, page)
 		p := measure(c, status(http.StatusCreated, "POST", "/v1/orders", tok,
 			map[string]any{"gpu_model": a.model, "lots": 1, "duration_days": 30, "preset": "python"}))
 		b := measure(c, bare)
-		fmt.Fprintf(out, "%4d | %s | %s | %5.0f%% | %s | %s | %5.0f%%\n", c, h, g, 100*g.rps/h.rps, p, b, 100*p.rps/b.rps)
+		fmt.Fprintf(out, "%4d | %s | %s | %5.0f%% | %s | %5.0f%% | %s | %s | %5.0f%%\n", c, h, g, 100*g.rps/h.rps,
+			w, 100*w.rps/g.rps, p, b, 100*p.rps/b.rps)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
