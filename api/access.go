@@ -14,9 +14,8 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// ownerAccessStore is implemented by stores that hold the keyring
-// (postgres.Store): a generated private key is handed out only by an
-// explicit reveal.
+// ownerAccessStore hands out a generated private key, by an explicit
+// reveal only (Deps.OwnerAccess: postgres.Store, which holds the keyring).
 type ownerAccessStore interface {
 	RevealPrivateKey(ctx context.Context, ref string) (key string, shownAt time.Time, err error)
 }
@@ -35,9 +34,8 @@ func (s *Server) revealPrivateKey(c *gin.Context) {
 	s.answer(c, http.StatusOK, gin.H{"private_key": key, "private_key_shown_at": shownAt}, err)
 }
 
-// availabilityStore is implemented by stores that can tell whether a
-// configuration could be served now, and whether any host could ever serve
-// it (postgres.Store).
+// availabilityStore tells whether a configuration could be served now, and
+// whether any host could ever serve it (Deps.Availability: postgres.Store).
 type availabilityStore interface {
 	Availability(ctx context.Context, model string, gpus, gpusPerLot int) (domain.Availability, error)
 	CheckFits(ctx context.Context, model string, gpus, gpusPerLot int) error
@@ -53,11 +51,10 @@ type quoteWithAvailability struct {
 // failure to read it is logged and leaves it out: the price stands anyway.
 func (s *Server) withAvailability(ctx context.Context, q quoteResponse) quoteWithAvailability {
 	out := quoteWithAvailability{quoteResponse: q}
-	st, ok := s.store.(availabilityStore)
-	if !ok {
+	if s.availability == nil {
 		return out
 	}
-	a, err := st.Availability(ctx, q.Model, q.TotalGPUs, q.GPUsPerLot)
+	a, err := s.availability.Availability(ctx, q.Model, q.TotalGPUs, q.GPUsPerLot)
 	if err != nil {
 		s.log.Warn("availability unknown", "model", q.Model, "err", err)
 		return out

@@ -10,13 +10,13 @@ import (
 )
 
 // keyRequestStore records key changes for the worker to apply on the host
-// (postgres.DB): the API never logs in to hosts.
+// (Deps.KeyRequests: postgres.DB): the API never logs in to hosts.
 type keyRequestStore interface {
 	RequestKeyChange(ctx context.Context, orderRef, kind, publicKey string) (domain.KeyRequest, error)
 	LatestKeyRequest(ctx context.Context, orderRef string) (domain.KeyRequest, error)
 }
 
-// errNoKeyChanges: a store without key changes (tests' stand-ins).
+// errNoKeyChanges: no key changes (Deps.KeyRequests nil).
 var errNoKeyChanges = domain.Errorf(domain.ECodeConflict, "Le changement de clé n'est pas disponible sur ce serveur.")
 
 // replaceSSHKey asks for the customer's new public key to replace the

@@ -17,10 +17,10 @@ import (
 func keyedHarness(t *testing.T, provisioner string) (*harness, *secrets.Keyring) {
 	kr, err := secrets.Parse(secrets.Generate("t1"))
 	require.NoError(t, err)
-	h := newHarness(t, func(_ *api.Config, d *api.Deps) {
-		st := postgres.NewStore(d.Store.(*postgres.DB), kr, provisioner)
+	h := newDBHarness(t, func(db *postgres.DB, _ *api.Config, d *api.Deps) {
+		st := postgres.NewStore(db, kr, provisioner)
 		st.KeyShowWindow = 0
-		d.Store = st
+		d.Store, d.Availability, d.Models, d.OwnerAccess, d.KeyRequests, d.Pinger = st, st, st, st, st, st
 	})
 	return h, kr
 }

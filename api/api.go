@@ -57,6 +57,21 @@ type Deps struct {
 	Logger *slog.Logger
 	// Requests, if set, is told of each answered request (metrics).
 	Requests RequestObserver
+	// Quotas, if set, counts the requests a quota refused (metrics).
+	Quotas QuotaObserver
+	// The store's optional abilities: each one the API goes without while
+	// nil (app.API gives it postgres.Store for all of them).
+	// Availability tells a quote whether it could be served now, and
+	// refuses an order of a size no host has.
+	Availability availabilityStore
+	// Models tells the catalog which models a host could serve now.
+	Models modelAvailability
+	// OwnerAccess hands the owner the private key generated for the order.
+	OwnerAccess ownerAccessStore
+	// KeyRequests records the customers' key changes, for the worker.
+	KeyRequests keyRequestStore
+	// Pinger is what /healthz checks (nil: nothing).
+	Pinger pinger
 	// Keyring opens the email confirmation links (sealed by the mail
 	// dispatcher with the same ring). Without it a random key is made:
 	// only links made by this process would open (tests).
@@ -84,6 +99,14 @@ type Server struct {
 	log      *slog.Logger
 	engine   *gin.Engine
 	requests RequestObserver
+	quotas   QuotaObserver
+
+	// The store's optional abilities (Deps): nil when it has none.
+	availability availabilityStore
+	models       modelAvailability
+	ownerAccess  ownerAccessStore
+	keyRequests  keyRequestStore
+	pinger       pinger
 
 	links *mailverify.Signer
 	now   func() time.Time
@@ -127,6 +150,7 @@ func New(cfg Config, deps Deps) *Server {
 		site:     deps.Site,
 		log:      logger,
 		requests: deps.Requests,
+		quotas:   deps.Quotas,
 		hashSem:  make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 		closing:  make(chan struct{}),
 		streams:  agentStreams{n: map[string]int{}},
@@ -143,6 +167,8 @@ func New(cfg Config, deps Deps) *Server {
 		panic("api.New: " + err.Error()) // crypto/rand failure
 	}
 	s.dummyHash = dummy
+	s.availability, s.models, s.ownerAccess = deps.Availability, deps.Models, deps.OwnerAccess
+	s.keyRequests, s.pinger = deps.KeyRequests, deps.Pinger
 	s.now, s.sleep = deps.Now, deps.Sleep
 	if s.now == nil {
 		s.now = time.Now

@@ -20,8 +20,7 @@ type catalogResponse struct {
 	AvailableNow map[string]bool `json:"available_now,omitempty"`
 }
 
-// modelAvailability is implemented by stores that know what is free now
-// (postgres.Store).
+// modelAvailability knows what is free now (Deps.Models: postgres.Store).
 type modelAvailability interface {
 	ModelsAvailableNow(ctx context.Context, items []domain.CatalogItem) (map[string]bool, error)
 }
@@ -42,9 +41,9 @@ func (s *Server) Catalog(ctx context.Context) (CatalogResponse, error) {
 		Models: items, Durations: domain.Durations, Presets: domain.Presets,
 		MinLots: domain.MinLots, MaxLots: domain.MaxLots,
 	}
-	if st, ok := s.store.(modelAvailability); ok {
+	if s.models != nil {
 		// Unknown on failure (logged): the catalog and its prices stand.
-		if out.AvailableNow, err = st.ModelsAvailableNow(ctx, items); err != nil {
+		if out.AvailableNow, err = s.models.ModelsAvailableNow(ctx, items); err != nil {
 			s.log.Warn("models available now unknown", "err", err)
 		}
 	}

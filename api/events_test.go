@@ -105,8 +105,8 @@ func openStreamWith(t *testing.T, ctx context.Context, url string, a auth, lastI
 func newLiveHarness(t *testing.T, ctx context.Context, tweak func(*api.Config)) *harness {
 	t.Helper()
 	var l *postgres.TimelineListener
-	h := newHarness(t, func(cfg *api.Config, deps *api.Deps) {
-		l = deps.Store.(*postgres.DB).NewTimelineListener(slog.Default())
+	h := newDBHarness(t, func(db *postgres.DB, cfg *api.Config, deps *api.Deps) {
+		l = db.NewTimelineListener(slog.Default())
 		go func() { _ = l.Run(ctx) }()
 		deps.Timeline = l
 		cfg.SSEPoll = time.Hour // only the notifications can deliver in time

@@ -185,20 +185,29 @@ func testConfig() api.Config {
 
 func newHarness(t testing.TB, tweak ...func(*api.Config, *api.Deps)) *harness {
 	t.Helper()
+	return newDBHarness(t, func(_ *postgres.DB, c *api.Config, d *api.Deps) {
+		for _, f := range tweak {
+			f(c, d)
+		}
+	})
+}
+
+// newDBHarness is newHarness whose tweak also gets the database. The
+// store holds no keyring: sealed secrets are left out (keyedHarness).
+func newDBHarness(t testing.TB, tweak func(*postgres.DB, *api.Config, *api.Deps)) *harness {
+	t.Helper()
 	db := pgtest.NewDB(t)
 	wf := newFakeWorkflows()
 	cfg := testConfig()
 	ring, err := secrets.Parse(secrets.Generate("test"))
 	require.NoError(t, err)
 	sleeps := &sleepLog{}
-	deps := api.Deps{Store: db, Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Keyring: ring, Sleep: sleeps.sleep}
+	deps := api.Deps{Store: postgres.NewStore(db, nil, ""), Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Keyring: ring, Sleep: sleeps.sleep, KeyRequests: db, Pinger: db}
 	if testing.Verbose() {
 		deps.Logger = slog.Default()
 	}
-	for _, f := range tweak {
-		f(&cfg, &deps)
-	}
+	tweak(db, &cfg, &deps)
 	srv := api.New(cfg, deps)
 	return &harness{t: t, ring: ring, sleeps: sleeps, db: db, wf: wf, cfg: cfg, srv: srv, h: srv.Handler(), router: openAPIRouter(t)}
 }

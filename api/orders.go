@@ -103,8 +103,8 @@ func (s *Server) CreateOrder(ctx context.Context, me *Customer, req OrderRequest
 	}
 	// An order takes one whole host: a size no host has is refused here,
 	// before anything is written or paid.
-	if st, ok := s.store.(availabilityStore); ok {
-		if err := st.CheckFits(ctx, q.Model, q.TotalGPUs, q.GPUsPerLot); err != nil {
+	if s.availability != nil {
+		if err := s.availability.CheckFits(ctx, q.Model, q.TotalGPUs, q.GPUsPerLot); err != nil {
 			return orderDetail{}, err
 		}
 	}

@@ -94,15 +94,14 @@ type QuotaStore interface {
 	CloseStream(ctx context.Context, id int64) error
 }
 
-// QuotaObserver counts quota refusals by quota name (metrics). The
-// RequestObserver of Deps implements it when it can.
+// QuotaObserver counts quota refusals by quota name (metrics, Deps.Quotas).
 type QuotaObserver interface {
 	QuotaRefused(quota string)
 }
 
 func (s *Server) countQuota(quota string) {
-	if q, ok := s.requests.(QuotaObserver); ok {
-		q.QuotaRefused(quota)
+	if s.quotas != nil {
+		s.quotas.QuotaRefused(quota)
 	}
 }
 

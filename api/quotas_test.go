@@ -65,7 +65,7 @@ func quotaHarness(t *testing.T, set func(*api.Quotas)) (*harness, *quotaCounter)
 	qc := &quotaCounter{n: map[string]int{}}
 	h := newHarness(t, func(c *api.Config, d *api.Deps) {
 		set(&c.Quotas)
-		d.Requests = qc
+		d.Requests, d.Quotas = qc, qc
 		d.Workflows = intentWorkflows{d.Workflows.(*fakeWorkflows)}
 	})
 	return h, qc
@@ -258,7 +258,7 @@ func TestQuotaSupportRequestsPerDay(t *testing.T) {
 // of the same /56 are the same network; the next /56 is another.
 func TestQuotaRegistrationsPerNetworkSlash56(t *testing.T) {
 	qc := &quotaCounter{n: map[string]int{}}
-	h := newHarness(t, func(c *api.Config, d *api.Deps) { c.RegistrationsPerIP = 2; d.Requests = qc })
+	h := newHarness(t, func(c *api.Config, d *api.Deps) { c.RegistrationsPerIP = 2; d.Requests, d.Quotas = qc, qc })
 	reg := func(i int, ip string) resp {
 		return h.do("POST", "/v1/auth/register", map[string]any{"first_name": "A", "last_name": "B",
 			"email": fmt.Sprintf("net%d@example.com", i), "password": testPassword}, auth{ip: ip})

@@ -12,7 +12,7 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// pinger is optionally implemented by the Store for /healthz.
+// pinger is what /healthz checks (Deps.Pinger: the database).
 type pinger interface {
 	PingContext(ctx context.Context) error
 }
@@ -127,10 +127,10 @@ func (s *Server) routes() *gin.Engine {
 }
 
 func (s *Server) healthz(c *gin.Context) {
-	if p, ok := s.store.(pinger); ok {
+	if s.pinger != nil {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
-		if err := p.PingContext(ctx); err != nil {
+		if err := s.pinger.PingContext(ctx); err != nil {
 			s.log.Warn("healthz: database unreachable", "err", err)
 			s.fail(c, errUnavailable)
 			return

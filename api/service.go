@@ -223,8 +223,8 @@ func (s *Server) orderPage(ctx context.Context, me *Customer, rec domain.OrderRe
 		return p, err
 	}
 	if a := rec.Access; a != nil && a.RevokedAt == nil {
-		if st, ok := s.store.(keyRequestStore); ok {
-			kr, err := st.LatestKeyRequest(ctx, rec.Order.Ref)
+		if s.keyRequests != nil {
+			kr, err := s.keyRequests.LatestKeyRequest(ctx, rec.Order.Ref)
 			switch {
 			case err == nil:
 				p.KeyRequest = &kr

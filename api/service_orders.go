@@ -95,11 +95,10 @@ func (s *Server) RevealPrivateKey(ctx context.Context, me *Customer, ref string)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	st, ok := s.store.(ownerAccessStore)
-	if !ok {
+	if s.ownerAccess == nil {
 		return "", time.Time{}, domain.Errorf(domain.ECodeConflict, "Aucune clé privée n'a été générée pour cette commande.")
 	}
-	key, shownAt, err = st.RevealPrivateKey(ctx, o.Ref)
+	key, shownAt, err = s.ownerAccess.RevealPrivateKey(ctx, o.Ref)
 	if err != nil {
 		return "", time.Time{}, notFoundAs(err, domain.Errorf(domain.ECodeConflict, "La machine n'est pas encore prête : aucune clé privée à remettre."))
 	}
@@ -134,11 +133,10 @@ func (s *Server) ownKeyRequests(ctx context.Context, me *Customer, ref string) (
 	if err != nil {
 		return o, nil, err
 	}
-	st, ok := s.store.(keyRequestStore)
-	if !ok {
+	if s.keyRequests == nil {
 		return o, nil, errNoKeyChanges
 	}
-	return o, st, nil
+	return o, s.keyRequests, nil
 }
 
 // PaymentRequest is what a customer asks a payment request for: an asset

@@ -54,8 +54,8 @@ func (f *extendingWorkflows) Extend(ctx context.Context, ref string, e workflows
 func newExtendingHarness(t *testing.T) (*harness, *extendingWorkflows, string) {
 	t.Helper()
 	var wf *extendingWorkflows
-	h := newHarness(t, func(_ *api.Config, d *api.Deps) {
-		wf = &extendingWorkflows{fakeWorkflows: d.Workflows.(*fakeWorkflows), db: d.Store.(*postgres.DB)}
+	h := newDBHarness(t, func(db *postgres.DB, _ *api.Config, d *api.Deps) {
+		wf = &extendingWorkflows{fakeWorkflows: d.Workflows.(*fakeWorkflows), db: db}
 		d.Workflows = wf
 	})
 	ref := h.order(h.register("twice@example.com"))

@@ -277,13 +277,15 @@ type API struct {
 // API builds the HTTP API with cfg, and site (optional, package web) at /.
 func (a *App) API(cfg api.Config, site api.Site) API {
 	tl := a.cfg.DB.NewTimelineListener(a.cfg.Logger.With("component", "timeline"))
-	deps := api.Deps{Store: a.Store(), Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
-		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring}
+	st := a.Store()
+	deps := api.Deps{Store: st, Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
+		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring,
+		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st}
 	if a.cfg.Payments != nil {
 		deps.Methods = a.cfg.Payments
 	}
 	if a.cfg.Metrics != nil {
-		deps.Requests = a.cfg.Metrics.HTTP
+		deps.Requests, deps.Quotas = a.cfg.Metrics.HTTP, a.cfg.Metrics.HTTP
 	}
 	srv := api.New(cfg, deps)
 	return API{Handler: srv.Handler(), CloseStreams: srv.CloseStreams, Run: tl.Run}

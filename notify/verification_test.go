@@ -67,7 +67,7 @@ func newVerifyEnv(t *testing.T) *verifyEnv {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.h = api.New(api.Config{Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}},
-		api.Deps{Store: e.db, Workflows: startNothing{}, Keyring: ring, Now: e.clock, Logger: logger}).Handler()
+		api.Deps{Store: postgres.NewStore(e.db, nil, ""), Workflows: startNothing{}, Keyring: ring, Now: e.clock, Logger: logger}).Handler()
 	renderer, err := notify.NewRenderer("https://kernodeck.test/")
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/kernodeck/kernodeck/domain"
-	"github.com/kernodeck/kernodeck/secrets"
 )
 
 // stmtCache holds the prepared statements of the hottest queries. A
@@ -357,33 +356,11 @@ func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (do
 
 // OwnerOrder returns the order if accountID owns it (ErrNotFound otherwise,
 // as OrderForAccount), with its timeline, payment requests, payments seen
-// and access as Access gives it (no keyring: a sealed password is left
-// out), in one round trip.
-func (db *DB) OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error) {
-	rec, a, err := db.ownerOrder(ctx, ref, accountID)
-	if err != nil {
-		return rec, err
-	}
-	return db.withAccess(rec, a)
-}
-
-func (db *DB) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderRecord, error) {
-	if a == nil {
-		return rec, nil
-	}
-	acc := a.access()
-	if secrets.IsSealed(acc.Password) {
-		acc.Password = ""
-	}
-	rec.Access = &acc
-	return rec, nil
-}
-
-// OwnerOrder is DB.OwnerOrder with the access as its owner sees it:
+// and access, in one round trip. The access is as its owner sees it:
 // password and Jupyter token opened; of a generated private key only
-// whether it can still be revealed (RevealPrivateKey). It reads and changes
-// nothing: a GET, which a cross-site navigation can trigger, must not
-// start the key's window.
+// whether it can still be revealed (RevealPrivateKey). Without a keyring,
+// sealed secrets are left out. It reads and changes nothing: a GET, which
+// a cross-site navigation can trigger, must not start the key's window.
 func (s *Store) OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error) {
 	rec, a, err := s.ownerOrder(ctx, ref, accountID)
 	if err != nil {
@@ -400,6 +377,10 @@ func (s *Store) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderR
 	if err := s.openPassword(rec.Order.Ref, &acc); err != nil {
 		return domain.OrderRecord{}, err
 	}
+	if s.Keyring == nil {
+		rec.Access = &acc
+		return rec, nil
+	}
 	var jupyter sql.NullString
 	if a.JupyterToken != nil {
 		jupyter = sql.NullString{String: *a.JupyterToken, Valid: true}
@@ -412,21 +393,11 @@ func (s *Store) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderR
 }
 
 // SessionOrder is SessionAccount and OwnerOrder (of the session's account)
-// in one round trip, as DB.OwnerOrder gives the access. ErrNotFound when
-// the session is not valid or the order not the account's (SessionAccount
-// tells which).
-func (db *DB) SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
-	return sessionOrder(ctx, db, tokenHash, ref, db.withAccess)
-}
-
-// SessionOrder is DB.SessionOrder with the access as Store.OwnerOrder
-// gives it.
+// in one round trip, with the access as OwnerOrder gives it. ErrNotFound
+// when the session is not valid or the order not the account's
+// (SessionAccount tells which).
 func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
-	return sessionOrder(ctx, s.DB, tokenHash, ref, s.withAccess)
-}
-
-func sessionOrder(ctx context.Context, db *DB, tokenHash []byte, ref string,
-	withAccess func(domain.OrderRecord, *accessJSON) (domain.OrderRecord, error)) (domain.SessionOrder, error) {
+	db := s.DB
 	var row sessionOrderRow
 	rec, a, err := withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
 		row = sessionOrderRow{}
@@ -436,7 +407,7 @@ func sessionOrder(ctx context.Context, db *DB, tokenHash []byte, ref string,
 	if err != nil {
 		return domain.SessionOrder{}, fmt.Errorf("session %w", err)
 	}
-	if rec, err = withAccess(rec, a); err != nil {
+	if rec, err = s.withAccess(rec, a); err != nil {
 		return domain.SessionOrder{}, err
 	}
 	return domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
 )
 
@@ -30,7 +31,7 @@ func TestOwnerOrderTimelineCacheSeesEveryNewEvent(t *testing.T) {
 	}
 	read := func() []string {
 		t.Helper()
-		rec, err := db.OwnerOrder(ctx, ref, acc)
+		rec, err := postgres.NewStore(db, nil, "").OwnerOrder(ctx, ref, acc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func TestOwnerOrderTimelineCacheSeesEveryNewEvent(t *testing.T) {
 	if got := read(); len(got) != 4 || got[3] != "c" {
 		t.Fatalf("after a new event: %v", got)
 	}
-	if _, err := db.OwnerOrder(ctx, ref, acc+1); err == nil {
+	if _, err := postgres.NewStore(db, nil, "").OwnerOrder(ctx, ref, acc+1); err == nil {
 		t.Fatal("another account read the order (from the cache)")
 	}
 }

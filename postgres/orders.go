@@ -12,7 +12,6 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/kernodeck/kernodeck/domain"
-	"github.com/kernodeck/kernodeck/secrets"
 )
 
 const orderColumnList = `ref, account_id, gpu_model, lots, gpus_per_lot, total_gpus, duration_days,
@@ -220,20 +219,6 @@ func (db *DB) Timeline(ctx context.Context, ref string, afterID int64) ([]domain
 const accessColumns = `host, port, username, COALESCE(password, '') AS password, private_key_shown_at,
 	key_fingerprint, jupyter_url, gpu_model_seen, gpu_count_seen, driver_version, cuda_version, notes,
 	created_at, revoked_at`
-
-// Access returns the access information of an order, or ErrNotFound while
-// there is none (the machine is not ready). It holds no keyring: a sealed
-// password is left out (Store.Access opens it).
-func (db *DB) Access(ctx context.Context, ref string) (domain.Access, error) {
-	var a domain.Access
-	if err := db.GetContext(ctx, &a, `SELECT `+accessColumns+` FROM order_access WHERE order_ref = $1`, ref); err != nil {
-		return domain.Access{}, fmt.Errorf("access %s: %w", ref, notFound(err))
-	}
-	if secrets.IsSealed(a.Password) {
-		a.Password = ""
-	}
-	return a, nil
-}
 
 // TimelineChannel is the PostgreSQL NOTIFY channel a trigger signals with the
 // reference of every new timeline event.

@@ -192,7 +192,7 @@ func TestSessionIdleTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, at, lastUse())
 	at = setLastUse(6 * time.Minute)
-	_, err = db.SessionOrder(ctx, tok[:], o.Ref)
+	_, err = postgres.NewStore(db, nil, "").SessionOrder(ctx, tok[:], o.Ref)
 	require.NoError(t, err)
 	require.True(t, lastUse().After(at.Add(5*time.Minute)), "the order read records the use too")
 
@@ -206,7 +206,7 @@ func TestSessionIdleTimeout(t *testing.T) {
 	setLastUse(7*24*time.Hour + time.Second)
 	_, _, err = db.SessionAccount(ctx, tok[:])
 	require.Equal(t, domain.ECodeNotFound, domain.ErrorCode(err))
-	_, err = db.SessionOrder(ctx, tok[:], o.Ref)
+	_, err = postgres.NewStore(db, nil, "").SessionOrder(ctx, tok[:], o.Ref)
 	require.Equal(t, domain.ECodeNotFound, domain.ErrorCode(err))
 	n, err := db.DeleteExpiredSessions(ctx)
 	require.NoError(t, err)

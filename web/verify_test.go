@@ -70,7 +70,7 @@ func newSiteHarness(t *testing.T, wf ...api.Workflows) *siteHarness {
 		t.Fatal(err)
 	}
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}},
-		api.Deps{Store: sh.db, Workflows: append(wf, startNothing{})[0], Site: site, Keyring: ring, Now: sh.clock,
+		api.Deps{Store: postgres.NewStore(sh.db, nil, ""), Workflows: append(wf, startNothing{})[0], Site: site, Keyring: ring, Now: sh.clock,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	sh.h = srv.Handler()
 	return sh
