@@ -72,6 +72,10 @@ type Deps struct {
 	KeyRequests keyRequestStore
 	// Pinger is what /healthz checks (nil: nothing).
 	Pinger pinger
+	// Health tells whether the workflow service answers (wfclient.Client):
+	// with it, a write that needs a workflow is refused before anything is
+	// written while it does not; nil: every write goes through.
+	Health WorkflowsHealth
 	// Keyring opens the email confirmation links (sealed by the mail
 	// dispatcher with the same ring). Without it a random key is made:
 	// only links made by this process would open (tests).
@@ -117,7 +121,7 @@ type Server struct {
 	hashSem   chan struct{} // bounds concurrent argon2 work (memory)
 
 	// gate refuses writes through a workflow while Temporal does not
-	// answer (nil: Workflows cannot tell; workflow_gate.go).
+	// answer (nil: no Deps.Health; workflow_gate.go).
 	gate *workflowGate
 
 	closeOnce sync.Once
@@ -185,8 +189,8 @@ func New(cfg Config, deps Deps) *Server {
 		}
 	}
 	s.links = &mailverify.Signer{Keyring: ring, Now: s.now}
-	if h, ok := deps.Workflows.(WorkflowsHealth); ok {
-		s.gate = &workflowGate{check: h.CheckHealth}
+	if deps.Health != nil {
+		s.gate = &workflowGate{check: deps.Health.CheckHealth}
 	}
 	s.engine = s.routes()
 	return s

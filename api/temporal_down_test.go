@@ -47,7 +47,10 @@ func TestTemporalDownReadsWorkWritesRefused(t *testing.T) {
 	tc, err := client.NewLazyClient(client.Options{HostPort: addr})
 	require.NoError(t, err)
 	defer tc.Close()
-	h := newHarness(t, func(_ *api.Config, d *api.Deps) { d.Workflows = &wfclient.Client{Temporal: tc} })
+	h := newHarness(t, func(_ *api.Config, d *api.Deps) {
+		wf := &wfclient.Client{Temporal: tc}
+		d.Workflows, d.Health = wf, wf
+	})
 
 	c := h.register("down@example.com")
 	// An order written earlier, while Temporal was up.

@@ -10,11 +10,11 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// WorkflowsHealth is implemented by Workflows that can tell whether the
-// workflow service answers (wfclient.Client: Temporal's health check).
-// With it, a write that needs a workflow is refused before anything is
-// written while Temporal does not answer (workflowGate); without it (test
-// fakes) every write goes through.
+// WorkflowsHealth tells whether the workflow service answers
+// (Deps.Health: wfclient.Client, Temporal's health check). With it, a
+// write that needs a workflow is refused before anything is written while
+// Temporal does not answer (workflowGate); without it (test fakes) every
+// write goes through.
 type WorkflowsHealth interface {
 	CheckHealth(ctx context.Context) error
 }

@@ -280,7 +280,7 @@ func (a *App) API(cfg api.Config, site api.Site) API {
 	st := a.Store()
 	deps := api.Deps{Store: st, Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
 		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring,
-		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st}
+		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st, Health: a.Workflows}
 	if a.cfg.Payments != nil {
 		deps.Methods = a.cfg.Payments
 	}
