@@ -123,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "metrics:", err)
 			return 1
 		}
+		collectCertificates(m, cfg)
 	}
 	switch args[0] {
 	case "migrate":
@@ -277,6 +278,9 @@ func runWorker(ctx context.Context, cfg config.Config, prov provisioning, m *met
 	if err := collectMachineQueue(m, db); err != nil {
 		return err
 	}
+	if err := collectOperations(m, db, a, prov.cfg.Provisioner); err != nil {
+		return err
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serveMetrics(gctx, "worker", m, readiness("worker", db, tc), logger) })
 	g.Go(func() error { return serveWorker(gctx, cfg, prov, a, tc, logger) })
@@ -412,6 +416,9 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	m.CollectOrders(db)
 	m.CollectSupportAgents(db, cfg.AgentDailyCapCents, slices.Collect(maps.Values(cfg.SupportTokens)))
 	if err := collectMachineQueue(m, db); err != nil {
+		return err
+	}
+	if err := collectOperations(m, db, a, prov.cfg.Provisioner); err != nil {
 		return err
 	}
 	m.CollectChainPayments(db)

@@ -120,10 +120,17 @@ func TestMetricsAndAlertsOfARunningService(t *testing.T) {
 	alertsPhase(t, s, tok, fams)
 }
 
+// configuredOnly are families an alert reads that a process exports only
+// when it is configured so, with why the service under test lacks them.
+var configuredOnly = map[string]string{
+	"kernodeck_certificate_expiry_timestamp_seconds": "no TLS to Temporal or PostgreSQL here: no certificate file",
+}
+
 func alertsPhase(t *testing.T, s *service, tok string, fams map[string]*dto.MetricFamily) {
-	// Every family an alert reads is in the healthy scrape.
+	// Every family an alert reads is in the healthy scrape, but those of
+	// what this service does not use (its reason given).
 	for _, name := range ruleFamilies(t) {
-		if _, ok := fams[name]; !ok {
+		if _, ok := fams[name]; !ok && configuredOnly[name] == "" {
 			t.Errorf("alert rules read %s, which the service does not export", name)
 		}
 	}
