@@ -140,8 +140,8 @@ func (db *DB) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 }
 
 // InTx runs fn in a transaction, committing on nil and rolling back
-// otherwise: the one transaction helper of every package that writes to
-// PostgreSQL (the stores, the provisioning drivers).
+// otherwise: the one transaction helper of the stores (only this package
+// writes to PostgreSQL; the machine drivers call Hosts and LocalGPUs).
 func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
 	tx, err := db.BeginTxx(ctx, nil)
 	if err != nil {
