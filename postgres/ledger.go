@@ -72,19 +72,25 @@ func availableCents(ctx context.Context, q sqlx.QueryerContext, accountID int64)
 	return cents, nil
 }
 
+// balanceSQL is the available balance (availableCents) and the pending
+// top-ups of an account.
+const balanceSQL = `SELECT
+	(SELECT COALESCE(SUM(amount_cents), 0) FROM ledger_entries WHERE ledger_account = $1) AS avail,
+	(SELECT COALESCE(SUM(amount_cents), 0) FROM topups
+		WHERE account_id = $2 AND status IN ('awaiting_payment', 'payment_detected')) AS pending`
+
 // Balance returns a customer's available balance, derived from the ledger,
 // and their pending (unconfirmed) top-ups apart.
 func (db *DB) Balance(ctx context.Context, accountID int64) (domain.Balance, error) {
-	avail, err := availableCents(ctx, db, accountID)
-	if err != nil {
-		return domain.Balance{}, err
+	// One prepared statement: an unpaid order's page reads it each time.
+	var row struct {
+		Avail   int64 `db:"avail"`
+		Pending int64 `db:"pending"`
 	}
-	var pending int64
-	if err := db.GetContext(ctx, &pending, `
-		SELECT COALESCE(SUM(amount_cents), 0) FROM topups
-		WHERE account_id = $1 AND status IN ('awaiting_payment', 'payment_detected')`, accountID); err != nil {
-		return domain.Balance{}, fmt.Errorf("pending top-ups of %d: %w", accountID, err)
+	if err := db.getPrepared(ctx, &row, balanceSQL, customerLedger(accountID), accountID); err != nil {
+		return domain.Balance{}, fmt.Errorf("balance of %d: %w", accountID, err)
 	}
+	avail, pending := row.Avail, row.Pending
 	debt := max(-avail, 0)
 	avail = max(avail, 0)
 	return domain.Balance{

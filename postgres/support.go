@@ -107,8 +107,13 @@ func insertSupportRequest(ctx context.Context, q sqlx.QueryerContext, r domain.S
 // first: those of accountID, or all of them when accountID is 0 (support).
 func (db *DB) ListSupportRequests(ctx context.Context, orderRef string, accountID int64) ([]domain.SupportRequest, error) {
 	reqs := []domain.SupportRequest{}
-	if err := db.SelectContext(ctx, &reqs, `SELECT `+supportRequestColumnList+` FROM support_requests
-		WHERE order_ref = $1 AND ($2::bigint = 0 OR account_id = $2) ORDER BY id`, orderRef, accountID); err != nil {
+	// Prepared: the order's page reads it each time.
+	st, err := db.prepared(ctx, `SELECT `+supportRequestColumnList+` FROM support_requests
+		WHERE order_ref = $1 AND ($2::bigint = 0 OR account_id = $2) ORDER BY id`)
+	if err == nil {
+		err = st.SelectContext(ctx, &reqs, orderRef, accountID)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("list support requests: %w", err)
 	}
 	return reqs, nil

@@ -39,6 +39,10 @@ export KERNODECK_TRUSTED_PROXIES=127.0.0.1 # kdload registers customers "behind"
 # kdload's customers each create 100 orders at once (paid by support later):
 # the per-account quota (5 unpaid orders) would refuse them.
 export KERNODECK_MAX_UNPAID_ORDERS=1000
+# kdload's one agent pays those orders by attribution, alone: no second
+# agent approves in a load run (four-eyes and the daily cap out of reach).
+export KERNODECK_FOUR_EYES_CENTS=100000000000
+export KERNODECK_AGENT_DAILY_CAP_CENTS=100000000000
 export TEMPORAL_CONFIG_FILE="$OUT/none.toml"
 
 # Another helper's service on one of these ports would receive the load:
@@ -57,7 +61,8 @@ trap cleanup EXIT
 # The worker registers the search attributes.
 temporal server start-dev --ip 127.0.0.1 --port $TPORT --headless --log-level error >"$OUT/temporal.log" 2>&1 &
 pids+=($!)
-"$OUT/kernodeck" migrate
+# migrate holds the database's secret only (docs/secrets.md).
+env -u KERNODECK_SECRET_KEYS -u KERNODECK_SUPPORT_TOKENS "$OUT/kernodeck" migrate
 for _ in $(seq 1 60); do (exec 3<>/dev/tcp/127.0.0.1/$TPORT) 2>/dev/null && break; sleep 1; done
 
 KERNODECK_METRICS_ADDR=127.0.0.1:$WMPORT "$OUT/kernodeck" worker >"$OUT/worker.log" 2>&1 &
