@@ -33,6 +33,7 @@ import (
 	_ "github.com/lib/pq"
 
 	"github.com/kernodeck/kernodeck/apiclient"
+	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devnodes"
 	"github.com/kernodeck/kernodeck/devserver/devservertest"
 	"github.com/kernodeck/kernodeck/notify/mailtest"
@@ -221,7 +222,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	migrate := exec.Command(bin, "migrate")
-	migrate.Env = base
+	migrate.Env = roleEnv(base, "migrate")
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
@@ -241,7 +242,7 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := &proc{name: name, args: []string{name}, log: logf,
-			env: append(slices.Clone(base), fmt.Sprintf("KERNODECK_METRICS_ADDR=127.0.0.1:%d", freePort(t)))}
+			env: append(roleEnv(base, name), fmt.Sprintf("KERNODECK_METRICS_ADDR=127.0.0.1:%d", freePort(t)))}
 		p.start(t, bin)
 		procs = append(procs, p)
 	}
@@ -553,4 +554,16 @@ func newPaidableOrder(ctx context.Context, api *apiclient.Client, i int) ([3]str
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// roleEnv is env without the secrets the process kind role must not hold
+// (config.Holds): each refuses to start with another kind's (docs/secrets.md).
+func roleEnv(env []string, role string) []string {
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); config.Holds(role, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

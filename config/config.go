@@ -4,7 +4,7 @@ package config
 
 import (
 	"fmt"
-	"os"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +53,7 @@ type Config struct {
 // FromEnv reads the configuration; getenv is os.Getenv outside tests.
 func FromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = Getenv
 	}
 	p := parser{getenv: getenv}
 	c := Config{
@@ -87,6 +87,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if p.err != nil {
 		return Config{}, p.err
+	}
+	if err := checkURL("KERNODECK_DATABASE_URL", getenv("KERNODECK_DATABASE_URL"), true); err != nil {
+		return Config{}, err
 	}
 	if v := c.WorkflowVersion; v != 0 && (v < workflows.OldestStartVersion || v > workflows.NewestVersion) {
 		// Below the oldest, a new workflow would not check that its inputs
@@ -133,6 +136,20 @@ func (c Config) RentalConfig() workflows.RentalConfig {
 		ReminderOffsets:      c.ReminderOffsets,
 		ProvisioningAttempts: c.ProvisioningAttempts,
 	}
+}
+
+// checkURL checks a URL that carries credentials without quoting it: a
+// parse error would (url.Error holds the whole string, and its reason may
+// quote a piece of the password). keyValue accepts lib/pq's "host=...
+// password=..." form beside URLs. Empty is fine (a default applies).
+func checkURL(key, v string, keyValue bool) error {
+	if v == "" || (keyValue && !strings.Contains(v, "://")) {
+		return nil
+	}
+	if u, err := url.Parse(v); err != nil || u.Scheme == "" || u.Host == "" {
+		return fmt.Errorf("%s: not a URL (want scheme://[user:password@]host[:port][/path], special characters of the password percent-encoded); its value is not shown", key)
+	}
+	return nil
 }
 
 type parser struct {

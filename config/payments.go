@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -66,7 +65,7 @@ var DefaultDust = map[string]map[string]int64{
 // PaymentsFromEnv reads the payments configuration.
 func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = Getenv
 	}
 	p := parser{getenv: getenv}
 	c := Payments{
@@ -105,9 +104,16 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 		c.KeyNetworks[n] = p.str("KERNODECK_"+up+"_KEY_NETWORK", n)
 	}
 	for _, n := range watchedNetworks {
-		if v := p.str("KERNODECK_"+strings.ToUpper(n)+"_NODE_URL", ""); v != "" {
+		key := "KERNODECK_" + strings.ToUpper(n) + "_NODE_URL"
+		if v := p.str(key, ""); v != "" {
 			c.NodeURLs[n] = v
+			if err := checkURL(key, v, false); err != nil && p.err == nil {
+				p.err = err
+			}
 		}
+	}
+	if err := checkURL("KERNODECK_ETHEREUM_WS_URL", c.EthereumWSURL, false); err != nil && p.err == nil {
+		p.err = err
 	}
 	for _, n := range []string{"bitcoin", "litecoin"} {
 		if v := p.str("KERNODECK_"+strings.ToUpper(n)+"_P2P", ""); v != "" {

@@ -41,7 +41,7 @@ type Provisioning struct {
 // ProvisioningFromEnv reads the provisioning and mail configuration.
 func ProvisioningFromEnv(getenv func(string) string) (Provisioning, error) {
 	if getenv == nil {
-		getenv = os.Getenv
+		getenv = Getenv
 	}
 	p := parser{getenv: getenv}
 	c := Provisioning{
@@ -90,10 +90,17 @@ func ProvisioningFromEnv(getenv func(string) string) (Provisioning, error) {
 	default:
 		return Provisioning{}, fmt.Errorf("KERNODECK_SMTP_TLS %q: want mandatory, opportunistic, none or tls", c.SMTPTLS)
 	}
-	if c.Provisioner == "ssh" && c.SSHKeyFile == "" {
-		return Provisioning{}, fmt.Errorf("KERNODECK_PROVISIONER=ssh needs KERNODECK_SSH_KEY_FILE (the admin private key)")
-	}
 	return c, nil
+}
+
+// CheckSSHKey refuses the SSH driver without its admin key, in the
+// processes that log in to the hosts (the worker): the api and chainwatch
+// run with KERNODECK_PROVISIONER=ssh and no key (docs/secrets.md).
+func (c Provisioning) CheckSSHKey() error {
+	if c.Provisioner == "ssh" && c.SSHKeyFile == "" {
+		return fmt.Errorf("KERNODECK_PROVISIONER=ssh needs KERNODECK_SSH_KEY_FILE (the admin private key) in the worker")
+	}
+	return nil
 }
 
 // Keyring parses KERNODECK_SECRET_KEYS. Without it there is no way to seal

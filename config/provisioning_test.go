@@ -17,13 +17,18 @@ func TestProvisioningFromEnv(t *testing.T) {
 	}
 	for _, bad := range []map[string]string{
 		{"KERNODECK_PROVISIONER": "docker"},
-		{"KERNODECK_PROVISIONER": "ssh"}, // no admin key
 		{"KERNODECK_SMTP_TLS": "sometimes"},
 		{"KERNODECK_SMTP_PORT": "x"},
 	} {
 		if _, err := ProvisioningFromEnv(env(bad)); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+	// The SSH driver without its key: the api's and chainwatch's case
+	// (docs/secrets.md); the worker refuses it.
+	c, err = ProvisioningFromEnv(env(map[string]string{"KERNODECK_PROVISIONER": "ssh"}))
+	if err != nil || c.CheckSSHKey() == nil {
+		t.Fatalf("ssh without a key: %v, the worker's check %v", err, c.CheckSSHKey())
 	}
 	spec := secrets.Generate("k9")
 	c, err = ProvisioningFromEnv(env(map[string]string{"KERNODECK_PROVISIONER": "ssh", "KERNODECK_SSH_KEY_FILE": "/etc/kd/admin",

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devnodes"
 	"github.com/kernodeck/kernodeck/workflows"
 )
@@ -21,6 +22,7 @@ var units = map[string]string{
 	"kernodeck-worker@.service":     "kernodeck-worker@1.service",
 	"kernodeck-chainwatch@.service": "kernodeck-chainwatch@1.service",
 	"kernodeck-migrate.service":     "kernodeck-migrate.service",
+	"kernodeck-mail.service":        "kernodeck-mail.service",
 	"kernodeck.target":              "kernodeck.target",
 	"temporal-server.service":       "temporal-server.service",
 }
@@ -235,14 +237,7 @@ func TestProdlikeSmallBurst(t *testing.T) {
 // outside the directories it hides.
 func TestKernodeckUnitsHomeOutsideProtectHome(t *testing.T) {
 	home := regexp.MustCompile(`(?m)^Environment=HOME=(\S+)$`)
-	for file := range units {
-		if !strings.HasPrefix(file, "kernodeck-") || !strings.HasSuffix(file, ".service") {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("systemd", file))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for file, raw := range kernodeckServices(t) {
 		if !bytes.Contains(raw, []byte("\nProtectHome=yes\n")) {
 			continue
 		}
@@ -255,6 +250,137 @@ func TestKernodeckUnitsHomeOutsideProtectHome(t *testing.T) {
 			if h := string(m[1]); h == hidden || strings.HasPrefix(h, hidden+"/") {
 				t.Errorf("%s: HOME=%s is hidden by ProtectHome=yes", file, h)
 			}
+		}
+	}
+}
+
+// kernodeckServices are the Kernodeck service units' contents by file.
+func kernodeckServices(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for file := range units {
+		if !strings.HasPrefix(file, "kernodeck-") || !strings.HasSuffix(file, ".service") {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("systemd", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[file] = raw
+	}
+	return out
+}
+
+// serviceRole is the Kernodeck command a unit starts (its process kind).
+func serviceRole(t *testing.T, raw []byte) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^ExecStart=/usr/local/bin/kernodeck (\S+)`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("no ExecStart=/usr/local/bin/kernodeck COMMAND")
+	}
+	return string(m[1])
+}
+
+// Each Kernodeck unit runs as its own user with its own credentials
+// (issue 38, item 3; docs/secrets.md): the api has no SSH key, no node and
+// no SMTP credentials; only the worker has the SSH key, only chainwatch
+// the node credentials, only the mail dispatcher the SMTP login. No
+// secret in an environment file, an Environment= line or a command line.
+func TestUnitsHoldOnlyTheirSecrets(t *testing.T) {
+	userOf := map[string]string{}
+	credsOf := map[string][]string{}
+	for file, raw := range kernodeckServices(t) {
+		role := serviceRole(t, raw)
+		if !slices.Contains(config.Roles, role) {
+			t.Errorf("%s starts `kernodeck %s`, not a role config.CheckRole knows", file, role)
+		}
+		user := ""
+		if m := regexp.MustCompile(`(?m)^User=(\S+)$`).FindSubmatch(raw); m != nil {
+			user = string(m[1])
+		}
+		if user != "kernodeck-"+role {
+			t.Errorf("%s: User=%s, want kernodeck-%s (a user per process kind)", file, user, role)
+		} else if other, ok := userOf[user]; ok {
+			t.Errorf("%s and %s run as the same user %s", file, other, user)
+		} else {
+			userOf[user] = file
+		}
+		for _, c := range regexp.MustCompile(`(?m)^LoadCredential=([^:\s]+):(\S+)$`).FindAllSubmatch(raw, -1) {
+			id, src := string(c[1]), string(c[2])
+			if want := "/etc/kernodeck/credentials/" + role + "/" + id; src != want {
+				t.Errorf("%s: credential %s from %s, want %s", file, id, src, want)
+			}
+			if strings.HasPrefix(id, "KERNODECK_") && !config.Holds(role, id) {
+				t.Errorf("%s: the %s holds %s", file, role, id)
+			}
+			credsOf[role] = append(credsOf[role], id)
+		}
+		for _, e := range regexp.MustCompile(`(?m)^(?:Environment=|ExecStart=.*\s)(KERNODECK_[A-Z0-9_]+)=`).FindAllSubmatch(raw, -1) {
+			if slices.Contains(config.SecretNames(), string(e[1])) {
+				t.Errorf("%s sets the secret %s outside its credentials", file, e[1])
+			}
+		}
+		if regexp.MustCompile(`(?m)^ExecStart=.*(--pw|pass|token|secret)`).Match(raw) {
+			t.Errorf("%s: a secret on the command line?", file)
+		}
+	}
+	for role, want := range map[string][]string{
+		config.RoleAPI:        {"KERNODECK_DATABASE_URL", "KERNODECK_SECRET_KEYS", "KERNODECK_SUPPORT_TOKENS", "temporal-client.key"},
+		config.RoleWorker:     {"KERNODECK_DATABASE_URL", "KERNODECK_SECRET_KEYS", "KERNODECK_SUPPORT_TOKENS", "KERNODECK_SSH_KEY_FILE", "temporal-client.key"},
+		config.RoleChainwatch: {"KERNODECK_DATABASE_URL", "KERNODECK_SECRET_KEYS", "temporal-client.key"},
+		config.RoleMail:       {"KERNODECK_DATABASE_URL", "KERNODECK_SECRET_KEYS", "KERNODECK_SMTP_USER", "KERNODECK_SMTP_PASSWORD"},
+		config.RoleMigrate:    {"KERNODECK_DATABASE_URL"},
+	} {
+		got := slices.Clone(credsOf[role])
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("the %s unit's credentials: %v, want %v", role, got, want)
+		}
+	}
+	example, err := os.ReadFile("systemd/kernodeck.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^(KERNODECK_[A-Z0-9_]+)=`).FindAllSubmatch(example, -1) {
+		if slices.Contains(config.SecretNames(), string(m[1])) || strings.Contains(string(m[1]), "_SMTP_") {
+			t.Errorf("kernodeck.env.example, shared by every unit, sets %s", m[1])
+		}
+	}
+}
+
+// TestSystemdUnitsSecurity keeps the services' hardening: systemd-analyze
+// security's exposure at most 2.0 (the one-shot migration 4.0).
+func TestSystemdUnitsSecurity(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed")
+	}
+	dir := t.TempDir()
+	for file, name := range units {
+		if !strings.HasSuffix(file, ".service") {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("systemd", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Offline, the binary need only exist.
+		raw = bytes.ReplaceAll(raw, []byte("/usr/local/bin/kernodeck"), []byte("/bin/true"))
+		raw = bytes.ReplaceAll(raw, []byte("/usr/local/bin/temporal-server"), []byte("/bin/true"))
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		threshold := "20"
+		if file == "kernodeck-migrate.service" {
+			threshold = "40"
+		}
+		cmd := exec.Command(analyze, "security", "--offline=true", "--threshold="+threshold, "./"+name)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			t.Errorf("%s: systemd-analyze security above %s: %v\n%s", file, threshold, err, lines[len(lines)-1])
 		}
 	}
 }

@@ -509,7 +509,17 @@ set -a
 set +a
 while IFS= read -r kv; do [ -n "$kv" ] && export "${kv?}"; done <<<"$CALLER_KD"
 
-"$KD" migrate >>"$DIR/logs/migrate.log" 2>&1 || die "kernodeck migrate: see $DIR/logs/migrate.log"
+# Each process kind gets its own secrets only, as the units' credentials
+# (docs/secrets.md): kernodeck refuses to start holding another kind's.
+not_mine() { # ROLE: env's -u arguments for the secrets ROLE must not hold
+	case $1 in
+	migrate) echo -u KERNODECK_SECRET_KEYS -u KERNODECK_SUPPORT_TOKENS -u KERNODECK_LITECOIN_NODE_URL -u KERNODECK_BITCOIN_NODE_URL ;;
+	api | worker) echo -u KERNODECK_LITECOIN_NODE_URL -u KERNODECK_BITCOIN_NODE_URL ;;
+	chainwatch) echo -u KERNODECK_SUPPORT_TOKENS ;;
+	esac
+}
+# shellcheck disable=SC2046
+env $(not_mine migrate) "$KD" migrate >>"$DIR/logs/migrate.log" 2>&1 || die "kernodeck migrate: see $DIR/logs/migrate.log"
 log "kernodeck migrate: $KD_DB up to date"
 
 kd() { # NAME METRICS_PORT [VAR=VALUE...] -- SUBCOMMAND
@@ -521,7 +531,8 @@ kd() { # NAME METRICS_PORT [VAR=VALUE...] -- SUBCOMMAND
 		shift
 	done
 	shift
-	spawn "$name" env KERNODECK_METRICS_ADDR="127.0.0.1:$mport" "${vars[@]}" "$KD" "$@"
+	# shellcheck disable=SC2046
+	spawn "$name" env $(not_mine "$1") KERNODECK_METRICS_ADDR="127.0.0.1:$mport" "${vars[@]}" "$KD" "$@"
 }
 # Watchers first (deploy chainwatch before the workers on an upgrade), then
 # the workers, then the API replicas.

@@ -31,9 +31,13 @@ func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Cli
 	if err != nil {
 		return nil, err
 	}
+	var hosts api.HostOperator
+	if ssh == nil && prov.cfg.Provisioner == postgres.ProvisionerSSH {
+		hosts = newKeylessHosts(db) // the api holds no SSH key (docs/secrets.md)
+	}
 	return app.New(app.Config{
 		DB: db, Temporal: tc, Keyring: prov.keyring, Payments: pay,
-		Provisioner: local, SSH: ssh, ProvisionerName: prov.cfg.Provisioner,
+		Provisioner: local, SSH: ssh, ProvisionerName: prov.cfg.Provisioner, Hosts: hosts,
 		Holds: &app.Holds{PerAccount: quotas.HoldsPerAccount, PerNetwork: quotas.HoldsPerNetwork, First: quotas.HoldFirst,
 			Share: &quotas.HoldShare, Budget: quotas.HoldBudget},
 		Metrics: m, Logger: logger, WorkflowVersion: cfg.WorkflowVersion, WorkerStopTimeout: cfg.WorkerStopTimeout,

@@ -32,7 +32,6 @@ import (
 	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
-	"github.com/kernodeck/kernodeck/redact"
 	"github.com/kernodeck/kernodeck/workers"
 )
 
@@ -49,6 +48,8 @@ Usage:
   kernodeck worker    run the Temporal worker (workflows, activities, starter)
   kernodeck chainwatch
                       run the chain watchers of the networks with a node URL
+  kernodeck mail      run the mail dispatcher (the only process with the SMTP
+                      login; see docs/secrets.md)
   kernodeck versions  open rentals and top-ups per workflow history version
                       (retire a version's code once none is open)
   kernodeck wallet    derivation indexes used per network, and the gap after
@@ -90,18 +91,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version":
 		return runVersion(stdout)
 	}
+	// Node URLs carry API keys and passwords, and client errors quote them:
+	// everything this command writes to stderr is masked, its configuration
+	// errors included.
+	stderr = secretsRedactor().Writer(stderr)
+	// Each service holds its own secrets only (docs/secrets.md).
+	if err := checkRole(args[0]); err != nil {
+		fmt.Fprintln(stderr, "config:", err)
+		return 2
+	}
 	cfg, err := config.FromEnv(nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "config:", err)
 		return 2
 	}
-	// Node URLs carry API keys and passwords, and client errors quote them:
-	// everything this command writes to stderr is masked.
-	stderr = secretsRedactor(cfg).Writer(stderr)
 	logger := newLogger(stderr, cfg.LogLevel)
 	var prov provisioning
 	if args[0] != "migrate" {
-		if prov, err = loadProvisioning(cfg, args[0] == "dev", logger); err != nil {
+		if prov, err = loadProvisioning(cfg, args[0], logger); err != nil {
 			fmt.Fprintln(stderr, "config:", err)
 			return 2
 		}
@@ -134,6 +141,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runWorker(ctx, cfg, prov, m, logger)
 	case "chainwatch":
 		err = runChainwatch(ctx, cfg, prov, m, logger)
+	case "mail":
+		err = runMail(ctx, cfg, prov, logger)
 	case "wallet":
 		err = runWallet(ctx, cfg, stdout)
 	case "versions":
@@ -157,23 +166,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// secretsRedactor masks the credentials of the configured endpoints.
-// A configuration that does not parse is reported by the command itself;
-// what could be read is masked meanwhile.
-func secretsRedactor(cfg config.Config) *redact.Redactor {
-	urls := []string{cfg.DatabaseURL}
-	if pcfg, err := config.PaymentsFromEnv(nil); err == nil {
-		for _, u := range pcfg.NodeURLs {
-			urls = append(urls, u)
-		}
-	}
-	var plain []string
-	if prov, err := config.ProvisioningFromEnv(nil); err == nil {
-		plain = append(plain, prov.SMTPPassword)
-	}
-	return redact.New(urls, plain...)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -29,18 +29,35 @@ type provisioning struct {
 	cfg     config.Provisioning
 	keyring *secrets.Keyring
 	conn    client.Options
+	// signer is the hosts' admin key, read at the worker's start.
+	signer ssh.Signer
 }
 
-// loadProvisioning reads the provisioning configuration and the keyring.
-// `dev` keeps a generated key in its data directory when none is set.
-func loadProvisioning(cfg config.Config, dev bool, logger *slog.Logger) (provisioning, error) {
+// loadProvisioning reads the provisioning configuration and the keyring
+// for command. `dev` keeps a generated key in its data directory when none
+// is set. The worker reads the SSH driver's admin key at once, so a bad
+// one stops it before it connects anywhere; the api and chainwatch run
+// the SSH driver's rules without its key (docs/secrets.md).
+func loadProvisioning(cfg config.Config, command string, logger *slog.Logger) (provisioning, error) {
 	pc, err := config.ProvisioningFromEnv(nil)
 	if err != nil {
 		return provisioning{}, err
 	}
-	if !dev {
+	if command == config.RoleWorker {
+		if err := pc.CheckSSHKey(); err != nil {
+			return provisioning{}, err
+		}
+	}
+	if command != "dev" {
 		k, err := pc.Keyring()
-		return provisioning{cfg: pc, keyring: k}, err
+		if err != nil {
+			return provisioning{}, err
+		}
+		p := provisioning{cfg: pc, keyring: k}
+		if command == config.RoleWorker && pc.Provisioner == postgres.ProvisionerSSH {
+			p.signer, err = readSigner(pc.SSHKeyFile)
+		}
+		return p, err
 	}
 	k, generated, err := pc.DevKeyring(cfg.DevDataDir)
 	if err != nil {
@@ -59,23 +76,42 @@ func (p provisioning) clientOptions(m *metrics.Metrics, logger *slog.Logger) cli
 }
 
 // drivers is the configured machine driver: the local one, or SSH's.
+// Without the SSH driver's key (the api, chainwatch) there is no driver:
+// the api's host inventory then lists and retires hosts but refuses a
+// repair (keylessHosts).
 func (p provisioning) drivers(cfg config.Config, db *postgres.DB, logger *slog.Logger) (local activities.Provisioner, ssh *sshhost.Driver, err error) {
 	if p.cfg.Provisioner != postgres.ProvisionerSSH {
 		return &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: cfg.AccessHost, Port: cfg.AccessPort, Keyring: p.keyring}, nil, nil
+	}
+	if p.signer == nil && p.cfg.SSHKeyFile == "" {
+		return nil, nil, nil
 	}
 	ssh, err = p.sshDriver(db, logger)
 	return nil, ssh, err
 }
 
-// sshDriver is the SSH machine driver as configured.
-func (p provisioning) sshDriver(db *postgres.DB, logger *slog.Logger) (*sshhost.Driver, error) {
-	raw, err := os.ReadFile(p.cfg.SSHKeyFile)
+// readSigner reads the hosts' admin key. Its errors name the file, never
+// its content.
+func readSigner(file string) (ssh.Signer, error) {
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE: %w", err)
 	}
 	signer, err := ssh.ParsePrivateKey(raw)
 	if err != nil {
-		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE %s: %w", p.cfg.SSHKeyFile, err)
+		return nil, fmt.Errorf("KERNODECK_SSH_KEY_FILE %s: %w", file, err)
+	}
+	return signer, nil
+}
+
+// sshDriver is the SSH machine driver as configured.
+func (p provisioning) sshDriver(db *postgres.DB, logger *slog.Logger) (*sshhost.Driver, error) {
+	signer := p.signer
+	if signer == nil {
+		var err error
+		if signer, err = readSigner(p.cfg.SSHKeyFile); err != nil {
+			return nil, err
+		}
 	}
 	return &sshhost.Driver{
 		Store: postgres.Hosts{DB: db}, Keyring: p.keyring, Signer: signer, AdminUser: p.cfg.SSHUser,
