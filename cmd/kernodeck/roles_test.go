@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
@@ -227,5 +230,25 @@ func TestServicesRefuseForeignSecrets(t *testing.T) {
 			t.Errorf("%s: exit %d, want 2 and the refusal:\n%s", c.name, code, out)
 		}
 		checkStart(t, c)
+	}
+}
+
+// With the SSH driver, the api runs without the hosts' key: no driver, a
+// host inventory that refuses a repair (it needs SSH) with where to run
+// it; the worker does not start without the key.
+func TestSSHDriverWithoutKeyOutsideTheWorker(t *testing.T) {
+	p := provisioning{cfg: config.Provisioning{Provisioner: postgres.ProvisionerSSH}}
+	local, ssh, err := p.drivers(config.Config{}, nil, nil)
+	if local != nil || ssh != nil || err != nil {
+		t.Fatalf("api's drivers: %v %v %v, want none", local, ssh, err)
+	}
+	err = newKeylessHosts(nil).Repair(context.Background(), "gpu-1", "")
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != domain.ECodeConflict || !strings.Contains(de.Message, "kernodeck hosts repair") {
+		t.Fatalf("repair from the api: %v", err)
+	}
+	code, out := runStart(t, startCase{command: "worker", env: map[string]string{"KERNODECK_PROVISIONER": "ssh"}})
+	if code != 2 || !strings.Contains(out, "KERNODECK_SSH_KEY_FILE") {
+		t.Fatalf("worker with the SSH driver and no key: exit %d\n%s", code, out)
 	}
 }

@@ -11,8 +11,6 @@ import (
 
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devnodes"
-	"github.com/kernodeck/kernodeck/postgres"
-	"github.com/kernodeck/kernodeck/postgres/pgtest"
 	"github.com/kernodeck/kernodeck/recovery"
 )
 
@@ -23,23 +21,15 @@ const anotherEthereumXpub = "xpub6CfaQZcwqgGM634kdmb7qxEJjt6dhh9iqH5dF8pzrrmcheG
 // A process that derives addresses records its key at its first start and
 // refuses to start with another one until `kernodeck xpub confirm`.
 func TestStartRefusesAChangedXPubUntilConfirmed(t *testing.T) {
-	url := pgtest.EmptyDB(t)
+	url, db := migratedDB(t)
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if err := postgres.Migrate(ctx, db.DB.DB); err != nil {
-		t.Fatal(err)
-	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	t.Setenv("KERNODECK_XPUB_ETHEREUM", devnodes.EthereumXpub)
 	if _, _, err := paymentsFromEnv(db, logger); err != nil {
 		t.Fatalf("first start: %v", err)
 	}
 	t.Setenv("KERNODECK_XPUB_ETHEREUM", anotherEthereumXpub)
-	_, _, err = paymentsFromEnv(db, logger)
+	_, _, err := paymentsFromEnv(db, logger)
 	if !errors.Is(err, recovery.ErrAccountKeyChanged) || !strings.Contains(err.Error(), "kernodeck xpub confirm ethereum") {
 		t.Fatalf("start with another key: %v, want it refused with the command that confirms it", err)
 	}
