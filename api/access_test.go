@@ -123,10 +123,10 @@ func TestQuoteSaysWhetherAHostIsFreeNow(t *testing.T) {
 	r = h.do("POST", "/v1/quote", q, auth{})
 	require.Equal(t, false, r.obj("availability")["available_now"])
 	require.Equal(t, false, r.obj("availability")["fits"])
-	require.Contains(t, r.obj("availability")["message"], "choisissez 1 lot(s) (1 GPU)")
+	require.Contains(t, r.obj("availability")["message"], "choisissez 1 lot (1 GPU)")
 	// The order itself is refused with the same words.
 	c := h.register("fits@example.com")
 	r = h.do("POST", "/v1/orders", q, c.auth)
 	require.Equal(t, http.StatusBadRequest, r.Code, r.Body.String())
-	require.Contains(t, r.Body.String(), "choisissez 1 lot(s) (1 GPU)")
+	require.Contains(t, r.Body.String(), "choisissez 1 lot (1 GPU)")
 }

@@ -120,12 +120,7 @@ func (e *retryError) seconds() int { return int((e.after + time.Second - 1) / ti
 // errTooMany refuses with too_many, saying what and how long to wait.
 func errTooMany(retry time.Duration, what string) error {
 	re := &retryError{after: retry}
-	secs := re.seconds()
-	wait := domain.Plural((secs+59)/60, "minute", "minutes")
-	if secs < 60 {
-		wait = domain.Plural(secs, "seconde", "secondes")
-	}
-	re.refusal = domain.Errorf(domain.ECodeTooMany, "%s Réessayez dans %s.", what, wait)
+	re.refusal = domain.Errorf(domain.ECodeTooMany, "%s Réessayez dans %s.", what, frenchWait(re.seconds()))
 	return re
 }
 

@@ -173,16 +173,6 @@ func (s *Server) getOrder(c *gin.Context) {
 	c.JSON(http.StatusOK, s.detail(so.Order))
 }
 
-// respondOrder answers with the order's fresh detail after a workflow call.
-func (s *Server) respondOrder(c *gin.Context, ref string) {
-	d, err := s.orderDetail(c.Request.Context(), ref, account(c).ID)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, d)
-}
-
 type cancelRequest struct {
 	Reason string `json:"reason"`
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -118,11 +117,11 @@ func (s *Server) refuseQuota(c *gin.Context, e *domain.QuotaError) {
 func frenchWait(secs int) string {
 	switch {
 	case secs < 60:
-		return fmt.Sprintf("%d seconde(s)", secs)
+		return domain.Plural(secs, "seconde", "secondes")
 	case secs < 2*3600:
-		return fmt.Sprintf("%d minute(s)", (secs+59)/60)
+		return domain.Plural((secs+59)/60, "minute", "minutes")
 	default:
-		return fmt.Sprintf("%d heure(s)", (secs+3599)/3600)
+		return domain.Plural((secs+3599)/3600, "heure", "heures")
 	}
 }
 

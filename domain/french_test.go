@@ -15,7 +15,7 @@ func TestFrenchUSD(t *testing.T) {
 
 func TestFrenchAmounts(t *testing.T) {
 	for in, want := range map[string]string{
-		"Commande enregistrée : 1 lot(s), 2 GPU, 7 jours, total 3118.00 USD. En attente du règlement.": "Commande enregistrée : 1 lot(s), 2 GPU, 7 jours, total 3\u202f118,00 USD. En attente du règlement.",
+		"Commande enregistrée : 1 lot, 2 GPU, 7 jours, total 3118.00 USD. En attente du règlement.": "Commande enregistrée : 1 lot, 2 GPU, 7 jours, total 3\u202f118,00 USD. En attente du règlement.",
 		"Recharge créditée : 100.00 USD ajoutés.":                                                      "Recharge créditée : 100,00 USD ajoutés.",
 		"Solde insuffisant : 12.50 USD disponibles, 3118.00 USD dus.":                                  "Solde insuffisant : 12,50 USD disponibles, 3\u202f118,00 USD dus.",
 		"-42.10 USD":                              "-42,10 USD",

@@ -368,7 +368,7 @@ func TestPaymentRequestRefusedWithoutCapacityThenAccepted(t *testing.T) {
 	}
 	code, body = e.call("POST", "/v1/orders", gil, b200)
 	errBody, _ = body["error"].(map[string]any)
-	if code != 400 || str(errBody["field"]) != "lots" || !strings.Contains(str(errBody["message"]), "4 lot(s) (8 GPU)") {
+	if code != 400 || str(errBody["field"]) != "lots" || !strings.Contains(str(errBody["message"]), "4 lots (8 GPU)") {
 		t.Fatalf("order of 10 B200: %d %v", code, body)
 	}
 	t.Logf("10 B200 refused: %s", errBody["message"])

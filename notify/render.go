@@ -113,9 +113,9 @@ type view struct {
 	What         string // "la commande" / "la recharge"
 	URL          string
 	GPU          string
-	Lots         int
+	Lots         string // "1 lot", "2 lots"
 	TotalGPUs    int
-	DurationDays int
+	DurationDays string // "3 jours"
 	Total        string
 	Amount       string
 	PeriodStart  string
@@ -177,8 +177,8 @@ func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mai
 		return Mail{}, fmt.Errorf("unknown mail template %q", name)
 	}
 	v := view{FirstName: firstName, Ref: ref, What: "la commande", URL: r.BaseURL + "/orders/" + ref,
-		GPU: domain.GPUNames{d.GPUModel: d.GPUName}.Name(d.GPUModel), Lots: d.Lots, TotalGPUs: d.TotalGPUs,
-		DurationDays: d.DurationDays, Total: domain.FrenchUSD(d.TotalCents), Amount: domain.FrenchUSD(d.AmountCents)}
+		GPU: domain.GPUNames{d.GPUModel: d.GPUName}.Name(d.GPUModel), Lots: domain.Plural(d.Lots, "lot", "lots"), TotalGPUs: d.TotalGPUs,
+		DurationDays: domain.Plural(d.DurationDays, "jour", "jours"), Total: domain.FrenchUSD(d.TotalCents), Amount: domain.FrenchUSD(d.AmountCents)}
 	if strings.HasPrefix(ref, domain.TopUpRefPrefix+"-") {
 		v.What, v.URL = "la recharge", r.BaseURL+"/topups/"+ref
 	}

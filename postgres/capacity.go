@@ -176,7 +176,7 @@ func noFitMessage(model string, gpus, gpusPerLot int, sizes []int) string {
 	var opts []string
 	for _, s := range sizes {
 		if gpusPerLot > 0 && s%gpusPerLot == 0 {
-			opts = append(opts, fmt.Sprintf("%d lot(s) (%d GPU)", s/gpusPerLot, s))
+			opts = append(opts, fmt.Sprintf("%s (%d GPU)", domain.Plural(s/gpusPerLot, "lot", "lots"), s))
 		}
 	}
 	if len(opts) == 0 {

@@ -176,7 +176,7 @@ func TestOrderMustFitOneHost(t *testing.T) {
 	fitErr := capa.CheckFits(ctx, "b200", 10, 2)
 	err := fitErr
 	require.Equal(t, domain.ECodeInvalid, domain.ErrorCode(err))
-	require.True(t, strings.Contains(err.Error(), "4 lot(s) (8 GPU)"), err.Error())
+	require.True(t, strings.Contains(err.Error(), "4 lots (8 GPU)"), err.Error())
 	t.Logf("10 B200: %v", err)
 	require.NoError(t, capa.CheckFits(ctx, "b200", 8, 2))
 	av, err := capa.Availability(ctx, "b200", 10, 2)

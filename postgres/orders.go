@@ -69,8 +69,8 @@ func (db *DB) createOrder(ctx context.Context, accountID int64, q domain.Quote, 
 	if err != nil {
 		return domain.Order{}, fmt.Errorf("create order: %w", err)
 	}
-	msg := fmt.Sprintf("Commande enregistrée : %d lot(s), %d GPU, %d jours, total %s USD. En attente du règlement.",
-		q.Lots, q.TotalGPUs, q.DurationDays, domain.FormatUSD(q.TotalCents))
+	msg := fmt.Sprintf("Commande enregistrée : %s, %d GPU, %s, total %s USD. En attente du règlement.",
+		domain.Plural(q.Lots, "lot", "lots"), q.TotalGPUs, domain.Plural(q.DurationDays, "jour", "jours"), domain.FormatUSD(q.TotalCents))
 	row := orderMailRow{AccountID: accountID, GPUModel: q.Model, Lots: q.Lots, TotalGPUs: q.TotalGPUs,
 		DurationDays: q.DurationDays, TotalCents: q.TotalCents}
 	mail, err := json.Marshal(row.data(domain.EventCreated, msg, nil, time.Time{}))

@@ -64,7 +64,7 @@ func (db *DB) CreateOrderLimited(ctx context.Context, accountID int64, q domain.
 			return err
 		}
 		return checkLimit(ctx, tx, lim, fmt.Sprintf(
-			"Vous avez déjà %d commande(s) en attente de paiement : payez-en une ou annulez-la avant d'en passer une nouvelle.", lim.Max),
+			"Vous avez déjà %s en attente de paiement : payez-en une ou annulez-la avant d'en passer une nouvelle.", domain.Plural(lim.Max, "commande", "commandes")),
 			`SELECT created_at AS at FROM orders WHERE account_id = $1 AND status = 'awaiting_payment'`, accountID)
 	})
 }
@@ -77,7 +77,7 @@ func (db *DB) CreateTopUpLimited(ctx context.Context, accountID, amountCents int
 			return err
 		}
 		return checkLimit(ctx, tx, lim, fmt.Sprintf(
-			"Vous avez déjà %d recharge(s) en attente de paiement : réglez-en une, ou attendez la fin de son délai de paiement, avant d'en demander une nouvelle.", lim.Max),
+			"Vous avez déjà %s en attente de paiement : réglez-en une, ou attendez la fin de son délai de paiement, avant d'en demander une nouvelle.", domain.Plural(lim.Max, "recharge", "recharges")),
 			`SELECT created_at AS at FROM topups WHERE account_id = $1 AND status = 'awaiting_payment'`, accountID)
 	})
 }
@@ -93,13 +93,13 @@ func (db *DB) CreateSupportRequestLimited(ctx context.Context, r domain.SupportR
 			return err
 		}
 		if err := checkLimit(ctx, tx, perOrder, fmt.Sprintf(
-			"Vous avez déjà envoyé %d demande(s) au support sur cette commande aujourd'hui : le support y répond sur la page de la commande.", perOrder.Max),
+			"Vous avez déjà envoyé %s au support sur cette commande aujourd'hui : le support y répond sur la page de la commande.", domain.Plural(perOrder.Max, "demande", "demandes")),
 			`SELECT created_at AS at FROM support_requests WHERE order_ref = $1 AND created_at > now() - make_interval(secs => $2)`,
 			r.OrderRef, perOrder.Window.Seconds()); err != nil {
 			return err
 		}
 		if err := checkLimit(ctx, tx, perAccount, fmt.Sprintf(
-			"Vous avez déjà envoyé %d demande(s) au support aujourd'hui : le support y répond sur la page de vos commandes.", perAccount.Max),
+			"Vous avez déjà envoyé %s au support aujourd'hui : le support y répond sur la page de vos commandes.", domain.Plural(perAccount.Max, "demande", "demandes")),
 			`SELECT created_at AS at FROM support_requests WHERE account_id = $1 AND created_at > now() - make_interval(secs => $2)`,
 			r.AccountID, perAccount.Window.Seconds()); err != nil {
 			return err
@@ -121,7 +121,7 @@ func (db *DB) AskPaymentRequest(ctx context.Context, targetRef, network string, 
 			return err
 		}
 		if err := checkLimit(ctx, tx, lim, fmt.Sprintf(
-			"Vous avez déjà demandé %d paiement(s) pour ce dossier dans l'heure : utilisez la dernière demande de paiement.", lim.Max),
+			"Vous avez déjà demandé %s pour ce dossier dans l'heure : utilisez la dernière demande de paiement.", domain.Plural(lim.Max, "paiement", "paiements")),
 			`SELECT used_at AS at FROM quota_uses WHERE quota = $1 AND subject = $2 AND used_at > now() - make_interval(secs => $3)`,
 			lim.Quota, targetRef, lim.Window.Seconds()); err != nil {
 			return err

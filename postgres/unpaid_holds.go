@@ -97,7 +97,7 @@ func (c Capacity) unpaidRefusal(ctx context.Context, tx *sqlx.Tx, orderRef strin
 			return "", fmt.Errorf("unpaid holds of account %d: %w", o.AccountID, err)
 		}
 		if n >= c.MaxUnpaidPerAccount {
-			return fmt.Sprintf("Votre compte réserve déjà %d machine(s) pour des commandes non payées.", n), nil
+			return fmt.Sprintf("Votre compte réserve déjà %s pour des commandes non payées.", domain.Plural(n, "machine", "machines")), nil
 		}
 	}
 	if c.MaxUnpaidPerNetwork > 0 && o.HoldNetwork != nil {

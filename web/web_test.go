@@ -272,7 +272,7 @@ func TestConfiguratorOffersOnlyWhatFitsOneHost(t *testing.T) {
 	s := newTestSite(t)
 	cat := api.CatalogResponse{MinLots: 1, MaxLots: 10, Models: []domain.CatalogItem{{Model: "b200", DisplayName: "NVIDIA B200",
 		Vendor: "nvidia", GPUsPerLot: 2}}, Durations: []int{3, 7, 30}, Presets: []string{"python"}}
-	msg := "Une commande occupe une seule machine et aucune machine b200 ne compte 10 GPU : choisissez 4 lot(s) (8 GPU)."
+	msg := "Une commande occupe une seule machine et aucune machine b200 ne compte 10 GPU : choisissez 4 lots (8 GPU)."
 	q := &api.QuoteResponse{}
 	q.Model, q.Lots, q.DurationDays, q.Preset, q.GPUsPerLot, q.TotalGPUs, q.TotalCents = "b200", 5, 3, "python", 2, 10, 349500
 	q.Availability = &domain.Availability{HostSizes: []int{8}, Message: msg}
