@@ -105,26 +105,34 @@ die() { log "error: $*"; exit 1; }
 # --- tools ---------------------------------------------------------------
 
 # build_tools builds the Temporal server and its SQL tool from the Go module
-# once (several minutes on two cores) and keeps them under $TOOLS.
+# once (several minutes on two cores) and keeps them under $TOOLS. The
+# server is Kernodeck's (scripts/temporal-tools/kdtemporal: the stock main
+# with its authorizer, docs/temporal-authorization.md), built again when its
+# sources change ($TOOLS/temporal-server.src holds their digest).
 build_tools() {
 	mkdir -p "$TOOLS"
+	local src
+	src="$(cd "$ROOT/scripts/temporal-tools" && find go.mod go.sum kdtemporal -type f -name '*.go' ! -name '*_test.go' -o -type f -name 'go.*' |
+		LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)"
 	if [ -x "$TOOLS/temporal-server" ] && [ -x "$TOOLS/temporal-sql-tool" ] &&
+		[ "$(cat "$TOOLS/temporal-server.src" 2>/dev/null)" = "$src" ] &&
 		"$TOOLS/temporal-server" --version 2>/dev/null | grep -q "${TEMPORAL_VERSION#v}"; then
 		return
 	fi
 	local tmp
 	tmp="$(mktemp -d)"
-	log "building go.temporal.io/server $TEMPORAL_VERSION (server and sql tool)"
+	log "building go.temporal.io/server $TEMPORAL_VERSION (Kernodeck's server, with its authorizer, and the sql tool)"
 	# From the Temporal CLI's own module graph (scripts/temporal-tools): the
 	# server's packages are the CLI's, already compiled by ensure-tools.
 	local pinned
 	pinned="$(cd "$ROOT/scripts/temporal-tools" && go list -m -f '{{.Version}}' go.temporal.io/server)"
 	[ "$pinned" = "$TEMPORAL_VERSION" ] || die "scripts/temporal-tools pins go.temporal.io/server $pinned, not $TEMPORAL_VERSION"
 	(cd "$ROOT/scripts/temporal-tools" && export GOFLAGS=-buildvcs=false &&
-		go build -o "$tmp/server" go.temporal.io/server/cmd/server &&
+		go build -o "$tmp/server" ./kdtemporal &&
 		go build -o "$tmp/sql" go.temporal.io/server/cmd/tools/sql)
 	mv "$tmp/server" "$TOOLS/temporal-server"
 	mv "$tmp/sql" "$TOOLS/temporal-sql-tool"
+	echo "$src" >"$TOOLS/temporal-server.src"
 	rmdir "$tmp"
 }
 
@@ -273,8 +281,8 @@ chmod 700 "$DIR/tls"
 # --- certificates (throwaway CA, frontend, system worker, clients) ---------
 
 TLS="$DIR/tls"
-if [ ! -f "$TLS/ca.pem" ]; then
-	log "certificates: a throwaway CA, the frontend's, the system worker's, the clients'"
+if [ ! -f "$TLS/api.pem" ]; then
+	log "certificates: a throwaway CA, the frontend's, the system worker's, one per client role"
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
 		-subj "/CN=Kernodeck prodlike Temporal CA" -keyout "$TLS/ca.key" -out "$TLS/ca.pem" 2>/dev/null
 	# cert NAME CN EXT: a certificate signed by the CA.
@@ -291,10 +299,12 @@ extendedKeyUsage=serverAuth
 keyUsage=digitalSignature"
 	cert system-worker temporal-system-worker "extendedKeyUsage=clientAuth
 keyUsage=digitalSignature"
-	cert kernodeck kernodeck "extendedKeyUsage=clientAuth
+	# One per role: the Temporal server lets each common name make only
+	# its role's calls (docs/temporal-authorization.md).
+	for role in api worker chainwatch recover operator; do
+		cert "$role" "kernodeck-$role" "extendedKeyUsage=clientAuth
 keyUsage=digitalSignature"
-	cert operator operator "extendedKeyUsage=clientAuth
-keyUsage=digitalSignature"
+	done
 	chmod 600 "$TLS"/*.key
 fi
 # A certificate of another CA, for checking that the frontend refuses it.
@@ -383,7 +393,7 @@ EOF
 # The same file, in systemd's EnvironmentFile format, is what
 # deploy/systemd/temporal-server.service reads from /etc/kernodeck/temporal.env.
 mapfile -t TENV < <(grep -v '^#' "$DIR/temporal.env")
-spawn temporal-server env "${TENV[@]}" temporal-server --root / --config "$ROOT/deploy/temporal" --env production --allow-no-auth start
+spawn temporal-server env "${TENV[@]}" temporal-server --root / --config "$ROOT/deploy/temporal" --env production start
 
 # The operators' CLI, with the operator's certificate.
 TBASE=(temporal --disable-config-file --disable-config-env --address "127.0.0.1:$P_FRONTEND"
@@ -479,8 +489,6 @@ KERNODECK_DATABASE_URL=postgres://$PGUSER@$PGHOST:$PGPORT/$KD_DB?sslmode=disable
 TEMPORAL_ADDRESS=127.0.0.1:$P_FRONTEND
 TEMPORAL_NAMESPACE=$NAMESPACE
 TEMPORAL_TLS=true
-TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/kernodeck.pem
-TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/kernodeck.key
 TEMPORAL_TLS_SERVER_CA_CERT_PATH=$TLS/ca.pem
 TEMPORAL_TLS_SERVER_NAME=$SERVER_NAME
 TEMPORAL_CONFIG_FILE=$DIR/no-temporal-profile.toml
@@ -531,6 +539,8 @@ kd() { # NAME METRICS_PORT [VAR=VALUE...] -- SUBCOMMAND
 		shift
 	done
 	shift
+	# Its role's Temporal client certificate ($1: api, worker, chainwatch).
+	vars+=("TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/$1.pem" "TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/$1.key")
 	# shellcheck disable=SC2046
 	spawn "$name" env $(not_mine "$1") KERNODECK_METRICS_ADDR="127.0.0.1:$mport" "${vars[@]}" "$KD" "$@"
 }
@@ -567,6 +577,10 @@ cat >"$DIR/env.sh" <<EOF
 # source $DIR/env.sh
 set -a
 . "$DIR/kernodeck.env"
+# Commands run against the deployment (kdload, kernodeck versions, the
+# temporal CLI) are the operator's.
+TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/operator.pem
+TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/operator.key
 KD_PRODLIKE_DIR=$DIR
 KD_PRODLIKE_API1=http://127.0.0.1:$P_API1
 KD_PRODLIKE_API2=http://127.0.0.1:$P_API2

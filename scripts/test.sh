@@ -24,6 +24,7 @@ REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true redocly lint api/opena
 promtool check rules deploy/monitoring/kernodeck.rules.yml
 (cd deploy/monitoring && promtool test rules kernodeck.rules.test.yml)
 go test -count=1 -timeout 40m "$@" ./...
+(cd scripts/temporal-tools && go vet ./kdtemporal/... && go test -count=1 ./kdtemporal/...) # Temporal's authorization table (own module)
 # Every fuzz target for a few seconds (seed corpora under testdata/fuzz are
 # also replayed by `go test` above); long runs: BENCHMARKS.md.
 scripts/fuzz.sh
