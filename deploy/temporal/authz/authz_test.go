@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,15 +50,15 @@ import (
 //     UpdateNamespace and `temporal operator namespace update`), a
 //     termination, a namespace deletion; it starts, updates, queries and
 //     signals a workflow that the worker's certificate runs to completion;
+//   - the frontend's HTTP API refuses the api's certificate the same;
 //   - chainwatch's may signal but not start;
 //   - a certificate of the same CA with an unknown name gets nothing;
 //   - the operator's may update the namespace, terminate a workflow and
 //     delete a namespace, which the server's own system worker carries out
 //     through the frontend (with its temporal-system-worker certificate).
 //
-// With the stock server (global.authorization taken out of the config
-// written here and go.temporal.io/server/cmd/server built instead, i.e.
-// every certificate an administrator) it fails at the first refusal.
+// Built with the noop authorizer and claim mapper instead (every
+// certificate an administrator, as before), it fails at the first refusal.
 func TestAuthorizerOnRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Temporal server")
@@ -268,6 +269,31 @@ func TestAuthorizerOnRealServer(t *testing.T) {
 		}
 		return fmt.Errorf("still there: %v", err)
 	})
+
+	// The frontend's HTTP API: the same certificates, the same authorizer.
+	httpPost := func(cn, path, body string) int {
+		t.Helper()
+		hc := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			Certificates: []tls.Certificate{certs[cn]}, RootCAs: ca.pool, ServerName: "temporal.kernodeck.internal",
+			MinVersion: tls.VersionTLS12,
+		}}}
+		resp, err := hc.Post(fmt.Sprintf("https://127.0.0.1:%d%s", ports["http"], path), "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("HTTP %s as %s: %v", path, cn, err)
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	if code := httpPost("kernodeck-api", "/api/v1/namespaces/kernodeck/update", `{"updateInfo":{"description":"http api"}}`); code != http.StatusForbidden {
+		t.Errorf("HTTP namespace update with the api's certificate: status %d, want 403", code)
+	}
+	if code := httpPost("kernodeck-api", "/api/v1/namespaces/kernodeck/workflows/authz-2/terminate", `{"reason":"http api"}`); code != http.StatusForbidden {
+		t.Errorf("HTTP terminate with the api's certificate: status %d, want 403", code)
+	}
+	if code := httpPost("kernodeck-operator", "/api/v1/namespaces/kernodeck/update", `{"updateInfo":{"description":"http operator"}}`); code != http.StatusOK {
+		t.Errorf("HTTP namespace update with the operator's certificate: status %d, want 200", code)
+	}
 
 	// The CLI the issue used: `temporal operator namespace update` with the
 	// api's certificate refused, with the operator's done.
