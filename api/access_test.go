@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/secrets"
 )
@@ -20,7 +21,7 @@ func keyedHarness(t *testing.T, provisioner string) (*harness, *secrets.Keyring)
 	h := newDBHarness(t, func(db *postgres.DB, _ *api.Config, d *api.Deps) {
 		st := postgres.NewStore(db, kr, provisioner)
 		st.KeyShowWindow = 0
-		d.Store, d.Availability, d.Models, d.OwnerAccess, d.KeyRequests, d.Pinger = st, st, st, st, st, st
+		d.Stores, d.Availability, d.Models, d.OwnerAccess, d.KeyRequests, d.Pinger = app.APIStores(st), st, st, st, st, st
 	})
 	return h, kr
 }

@@ -75,7 +75,7 @@ func (s *Server) EndSession(ctx context.Context, me *Customer, id int64, cl doma
 	if id <= 0 {
 		return false, domain.ErrSessionNotFound
 	}
-	return s.store.EndSession(ctx, me.Account.ID, id, me.tokenHash, cl)
+	return s.stores.AccountPages.EndSession(ctx, me.Account.ID, id, me.tokenHash, cl)
 }
 
 type endedResponse struct {
@@ -95,7 +95,7 @@ func (s *Server) endOtherSessions(c *gin.Context) {
 
 // EndOtherSessions ends every session of the caller's but this one.
 func (s *Server) EndOtherSessions(ctx context.Context, me *Customer, cl domain.SessionClient) (int64, error) {
-	return s.store.EndOtherSessions(ctx, me.Account.ID, me.tokenHash, cl)
+	return s.stores.AccountPages.EndOtherSessions(ctx, me.Account.ID, me.tokenHash, cl)
 }
 
 type passwordChangeRequest struct {
@@ -141,14 +141,14 @@ func (s *Server) ChangePassword(ctx context.Context, me *Customer, current, next
 	acc := me.Account
 	rule := domain.ThrottleRule{Key: "password:account:" + strconv.FormatInt(acc.ID, 10),
 		Limit: s.cfg.MaxFailuresPerEmail, Window: s.cfg.LoginWindow, Lockout: s.cfg.LoginLockout, MaxLockout: 24 * time.Hour}
-	retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{rule})
+	retry, err := s.stores.Accounts.Attempt(ctx, []domain.ThrottleRule{rule})
 	if err != nil {
 		return 0, err
 	}
 	if retry > 0 {
 		return 0, errTooMany(retry, "Trop de mots de passe actuels incorrects.")
 	}
-	old, err := s.store.PasswordHash(ctx, acc.ID)
+	old, err := s.stores.AccountPages.PasswordHash(ctx, acc.ID)
 	if err != nil {
 		return 0, err
 	}
@@ -159,14 +159,14 @@ func (s *Server) ChangePassword(ctx context.Context, me *Customer, current, next
 	if !ok {
 		return 0, domain.ErrWrongPassword // the attempt stays counted
 	}
-	if err := s.store.Forgive(ctx, nil, []string{rule.Key}); err != nil {
+	if err := s.stores.Accounts.Forgive(ctx, nil, []string{rule.Key}); err != nil {
 		s.log.Warn("forgive password attempt", "err", err)
 	}
 	hash, err := s.hash(ctx, next)
 	if err != nil {
 		return 0, err
 	}
-	return s.store.ChangePassword(ctx, acc.ID, old, hash, me.tokenHash, cl)
+	return s.stores.AccountPages.ChangePassword(ctx, acc.ID, old, hash, me.tokenHash, cl)
 }
 
 type activityResponse struct {

@@ -41,9 +41,9 @@ type Site interface {
 	NotFound(c *gin.Context)
 }
 
-// Deps are the API's dependencies. Store and Workflows are required.
+// Deps are the API's dependencies. Stores and Workflows are required.
 type Deps struct {
-	Store     Store
+	Stores    Stores
 	Workflows Workflows
 	Timeline  TimelineNotifier
 	// Methods lists the payment methods offered now (optional: none without).
@@ -60,7 +60,8 @@ type Deps struct {
 	// Quotas, if set, counts the requests a quota refused (metrics).
 	Quotas QuotaObserver
 	// The store's optional abilities: each one the API goes without while
-	// nil (app.API gives it postgres.Store for all of them).
+	// nil (app.API gives it postgres.Store for all of them, as it does the
+	// Stores).
 	// Availability tells a quote whether it could be served now, and
 	// refuses an order of a size no host has.
 	Availability availabilityStore
@@ -94,7 +95,7 @@ type RequestObserver interface {
 // Server is the HTTP API.
 type Server struct {
 	cfg      Config
-	store    Store
+	stores   Stores
 	wf       Workflows
 	notifier TimelineNotifier
 	methods  MethodLister
@@ -134,10 +135,10 @@ type agentToken struct {
 	name string
 }
 
-// New builds the API. It panics if Store or Workflows is nil.
+// New builds the API. It panics if a store or Workflows is nil.
 func New(cfg Config, deps Deps) *Server {
-	if deps.Store == nil || deps.Workflows == nil {
-		panic("api.New: Store and Workflows are required")
+	if m := deps.Stores.missing(); m != "" || deps.Workflows == nil {
+		panic("api.New: every store and Workflows are required (missing: Stores." + m + " or Workflows)")
 	}
 	cfg.setDefaults()
 	logger := deps.Logger
@@ -146,7 +147,7 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{
 		cfg:      cfg,
-		store:    deps.Store,
+		stores:   deps.Stores,
 		wf:       deps.Workflows,
 		notifier: deps.Timeline,
 		methods:  deps.Methods,

@@ -114,11 +114,11 @@ func (s *Server) authenticate(c *gin.Context, token string, viaCookie bool) bool
 		return false
 	}
 	h := tokenHash(token)
-	read := s.store.SessionAccount
+	read := s.stores.Accounts.SessionAccount
 	if strings.HasSuffix(c.FullPath(), "/events") {
 		// A live stream is the page reconnecting by itself, not the
 		// customer: it must not keep an idle session alive.
-		read = s.store.PeekSession
+		read = s.stores.Accounts.PeekSession
 	}
 	acc, csrf, err := read(c.Request.Context(), h)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
@@ -212,7 +212,7 @@ func (s *Server) startSession(c *gin.Context, acc domain.Account, bearer bool) (
 		return sessionResponse{}, err
 	}
 	expires := time.Now().Add(s.cfg.SessionTTL).UTC().Truncate(time.Second)
-	if err := s.store.CreateSession(c.Request.Context(), tokenHash(token), acc.ID, csrf, expires, s.cfg.SessionIdle, client(c)); err != nil {
+	if err := s.stores.Accounts.CreateSession(c.Request.Context(), tokenHash(token), acc.ID, csrf, expires, s.cfg.SessionIdle, client(c)); err != nil {
 		return sessionResponse{}, err
 	}
 	resp := sessionResponse{Account: acc, CSRFToken: csrf, ExpiresAt: &expires}
@@ -321,7 +321,7 @@ func (s *Server) Register(ctx context.Context, req RegisterInput, cl domain.Sess
 	}
 	// Counted once the request is valid, whether or not the email is taken
 	// (a taken email must not be probed without limit either).
-	retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{{
+	retry, err := s.stores.Accounts.Attempt(ctx, []domain.ThrottleRule{{
 		Key:   "register:net:" + domain.ClientNetwork(cl.IP),
 		Limit: s.cfg.RegistrationsPerIP, Window: s.cfg.RegistrationWindow,
 		Lockout: s.cfg.RegistrationWindow, MaxLockout: 24 * time.Hour,
@@ -342,7 +342,7 @@ func (s *Server) Register(ctx context.Context, req RegisterInput, cl domain.Sess
 	// The same work and the same answer whether or not the address is
 	// already an account's: that owner is mailed a notice instead of the
 	// link, asynchronously as the link would be (postgres.RegisterAccount).
-	return s.store.RegisterAccount(ctx, domain.Account{FirstName: first, LastName: last, Email: email}, hash, s.now())
+	return s.stores.Accounts.RegisterAccount(ctx, domain.Account{FirstName: first, LastName: last, Email: email}, hash, s.now())
 }
 
 type loginRequest struct {
@@ -383,7 +383,7 @@ func (s *Server) Login(ctx context.Context, email, password string, cl domain.Se
 	}
 	network := domain.ClientNetwork(cl.IP)
 	rules := s.loginRules(email, network)
-	retry, err := s.store.Attempt(ctx, rules)
+	retry, err := s.stores.Accounts.Attempt(ctx, rules)
 	if err != nil {
 		return domain.Account{}, err
 	}
@@ -395,7 +395,7 @@ func (s *Server) Login(ctx context.Context, email, password string, cl domain.Se
 	// network slow its logins from there down instead of locking them:
 	// failures from other networks never slow its owner.
 	slowKey := loginSlowKey(email, network)
-	failures, err := s.store.LoginFailures(ctx, slowKey, s.cfg.LoginWindow)
+	failures, err := s.stores.Accounts.LoginFailures(ctx, slowKey, s.cfg.LoginWindow)
 	if err != nil {
 		return domain.Account{}, err
 	}
@@ -404,7 +404,7 @@ func (s *Server) Login(ctx context.Context, email, password string, cl domain.Se
 			return domain.Account{}, err
 		}
 	}
-	acc, encoded, err := s.store.AccountByEmail(ctx, email)
+	acc, encoded, err := s.stores.Accounts.AccountByEmail(ctx, email)
 	found := err == nil
 	if err != nil && domain.ErrorCode(err) != domain.ECodeNotFound {
 		return domain.Account{}, err
@@ -417,11 +417,11 @@ func (s *Server) Login(ctx context.Context, email, password string, cl domain.Se
 		return domain.Account{}, fmt.Errorf("verify password of account %d: %w", acc.ID, err)
 	}
 	if !found || !ok {
-		if err := s.store.AddLoginFailure(ctx, slowKey, s.cfg.LoginWindow); err != nil {
+		if err := s.stores.Accounts.AddLoginFailure(ctx, slowKey, s.cfg.LoginWindow); err != nil {
 			s.log.Warn("count login failure", "err", err)
 		}
 		if found {
-			if err := s.store.RecordLoginFailure(ctx, acc.ID, network, cl); err != nil {
+			if err := s.stores.AccountPages.RecordLoginFailure(ctx, acc.ID, network, cl); err != nil {
 				s.log.Warn("record login failure", "err", err)
 			}
 		}
@@ -429,10 +429,10 @@ func (s *Server) Login(ctx context.Context, email, password string, cl domain.Se
 	}
 	// The right password: this attempt is taken back from the network's
 	// counter, and the email-and-network counter forgotten.
-	if err := s.store.Forgive(ctx, []string{rules[1].Key}, []string{rules[0].Key}); err != nil {
+	if err := s.stores.Accounts.Forgive(ctx, []string{rules[1].Key}, []string{rules[0].Key}); err != nil {
 		s.log.Warn("forgive login attempt", "err", err)
 	}
-	if err := s.store.RecordActivity(ctx, acc.ID, domain.ActivityLogin, cl); err != nil {
+	if err := s.stores.AccountPages.RecordActivity(ctx, acc.ID, domain.ActivityLogin, cl); err != nil {
 		s.log.Warn("record account activity", "kind", domain.ActivityLogin, "err", err)
 	}
 	return acc, nil
@@ -494,7 +494,7 @@ func (s *Server) logout(c *gin.Context) {
 
 // Logout ends the caller's session.
 func (s *Server) Logout(ctx context.Context, me *Customer) error {
-	return s.store.DeleteSession(ctx, me.tokenHash)
+	return s.stores.Accounts.DeleteSession(ctx, me.tokenHash)
 }
 
 // OpenSession opens a session for acc (after Register or Login) and sets
@@ -534,7 +534,7 @@ func (s *Server) VerifyEmail(ctx context.Context, token string) (already bool, e
 	if err != nil {
 		return false, err
 	}
-	already, err = s.store.VerifyEmail(ctx, claim.AccountID, claim.Email)
+	already, err = s.stores.Accounts.VerifyEmail(ctx, claim.AccountID, claim.Email)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		return false, mailverify.ErrInvalid // the account is gone or its address changed
 	}
@@ -551,7 +551,7 @@ func (s *Server) resendVerification(c *gin.Context) {
 // ResendVerification mails the caller's confirmation link again, within
 // its limits.
 func (s *Server) ResendVerification(ctx context.Context, me *Customer) error {
-	retry, err := s.store.ResendVerification(ctx, me.Account.ID, s.now(), s.cfg.VerifyResendEvery, s.cfg.VerifyResendPerDay)
+	retry, err := s.stores.Accounts.ResendVerification(ctx, me.Account.ID, s.now(), s.cfg.VerifyResendEvery, s.cfg.VerifyResendPerDay)
 	if err != nil {
 		return err
 	}

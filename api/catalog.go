@@ -33,7 +33,7 @@ func (s *Server) getCatalog(c *gin.Context) {
 // Catalog is the catalog: models with their prices, durations, presets
 // and lots, and the models a host could serve now.
 func (s *Server) Catalog(ctx context.Context) (CatalogResponse, error) {
-	items, err := s.store.Catalog(ctx)
+	items, err := s.stores.Catalog.Catalog(ctx)
 	if err != nil {
 		return catalogResponse{}, err
 	}
@@ -60,7 +60,7 @@ func (s *Server) price(ctx context.Context, cfg domain.Configuration) (quoteResp
 	if err := domain.ValidateConfiguration(cfg); err != nil {
 		return quoteResponse{}, err
 	}
-	item, err := s.store.CatalogItem(ctx, cfg.Model)
+	item, err := s.stores.Catalog.CatalogItem(ctx, cfg.Model)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		return quoteResponse{}, domain.FieldError("gpu_model", "Ce modèle de GPU n'est pas proposé.")
 	}

@@ -22,7 +22,7 @@ func (s *Server) orderEvents(c *gin.Context) {
 		return
 	}
 	s.streamEvents(c, o.Ref, "order", func(ctx context.Context) (any, error) {
-		o, err := s.store.GetOrder(ctx, o.Ref)
+		o, err := s.stores.Orders.GetOrder(ctx, o.Ref)
 		return viewOrder(o), err
 	})
 }
@@ -30,13 +30,13 @@ func (s *Server) orderEvents(c *gin.Context) {
 // topUpEvents streams a top-up's tracking the same way, its state as
 // "topup" events.
 func (s *Server) topUpEvents(c *gin.Context) {
-	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
+	t, err := s.stores.TopUps.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
 	if err != nil {
 		s.fail(c, notFoundAs(err, errTopUpNotFound))
 		return
 	}
 	s.streamEvents(c, t.Ref, "topup", func(ctx context.Context) (any, error) {
-		t, err := s.store.GetTopUp(ctx, t.Ref)
+		t, err := s.stores.TopUps.GetTopUp(ctx, t.Ref)
 		return viewTopUp(t), err
 	})
 }
@@ -183,7 +183,7 @@ func (s *Server) sessionAlive(c *gin.Context) bool {
 		return false
 	}
 	hash, _ := h.([]byte)
-	if _, _, err := s.store.PeekSession(c.Request.Context(), hash); err != nil {
+	if _, _, err := s.stores.Accounts.PeekSession(c.Request.Context(), hash); err != nil {
 		if domain.ErrorCode(err) != domain.ECodeNotFound && c.Request.Context().Err() == nil {
 			s.log.Warn("event stream: session check failed, ending the stream", "err", err)
 		}
@@ -219,7 +219,7 @@ func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	var events []domain.TimelineEvent
 	if st.timeline {
 		var err error
-		if events, err = s.store.Timeline(ctx, ref, st.floor); err != nil {
+		if events, err = s.stores.Orders.Timeline(ctx, ref, st.floor); err != nil {
 			return err
 		}
 	}
@@ -252,7 +252,7 @@ func (s *Server) push(c *gin.Context, st *streamState, ref string) error {
 	}
 	var paidData []byte
 	if st.timeline {
-		paid, err := s.store.IntentPayments(ctx, ref)
+		paid, err := s.stores.Payments.IntentPayments(ctx, ref)
 		if err != nil {
 			return err
 		}

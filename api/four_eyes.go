@@ -62,7 +62,7 @@ func (s *Server) carryOutMoney(ctx context.Context, a domain.SupportAction) erro
 	var e domain.Exception
 	if p.ExceptionID != 0 {
 		var err error
-		if e, err = s.store.Exception(ctx, p.ExceptionID); err != nil {
+		if e, err = s.stores.Support.Exception(ctx, p.ExceptionID); err != nil {
 			return notFoundAs(err, errExceptionNotFound)
 		}
 	}
@@ -71,7 +71,7 @@ func (s *Server) carryOutMoney(ctx context.Context, a domain.SupportAction) erro
 		return s.wf.RefundException(ctx, e, domain.ExceptionRefund{
 			ExceptionID: e.ID, ActionID: a.ID, Agent: a.Agent, AmountCents: p.AmountCents, Reason: a.Reason})
 	case a.Action == domain.ActionValueException:
-		return s.store.ValueException(ctx, domain.ExceptionValue{
+		return s.stores.Support.ValueException(ctx, domain.ExceptionValue{
 			ExceptionID: e.ID, ActionID: a.ID, Agent: a.Agent, AmountCents: p.AmountCents, Reason: a.Reason, Approved: approved})
 	case a.Action == domain.ActionRefund:
 		return s.wf.Refund(ctx, a.TargetRef,
@@ -81,7 +81,7 @@ func (s *Server) carryOutMoney(ctx context.Context, a domain.SupportAction) erro
 		kind := e.TargetKind
 		if p.ExceptionID == 0 {
 			kind = domain.TargetOrder
-			if _, err := s.store.GetOrder(ctx, a.TargetRef); domain.ErrorCode(err) == domain.ECodeNotFound {
+			if _, err := s.stores.Orders.GetOrder(ctx, a.TargetRef); domain.ErrorCode(err) == domain.ECodeNotFound {
 				kind = domain.TargetTopUp
 			} else if err != nil {
 				return err

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
@@ -202,7 +203,7 @@ func newDBHarness(t testing.TB, tweak func(*postgres.DB, *api.Config, *api.Deps)
 	ring, err := secrets.Parse(secrets.Generate("test"))
 	require.NoError(t, err)
 	sleeps := &sleepLog{}
-	deps := api.Deps{Store: postgres.NewStore(db, nil, ""), Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	deps := api.Deps{Stores: app.APIStores(postgres.NewStore(db, nil, "")), Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Keyring: ring, Sleep: sleeps.sleep, KeyRequests: db, Pinger: db}
 	if testing.Verbose() {
 		deps.Logger = slog.Default()

@@ -15,10 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
+	"github.com/kernodeck/kernodeck/postgres"
 )
-
-// nilStore satisfies api.Store for building the router only.
-type nilStore struct{ api.Store }
 
 var ginParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 
@@ -31,7 +30,8 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	require.Equal(t, "3.0.3", doc.OpenAPI)
 
 	srv := api.New(api.Config{Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}},
-		api.Deps{Store: nilStore{}, Workflows: newFakeWorkflows(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		api.Deps{Stores: app.APIStores(postgres.NewStore(nil, nil, "")), // building the router only: never called
+			Workflows: newFakeWorkflows(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	engine, ok := srv.Handler().(*gin.Engine)
 	require.True(t, ok)
 

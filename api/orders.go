@@ -41,7 +41,7 @@ type orderDetail struct {
 // orderDetail reads the order ref of accountID with everything its owner
 // sees, in one store call (one round trip).
 func (s *Server) orderDetail(ctx context.Context, ref string, accountID int64) (orderDetail, error) {
-	rec, err := s.store.OwnerOrder(ctx, ref, accountID)
+	rec, err := s.stores.Orders.OwnerOrder(ctx, ref, accountID)
 	if err != nil {
 		return orderDetail{}, notFoundAs(err, errOrderNotFound)
 	}
@@ -61,7 +61,7 @@ func (s *Server) detail(rec domain.OrderRecord) orderDetail {
 
 // ownOrder loads the caller's order named in the path, or fails with 404.
 func (s *Server) ownOrder(c *gin.Context) (domain.Order, bool) {
-	o, err := s.store.OrderForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
+	o, err := s.stores.Orders.OrderForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
 	if err != nil {
 		s.fail(c, notFoundAs(err, errOrderNotFound))
 		return domain.Order{}, false
@@ -108,7 +108,7 @@ func (s *Server) CreateOrder(ctx context.Context, me *Customer, req OrderRequest
 			return orderDetail{}, err
 		}
 	}
-	o, err := s.store.CreateOrderLimited(ctx, me.Account.ID, q.Quote, s.unpaidOrdersLimit())
+	o, err := s.stores.Quotas.CreateOrderLimited(ctx, me.Account.ID, q.Quote, s.unpaidOrdersLimit())
 	if err != nil {
 		return orderDetail{}, err
 	}
@@ -135,7 +135,7 @@ func (s *Server) startRental(ctx context.Context, o domain.Order) {
 		s.log.Warn("rental workflow not started; the reconciler will retry", "ref", o.Ref, "err", err)
 		return
 	}
-	if err := s.store.MarkOrderWorkflowStarted(ctx, o.Ref); err != nil {
+	if err := s.stores.Orders.MarkOrderWorkflowStarted(ctx, o.Ref); err != nil {
 		s.log.Warn("rental workflow started but not marked", "ref", o.Ref, "err", err)
 	}
 }
@@ -157,7 +157,7 @@ func (s *Server) getOrder(c *gin.Context) {
 		s.fail(c, errSessionRequired)
 		return
 	}
-	so, err := s.store.SessionOrder(c.Request.Context(), tokenHash(token), c.Param("ref"))
+	so, err := s.stores.Orders.SessionOrder(c.Request.Context(), tokenHash(token), c.Param("ref"))
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		// No valid session, or not the account's order: the session
 		// check alone says which.

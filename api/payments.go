@@ -94,11 +94,11 @@ func (s *Server) createTopUpIntent(c *gin.Context) {
 
 // intentViews lists a target's payment requests, newest first.
 func (s *Server) intentViews(ctx context.Context, ref string) ([]intentView, error) {
-	intents, err := s.store.IntentsFor(ctx, ref)
+	intents, err := s.stores.Payments.IntentsFor(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	paid, err := s.store.IntentPayments(ctx, ref)
+	paid, err := s.stores.Payments.IntentPayments(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (s *Server) listOrderIntents(c *gin.Context) {
 }
 
 func (s *Server) listTopUpIntents(c *gin.Context) {
-	t, err := s.store.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
+	t, err := s.stores.TopUps.TopUpForAccount(c.Request.Context(), c.Param("ref"), account(c).ID)
 	if err != nil {
 		s.fail(c, notFoundAs(err, errTopUpNotFound))
 		return
@@ -149,7 +149,7 @@ func (s *Server) listTopUpIntents(c *gin.Context) {
 
 // ownIntent loads the caller's payment request named in the path, or 404.
 func (s *Server) ownIntent(c *gin.Context) (domain.Intent, bool) {
-	in, err := s.store.Intent(c.Request.Context(), c.Param("id"))
+	in, err := s.stores.Payments.Intent(c.Request.Context(), c.Param("id"))
 	if err != nil || in.AccountID != account(c).ID {
 		if err == nil {
 			err = domain.ErrNotFound

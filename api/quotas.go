@@ -158,7 +158,7 @@ func (s *Server) openStream(c *gin.Context) (release func(), ok bool) {
 	h, _ := c.Get(ctxTokenHash)
 	session, _ := h.([]byte)
 	ctx := c.Request.Context()
-	id, err := s.store.OpenStream(ctx, account(c).ID, session,
+	id, err := s.stores.Quotas.OpenStream(ctx, account(c).ID, session,
 		s.cfg.Quotas.StreamsPerSession, s.cfg.Quotas.StreamsPerAccount, streamLease)
 	if err != nil {
 		s.fail(c, err)
@@ -173,7 +173,7 @@ func (s *Server) openStream(c *gin.Context) (release func(), ok bool) {
 			case <-done:
 				return
 			case <-t.C:
-				if err := s.store.RenewStream(ctx, id, streamLease); err != nil && ctx.Err() == nil {
+				if err := s.stores.Quotas.RenewStream(ctx, id, streamLease); err != nil && ctx.Err() == nil {
 					s.log.Warn("live stream lease not renewed", "err", err)
 				}
 			}
@@ -183,7 +183,7 @@ func (s *Server) openStream(c *gin.Context) (release func(), ok bool) {
 		close(done)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := s.store.CloseStream(cctx, id); err != nil {
+		if err := s.stores.Quotas.CloseStream(cctx, id); err != nil {
 			// The lease expires by itself.
 			s.log.Warn("live stream place not given back", "err", err)
 		}

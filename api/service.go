@@ -33,7 +33,7 @@ func (s *Server) CustomerSession(ctx context.Context, r *http.Request) (*Custome
 		return nil, nil
 	}
 	h := tokenHash(token)
-	acc, csrf, err := s.store.SessionAccount(ctx, h)
+	acc, csrf, err := s.stores.Accounts.SessionAccount(ctx, h)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		return nil, nil
 	}
@@ -66,7 +66,7 @@ func (s *Server) Order(ctx context.Context, me *Customer, ref string) (OrderDeta
 
 // Orders lists the caller's orders, newest first.
 func (s *Server) Orders(ctx context.Context, me *Customer) ([]OrderView, error) {
-	orders, err := s.store.ListOrders(ctx, me.Account.ID)
+	orders, err := s.stores.Orders.ListOrders(ctx, me.Account.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s *Server) Orders(ctx context.Context, me *Customer) ([]OrderView, error) 
 
 // ownOrderRef loads the caller's order ref (ErrNotFound as the order's 404).
 func (s *Server) ownOrderRef(ctx context.Context, me *Customer, ref string) (domain.Order, error) {
-	o, err := s.store.OrderForAccount(ctx, ref, me.Account.ID)
+	o, err := s.stores.Orders.OrderForAccount(ctx, ref, me.Account.ID)
 	if err != nil {
 		return domain.Order{}, notFoundAs(err, errOrderNotFound)
 	}
@@ -92,22 +92,22 @@ func (s *Server) SupportRequests(ctx context.Context, me *Customer, ref string) 
 	if err != nil {
 		return nil, err
 	}
-	return s.store.ListSupportRequests(ctx, o.Ref, o.AccountID)
+	return s.stores.Support.ListSupportRequests(ctx, o.Ref, o.AccountID)
 }
 
 // Balance is the caller's balance, available and pending apart.
 func (s *Server) Balance(ctx context.Context, me *Customer) (domain.Balance, error) {
-	return s.store.Balance(ctx, me.Account.ID)
+	return s.stores.Balances.Balance(ctx, me.Account.ID)
 }
 
 // BalanceHistory is the caller's balance movements, newest first.
 func (s *Server) BalanceHistory(ctx context.Context, me *Customer) ([]domain.BalanceMovement, error) {
-	return s.store.BalanceHistory(ctx, me.Account.ID, maxBalanceHistory)
+	return s.stores.BalanceHistory.BalanceHistory(ctx, me.Account.ID, maxBalanceHistory)
 }
 
 // TopUps lists the caller's top-ups, newest first.
 func (s *Server) TopUps(ctx context.Context, me *Customer) ([]TopUpView, error) {
-	ts, err := s.store.ListTopUps(ctx, me.Account.ID)
+	ts, err := s.stores.TopUps.ListTopUps(ctx, me.Account.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (s *Server) TopUps(ctx context.Context, me *Customer) ([]TopUpView, error) 
 
 // TopUp is the caller's top-up ref with its timeline and payment requests.
 func (s *Server) TopUp(ctx context.Context, me *Customer, ref string) (TopUpDetail, error) {
-	t, err := s.store.TopUpForAccount(ctx, ref, me.Account.ID)
+	t, err := s.stores.TopUps.TopUpForAccount(ctx, ref, me.Account.ID)
 	if err != nil {
 		return topUpDetail{}, notFoundAs(err, errTopUpNotFound)
 	}
@@ -138,12 +138,12 @@ func (s *Server) PaymentMethods() []domain.Method {
 
 // Sessions lists the caller's open sessions (the current one marked).
 func (s *Server) Sessions(ctx context.Context, me *Customer) ([]domain.Session, error) {
-	return s.store.AccountSessions(ctx, me.Account.ID, me.tokenHash)
+	return s.stores.AccountPages.AccountSessions(ctx, me.Account.ID, me.tokenHash)
 }
 
 // Activity is the caller's account activity and failed logins.
 func (s *Server) Activity(ctx context.Context, me *Customer) (ActivityResponse, error) {
-	entries, failures, failed, err := s.store.AccountActivity(ctx, me.Account.ID, activityShown, s.now().Add(-failedLoginsWindow))
+	entries, failures, failed, err := s.stores.AccountPages.AccountActivity(ctx, me.Account.ID, activityShown, s.now().Add(-failedLoginsWindow))
 	if err != nil {
 		return activityResponse{}, err
 	}
@@ -189,7 +189,7 @@ func (s *Server) SessionOrderPage(ctx context.Context, r *http.Request, ref stri
 		return nil, page, nil
 	}
 	h := tokenHash(token)
-	so, err := s.store.SessionOrder(ctx, h, ref)
+	so, err := s.stores.Orders.SessionOrder(ctx, h, ref)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		// No valid session, or not the account's order: the session read
 		// alone says which.
@@ -208,7 +208,7 @@ func (s *Server) SessionOrderPage(ctx context.Context, r *http.Request, ref stri
 
 // OrderPage is the caller's order ref with what its page shows.
 func (s *Server) OrderPage(ctx context.Context, me *Customer, ref string) (OrderPage, error) {
-	rec, err := s.store.OwnerOrder(ctx, ref, me.Account.ID)
+	rec, err := s.stores.Orders.OwnerOrder(ctx, ref, me.Account.ID)
 	if err != nil {
 		return OrderPage{}, notFoundAs(err, errOrderNotFound)
 	}
@@ -219,7 +219,7 @@ func (s *Server) OrderPage(ctx context.Context, me *Customer, ref string) (Order
 func (s *Server) orderPage(ctx context.Context, me *Customer, rec domain.OrderRecord) (OrderPage, error) {
 	p := OrderPage{OrderDetail: s.detail(rec)}
 	var err error
-	if p.SupportRequests, err = s.store.ListSupportRequests(ctx, rec.Order.Ref, me.Account.ID); err != nil {
+	if p.SupportRequests, err = s.stores.Support.ListSupportRequests(ctx, rec.Order.Ref, me.Account.ID); err != nil {
 		return p, err
 	}
 	if a := rec.Access; a != nil && a.RevokedAt == nil {

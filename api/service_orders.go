@@ -53,7 +53,7 @@ func (s *Server) PayFromBalance(ctx context.Context, me *Customer, ref string) (
 	// store's code and message, so the refusal writes no workflow history
 	// (the debit itself stays checked in its transaction).
 	if o.Status == domain.StatusAwaitingPayment || o.Status == domain.StatusPaymentDetected {
-		b, err := s.store.Balance(ctx, o.AccountID)
+		b, err := s.stores.Balances.Balance(ctx, o.AccountID)
 		if err != nil {
 			return orderDetail{}, err
 		}
@@ -85,7 +85,7 @@ func (s *Server) CreateSupportRequest(ctx context.Context, me *Customer, ref str
 	}
 	r.OrderRef, r.AccountID = o.Ref, o.AccountID
 	perAccount, perOrder := s.supportLimits()
-	return s.store.CreateSupportRequestLimited(ctx, r, perAccount, perOrder)
+	return s.stores.Quotas.CreateSupportRequestLimited(ctx, r, perAccount, perOrder)
 }
 
 // RevealPrivateKey hands the owner the private key generated for the order
@@ -163,7 +163,7 @@ func (s *Server) createPaymentRequest(ctx context.Context, me *Customer, ref str
 	}
 	var target string
 	if topUp {
-		t, err := s.store.TopUpForAccount(ctx, ref, me.Account.ID)
+		t, err := s.stores.TopUps.TopUpForAccount(ctx, ref, me.Account.ID)
 		if err != nil {
 			return intentView{}, false, notFoundAs(err, errTopUpNotFound)
 		}
@@ -186,7 +186,7 @@ func (s *Server) createPaymentRequest(ctx context.Context, me *Customer, ref str
 	if topUp {
 		quota = domain.QuotaTopUpPaymentRequests
 	}
-	if err := s.store.AskPaymentRequest(ctx, target, clientNetwork, s.paymentRequestsLimit(quota)); err != nil {
+	if err := s.stores.Quotas.AskPaymentRequest(ctx, target, clientNetwork, s.paymentRequestsLimit(quota)); err != nil {
 		return intentView{}, false, err
 	}
 	wctx, cancel := s.wfCtx(ctx)
@@ -206,7 +206,7 @@ func (s *Server) createPaymentRequest(ctx context.Context, me *Customer, ref str
 	// request is the answer (a customer asking again after a timeout,
 	// their first call having gone through).
 	if domain.ErrorCode(err) == domain.ECodeIntentActive {
-		intents, lerr := s.store.IntentsFor(ctx, target)
+		intents, lerr := s.stores.Payments.IntentsFor(ctx, target)
 		now := time.Now()
 		for _, in := range intents {
 			if lerr == nil && !in.Expired(now) && strings.EqualFold(in.Asset, req.Asset) && strings.EqualFold(in.Network, req.Network) {
@@ -220,14 +220,14 @@ func (s *Server) createPaymentRequest(ctx context.Context, me *Customer, ref str
 // ClaimPaid records "J'ai payé" on the caller's payment request id: shown
 // on the tracking, it confirms nothing and asks no transaction hash.
 func (s *Server) ClaimPaid(ctx context.Context, me *Customer, id string) (IntentView, error) {
-	in, err := s.store.Intent(ctx, id)
+	in, err := s.stores.Payments.Intent(ctx, id)
 	if err == nil && in.AccountID != me.Account.ID {
 		err = domain.ErrNotFound
 	}
 	if err != nil {
 		return intentView{}, notFoundAs(err, errIntentNotFound)
 	}
-	first, err := s.store.ClaimPaid(ctx, in.ID, me.Account.ID, time.Now())
+	first, err := s.stores.Payments.ClaimPaid(ctx, in.ID, me.Account.ID, time.Now())
 	if err != nil {
 		return intentView{}, notFoundAs(err, errIntentNotFound)
 	}
@@ -235,7 +235,7 @@ func (s *Server) ClaimPaid(ctx context.Context, me *Customer, id string) (Intent
 		// One claim per request: the same answer, nothing written.
 		s.countQuota(domain.QuotaClaims)
 	}
-	if in, err = s.store.Intent(ctx, in.ID); err != nil {
+	if in, err = s.stores.Payments.Intent(ctx, in.ID); err != nil {
 		return intentView{}, err
 	}
 	return viewIntent(in, time.Now()), nil

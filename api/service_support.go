@@ -50,7 +50,7 @@ func (s *Server) AgentSession(ctx context.Context, r *http.Request) (*Agent, err
 	if err != nil || ck.Value == "" {
 		return nil, nil
 	}
-	return s.agentSessionOf(ctx, tokenHash(ck.Value), s.store.AgentSession)
+	return s.agentSessionOf(ctx, tokenHash(ck.Value), s.stores.AgentSessions.AgentSession)
 }
 
 // agentSessionOf reads the console session h with read (recording its use
@@ -67,7 +67,7 @@ func (s *Server) agentSessionOf(ctx context.Context, h []byte,
 	if !s.agentTokenConfigured(sess) {
 		// The token it was opened with was removed or rotated: the session
 		// goes with it.
-		return nil, s.store.DeleteAgentSession(ctx, h)
+		return nil, s.stores.AgentSessions.DeleteAgentSession(ctx, h)
 	}
 	return &Agent{Agent: sess.Agent, Via: "session", CSRFToken: sess.CSRFToken,
 		CreatedAt: &sess.CreatedAt, ExpiresAt: &sess.ExpiresAt, tokenHash: h}, nil
@@ -95,7 +95,7 @@ const agentGuessesRefusal = "Trop de jetons d'agent invalides depuis votre adres
 // the limit the network is refused before any comparison.
 func (s *Server) agentByToken(ctx context.Context, token, clientNetwork string) (string, error) {
 	rule := domain.AgentGuessRule(clientNetwork)
-	locked, err := s.store.ThrottleLocked(ctx, []domain.ThrottleRule{rule})
+	locked, err := s.stores.Accounts.ThrottleLocked(ctx, []domain.ThrottleRule{rule})
 	if err != nil {
 		return "", err
 	}
@@ -113,7 +113,7 @@ func (s *Server) agentByToken(ctx context.Context, token, clientNetwork string) 
 		return name, nil
 	}
 	if token != "" {
-		retry, err := s.store.Attempt(ctx, []domain.ThrottleRule{rule})
+		retry, err := s.stores.Accounts.Attempt(ctx, []domain.ThrottleRule{rule})
 		if err != nil {
 			return "", err
 		}
@@ -157,7 +157,7 @@ func (s *Server) startAgentSession(c *gin.Context, name, token string) (*Agent, 
 		ExpiresAt: now.Add(AgentSessionTTL),
 	}
 	h := tokenHash(sessionToken)
-	if err := s.store.CreateAgentSession(c.Request.Context(), h, sess, AgentSessionIdle); err != nil {
+	if err := s.stores.AgentSessions.CreateAgentSession(c.Request.Context(), h, sess, AgentSessionIdle); err != nil {
 		return nil, err
 	}
 	http.SetCookie(c.Writer, &http.Cookie{
@@ -178,5 +178,5 @@ func (s *Server) CloseAgentSession(ctx context.Context, a *Agent) error {
 	if a.Via != "session" || a.tokenHash == nil {
 		return domain.Errorf(domain.ECodeInvalid, "Aucune session de console à fermer : un jeton d'agent ne se déconnecte pas.")
 	}
-	return s.store.DeleteAgentSession(ctx, a.tokenHash)
+	return s.stores.AgentSessions.DeleteAgentSession(ctx, a.tokenHash)
 }

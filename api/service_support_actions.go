@@ -75,10 +75,10 @@ func (s *Server) actOn(ctx context.Context, a *Agent, key, ref, action, reason s
 func (s *Server) actOnCase(ctx context.Context, a *Agent, key, kind, ref, action, reason string, params any, run runFunc) (ActionOutcome, error) {
 	var err error
 	if kind == domain.TargetTopUp {
-		_, err = s.store.GetTopUp(ctx, ref)
+		_, err = s.stores.TopUps.GetTopUp(ctx, ref)
 		err = notFoundAs(err, errTopUpNotFound)
 	} else {
-		_, err = s.store.GetOrder(ctx, ref)
+		_, err = s.stores.Orders.GetOrder(ctx, ref)
 		err = notFoundAs(err, errOrderNotFound)
 	}
 	if err != nil {
@@ -121,13 +121,13 @@ func (s *Server) AttributePayment(ctx context.Context, a *Agent, key, kind, ref 
 	}
 	var due int64 // all that is due (0) moves at most the total
 	if kind == domain.TargetTopUp {
-		t, err := s.store.GetTopUp(ctx, ref)
+		t, err := s.stores.TopUps.GetTopUp(ctx, ref)
 		if err != nil {
 			return ActionOutcome{}, notFoundAs(err, errTopUpNotFound)
 		}
 		ref, due = t.Ref, t.AmountCents
 	} else {
-		o, err := s.store.GetOrder(ctx, ref)
+		o, err := s.stores.Orders.GetOrder(ctx, ref)
 		if err != nil {
 			return ActionOutcome{}, notFoundAs(err, errOrderNotFound)
 		}
@@ -202,7 +202,7 @@ func (s *Server) CloseHostFlag(ctx context.Context, a *Agent, key, ref string, i
 	}
 	return s.actOnCase(ctx, a, key, domain.TargetOrder, ref, domain.ActionCloseHostFlag, reason, map[string]any{},
 		func(ctx context.Context, _ int64, agent string) error {
-			return s.store.CloseHostFlag(ctx, ref, agent)
+			return s.stores.SupportHosts.CloseHostFlag(ctx, ref, agent)
 		})
 }
 
@@ -216,7 +216,7 @@ func (s *Server) Refund(ctx context.Context, a *Agent, key, ref string, in Actio
 	if err := (domain.Refund{AmountCents: in.AmountCents}).ValidateParams(); err != nil {
 		return ActionOutcome{}, err
 	}
-	o, err := s.store.GetOrder(ctx, ref)
+	o, err := s.stores.Orders.GetOrder(ctx, ref)
 	if err != nil {
 		return ActionOutcome{}, notFoundAs(err, errOrderNotFound)
 	}
@@ -242,7 +242,7 @@ func (s *Server) exceptionAction(ctx context.Context, a *Agent, id int64, in Act
 	if err := (domain.ExceptionRefund{ExceptionID: id, AmountCents: in.AmountCents}).ValidateParams(); err != nil {
 		return domain.Exception{}, "", err
 	}
-	e, err := s.store.Exception(ctx, id)
+	e, err := s.stores.Support.Exception(ctx, id)
 	if err != nil {
 		return domain.Exception{}, "", notFoundAs(err, errExceptionNotFound)
 	}
@@ -301,7 +301,7 @@ func (s *Server) ValueException(ctx context.Context, a *Agent, key string, id in
 	}
 	unbounded := false
 	if in.AmountCents > 0 {
-		b, err := s.store.ValueBound(ctx, e.ID)
+		b, err := s.stores.Support.ValueBound(ctx, e.ID)
 		if err != nil {
 			return ActionOutcome{}, err
 		}
@@ -375,7 +375,7 @@ func (s *Server) ReviewAction(ctx context.Context, a *Agent, id int64, approve b
 	if err != nil {
 		return ActionOutcome{}, err
 	}
-	act, err := s.store.ReviewSupportAction(ctx, id, a.Agent, approve, reason, s.cfg.SupportLimits.AgentDailyCapCents)
+	act, err := s.stores.Support.ReviewSupportAction(ctx, id, a.Agent, approve, reason, s.cfg.SupportLimits.AgentDailyCapCents)
 	if err != nil {
 		return ActionOutcome{}, notFoundAs(err, errActionNotFound)
 	}

@@ -23,7 +23,7 @@ func (s *Server) SupportExceptions(ctx context.Context, a *Agent) ([]ExceptionVi
 	if err := requireAgent(a); err != nil {
 		return nil, err
 	}
-	es, err := s.store.OpenExceptions(ctx)
+	es, err := s.stores.Support.OpenExceptions(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -33,32 +33,32 @@ func (s *Server) SupportExceptions(ctx context.Context, a *Agent) ([]ExceptionVi
 // OpenSupportRequests lists the customers' support requests not answered
 // yet, the oldest (at most openRequestsShown).
 func (s *Server) OpenSupportRequests(ctx context.Context, a *Agent) ([]domain.SupportRequest, error) {
-	return asAgent(a, func() ([]domain.SupportRequest, error) { return s.store.OpenSupportRequests(ctx, openRequestsShown) })
+	return asAgent(a, func() ([]domain.SupportRequest, error) { return s.stores.Support.OpenSupportRequests(ctx, openRequestsShown) })
 }
 
 // ProvisioningFailures lists the orders whose provisioning failed, waiting
 // for support (retry, refund or cancel them).
 func (s *Server) ProvisioningFailures(ctx context.Context, a *Agent) ([]domain.StuckOrder, error) {
-	return asAgent(a, func() ([]domain.StuckOrder, error) { return s.store.ProvisioningFailures(ctx) })
+	return asAgent(a, func() ([]domain.StuckOrder, error) { return s.stores.SupportHosts.ProvisioningFailures(ctx) })
 }
 
 // TeardownsStuck lists the rentals whose teardown keeps failing (support
 // checks the host, which may still hold the customer's data and access;
 // the workflow goes on retrying).
 func (s *Server) TeardownsStuck(ctx context.Context, a *Agent) ([]domain.StuckTeardown, error) {
-	return asAgent(a, func() ([]domain.StuckTeardown, error) { return s.store.TeardownsStuck(ctx) })
+	return asAgent(a, func() ([]domain.StuckTeardown, error) { return s.stores.SupportHosts.TeardownsStuck(ctx) })
 }
 
 // HostFlags lists the hosts their customer made dirty on purpose (support
 // reads what the customer did, then closes the flag).
 func (s *Server) HostFlags(ctx context.Context, a *Agent) ([]domain.HostFlag, error) {
-	return asAgent(a, func() ([]domain.HostFlag, error) { return s.store.HostFlags(ctx) })
+	return asAgent(a, func() ([]domain.HostFlag, error) { return s.stores.SupportHosts.HostFlags(ctx) })
 }
 
 // MachineQueue lists the paid orders waiting for a machine, line by line
 // (model, then GPUs), each line in payment order with its position.
 func (s *Server) MachineQueue(ctx context.Context, a *Agent) ([]domain.WaitingOrder, error) {
-	return asAgent(a, func() ([]domain.WaitingOrder, error) { return s.store.MachineQueue(ctx) })
+	return asAgent(a, func() ([]domain.WaitingOrder, error) { return s.stores.SupportHosts.MachineQueue(ctx) })
 }
 
 // Approvals are the money actions waiting for a second agent (and those
@@ -76,7 +76,7 @@ func (s *Server) AwaitingApproval(ctx context.Context, a *Agent) (Approvals, err
 	if err := requireAgent(a); err != nil {
 		return Approvals{}, err
 	}
-	actions, err := s.store.AwaitingApproval(ctx)
+	actions, err := s.stores.Support.AwaitingApproval(ctx)
 	if err != nil {
 		return Approvals{}, err
 	}
@@ -93,7 +93,7 @@ func (s *Server) FindCases(ctx context.Context, a *Agent, q string) ([]domain.Fo
 	if len(q) < 3 || len(q) > 200 {
 		return nil, domain.FieldError("q", "Indiquez une référence, un e-mail, un identifiant de transaction ou une adresse (3 à 200 caractères).")
 	}
-	return s.store.Find(ctx, q)
+	return s.stores.Support.Find(ctx, q)
 }
 
 // SupportOrder is support's view of order ref.
@@ -101,7 +101,7 @@ func (s *Server) SupportOrder(ctx context.Context, a *Agent, ref string) (Suppor
 	if err := requireAgent(a); err != nil {
 		return supportOrderDetail{}, err
 	}
-	o, err := s.store.GetOrder(ctx, ref)
+	o, err := s.stores.Orders.GetOrder(ctx, ref)
 	if err != nil {
 		return supportOrderDetail{}, notFoundAs(err, errOrderNotFound)
 	}
@@ -109,7 +109,7 @@ func (s *Server) SupportOrder(ctx context.Context, a *Agent, ref string) (Suppor
 	if d.supportCase, err = s.supportCase(ctx, o.Ref, o.AccountID); err != nil {
 		return d, err
 	}
-	acc, err := s.store.Access(ctx, o.Ref)
+	acc, err := s.stores.Orders.Access(ctx, o.Ref)
 	switch {
 	case err == nil:
 		acc.Password = ""
@@ -117,10 +117,10 @@ func (s *Server) SupportOrder(ctx context.Context, a *Agent, ref string) (Suppor
 	case domain.ErrorCode(err) != domain.ECodeNotFound:
 		return d, err
 	}
-	if d.SupportRequests, err = s.store.ListSupportRequests(ctx, o.Ref, 0); err != nil {
+	if d.SupportRequests, err = s.stores.Support.ListSupportRequests(ctx, o.Ref, 0); err != nil {
 		return d, err
 	}
-	d.Hosts, err = s.store.OrderHosts(ctx, o.Ref)
+	d.Hosts, err = s.stores.SupportHosts.OrderHosts(ctx, o.Ref)
 	return d, err
 }
 
@@ -129,7 +129,7 @@ func (s *Server) SupportTopUp(ctx context.Context, a *Agent, ref string) (Suppor
 	if err := requireAgent(a); err != nil {
 		return supportTopUpDetail{}, err
 	}
-	t, err := s.store.GetTopUp(ctx, ref)
+	t, err := s.stores.TopUps.GetTopUp(ctx, ref)
 	if err != nil {
 		return supportTopUpDetail{}, notFoundAs(err, errTopUpNotFound)
 	}
@@ -151,13 +151,13 @@ func (s *Server) SupportCustomer(ctx context.Context, a *Agent, id int64) (Suppo
 		return d, errCustomerNotFound
 	}
 	var err error
-	if d.Customer, err = s.store.Account(ctx, id); err != nil {
+	if d.Customer, err = s.stores.Accounts.Account(ctx, id); err != nil {
 		return d, notFoundAs(err, errCustomerNotFound)
 	}
-	if d.Balance, err = s.store.Balance(ctx, id); err != nil {
+	if d.Balance, err = s.stores.Balances.Balance(ctx, id); err != nil {
 		return d, err
 	}
-	orders, err := s.store.ListOrders(ctx, id)
+	orders, err := s.stores.Orders.ListOrders(ctx, id)
 	if err != nil {
 		return d, err
 	}
@@ -165,7 +165,7 @@ func (s *Server) SupportCustomer(ctx context.Context, a *Agent, id int64) (Suppo
 	for i, o := range orders {
 		d.Orders[i] = viewOrder(o)
 	}
-	topups, err := s.store.ListTopUps(ctx, id)
+	topups, err := s.stores.TopUps.ListTopUps(ctx, id)
 	if err != nil {
 		return d, err
 	}
@@ -173,7 +173,7 @@ func (s *Server) SupportCustomer(ctx context.Context, a *Agent, id int64) (Suppo
 	for i, t := range topups {
 		d.TopUps[i] = viewTopUp(t)
 	}
-	d.Movements, err = s.store.BalanceHistory(ctx, id, maxBalanceHistory)
+	d.Movements, err = s.stores.BalanceHistory.BalanceHistory(ctx, id, maxBalanceHistory)
 	return d, err
 }
 
@@ -193,7 +193,7 @@ func (s *Server) AnswerSupportRequest(ctx context.Context, a *Agent, id int64, m
 	if id <= 0 {
 		return domain.SupportRequest{}, errRequestNotFound
 	}
-	r, err := s.store.AnswerSupportRequest(ctx, id, a.Agent, msg, time.Now())
+	r, err := s.stores.Support.AnswerSupportRequest(ctx, id, a.Agent, msg, time.Now())
 	if err != nil {
 		return r, notFoundAs(err, errRequestNotFound)
 	}
@@ -215,7 +215,7 @@ func (s *Server) SupportHosts(ctx context.Context, a *Agent) (SupportHostList, e
 	}
 	out := supportHostList{Hosts: hosts, Actions: []domain.SupportAction{}}
 	for _, h := range hosts {
-		acts, err := s.store.ListSupportActions(ctx, hostTarget(h.Name))
+		acts, err := s.stores.Support.ListSupportActions(ctx, hostTarget(h.Name))
 		if err != nil {
 			return supportHostList{}, err
 		}

@@ -93,18 +93,33 @@ type SupportStore interface {
 	Find(ctx context.Context, q string) ([]domain.FoundCase, error)
 }
 
-// Store is everything the API persists; *postgres.DB implements it.
-type Store interface {
-	AccountStore
-	AccountPageStore
-	CatalogStore
-	OrderStore
-	TopUpStore
-	BalanceStore
-	BalanceHistoryStore
-	SupportStore
-	PaymentStore
-	QuotaStore
-	AgentSessionStore
-	SupportHostStore
+// Stores are what the API persists, by role: each a small interface of
+// the methods its services call (app.APIStores gives postgres.Store for
+// every one). All are required.
+type Stores struct {
+	Accounts       AccountStore
+	AccountPages   AccountPageStore
+	Catalog        CatalogStore
+	Orders         OrderStore
+	TopUps         TopUpStore
+	Balances       BalanceStore
+	BalanceHistory BalanceHistoryStore
+	Support        SupportStore
+	Payments       PaymentStore
+	Quotas         QuotaStore
+	AgentSessions  AgentSessionStore
+	SupportHosts   SupportHostStore
+}
+
+// missing names the first store not given.
+func (s Stores) missing() string {
+	for name, st := range map[string]any{"Accounts": s.Accounts, "AccountPages": s.AccountPages, "Catalog": s.Catalog,
+		"Orders": s.Orders, "TopUps": s.TopUps, "Balances": s.Balances, "BalanceHistory": s.BalanceHistory,
+		"Support": s.Support, "Payments": s.Payments, "Quotas": s.Quotas, "AgentSessions": s.AgentSessions,
+		"SupportHosts": s.SupportHosts} {
+		if st == nil {
+			return name
+		}
+	}
+	return ""
 }

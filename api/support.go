@@ -60,7 +60,7 @@ func (s *Server) runAction(ctx context.Context, agent, ref, action, reason strin
 		return done, nil, err
 	}
 	rec := domain.SupportAction{Agent: agent, Action: action, TargetRef: ref, Reason: reason, Params: raw}
-	if rec.ID, err = s.store.InsertSupportAction(ctx, rec); err != nil {
+	if rec.ID, err = s.stores.Support.InsertSupportAction(ctx, rec); err != nil {
 		return done, nil, err
 	}
 	rec.CreatedAt = time.Now()
@@ -119,7 +119,7 @@ func (s *Server) carryOut(ctx context.Context, rec domain.SupportAction,
 		// What the request is answered, kept with the outcome for its key.
 		runErr = s.workflowError(ctx, action, ref, runErr)
 	}
-	done, err = s.store.CompleteSupportActionAnswer(ctx, id, outcome, detail, answerOf(runErr))
+	done, err = s.stores.Support.CompleteSupportActionAnswer(ctx, id, outcome, detail, answerOf(runErr))
 	if err != nil {
 		// The action ran (or not) already: answer its outcome anyway so the
 		// agent does not repeat it under a new ID.
@@ -245,19 +245,19 @@ type supportCase struct {
 func (s *Server) supportCase(ctx context.Context, ref string, accountID int64) (supportCase, error) {
 	var sc supportCase
 	var err error
-	if sc.Customer, err = s.store.Account(ctx, accountID); err != nil {
+	if sc.Customer, err = s.stores.Accounts.Account(ctx, accountID); err != nil {
 		return sc, err
 	}
-	if sc.Timeline, err = s.store.Timeline(ctx, ref, 0); err != nil {
+	if sc.Timeline, err = s.stores.Orders.Timeline(ctx, ref, 0); err != nil {
 		return sc, err
 	}
 	if sc.PaymentIntents, err = s.intentViews(ctx, ref); err != nil {
 		return sc, err
 	}
-	if sc.SupportActions, err = s.store.ListSupportActions(ctx, ref); err != nil {
+	if sc.SupportActions, err = s.stores.Support.ListSupportActions(ctx, ref); err != nil {
 		return sc, err
 	}
-	es, err := s.store.ExceptionsOf(ctx, ref)
+	es, err := s.stores.Support.ExceptionsOf(ctx, ref)
 	sc.Exceptions = viewExceptions(es)
 	return sc, err
 }

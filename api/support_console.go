@@ -127,11 +127,11 @@ func (s *Server) supportAuth(c *gin.Context) {
 		s.agentAuth(c) // no credential at all: its 401
 		return
 	}
-	read := s.store.AgentSession
+	read := s.stores.AgentSessions.AgentSession
 	if strings.HasSuffix(c.FullPath(), "/events") {
 		// A live stream reconnects by itself: not the agent at work, it
 		// must not keep an idle session open.
-		read = s.store.PeekAgentSession
+		read = s.stores.AgentSessions.PeekAgentSession
 	}
 	a, err := s.agentSessionOf(c.Request.Context(), tokenHash(ck.Value), read)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/workflows"
 )
@@ -148,7 +149,7 @@ func TestAgentConsoleSessionEnds(t *testing.T) {
 	rotated := *h
 	cfg := h.cfg
 	cfg.AgentTokens = map[string]string{"agent-alice-new-token-0123456789": agentName}
-	rotated.h = api.New(cfg, api.Deps{Store: postgres.NewStore(h.db, nil, ""), Workflows: h.wf, Keyring: h.ring,
+	rotated.h = api.New(cfg, api.Deps{Stores: app.APIStores(postgres.NewStore(h.db, nil, "")), Workflows: h.wf, Keyring: h.ring,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler()
 	require.Equal(t, http.StatusUnauthorized, rotated.agentReq("GET", "/v1/support/session", cookie, "", "").Code)
 	require.Equal(t, 0, h.count("agent_sessions"), "the orphaned session is deleted")

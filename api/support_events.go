@@ -64,7 +64,7 @@ func (s *Server) agentSessionAlive(c *gin.Context) bool {
 		return true // the agent token: checked at each connection
 	}
 	hash, _ := h.([]byte)
-	sess, err := s.store.PeekAgentSession(c.Request.Context(), hash)
+	sess, err := s.stores.AgentSessions.PeekAgentSession(c.Request.Context(), hash)
 	if err != nil {
 		if domain.ErrorCode(err) != domain.ECodeNotFound && c.Request.Context().Err() == nil {
 			s.log.Warn("support stream: session check failed, ending the stream", "err", err)
@@ -83,15 +83,15 @@ func (s *Server) supportFileState(ref string, main func(context.Context) (any, e
 		if err != nil {
 			return nil, err
 		}
-		reqs, err := s.store.ListSupportRequests(ctx, ref, 0)
+		reqs, err := s.stores.Support.ListSupportRequests(ctx, ref, 0)
 		if err != nil {
 			return nil, err
 		}
-		acts, err := s.store.ListSupportActions(ctx, ref)
+		acts, err := s.stores.Support.ListSupportActions(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
-		es, err := s.store.ExceptionsOf(ctx, ref)
+		es, err := s.stores.Support.ExceptionsOf(ctx, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -103,28 +103,28 @@ func (s *Server) supportFileState(ref string, main func(context.Context) (any, e
 // "order" event when the order, its payments seen, its support requests,
 // actions or queued amounts change.
 func (s *Server) supportOrderEvents(c *gin.Context) {
-	o, err := s.store.GetOrder(c.Request.Context(), c.Param("ref"))
+	o, err := s.stores.Orders.GetOrder(c.Request.Context(), c.Param("ref"))
 	if err != nil {
 		s.fail(c, notFoundAs(err, errOrderNotFound))
 		return
 	}
 	s.runStream(c, s.agentStream(), o.Ref, &streamState{kind: "order", timeline: true,
 		state: s.supportFileState(o.Ref, func(ctx context.Context) (any, error) {
-			o, err := s.store.GetOrder(ctx, o.Ref)
+			o, err := s.stores.Orders.GetOrder(ctx, o.Ref)
 			return viewOrder(o), err
 		})})
 }
 
 // supportTopUpEvents streams a top-up's file the same way ("topup").
 func (s *Server) supportTopUpEvents(c *gin.Context) {
-	t, err := s.store.GetTopUp(c.Request.Context(), c.Param("ref"))
+	t, err := s.stores.TopUps.GetTopUp(c.Request.Context(), c.Param("ref"))
 	if err != nil {
 		s.fail(c, notFoundAs(err, errTopUpNotFound))
 		return
 	}
 	s.runStream(c, s.agentStream(), t.Ref, &streamState{kind: "topup", timeline: true,
 		state: s.supportFileState(t.Ref, func(ctx context.Context) (any, error) {
-			t, err := s.store.GetTopUp(ctx, t.Ref)
+			t, err := s.stores.TopUps.GetTopUp(ctx, t.Ref)
 			return viewTopUp(t), err
 		})})
 }
@@ -141,24 +141,24 @@ func (s *Server) supportQueueEvents(c *gin.Context) {
 const anyRef = ""
 
 func (s *Server) queueState(ctx context.Context) (any, error) {
-	es, err := s.store.OpenExceptions(ctx)
+	es, err := s.stores.Support.OpenExceptions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	reqs, err := s.store.OpenSupportRequests(ctx, openRequestsShown)
+	reqs, err := s.stores.Support.OpenSupportRequests(ctx, openRequestsShown)
 	if err != nil {
 		return nil, err
 	}
-	stuck, err := s.store.ProvisioningFailures(ctx)
+	stuck, err := s.stores.SupportHosts.ProvisioningFailures(ctx)
 	if err != nil {
 		return nil, err
 	}
-	teardowns, err := s.store.TeardownsStuck(ctx)
+	teardowns, err := s.stores.SupportHosts.TeardownsStuck(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// The line for machines (its page is live on this stream too).
-	waiting, err := s.store.MachineQueue(ctx)
+	waiting, err := s.stores.SupportHosts.MachineQueue(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ var (
 // (runErr errKeyReused, with the action the key was used for).
 func (s *Server) recordKeyedAction(ctx context.Context, rec domain.SupportAction, key string) (id int64, replay bool,
 	first domain.SupportAction, runErr, err error) {
-	got, inserted, err := s.store.InsertKeyedSupportAction(ctx, rec, key, s.cfg.SupportLimits.AgentDailyCapCents)
+	got, inserted, err := s.stores.Support.InsertKeyedSupportAction(ctx, rec, key, s.cfg.SupportLimits.AgentDailyCapCents)
 	if err != nil {
 		return 0, false, first, nil, err
 	}

@@ -33,7 +33,7 @@ type topUpDetail struct {
 }
 
 func (s *Server) topUpDetail(ctx context.Context, t domain.TopUp) (topUpDetail, error) {
-	tl, err := s.store.Timeline(ctx, t.Ref, 0)
+	tl, err := s.stores.Orders.Timeline(ctx, t.Ref, 0)
 	if err != nil {
 		return topUpDetail{}, err
 	}
@@ -78,14 +78,14 @@ func (s *Server) CreateTopUp(ctx context.Context, me *Customer, amountCents int6
 		return topUpDetail{}, domain.FieldError("amount_cents",
 			"Les recharges proposées sont de 100, 500, 2 000 et 10 000 USD (amount_cents 10000, 50000, 200000 ou 1000000).")
 	}
-	t, err := s.store.CreateTopUpLimited(ctx, me.Account.ID, amountCents, s.openTopUpsLimit())
+	t, err := s.stores.Quotas.CreateTopUpLimited(ctx, me.Account.ID, amountCents, s.openTopUpsLimit())
 	if err != nil {
 		return topUpDetail{}, err
 	}
 	wctx, cancel := s.wfCtx(ctx)
 	if err := s.wf.StartTopUp(wctx, workflows.NewTopUpInput(t, s.cfg.TopUpTimeout)); err != nil {
 		s.log.Warn("top-up workflow not started; the reconciler will retry", "ref", t.Ref, "err", err)
-	} else if err := s.store.MarkTopUpWorkflowStarted(wctx, t.Ref); err != nil {
+	} else if err := s.stores.TopUps.MarkTopUpWorkflowStarted(wctx, t.Ref); err != nil {
 		s.log.Warn("top-up workflow started but not marked", "ref", t.Ref, "err", err)
 	}
 	cancel()

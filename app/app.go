@@ -274,11 +274,18 @@ type API struct {
 	Run func(ctx context.Context) error
 }
 
+// APIStores are the API's stores by role, every one st (tests build the
+// API on their own database with it).
+func APIStores(st *postgres.Store) api.Stores {
+	return api.Stores{Accounts: st, AccountPages: st, Catalog: st, Orders: st, TopUps: st, Balances: st,
+		BalanceHistory: st, Support: st, Payments: st, Quotas: st, AgentSessions: st, SupportHosts: st}
+}
+
 // API builds the HTTP API with cfg, and site (optional, package web) at /.
 func (a *App) API(cfg api.Config, site api.Site) API {
 	tl := a.cfg.DB.NewTimelineListener(a.cfg.Logger.With("component", "timeline"))
 	st := a.Store()
-	deps := api.Deps{Store: st, Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
+	deps := api.Deps{Stores: APIStores(st), Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
 		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring,
 		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st, Health: a.Workflows}
 	if a.cfg.Payments != nil {

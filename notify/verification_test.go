@@ -17,6 +17,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/activities"
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/notify"
@@ -67,7 +68,7 @@ func newVerifyEnv(t *testing.T) *verifyEnv {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.h = api.New(api.Config{Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}},
-		api.Deps{Store: postgres.NewStore(e.db, nil, ""), Workflows: startNothing{}, Keyring: ring, Now: e.clock, Logger: logger}).Handler()
+		api.Deps{Stores: app.APIStores(postgres.NewStore(e.db, nil, "")), Workflows: startNothing{}, Keyring: ring, Now: e.clock, Logger: logger}).Handler()
 	renderer, err := notify.NewRenderer("https://kernodeck.test/")
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
@@ -98,7 +99,7 @@ func newConsoleHarness(t *testing.T) *consoleHarness {
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1},
 		AgentTokens: map[string]string{consoleToken: consoleAgent}, Confirmations: map[string]int64{domain.NetworkBitcoin: 2},
 		SupportLimits: domain.SupportLimits{FourEyesCents: 1 << 50, AgentDailyCapCents: 1 << 51}},
-		api.Deps{Store: postgres.NewStore(db, nil, ""), Workflows: wf, Site: site, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		api.Deps{Stores: app.APIStores(postgres.NewStore(db, nil, "")), Workflows: wf, Site: site, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			// No SSH key: a repair that would log in to a host fails; the
 			// hosts of these tests have nothing left to check.
 			Hosts: sshhost.NewOperations(postgres.Hosts{DB: db}, &sshhost.Driver{Store: postgres.Hosts{DB: db}})})

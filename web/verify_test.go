@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/postgres/pgtest"
@@ -70,7 +71,7 @@ func newSiteHarness(t *testing.T, wf ...api.Workflows) *siteHarness {
 		t.Fatal(err)
 	}
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}},
-		api.Deps{Store: postgres.NewStore(sh.db, nil, ""), Workflows: append(wf, startNothing{})[0], Site: site, Keyring: ring, Now: sh.clock,
+		api.Deps{Stores: app.APIStores(postgres.NewStore(sh.db, nil, "")), Workflows: append(wf, startNothing{})[0], Site: site, Keyring: ring, Now: sh.clock,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	sh.h = srv.Handler()
 	return sh
