@@ -100,6 +100,9 @@ func (s *Server) EndOtherSessions(ctx context.Context, me *Customer, cl domain.S
 
 type passwordChangeRequest struct {
 	CurrentPassword string `json:"current_password"`
+	// TOTPCode is the second factor's code (or a recovery code), needed
+	// when the account has 2FA on.
+	TOTPCode string `json:"totp_code"`
 	NewPassword     string `json:"new_password"`
 }
 
@@ -122,13 +125,14 @@ func (s *Server) changePassword(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	n, err := s.ChangePassword(c.Request.Context(), customer(c), req.CurrentPassword, req.NewPassword, client(c))
+	n, err := s.ChangePassword(c.Request.Context(), customer(c), req.CurrentPassword, req.NewPassword, req.TOTPCode, client(c))
 	s.answer(c, http.StatusOK, endedResponse{SessionsEnded: n}, err)
 }
 
 // ChangePassword replaces the caller's password, the current one given
-// again, and ends every other session; it returns how many were ended.
-func (s *Server) ChangePassword(ctx context.Context, me *Customer, current, next string, cl domain.SessionClient) (int64, error) {
+// again (and the second factor's code when 2FA is on), and ends every
+// other session; it returns how many were ended.
+func (s *Server) ChangePassword(ctx context.Context, me *Customer, current, next, code string, cl domain.SessionClient) (int64, error) {
 	if current == "" {
 		return 0, domain.FieldError("current_password", "Indiquez votre mot de passe actuel.")
 	}
@@ -161,6 +165,9 @@ func (s *Server) ChangePassword(ctx context.Context, me *Customer, current, next
 	}
 	if err := s.stores.Accounts.Forgive(ctx, nil, []string{rule.Key}); err != nil {
 		s.log.Warn("forgive password attempt", "err", err)
+	}
+	if err := s.RequireSecondFactor(ctx, acc.ID, code); err != nil {
+		return 0, err
 	}
 	hash, err := s.hash(ctx, next)
 	if err != nil {

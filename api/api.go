@@ -71,6 +71,9 @@ type Deps struct {
 	OwnerAccess ownerAccessStore
 	// KeyRequests records the customers' key changes, for the worker.
 	KeyRequests keyRequestStore
+	// TwoFactor keeps the customers' second factor (totp.go); without it
+	// no account has one.
+	TwoFactor TwoFactorStore
 	// Pinger is what /healthz checks (nil: nothing).
 	Pinger pinger
 	// Health tells whether the workflow service answers (wfclient.Client):
@@ -111,6 +114,7 @@ type Server struct {
 	models       modelAvailability
 	ownerAccess  ownerAccessStore
 	keyRequests  keyRequestStore
+	twoFactor    TwoFactorStore
 	pinger       pinger
 
 	links *mailverify.Signer
@@ -174,6 +178,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.dummyHash = dummy
 	s.availability, s.models, s.ownerAccess = deps.Availability, deps.Models, deps.OwnerAccess
 	s.keyRequests, s.pinger = deps.KeyRequests, deps.Pinger
+	s.twoFactor = deps.TwoFactor
 	s.now, s.sleep = deps.Now, deps.Sleep
 	if s.now == nil {
 		s.now = time.Now

@@ -358,6 +358,10 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	acc, err := s.Login(c.Request.Context(), req.Email, req.Password, client(c))
+	if tr, ok := asTOTPRequired(err); ok {
+		s.answerTOTPRequired(c, tr)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -431,6 +435,11 @@ func (s *Server) Login(ctx context.Context, email, password string, cl domain.Se
 	// counter, and the email-and-network counter forgotten.
 	if err := s.stores.Accounts.Forgive(ctx, []string{rules[1].Key}, []string{rules[0].Key}); err != nil {
 		s.log.Warn("forgive login attempt", "err", err)
+	}
+	// A second factor on: no session yet, the code step ends the login
+	// (*TOTPRequired, LoginWithCode).
+	if err := s.secondStep(ctx, acc); err != nil {
+		return domain.Account{}, err
 	}
 	if err := s.stores.AccountPages.RecordActivity(ctx, acc.ID, domain.ActivityLogin, cl); err != nil {
 		s.log.Warn("record account activity", "kind", domain.ActivityLogin, "err", err)

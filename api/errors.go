@@ -19,7 +19,7 @@ func statusFor(code string) int {
 	switch code {
 	case domain.ECodeInvalid, domain.ECodeInvalidJSON, domain.ECodeVerificationInvalid, domain.ECodeVerificationExpired:
 		return http.StatusBadRequest
-	case domain.ECodeUnauthorized:
+	case domain.ECodeUnauthorized, ECodeTOTPRequired:
 		return http.StatusUnauthorized
 	case domain.ECodeForbidden, domain.ECodeWrongPassword, domain.ECodeOwnAction:
 		return http.StatusForbidden

@@ -55,6 +55,7 @@ func (s *Server) routes() *gin.Engine {
 	cust.POST("/me/sessions/end-others", s.endOtherSessions)
 	cust.POST("/me/password", s.changePassword)
 	cust.GET("/me/activity", s.accountActivity)
+	s.mountTwoFactor(v1, cust)
 	cust.POST("/auth/verify-email/resend", s.resendVerification)
 	cust.GET("/balance", s.getBalance)
 	cust.GET("/balance/history", s.getBalanceHistory)

@@ -157,6 +157,9 @@ func (s *Server) SupportCustomer(ctx context.Context, a *Agent, id int64) (Suppo
 	if d.Balance, err = s.stores.Balances.Balance(ctx, id); err != nil {
 		return d, err
 	}
+	if d.TwoFactor, err = s.CustomerTwoFactor(ctx, id); err != nil {
+		return d, err
+	}
 	orders, err := s.stores.Orders.ListOrders(ctx, id)
 	if err != nil {
 		return d, err

@@ -254,6 +254,8 @@ type supportCustomerDetail struct {
 	Orders    []orderView              `json:"orders"`
 	TopUps    []topUpView              `json:"topups"`
 	Movements []domain.BalanceMovement `json:"movements"`
+	// TwoFactor: the customer's second factor is on (never its secret).
+	TwoFactor bool `json:"two_factor"`
 }
 
 func (s *Server) supportGetAccount(c *gin.Context) {

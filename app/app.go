@@ -287,7 +287,8 @@ func (a *App) API(cfg api.Config, site api.Site) API {
 	st := a.Store()
 	deps := api.Deps{Stores: APIStores(st), Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
 		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring,
-		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st, Health: a.Workflows}
+		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st, Health: a.Workflows,
+		TwoFactor: st}
 	if a.cfg.Payments != nil {
 		deps.Methods = a.cfg.Payments
 	}

@@ -75,6 +75,9 @@ func NewRenderer(baseURL string) (*Renderer, error) {
 	for name := range subjects {
 		names = append(names, name)
 	}
+	for name := range accountSubjects {
+		names = append(names, name)
+	}
 	for _, name := range names {
 		raw, err := templateFS.ReadFile("templates/" + name + ".txt")
 		if err != nil {
@@ -172,6 +175,9 @@ func (r *Renderer) RenderRegistrationAttempt(firstName string) (Mail, error) {
 
 // Render renders template name for a customer.
 func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mail, error) {
+	if m, ok, err := r.renderAccount(name, firstName); ok {
+		return m, err
+	}
 	subject, ok := subjects[name]
 	if !ok {
 		return Mail{}, fmt.Errorf("unknown mail template %q", name)

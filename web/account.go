@@ -119,7 +119,7 @@ func (s *Site) endOtherSessions(c *gin.Context) {
 func (s *Site) changePassword(c *gin.Context) {
 	current, next := c.PostForm("current_password"), c.PostForm("new_password")
 	s.accountAction(c, func(ctx context.Context, me *session) error {
-		_, err := s.svc.ChangePassword(ctx, me, current, next, customerClient(c))
+		_, err := s.svc.ChangePassword(ctx, me, current, next, c.PostForm("totp_code"), customerClient(c))
 		return err
 	}, "password")
 }

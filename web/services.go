@@ -46,7 +46,7 @@ type catalog interface {
 type accountActions interface {
 	EndSession(ctx context.Context, me *api.Customer, id int64, cl domain.SessionClient) (bool, error)
 	EndOtherSessions(ctx context.Context, me *api.Customer, cl domain.SessionClient) (int64, error)
-	ChangePassword(ctx context.Context, me *api.Customer, current, next string, cl domain.SessionClient) (int64, error)
+	ChangePassword(ctx context.Context, me *api.Customer, current, next, code string, cl domain.SessionClient) (int64, error)
 }
 
 // customerClient is the client a session change is recorded with (the

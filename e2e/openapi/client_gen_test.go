@@ -198,6 +198,7 @@ const (
 	ErrorCodeRateUnavailable          ErrorCode = "rate_unavailable"
 	ErrorCodeSessionNotFound          ErrorCode = "session_not_found"
 	ErrorCodeTooManyAttempts          ErrorCode = "too_many_attempts"
+	ErrorCodeTotpRequired             ErrorCode = "totp_required"
 	ErrorCodeUnauthorized             ErrorCode = "unauthorized"
 	ErrorCodeUnavailable              ErrorCode = "unavailable"
 	ErrorCodeUnsupportedMediaType     ErrorCode = "unsupported_media_type"
@@ -263,6 +264,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeSessionNotFound:
 		return true
 	case ErrorCodeTooManyAttempts:
+		return true
+	case ErrorCodeTotpRequired:
 		return true
 	case ErrorCodeUnauthorized:
 		return true
@@ -1165,12 +1168,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
-// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected.
+// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
 type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected.
+	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
 	Code ErrorCode `json:"code"`
 
 	// Field The offending input field, when there is one.
@@ -1353,12 +1356,31 @@ type LoginFailures struct {
 	UserAgent string    `json:"user_agent"`
 }
 
+// LoginPending An error; with `totp_required`, the pending login's token.
+type LoginPending struct {
+	Error     ErrorDetail `json:"error"`
+	ExpiresAt *time.Time  `json:"expires_at,omitempty"`
+
+	// LoginToken Valid 5 minutes, for POST /v1/auth/login/totp.
+	LoginToken *string `json:"login_token,omitempty"`
+}
+
 // LoginRequest defines model for LoginRequest.
 type LoginRequest struct {
 	// Bearer true: return the token in the body, set no cookie.
 	Bearer   *bool  `json:"bearer,omitempty"`
 	Email    string `json:"email"`
 	Password string `json:"password"`
+}
+
+// LoginTOTPRequest defines model for LoginTOTPRequest.
+type LoginTOTPRequest struct {
+	// Bearer true: return the token in the body, set no cookie.
+	Bearer *bool `json:"bearer,omitempty"`
+
+	// Code The 6-digit code, or a recovery code.
+	Code       string `json:"code"`
+	LoginToken string `json:"login_token"`
 }
 
 // MachineHold Whether a machine is held for an order awaiting payment (or whose
@@ -1474,6 +1496,9 @@ type OrderStatus string
 type PasswordChangeRequest struct {
 	CurrentPassword string `json:"current_password"`
 	NewPassword     string `json:"new_password"`
+
+	// TotpCode The second factor's code or a recovery code (2FA on).
+	TotpCode *string `json:"totp_code,omitempty"`
 }
 
 // PaymentException defines model for PaymentException.
@@ -1626,6 +1651,12 @@ type ReasonRequest struct {
 	Reason string `json:"reason"`
 }
 
+// RecoveryCodes defines model for RecoveryCodes.
+type RecoveryCodes struct {
+	Enabled       bool     `json:"enabled"`
+	RecoveryCodes []string `json:"recovery_codes"`
+}
+
 // RefundRequest defines model for RefundRequest.
 type RefundRequest struct {
 	// AmountCents Credited back to the customer's balance.
@@ -1770,6 +1801,9 @@ type SupportCustomerDetail struct {
 	Movements []BalanceMovement `json:"movements"`
 	Orders    []Order           `json:"orders"`
 	Topups    []TopUp           `json:"topups"`
+
+	// TwoFactor The customer's second factor is on (never its secret).
+	TwoFactor *bool `json:"two_factor,omitempty"`
 }
 
 // SupportHostList defines model for SupportHostList.
@@ -1902,6 +1936,27 @@ type TopUpRequest struct {
 // TopUpRequestAmountCents defines model for TopUpRequest.AmountCents.
 type TopUpRequestAmountCents int64
 
+// TwoFactorCodeRequest defines model for TwoFactorCodeRequest.
+type TwoFactorCodeRequest struct {
+	Code string `json:"code"`
+}
+
+// TwoFactorSetup defines model for TwoFactorSetup.
+type TwoFactorSetup struct {
+	OtpauthUrl string `json:"otpauth_url"`
+	QrPath     string `json:"qr_path"`
+
+	// Secret Base32, shown once.
+	Secret string `json:"secret"`
+}
+
+// TwoFactorStatus defines model for TwoFactorStatus.
+type TwoFactorStatus struct {
+	Available         bool `json:"available"`
+	Enabled           bool `json:"enabled"`
+	RecoveryCodesLeft int  `json:"recovery_codes_left"`
+}
+
 // VerifyEmailRequest defines model for VerifyEmailRequest.
 type VerifyEmailRequest struct {
 	Token string `json:"token"`
@@ -1991,6 +2046,24 @@ type LogoutParams struct {
 
 // ResendVerificationParams defines parameters for ResendVerification.
 type ResendVerificationParams struct {
+	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
+	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
+}
+
+// ConfirmTwoFactorParams defines parameters for ConfirmTwoFactor.
+type ConfirmTwoFactorParams struct {
+	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
+	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
+}
+
+// DisableTwoFactorParams defines parameters for DisableTwoFactor.
+type DisableTwoFactorParams struct {
+	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
+	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
+}
+
+// SetupTwoFactorParams defines parameters for SetupTwoFactor.
+type SetupTwoFactorParams struct {
 	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
 	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
 }
@@ -2229,11 +2302,23 @@ type CreateTopUpPaymentIntentParams struct {
 // LoginJSONRequestBody defines body for Login for application/json ContentType.
 type LoginJSONRequestBody = LoginRequest
 
+// LoginTOTPJSONRequestBody defines body for LoginTOTP for application/json ContentType.
+type LoginTOTPJSONRequestBody = LoginTOTPRequest
+
 // RegisterJSONRequestBody defines body for Register for application/json ContentType.
 type RegisterJSONRequestBody = RegisterRequest
 
 // VerifyEmailJSONRequestBody defines body for VerifyEmail for application/json ContentType.
 type VerifyEmailJSONRequestBody = VerifyEmailRequest
+
+// ConfirmTwoFactorJSONRequestBody defines body for ConfirmTwoFactor for application/json ContentType.
+type ConfirmTwoFactorJSONRequestBody = TwoFactorCodeRequest
+
+// DisableTwoFactorJSONRequestBody defines body for DisableTwoFactor for application/json ContentType.
+type DisableTwoFactorJSONRequestBody = TwoFactorCodeRequest
+
+// SetupTwoFactorJSONRequestBody defines body for SetupTwoFactor for application/json ContentType.
+type SetupTwoFactorJSONRequestBody = EmptyRequest
 
 // ChangePasswordJSONRequestBody defines body for ChangePassword for application/json ContentType.
 type ChangePasswordJSONRequestBody = PasswordChangeRequest
@@ -2430,6 +2515,10 @@ type ClientInterface interface {
 	// further failure, 10 s at most); failures from other networks never
 	// slow its owner. A body not sent as application/json: 415
 	// `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+	// An account with a second factor (2FA on): a right password opens no
+	// session but answers 401 `totp_required` with a `login_token` valid 5
+	// minutes, that POST /v1/auth/login/totp turns into a session with the
+	// code.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2450,11 +2539,47 @@ type ClientInterface interface {
 	// further failure, 10 s at most); failures from other networks never
 	// slow its owner. A body not sent as application/json: 415
 	// `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+	// An account with a second factor (2FA on): a right password opens no
+	// session but answers 401 `totp_required` with a `login_token` valid 5
+	// minutes, that POST /v1/auth/login/totp turns into a session with the
+	// code.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/auth/login (the `Login` operationId).
 	Login(ctx context.Context, body LoginJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LoginTOTPWithBody End a login that needs the second factor's code.
+	//
+	// The login_token of a 401 `totp_required` login and the current
+	// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+	// A code's time step is accepted once: a replayed code is refused.
+	// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+	// for an account within 15 minutes: 429 `too_many_attempts` with
+	// Retry-After (15 minutes, doubled at each further lock), shared with
+	// every action that asks for the code. An unknown, used or expired
+	// login_token: 401 `unauthorized` (give the password again).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+	LoginTOTPWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LoginTOTP End a login that needs the second factor's code.
+	//
+	// The login_token of a 401 `totp_required` login and the current
+	// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+	// A code's time step is accepted once: a replayed code is refused.
+	// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+	// for an account within 15 minutes: 429 `too_many_attempts` with
+	// Retry-After (15 minutes, doubled at each further lock), shared with
+	// every action that asks for the code. An unknown, used or expired
+	// login_token: 401 `unauthorized` (give the password again).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+	LoginTOTP(ctx context.Context, body LoginTOTPJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Logout End the current session.
 	//
@@ -2578,6 +2703,78 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetTwoFactor Whether the second factor (TOTP) is on, and the recovery codes left.
+	//
+	// Corresponds with GET /v1/me/2fa (the `GetTwoFactor` operationId).
+	GetTwoFactor(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConfirmTwoFactorWithBody Turn the second factor on with a first code; the 10 recovery codes are shown once.
+	//
+	// Wrong code: 400 `invalid` (field `totp_code`), under the code
+	// throttle. A mail says 2FA is on.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+	ConfirmTwoFactorWithBody(ctx context.Context, params *ConfirmTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConfirmTwoFactor Turn the second factor on with a first code; the 10 recovery codes are shown once.
+	//
+	// Wrong code: 400 `invalid` (field `totp_code`), under the code
+	// throttle. A mail says 2FA is on.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+	ConfirmTwoFactor(ctx context.Context, params *ConfirmTwoFactorParams, body ConfirmTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableTwoFactorWithBody Turn the second factor off, with a code or a recovery code.
+	//
+	// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+	// code throttle. A mail says 2FA is off.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithBody(ctx context.Context, params *DisableTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DisableTwoFactor Turn the second factor off, with a code or a recovery code.
+	//
+	// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+	// code throttle. A mail says 2FA is off.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactor(ctx context.Context, params *DisableTwoFactorParams, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TwoFactorQR The setup's otpauth:// URL as a PNG QR code, while it is not confirmed.
+	//
+	// Corresponds with GET /v1/me/2fa/qr.png (the `TwoFactorQR` operationId).
+	TwoFactorQR(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetupTwoFactorWithBody Start turning the second factor on; the secret is shown once.
+	//
+	// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+	// stays off until POST /v1/me/2fa/confirm with a first code. 409
+	// `conflict` when 2FA is already on.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+	SetupTwoFactorWithBody(ctx context.Context, params *SetupTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetupTwoFactor Start turning the second factor on; the secret is shown once.
+	//
+	// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+	// stays off until POST /v1/me/2fa/confirm with a first code. 409
+	// `conflict` when 2FA is already on.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+	SetupTwoFactor(ctx context.Context, params *SetupTwoFactorParams, body SetupTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AccountActivity The account's own activity, newest first (at most 50 entries).
 	//
 	// Logins, password changes and sessions ended, each with the device
@@ -2598,7 +2795,9 @@ type ClientInterface interface {
 	// 128 characters and differs from the current one (400 `invalid`,
 	// field `new_password`). On success the old password no longer opens
 	// a session and every other session of the account is ended; the
-	// current one stays.
+	// current one stays. With 2FA on, `totp_code` (the current code or a
+	// recovery code) is needed too: missing or wrong, 400 `invalid`
+	// (field `totp_code`), under the code throttle.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2613,7 +2812,9 @@ type ClientInterface interface {
 	// 128 characters and differs from the current one (400 `invalid`,
 	// field `new_password`). On success the old password no longer opens
 	// a session and every other session of the account is ended; the
-	// current one stays.
+	// current one stays. With 2FA on, `totp_code` (the current code or a
+	// recovery code) is needed too: missing or wrong, 400 `invalid`
+	// (field `totp_code`), under the code throttle.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3478,6 +3679,10 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // further failure, 10 s at most); failures from other networks never
 // slow its owner. A body not sent as application/json: 415
 // `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+// An account with a second factor (2FA on): a right password opens no
+// session but answers 401 `totp_required` with a `login_token` valid 5
+// minutes, that POST /v1/auth/login/totp turns into a session with the
+// code.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3508,12 +3713,68 @@ func (c *Client) LoginWithBody(ctx context.Context, contentType string, body io.
 // further failure, 10 s at most); failures from other networks never
 // slow its owner. A body not sent as application/json: 415
 // `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+// An account with a second factor (2FA on): a right password opens no
+// session but answers 401 `totp_required` with a `login_token` valid 5
+// minutes, that POST /v1/auth/login/totp turns into a session with the
+// code.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/auth/login (the `Login` operationId).
 func (c *Client) Login(ctx context.Context, body LoginJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewLoginRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LoginTOTPWithBody End a login that needs the second factor's code.
+//
+// The login_token of a 401 `totp_required` login and the current
+// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+// A code's time step is accepted once: a replayed code is refused.
+// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+// for an account within 15 minutes: 429 `too_many_attempts` with
+// Retry-After (15 minutes, doubled at each further lock), shared with
+// every action that asks for the code. An unknown, used or expired
+// login_token: 401 `unauthorized` (give the password again).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+func (c *Client) LoginTOTPWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLoginTOTPRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LoginTOTP End a login that needs the second factor's code.
+//
+// The login_token of a 401 `totp_required` login and the current
+// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+// A code's time step is accepted once: a replayed code is refused.
+// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+// for an account within 15 minutes: 429 `too_many_attempts` with
+// Retry-After (15 minutes, doubled at each further lock), shared with
+// every action that asks for the code. An unknown, used or expired
+// login_token: 401 `unauthorized` (give the password again).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+func (c *Client) LoginTOTP(ctx context.Context, body LoginTOTPJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLoginTOTPRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3746,6 +4007,158 @@ func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.R
 	return c.Client.Do(req)
 }
 
+// GetTwoFactor Whether the second factor (TOTP) is on, and the recovery codes left.
+//
+// Corresponds with GET /v1/me/2fa (the `GetTwoFactor` operationId).
+func (c *Client) GetTwoFactor(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTwoFactorRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConfirmTwoFactorWithBody Turn the second factor on with a first code; the 10 recovery codes are shown once.
+//
+// Wrong code: 400 `invalid` (field `totp_code`), under the code
+// throttle. A mail says 2FA is on.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+func (c *Client) ConfirmTwoFactorWithBody(ctx context.Context, params *ConfirmTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConfirmTwoFactorRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConfirmTwoFactor Turn the second factor on with a first code; the 10 recovery codes are shown once.
+//
+// Wrong code: 400 `invalid` (field `totp_code`), under the code
+// throttle. A mail says 2FA is on.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+func (c *Client) ConfirmTwoFactor(ctx context.Context, params *ConfirmTwoFactorParams, body ConfirmTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConfirmTwoFactorRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableTwoFactorWithBody Turn the second factor off, with a code or a recovery code.
+//
+// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+// code throttle. A mail says 2FA is off.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+func (c *Client) DisableTwoFactorWithBody(ctx context.Context, params *DisableTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableTwoFactorRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DisableTwoFactor Turn the second factor off, with a code or a recovery code.
+//
+// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+// code throttle. A mail says 2FA is off.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+func (c *Client) DisableTwoFactor(ctx context.Context, params *DisableTwoFactorParams, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDisableTwoFactorRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TwoFactorQR The setup's otpauth:// URL as a PNG QR code, while it is not confirmed.
+//
+// Corresponds with GET /v1/me/2fa/qr.png (the `TwoFactorQR` operationId).
+func (c *Client) TwoFactorQR(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTwoFactorQRRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetupTwoFactorWithBody Start turning the second factor on; the secret is shown once.
+//
+// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+// stays off until POST /v1/me/2fa/confirm with a first code. 409
+// `conflict` when 2FA is already on.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+func (c *Client) SetupTwoFactorWithBody(ctx context.Context, params *SetupTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetupTwoFactorRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetupTwoFactor Start turning the second factor on; the secret is shown once.
+//
+// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+// stays off until POST /v1/me/2fa/confirm with a first code. 409
+// `conflict` when 2FA is already on.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+func (c *Client) SetupTwoFactor(ctx context.Context, params *SetupTwoFactorParams, body SetupTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetupTwoFactorRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AccountActivity The account's own activity, newest first (at most 50 entries).
 //
 // Logins, password changes and sessions ended, each with the device
@@ -3776,7 +4189,9 @@ func (c *Client) AccountActivity(ctx context.Context, reqEditors ...RequestEdito
 // 128 characters and differs from the current one (400 `invalid`,
 // field `new_password`). On success the old password no longer opens
 // a session and every other session of the account is ended; the
-// current one stays.
+// current one stays. With 2FA on, `totp_code` (the current code or a
+// recovery code) is needed too: missing or wrong, 400 `invalid`
+// (field `totp_code`), under the code throttle.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3801,7 +4216,9 @@ func (c *Client) ChangePasswordWithBody(ctx context.Context, params *ChangePassw
 // 128 characters and differs from the current one (400 `invalid`,
 // field `new_password`). On success the old password no longer opens
 // a session and every other session of the account is ended; the
-// current one stays.
+// current one stays. With 2FA on, `totp_code` (the current code or a
+// recovery code) is needed too: missing or wrong, 400 `invalid`
+// (field `totp_code`), under the code throttle.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5703,6 +6120,46 @@ func NewLoginRequestWithBody(server string, contentType string, body io.Reader) 
 	return req, nil
 }
 
+// NewLoginTOTPRequest calls the generic LoginTOTP builder with application/json body
+func NewLoginTOTPRequest(server string, body LoginTOTPJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewLoginTOTPRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewLoginTOTPRequestWithBody constructs an http.Request for the LoginTOTP method, with any body, and a specified content type
+func NewLoginTOTPRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/auth/login/totp")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewLogoutRequest constructs an http.Request for the Logout method
 func NewLogoutRequest(server string, params *LogoutParams) (*http.Request, error) {
 	var err error
@@ -5970,6 +6427,225 @@ func NewMeRequest(server string) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetTwoFactorRequest constructs an http.Request for the GetTwoFactor method
+func NewGetTwoFactorRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/2fa")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConfirmTwoFactorRequest calls the generic ConfirmTwoFactor builder with application/json body
+func NewConfirmTwoFactorRequest(server string, params *ConfirmTwoFactorParams, body ConfirmTwoFactorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewConfirmTwoFactorRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewConfirmTwoFactorRequestWithBody constructs an http.Request for the ConfirmTwoFactor method, with any body, and a specified content type
+func NewConfirmTwoFactorRequestWithBody(server string, params *ConfirmTwoFactorParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/2fa/confirm")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XCSRFToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-CSRF-Token", *params.XCSRFToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-CSRF-Token", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDisableTwoFactorRequest calls the generic DisableTwoFactor builder with application/json body
+func NewDisableTwoFactorRequest(server string, params *DisableTwoFactorParams, body DisableTwoFactorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDisableTwoFactorRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewDisableTwoFactorRequestWithBody constructs an http.Request for the DisableTwoFactor method, with any body, and a specified content type
+func NewDisableTwoFactorRequestWithBody(server string, params *DisableTwoFactorParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/2fa/disable")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XCSRFToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-CSRF-Token", *params.XCSRFToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-CSRF-Token", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewTwoFactorQRRequest constructs an http.Request for the TwoFactorQR method
+func NewTwoFactorQRRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/2fa/qr.png")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSetupTwoFactorRequest calls the generic SetupTwoFactor builder with application/json body
+func NewSetupTwoFactorRequest(server string, params *SetupTwoFactorParams, body SetupTwoFactorJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetupTwoFactorRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewSetupTwoFactorRequestWithBody constructs an http.Request for the SetupTwoFactor method, with any body, and a specified content type
+func NewSetupTwoFactorRequestWithBody(server string, params *SetupTwoFactorParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/me/2fa/setup")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XCSRFToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-CSRF-Token", *params.XCSRFToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-CSRF-Token", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -9153,6 +9829,10 @@ type ClientWithResponsesInterface interface {
 	// further failure, 10 s at most); failures from other networks never
 	// slow its owner. A body not sent as application/json: 415
 	// `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+	// An account with a second factor (2FA on): a right password opens no
+	// session but answers 401 `totp_required` with a `login_token` valid 5
+	// minutes, that POST /v1/auth/login/totp turns into a session with the
+	// code.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9173,11 +9853,47 @@ type ClientWithResponsesInterface interface {
 	// further failure, 10 s at most); failures from other networks never
 	// slow its owner. A body not sent as application/json: 415
 	// `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+	// An account with a second factor (2FA on): a right password opens no
+	// session but answers 401 `totp_required` with a `login_token` valid 5
+	// minutes, that POST /v1/auth/login/totp turns into a session with the
+	// code.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/auth/login (the `Login` operationId).
 	LoginWithResponse(ctx context.Context, body LoginJSONRequestBody, reqEditors ...RequestEditorFn) (*LoginResponse, error)
+
+	// LoginTOTPWithBodyWithResponse End a login that needs the second factor's code.
+	//
+	// The login_token of a 401 `totp_required` login and the current
+	// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+	// A code's time step is accepted once: a replayed code is refused.
+	// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+	// for an account within 15 minutes: 429 `too_many_attempts` with
+	// Retry-After (15 minutes, doubled at each further lock), shared with
+	// every action that asks for the code. An unknown, used or expired
+	// login_token: 401 `unauthorized` (give the password again).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+	LoginTOTPWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*LoginTOTPResponse, error)
+
+	// LoginTOTPWithResponse End a login that needs the second factor's code.
+	//
+	// The login_token of a 401 `totp_required` login and the current
+	// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+	// A code's time step is accepted once: a replayed code is refused.
+	// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+	// for an account within 15 minutes: 429 `too_many_attempts` with
+	// Retry-After (15 minutes, doubled at each further lock), shared with
+	// every action that asks for the code. An unknown, used or expired
+	// login_token: 401 `unauthorized` (give the password again).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+	LoginTOTPWithResponse(ctx context.Context, body LoginTOTPJSONRequestBody, reqEditors ...RequestEditorFn) (*LoginTOTPResponse, error)
 
 	// LogoutWithResponse End the current session.
 	//
@@ -9313,6 +10029,82 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	MeWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MeResponse, error)
 
+	// GetTwoFactorWithResponse Whether the second factor (TOTP) is on, and the recovery codes left.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/me/2fa (the `GetTwoFactor` operationId).
+	GetTwoFactorWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetTwoFactorResponse, error)
+
+	// ConfirmTwoFactorWithBodyWithResponse Turn the second factor on with a first code; the 10 recovery codes are shown once.
+	//
+	// Wrong code: 400 `invalid` (field `totp_code`), under the code
+	// throttle. A mail says 2FA is on.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+	ConfirmTwoFactorWithBodyWithResponse(ctx context.Context, params *ConfirmTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfirmTwoFactorResponse, error)
+
+	// ConfirmTwoFactorWithResponse Turn the second factor on with a first code; the 10 recovery codes are shown once.
+	//
+	// Wrong code: 400 `invalid` (field `totp_code`), under the code
+	// throttle. A mail says 2FA is on.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+	ConfirmTwoFactorWithResponse(ctx context.Context, params *ConfirmTwoFactorParams, body ConfirmTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmTwoFactorResponse, error)
+
+	// DisableTwoFactorWithBodyWithResponse Turn the second factor off, with a code or a recovery code.
+	//
+	// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+	// code throttle. A mail says 2FA is off.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithBodyWithResponse(ctx context.Context, params *DisableTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error)
+
+	// DisableTwoFactorWithResponse Turn the second factor off, with a code or a recovery code.
+	//
+	// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+	// code throttle. A mail says 2FA is off.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+	DisableTwoFactorWithResponse(ctx context.Context, params *DisableTwoFactorParams, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error)
+
+	// TwoFactorQRWithResponse The setup's otpauth:// URL as a PNG QR code, while it is not confirmed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/me/2fa/qr.png (the `TwoFactorQR` operationId).
+	TwoFactorQRWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*TwoFactorQRResponse, error)
+
+	// SetupTwoFactorWithBodyWithResponse Start turning the second factor on; the secret is shown once.
+	//
+	// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+	// stays off until POST /v1/me/2fa/confirm with a first code. 409
+	// `conflict` when 2FA is already on.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+	SetupTwoFactorWithBodyWithResponse(ctx context.Context, params *SetupTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetupTwoFactorResponse, error)
+
+	// SetupTwoFactorWithResponse Start turning the second factor on; the secret is shown once.
+	//
+	// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+	// stays off until POST /v1/me/2fa/confirm with a first code. 409
+	// `conflict` when 2FA is already on.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+	SetupTwoFactorWithResponse(ctx context.Context, params *SetupTwoFactorParams, body SetupTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupTwoFactorResponse, error)
+
 	// AccountActivityWithResponse The account's own activity, newest first (at most 50 entries).
 	//
 	// Logins, password changes and sessions ended, each with the device
@@ -9335,7 +10127,9 @@ type ClientWithResponsesInterface interface {
 	// 128 characters and differs from the current one (400 `invalid`,
 	// field `new_password`). On success the old password no longer opens
 	// a session and every other session of the account is ended; the
-	// current one stays.
+	// current one stays. With 2FA on, `totp_code` (the current code or a
+	// recovery code) is needed too: missing or wrong, 400 `invalid`
+	// (field `totp_code`), under the code throttle.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9350,7 +10144,9 @@ type ClientWithResponsesInterface interface {
 	// 128 characters and differs from the current one (400 `invalid`,
 	// field `new_password`). On success the old password no longer opens
 	// a session and every other session of the account is ended; the
-	// current one stays.
+	// current one stays. With 2FA on, `totp_code` (the current code or a
+	// recovery code) is needed too: missing or wrong, 400 `invalid`
+	// (field `totp_code`), under the code throttle.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10322,7 +11118,7 @@ type LoginResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Session
 	// JSON401 the response for an HTTP 401 `application/json` response
-	JSON401 *Error
+	JSON401 *LoginPending
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *Error
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -10337,7 +11133,7 @@ func (r LoginResponse) GetJSON200() *Session {
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
-func (r LoginResponse) GetJSON401() *Error {
+func (r LoginResponse) GetJSON401() *LoginPending {
 	return r.JSON401
 }
 
@@ -10374,6 +11170,89 @@ func (r LoginResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r LoginResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// LoginTOTPResponse200Headers the declared response headers of an HTTP 200 response for LoginTOTP
+type LoginTOTPResponse200Headers struct {
+	SetCookie *string
+}
+
+// LoginTOTPResponse429Headers the declared response headers of an HTTP 429 response for LoginTOTP
+type LoginTOTPResponse429Headers struct {
+	RetryAfter *int
+}
+
+type LoginTOTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooMany
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *LoginTOTPResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LoginTOTPResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r LoginTOTPResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r LoginTOTPResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r LoginTOTPResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r LoginTOTPResponse) GetJSON429() *TooMany {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r LoginTOTPResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r LoginTOTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LoginTOTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LoginTOTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LoginTOTPResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10866,6 +11745,351 @@ func (r MeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TwoFactorStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTwoFactorResponse) GetJSON200() *TwoFactorStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetTwoFactorResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetTwoFactorResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTwoFactorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConfirmTwoFactorResponse429Headers the declared response headers of an HTTP 429 response for ConfirmTwoFactor
+type ConfirmTwoFactorResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ConfirmTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RecoveryCodes
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooMany
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConfirmTwoFactorResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ConfirmTwoFactorResponse) GetJSON200() *RecoveryCodes {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ConfirmTwoFactorResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ConfirmTwoFactorResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ConfirmTwoFactorResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ConfirmTwoFactorResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConfirmTwoFactorResponse) GetJSON429() *TooMany {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ConfirmTwoFactorResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ConfirmTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConfirmTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConfirmTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConfirmTwoFactorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DisableTwoFactorResponse429Headers the declared response headers of an HTTP 429 response for DisableTwoFactor
+type DisableTwoFactorResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DisableTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TwoFactorStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooMany
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DisableTwoFactorResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DisableTwoFactorResponse) GetJSON200() *TwoFactorStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DisableTwoFactorResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DisableTwoFactorResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DisableTwoFactorResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DisableTwoFactorResponse) GetJSON429() *TooMany {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r DisableTwoFactorResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DisableTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DisableTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DisableTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DisableTwoFactorResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TwoFactorQRResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TwoFactorQRResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TwoFactorQRResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r TwoFactorQRResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r TwoFactorQRResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TwoFactorQRResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TwoFactorQRResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TwoFactorQRResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetupTwoFactorResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TwoFactorSetup
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetupTwoFactorResponse) GetJSON200() *TwoFactorSetup {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SetupTwoFactorResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SetupTwoFactorResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SetupTwoFactorResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetupTwoFactorResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetupTwoFactorResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetupTwoFactorResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetupTwoFactorResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15730,6 +16954,10 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // further failure, 10 s at most); failures from other networks never
 // slow its owner. A body not sent as application/json: 415
 // `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+// An account with a second factor (2FA on): a right password opens no
+// session but answers 401 `totp_required` with a `login_token` valid 5
+// minutes, that POST /v1/auth/login/totp turns into a session with the
+// code.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15756,6 +16984,10 @@ func (c *ClientWithResponses) LoginWithBodyWithResponse(ctx context.Context, con
 // further failure, 10 s at most); failures from other networks never
 // slow its owner. A body not sent as application/json: 415
 // `unsupported_media_type`; another site's Origin: 403 `forbidden`.
+// An account with a second factor (2FA on): a right password opens no
+// session but answers 401 `totp_required` with a `login_token` valid 5
+// minutes, that POST /v1/auth/login/totp turns into a session with the
+// code.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15766,6 +16998,50 @@ func (c *ClientWithResponses) LoginWithResponse(ctx context.Context, body LoginJ
 		return nil, err
 	}
 	return ParseLoginResponse(rsp)
+}
+
+// LoginTOTPWithBodyWithResponse End a login that needs the second factor's code.
+//
+// The login_token of a 401 `totp_required` login and the current
+// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+// A code's time step is accepted once: a replayed code is refused.
+// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+// for an account within 15 minutes: 429 `too_many_attempts` with
+// Retry-After (15 minutes, doubled at each further lock), shared with
+// every action that asks for the code. An unknown, used or expired
+// login_token: 401 `unauthorized` (give the password again).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+func (c *ClientWithResponses) LoginTOTPWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*LoginTOTPResponse, error) {
+	rsp, err := c.LoginTOTPWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLoginTOTPResponse(rsp)
+}
+
+// LoginTOTPWithResponse End a login that needs the second factor's code.
+//
+// The login_token of a 401 `totp_required` login and the current
+// 6-digit code (RFC 6238, 30 s) or an unused recovery code (used up).
+// A code's time step is accepted once: a replayed code is refused.
+// Wrong or replayed: 400 `invalid` (field `totp_code`); 5 wrong codes
+// for an account within 15 minutes: 429 `too_many_attempts` with
+// Retry-After (15 minutes, doubled at each further lock), shared with
+// every action that asks for the code. An unknown, used or expired
+// login_token: 401 `unauthorized` (give the password again).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/auth/login/totp (the `LoginTOTP` operationId).
+func (c *ClientWithResponses) LoginTOTPWithResponse(ctx context.Context, body LoginTOTPJSONRequestBody, reqEditors ...RequestEditorFn) (*LoginTOTPResponse, error) {
+	rsp, err := c.LoginTOTP(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLoginTOTPResponse(rsp)
 }
 
 // LogoutWithResponse End the current session.
@@ -15962,6 +17238,130 @@ func (c *ClientWithResponses) MeWithResponse(ctx context.Context, reqEditors ...
 	return ParseMeResponse(rsp)
 }
 
+// GetTwoFactorWithResponse Whether the second factor (TOTP) is on, and the recovery codes left.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/me/2fa (the `GetTwoFactor` operationId).
+func (c *ClientWithResponses) GetTwoFactorWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetTwoFactorResponse, error) {
+	rsp, err := c.GetTwoFactor(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTwoFactorResponse(rsp)
+}
+
+// ConfirmTwoFactorWithBodyWithResponse Turn the second factor on with a first code; the 10 recovery codes are shown once.
+//
+// Wrong code: 400 `invalid` (field `totp_code`), under the code
+// throttle. A mail says 2FA is on.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+func (c *ClientWithResponses) ConfirmTwoFactorWithBodyWithResponse(ctx context.Context, params *ConfirmTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConfirmTwoFactorResponse, error) {
+	rsp, err := c.ConfirmTwoFactorWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfirmTwoFactorResponse(rsp)
+}
+
+// ConfirmTwoFactorWithResponse Turn the second factor on with a first code; the 10 recovery codes are shown once.
+//
+// Wrong code: 400 `invalid` (field `totp_code`), under the code
+// throttle. A mail says 2FA is on.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/2fa/confirm (the `ConfirmTwoFactor` operationId).
+func (c *ClientWithResponses) ConfirmTwoFactorWithResponse(ctx context.Context, params *ConfirmTwoFactorParams, body ConfirmTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*ConfirmTwoFactorResponse, error) {
+	rsp, err := c.ConfirmTwoFactor(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfirmTwoFactorResponse(rsp)
+}
+
+// DisableTwoFactorWithBodyWithResponse Turn the second factor off, with a code or a recovery code.
+//
+// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+// code throttle. A mail says 2FA is off.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+func (c *ClientWithResponses) DisableTwoFactorWithBodyWithResponse(ctx context.Context, params *DisableTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error) {
+	rsp, err := c.DisableTwoFactorWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableTwoFactorResponse(rsp)
+}
+
+// DisableTwoFactorWithResponse Turn the second factor off, with a code or a recovery code.
+//
+// Missing or wrong code: 400 `invalid` (field `totp_code`), under the
+// code throttle. A mail says 2FA is off.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/2fa/disable (the `DisableTwoFactor` operationId).
+func (c *ClientWithResponses) DisableTwoFactorWithResponse(ctx context.Context, params *DisableTwoFactorParams, body DisableTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*DisableTwoFactorResponse, error) {
+	rsp, err := c.DisableTwoFactor(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDisableTwoFactorResponse(rsp)
+}
+
+// TwoFactorQRWithResponse The setup's otpauth:// URL as a PNG QR code, while it is not confirmed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/me/2fa/qr.png (the `TwoFactorQR` operationId).
+func (c *ClientWithResponses) TwoFactorQRWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*TwoFactorQRResponse, error) {
+	rsp, err := c.TwoFactorQR(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTwoFactorQRResponse(rsp)
+}
+
+// SetupTwoFactorWithBodyWithResponse Start turning the second factor on; the secret is shown once.
+//
+// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+// stays off until POST /v1/me/2fa/confirm with a first code. 409
+// `conflict` when 2FA is already on.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+func (c *ClientWithResponses) SetupTwoFactorWithBodyWithResponse(ctx context.Context, params *SetupTwoFactorParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetupTwoFactorResponse, error) {
+	rsp, err := c.SetupTwoFactorWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetupTwoFactorResponse(rsp)
+}
+
+// SetupTwoFactorWithResponse Start turning the second factor on; the secret is shown once.
+//
+// Generates a new TOTP secret (replacing a setup not confirmed). 2FA
+// stays off until POST /v1/me/2fa/confirm with a first code. 409
+// `conflict` when 2FA is already on.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/me/2fa/setup (the `SetupTwoFactor` operationId).
+func (c *ClientWithResponses) SetupTwoFactorWithResponse(ctx context.Context, params *SetupTwoFactorParams, body SetupTwoFactorJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupTwoFactorResponse, error) {
+	rsp, err := c.SetupTwoFactor(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetupTwoFactorResponse(rsp)
+}
+
 // AccountActivityWithResponse The account's own activity, newest first (at most 50 entries).
 //
 // Logins, password changes and sessions ended, each with the device
@@ -15990,7 +17390,9 @@ func (c *ClientWithResponses) AccountActivityWithResponse(ctx context.Context, r
 // 128 characters and differs from the current one (400 `invalid`,
 // field `new_password`). On success the old password no longer opens
 // a session and every other session of the account is ended; the
-// current one stays.
+// current one stays. With 2FA on, `totp_code` (the current code or a
+// recovery code) is needed too: missing or wrong, 400 `invalid`
+// (field `totp_code`), under the code throttle.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16011,7 +17413,9 @@ func (c *ClientWithResponses) ChangePasswordWithBodyWithResponse(ctx context.Con
 // 128 characters and differs from the current one (400 `invalid`,
 // field `new_password`). On success the old password no longer opens
 // a session and every other session of the account is ended; the
-// current one stays.
+// current one stays. With 2FA on, `totp_code` (the current code or a
+// recovery code) is needed too: missing or wrong, 400 `invalid`
+// (field `totp_code`), under the code throttle.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17576,7 +18980,7 @@ func ParseLoginResponse(rsp *http.Response) (*LoginResponse, error) {
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
-		var dest Error
+		var dest LoginPending
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -17609,6 +19013,83 @@ func ParseLoginResponse(rsp *http.Response) (*LoginResponse, error) {
 			headers.SetCookie = &value
 		}
 		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseLoginTOTPResponse parses an HTTP response from a LoginTOTPWithResponse call
+func ParseLoginTOTPResponse(rsp *http.Response) (*LoginTOTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LoginTOTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers LoginTOTPResponse200Headers
+		if values := rsp.Header.Values("Set-Cookie"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Set-Cookie", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.SetCookie = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers LoginTOTPResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -17980,6 +19461,288 @@ func ParseMeResponse(rsp *http.Response) (*MeResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTwoFactorResponse parses an HTTP response from a GetTwoFactorWithResponse call
+func ParseGetTwoFactorResponse(rsp *http.Response) (*GetTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TwoFactorStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseConfirmTwoFactorResponse parses an HTTP response from a ConfirmTwoFactorWithResponse call
+func ParseConfirmTwoFactorResponse(rsp *http.Response) (*ConfirmTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConfirmTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RecoveryCodes
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ConfirmTwoFactorResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDisableTwoFactorResponse parses an HTTP response from a DisableTwoFactorWithResponse call
+func ParseDisableTwoFactorResponse(rsp *http.Response) (*DisableTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DisableTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TwoFactorStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DisableTwoFactorResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTwoFactorQRResponse parses an HTTP response from a TwoFactorQRWithResponse call
+func ParseTwoFactorQRResponse(rsp *http.Response) (*TwoFactorQRResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TwoFactorQRResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetupTwoFactorResponse parses an HTTP response from a SetupTwoFactorWithResponse call
+func ParseSetupTwoFactorResponse(rsp *http.Response) (*SetupTwoFactorResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetupTwoFactorResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TwoFactorSetup
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
