@@ -384,3 +384,65 @@ func TestSystemdUnitsSecurity(t *testing.T) {
 		}
 	}
 }
+
+// TestUnitsRequireTheMigration: no Kernodeck process starts on a stale
+// schema, and the migration runs on one machine (issue 38, item 2). Every
+// Kernodeck service Requires= kernodeck-migrate.service and is ordered
+// After= it, so a failed migration fails their start. The migration is a
+// oneshot that runs again before each start (no RemainAfterExit: an active
+// one would not run for the next release, and restarting it would restart
+// every dependent at once), and only where its credential is
+// (ConditionPathExists= on the file LoadCredential= reads): elsewhere it
+// is skipped, which does not fail its dependents. kernodeck.target no
+// longer pulls it in on every machine.
+func TestUnitsRequireTheMigration(t *testing.T) {
+	const migrate = "kernodeck-migrate.service"
+	values := func(raw []byte, key string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`(?m)^`+key+`=(.*)$`).FindAllSubmatch(raw, -1) {
+			out = append(out, strings.Fields(string(m[1]))...)
+		}
+		return out
+	}
+	services := kernodeckServices(t)
+	for file, raw := range services {
+		if file == migrate {
+			continue
+		}
+		if !slices.Contains(values(raw, "Requires"), migrate) {
+			t.Errorf("%s: no Requires=%s (it would start on a stale schema when the migration fails)", file, migrate)
+		}
+		if !slices.Contains(values(raw, "After"), migrate) {
+			t.Errorf("%s: no After=%s (Requires= alone starts both at once)", file, migrate)
+		}
+	}
+	raw, ok := services[migrate]
+	if !ok {
+		t.Fatalf("no %s", migrate)
+	}
+	if got := values(raw, "Type"); !slices.Equal(got, []string{"oneshot"}) {
+		t.Errorf("%s: Type=%v, want oneshot (its dependents start once it has exited)", migrate, got)
+	}
+	if got := values(raw, "RemainAfterExit"); len(got) > 0 && !slices.Equal(got, []string{"no"}) {
+		t.Errorf("%s: RemainAfterExit=%v: it would not run again for the next release", migrate, got)
+	}
+	if got := values(raw, "PartOf"); len(got) > 0 {
+		t.Errorf("%s: PartOf=%v", migrate, got)
+	}
+	cred := regexp.MustCompile(`(?m)^LoadCredential=KERNODECK_DATABASE_URL:(\S+)$`).FindSubmatch(raw)
+	if cred == nil {
+		t.Fatalf("%s: no KERNODECK_DATABASE_URL credential", migrate)
+	}
+	if got := values(raw, "ConditionPathExists"); !slices.Equal(got, []string{string(cred[1])}) {
+		t.Errorf("%s: ConditionPathExists=%v, want %s (it runs only on the machine holding the migrator's credential)", migrate, got, cred[1])
+	}
+	target, err := os.ReadFile("systemd/kernodeck.target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"Wants", "Requires", "After"} {
+		if slices.Contains(values(target, key), migrate) {
+			t.Errorf("kernodeck.target: %s=%s", key, migrate)
+		}
+	}
+}
