@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
 )
 
@@ -23,6 +24,8 @@ type accountData struct {
 	FailedLogins  int
 	MinLen        int
 	MaxLen        int
+	// TwoFactor: the second factor's state (account_totp.go).
+	TwoFactor api.TwoFactorStatus
 }
 
 // accountNotices are the messages a redirect to /compte can ask for.
@@ -30,6 +33,7 @@ var accountNotices = map[string]string{
 	"session":  "La session est terminée : sa prochaine page demandera de se reconnecter.",
 	"sessions": "Toutes vos autres sessions sont terminées : elles devront se reconnecter.",
 	"password": "Votre mot de passe est changé. Toutes vos autres sessions sont terminées ; l'ancien mot de passe ne fonctionne plus.",
+	"2fa-off":  "La double authentification est désactivée. Un email vous le confirme.",
 }
 
 var activityLabels = map[string]string{
@@ -45,6 +49,7 @@ func (s *Site) mountAccount(g *gin.RouterGroup) {
 	g.POST("/compte/sessions/:id/end", s.endSession)
 	g.POST("/compte/sessions/end-others", s.endOtherSessions)
 	g.POST("/compte/password", s.changePassword)
+	s.mountTwoFactor(g) // the second factor (account_totp.go)
 }
 
 func (s *Site) account(c *gin.Context) {
@@ -73,6 +78,10 @@ func (s *Site) renderAccount(c *gin.Context, me *session, p page, status int) {
 	}
 	d.Sessions, d.Activity, d.FailedLogins = sessions, activity.Activity, activity.FailedLogins
 	d.LoginFailures = activity.LoginFailures
+	if d.TwoFactor, err = s.svc.TwoFactorStatus(ctx, me); err != nil {
+		s.fail(c, err)
+		return
+	}
 	p.Data = d
 	s.render(c, status, "account", p)
 }

@@ -240,6 +240,10 @@ func (s *Site) login(c *gin.Context) {
 	f := newAuthForm(c.PostForm("next"))
 	f.Email = c.PostForm("email")
 	acc, err := s.svc.Login(c.Request.Context(), f.Email, c.PostForm("password"), customerClient(c))
+	if tr, ok := err.(*api.TOTPRequired); ok { // the code step (account_totp.go)
+		s.loginCodeStep(c, f.Next, tr, page{}, http.StatusOK)
+		return
+	}
 	if err == nil {
 		_, err = s.svc.OpenSession(c, acc)
 	}

@@ -24,6 +24,7 @@ type services interface {
 	signIn
 	catalog
 	console
+	twoFactor
 }
 
 // signIn registers and signs customers in and out.
