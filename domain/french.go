@@ -1,9 +1,11 @@
 package domain
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // FrenchUSD renders cents as customers read amounts, on the site and in
@@ -122,8 +124,94 @@ func (o Order) GPUName() string { return o.GPUNames().Name(o.Model) }
 func isCodeChar(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
 
 // CustomerText is a stored French text (timeline entry, refusal) as shown
-// to a customer: model codes named, amounts in the French way.
-func CustomerText(s string, names GPUNames) string { return FrenchAmounts(names.Text(s)) }
+// to a customer and to support: model codes named, amounts, dates and
+// networks in the French way.
+func CustomerText(s string, names GPUNames) string {
+	return FrenchPlurals(FrenchNetworks(FrenchDates(FrenchAmounts(names.Text(s)))))
+}
+
+// pluralInText is a count and its noun written "3 jour(s)" by older
+// texts kept in histories.
+var pluralInText = regexp.MustCompile(`\b(-?[0-9]+) ([\p{L}']+)\(s\)`)
+
+// FrenchPlurals writes "1 jour(s)" as "1 jour" and "3 jour(s)" as "3
+// jours" (Plural), for texts written before Plural.
+func FrenchPlurals(s string) string {
+	if !strings.Contains(s, "(s)") {
+		return s
+	}
+	return pluralInText.ReplaceAllStringFunc(s, func(m string) string {
+		sub := pluralInText.FindStringSubmatch(m)
+		n, err := strconv.Atoi(sub[1])
+		if err != nil {
+			return m
+		}
+		return Plural(n, sub[2], sub[2]+"s")
+	})
+}
+
+// NetworkNames are the networks as people read them ("Bitcoin"), on the
+// site, the console and in mails.
+var NetworkNames = map[string]string{
+	NetworkBitcoin: "Bitcoin", NetworkEthereum: "Ethereum", NetworkTron: "Tron",
+	NetworkSolana: "Solana", NetworkLitecoin: "Litecoin",
+}
+
+// NetworkName is network's name as people read it, or the code itself.
+func NetworkName(network string) string {
+	if n, ok := NetworkNames[network]; ok {
+		return n
+	}
+	return network
+}
+
+// networkInText is a network code after "réseau" in a stored text
+// ("sur le réseau bitcoin").
+var networkInText = regexp.MustCompile(`\bréseau (bitcoin|ethereum|tron|solana|litecoin)\b`)
+
+// FrenchNetworks names the networks a text spells by their code after
+// "réseau" ("réseau bitcoin" -> "réseau Bitcoin").
+func FrenchNetworks(s string) string {
+	if !strings.Contains(s, "réseau ") {
+		return s
+	}
+	return networkInText.ReplaceAllStringFunc(s, func(m string) string {
+		return "réseau " + NetworkName(strings.TrimPrefix(m, "réseau "))
+	})
+}
+
+var frenchMonths = [...]string{"janvier", "février", "mars", "avril", "mai", "juin", "juillet",
+	"août", "septembre", "octobre", "novembre", "décembre"}
+
+// FrenchDate renders a time as people read dates on the site and the
+// console: "3 décembre 2026 à 14:05 UTC" (UTC always said: the site does
+// not know the reader's time zone).
+func FrenchDate(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	t = t.UTC()
+	return fmt.Sprintf("%d %s %d à %02d:%02d UTC", t.Day(), frenchMonths[t.Month()-1], t.Year(), t.Hour(), t.Minute())
+}
+
+// dateInText is a date as stored texts write it: "03/12/2026 à 14:05 UTC"
+// (workflows, payment requests) or "03/12/2026 14:05 UTC".
+var dateInText = regexp.MustCompile(`\b([0-9]{2})/([0-9]{2})/([0-9]{4})(?: à)? ([0-9]{2}):([0-9]{2}) UTC\b`)
+
+// FrenchDates rewrites the dates a stored text spells "03/12/2026 à 14:05
+// UTC" with FrenchDate: one date style wherever people read them.
+func FrenchDates(s string) string {
+	if !strings.Contains(s, "/") {
+		return s
+	}
+	return dateInText.ReplaceAllStringFunc(s, func(m string) string {
+		t, err := time.Parse("02/01/2006 15:04 UTC", strings.Replace(m, " à ", " ", 1))
+		if err != nil {
+			return m
+		}
+		return FrenchDate(t)
+	})
+}
 
 // Plural is n with its noun in French: singular for 0 and 1 ("1 minute",
 // "0 minute"), plural beyond ("5 minutes").

@@ -16,8 +16,8 @@ func TestFrenchUSD(t *testing.T) {
 func TestFrenchAmounts(t *testing.T) {
 	for in, want := range map[string]string{
 		"Commande enregistrée : 1 lot, 2 GPU, 7 jours, total 3118.00 USD. En attente du règlement.": "Commande enregistrée : 1 lot, 2 GPU, 7 jours, total 3\u202f118,00 USD. En attente du règlement.",
-		"Recharge créditée : 100.00 USD ajoutés.":                                                      "Recharge créditée : 100,00 USD ajoutés.",
-		"Solde insuffisant : 12.50 USD disponibles, 3118.00 USD dus.":                                  "Solde insuffisant : 12,50 USD disponibles, 3\u202f118,00 USD dus.",
+		"Recharge créditée : 100.00 USD ajoutés.":                                                   "Recharge créditée : 100,00 USD ajoutés.",
+		"Solde insuffisant : 12.50 USD disponibles, 3118.00 USD dus.":                               "Solde insuffisant : 12,50 USD disponibles, 3\u202f118,00 USD dus.",
 		"-42.10 USD":                              "-42,10 USD",
 		"au cours de 64123.45 USD par BTC":        "au cours de 64\u202f123,45 USD par BTC",
 		"0.00036262 BTC, pas d'USD ici":           "0.00036262 BTC, pas d'USD ici",
@@ -84,5 +84,19 @@ func TestPlural(t *testing.T) {
 		if got := Plural(n, "minute", "minutes"); got != want {
 			t.Errorf("Plural(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestFrenchDatesAndNetworks(t *testing.T) {
+	in := "envoyez 0.1 BTC sur le réseau bitcoin avant le 03/12/2026 à 14:05 UTC ; borne du 04/01/2027 09:30 UTC"
+	want := "envoyez 0.1 BTC sur le réseau Bitcoin avant le 3 décembre 2026 à 14:05 UTC ; borne du 4 janvier 2027 à 09:30 UTC"
+	if got := CustomerText(in, nil); got != want {
+		t.Fatalf("CustomerText:\n got %q\nwant %q", got, want)
+	}
+	if got := FrenchPlurals("prolongée de 1 jour(s), puis de 3 jour(s) ; 2 lot(s)"); got != "prolongée de 1 jour, puis de 3 jours ; 2 lots" {
+		t.Fatalf("FrenchPlurals: %q", got)
+	}
+	if got := FrenchNetworks("le réseau bitcoins, réseau x"); got != "le réseau bitcoins, réseau x" {
+		t.Fatalf("FrenchNetworks: %q", got)
 	}
 }

@@ -9,18 +9,9 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-var frenchMonths = [...]string{"janvier", "février", "mars", "avril", "mai", "juin", "juillet",
-	"août", "septembre", "octobre", "novembre", "décembre"}
-
-// frenchDate renders a time as "3 décembre 2026 à 14:05 UTC" (UTC always
-// said: the site does not know the customer's time zone).
-func frenchDate(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	t = t.UTC()
-	return fmt.Sprintf("%d %s %d à %02d:%02d UTC", t.Day(), frenchMonths[t.Month()-1], t.Year(), t.Hour(), t.Minute())
-}
+// frenchDate renders a time as "3 décembre 2026 à 14:05 UTC"
+// (domain.FrenchDate: the one date style of the site and the console).
+func frenchDate(t time.Time) string { return domain.FrenchDate(t) }
 
 // usd renders cents as "1 234,56 USD" (domain.FrenchUSD, the mails' too).
 func usd(cents int64) string { return domain.FrenchUSD(cents) }
@@ -49,14 +40,38 @@ func label(labels map[string]string, key string) string {
 	return key
 }
 
-var networkNames = map[string]string{
-	domain.NetworkBitcoin: "Bitcoin", domain.NetworkEthereum: "Ethereum", domain.NetworkTron: "Tron",
-	domain.NetworkSolana: "Solana", domain.NetworkLitecoin: "Litecoin",
-}
+// networkNames are the networks as people read them (domain.NetworkNames).
+var networkNames = domain.NetworkNames
 
 // methodLabel spells asset and network together: "USDT sur Tron".
 func methodLabel(asset, network string) string {
 	return asset + " sur " + label(networkNames, network)
+}
+
+// frenchRate renders a rate as stored ("65000", "0.99981234") the French
+// way: "65 000", "0,99981234" (FrenchUSD's separators).
+func frenchRate(rate string) string {
+	sign := ""
+	if strings.HasPrefix(rate, "-") {
+		sign, rate = "-", rate[1:]
+	}
+	whole, frac, hasFrac := strings.Cut(rate, ".")
+	for _, r := range whole + frac {
+		if r < '0' || r > '9' {
+			return sign + rate // not a plain decimal: as stored
+		}
+	}
+	var b strings.Builder
+	for i, r := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteRune('\u202f')
+		}
+		b.WriteRune(r)
+	}
+	if hasFrac && strings.Trim(frac, "0") != "" {
+		b.WriteString("," + strings.TrimRight(frac, "0"))
+	}
+	return sign + b.String()
 }
 
 var vendorStacks = map[string]string{"nvidia": "NVIDIA · CUDA", "amd": "AMD · ROCm"}
@@ -117,8 +132,21 @@ func walletURL(uri string) template.URL {
 // codes included, some by workflows into their histories.
 func readableTimeline(tl []domain.TimelineEvent, names domain.GPUNames) {
 	for i := range tl {
-		tl[i].Message = domain.CustomerText(tl[i].Message, names)
+		tl[i].Message = readableText(tl[i].Message, names)
 	}
+}
+
+// readableText is a stored text as people read it on the site and the
+// console: domain.CustomerText, and the presets the provisioning's steps
+// name by their code ("(python)") as the configurator names them.
+func readableText(s string, names domain.GPUNames) string {
+	s = domain.CustomerText(s, names)
+	if strings.Contains(s, "(") {
+		for code, name := range presetLabels {
+			s = strings.ReplaceAll(s, "("+code+")", "("+name+")")
+		}
+	}
+	return s
 }
 
 // lastEventID is the newest timeline entry's ID (the live stream resumes
@@ -142,7 +170,8 @@ func (s *Site) funcs() template.FuncMap {
 		"preset":    func(p string) string { return label(presetLabels, p) },
 		"stack":     func(s string) string { return label(computeStacks, s) },
 		"plural":    plural,
-		"network":   func(n string) string { return label(networkNames, n) },
+		"network":   domain.NetworkName,
+		"rate":      frenchRate,
 		"movement":  func(k string) string { return label(movementLabels, k) },
 		"activity":  func(k string) string { return label(activityLabels, k) },
 		"wallet":    walletURL,

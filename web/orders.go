@@ -117,6 +117,7 @@ func (s *Site) orderConfirm(c *gin.Context) {
 		c.Redirect(http.StatusSeeOther, "/?"+configQuery(d.Config))
 		return
 	}
+	d.Confirming = true
 	p.Data = d
 	s.render(c, http.StatusOK, "order_confirm", p)
 }
@@ -143,6 +144,7 @@ func (s *Site) createOrder(c *gin.Context) {
 			s.fail(c, qerr)
 			return
 		}
+		d.Confirming = true
 		p.Data = d
 		p.fieldError(err)
 		s.render(c, statusOf(err), "order_confirm", p)

@@ -87,6 +87,9 @@ type configuratorData struct {
 	Item *domain.CatalogItem
 	// Models are the catalog's models priced for the chosen duration.
 	Models []modelChoice
+	// Confirming: the summary is on the order's confirmation (/order),
+	// which has its own button: no "Commander" there.
+	Confirming bool
 }
 
 // lotChoice is one option of the lots field: with one host per order, a

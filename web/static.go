@@ -42,6 +42,9 @@ func loadAssets() (*assets, error) {
 		}
 		sum := sha256.Sum256(raw)
 		ct := mime.TypeByExtension(path.Ext(p))
+		if path.Ext(p) == ".ico" {
+			ct = "image/x-icon" // not in Go's built-in table
+		}
 		if ct == "" {
 			ct = "application/octet-stream"
 		}
@@ -63,8 +66,14 @@ func (a *assets) url(name string) (string, error) {
 	return "/static/" + name + "?v=" + f.version, nil
 }
 
-func (a *assets) serve(c *gin.Context) {
-	f, ok := a.files[c.Param("file")]
+func (a *assets) serve(c *gin.Context) { a.serveFile(c, c.Param("file")) }
+
+// favicon answers /favicon.ico, which browsers ask for on their own (the
+// pages name it too, versioned: <link rel="icon">).
+func (a *assets) favicon(c *gin.Context) { a.serveFile(c, "favicon.ico") }
+
+func (a *assets) serveFile(c *gin.Context, name string) {
+	f, ok := a.files[name]
 	if !ok {
 		c.Status(http.StatusNotFound)
 		return

@@ -81,52 +81,14 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.POST("/hosts/:name/act", s.consoleHostAct)
 }
 
-var exceptionReasons = map[string]string{
-	domain.ExceptionLate:       "Confirmé après l'échéance",
-	domain.ExceptionOver:       "Au-delà du total",
-	domain.ExceptionExtra:      "Arrivé hors attente de paiement",
-	domain.ExceptionPartial:    "Compté, puis expiré impayé",
-	domain.ExceptionAfterClose: "Arrivé après la clôture",
-	domain.ExceptionDust:       "Poussière (sous le seuil)",
-	domain.ExceptionReverted:   "Annulé par une réorganisation",
-	domain.ExceptionOtherAsset: "Autre actif reçu",
-	domain.ExceptionNotWatched: "Hors fenêtre de surveillance",
-}
-
-// exceptionReasonOrder is the order of the queue's filters.
-var exceptionReasonOrder = []string{domain.ExceptionLate, domain.ExceptionOver, domain.ExceptionExtra,
-	domain.ExceptionPartial, domain.ExceptionAfterClose, domain.ExceptionDust, domain.ExceptionReverted,
-	domain.ExceptionOtherAsset, domain.ExceptionNotWatched}
-
-var actionLabels = map[string]string{
-	// support_actions.action
-	domain.ActionAttributePayment:  "Attribution d'un paiement",
-	domain.ActionExtend:            "Prolongation",
-	domain.ActionEndEarly:          "Fin anticipée",
-	domain.ActionRetryProvisioning: "Relance de la préparation",
-	domain.ActionCancel:            "Annulation",
-	domain.ActionRefund:            "Remboursement au solde",
-	domain.ActionRefundException:   "Remboursement d'un montant en attente",
-	domain.ActionResolveException:  "Clôture d'un signalement",
-	domain.ActionValueException:    "Valeur d'un autre actif",
-	domain.ActionRepairHost:        "Remise en service d'un hôte",
-	domain.ActionCloseHostFlag:     "Signalement de machine salie clos",
-	domain.ActionRetireHost:        "Retrait d'un hôte de la rotation",
-}
-
-// stateLabels name payment requests' and chain payments' states.
-var stateLabels = map[string]string{
-	domain.IntentOpen: "ouverte", domain.IntentSuperseded: "remplacée par une autre",
-	"seen": "vu, non confirmé", "confirmed": "confirmé", "answered": "répondue",
-	"active": "active", "released": "libérée", "failed": "en échec",
-	"available": "disponible", "reserved": "réservé", "in_use": "en service", "draining": "en retrait", "broken": "en panne",
-}
-
 func (s *Site) consoleFuncs() template.FuncMap {
 	return template.FuncMap{
 		"explorer":        s.explorerURL,
 		"exceptionReason": func(r string) string { return label(exceptionReasons, r) },
 		"actionLabel":     func(a string) string { return label(actionLabels, a) },
+		"actionName":      actionName,
+		"matched":         func(m string) string { return label(matchedLabels, m) },
+		"gpu":             s.gpuName,
 		"stateLabel":      func(st string) string { return label(stateLabels, st) },
 		"outcome":         outcomeLabel,
 		"actionResult":    actionResult,
@@ -334,6 +296,7 @@ func (s *Site) loadFile(ctx context.Context, a *agent, kind, ref string) (consol
 			return d, err
 		}
 		d.TopUp = &t
+		readableTimeline(t.Timeline, nil)
 		d.Case = caseView{t.Customer, t.Timeline, t.PaymentIntents, t.SupportActions, t.Exceptions}
 		d.Status = t.TopUp.Status
 		d.setOffers(t.AllowedActions)
@@ -343,6 +306,12 @@ func (s *Site) loadFile(ctx context.Context, a *agent, kind, ref string) (consol
 	if err != nil {
 		return d, err
 	}
+	if o.Order.ModelName == "" && o.Order.Model != "" {
+		o.Order.ModelName = s.gpuName(o.Order.Model)
+	}
+	// The timeline as the customer's order page shows it: amounts, model,
+	// dates, networks and plurals formatted.
+	readableTimeline(o.Timeline, o.Order.GPUNames())
 	d.Order = &o
 	d.Case = caseView{o.Customer, o.Timeline, o.PaymentIntents, o.SupportActions, o.Exceptions}
 	for _, h := range o.Hosts {
@@ -393,7 +362,7 @@ func (s *Site) consoleFile(c *gin.Context, kind string) {
 				if act.AwaitingApproval() {
 					state = "inscrite, en attente de l'accord d'un second agent (page « À approuver ») ; rien n'est encore fait"
 				}
-				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s) : %s.", act.ID, label(actionLabels, act.Action), state)
+				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s) : %s.", act.ID, actionName(act), state)
 			}
 		}
 	}
@@ -409,48 +378,6 @@ func fileTitle(kind, ref string) string {
 		return "Recharge " + ref
 	}
 	return "Commande " + ref
-}
-
-func outcomeLabel(o *string) string {
-	if o == nil {
-		return "en cours"
-	}
-	switch *o {
-	case "done":
-		return "effectuée"
-	case "rejected":
-		return "refusée"
-	case "failed":
-		return "échouée"
-	case domain.OutcomeDeclined:
-		return "refusée par un second agent"
-	}
-	return *o
-}
-
-// actionResult says, in French, where an audited action stands: its
-// outcome, the French reason of a refusal (the detail's code left out),
-// and who reviewed it when it needed a second agent.
-func actionResult(a domain.SupportAction) string {
-	out := outcomeLabel(a.Outcome)
-	if a.AwaitingApproval() {
-		out = "en attente d'un second agent"
-	}
-	if a.Outcome != nil && *a.Outcome == "rejected" && a.Detail != nil {
-		if _, msg, ok := strings.Cut(*a.Detail, ": "); ok {
-			out += " : " + msg
-		}
-	}
-	if a.ReviewedBy != nil {
-		out += " · revue par " + *a.ReviewedBy
-	}
-	return out
-}
-
-// resolutionLabels say how a reverted payment's flag was closed.
-var resolutionLabels = map[string]string{
-	"acknowledged": "clos par le support",
-	"remined":      "clos : le paiement est de nouveau confirmé",
 }
 
 // consoleCustomer is a customer's file: account, balance, orders, top-ups

@@ -450,11 +450,14 @@ func describe(act consoleAction, d consoleFileData) ([]string, error) {
 }
 
 func describeException(act consoleAction, e api.ExceptionView, d consoleFileData, who string) ([]string, error) {
-	what := fmt.Sprintf("montant en attente n° %d (%s, %s", e.ID, label(exceptionReasons, e.Reason), assetAmount(e, d))
-	if e.TxID != "" {
-		what += ", transaction " + e.TxID
+	parts := []string{label(exceptionReasons, e.Reason)}
+	if asset := assetAmount(e, d); asset != "" { // unknown for some reverted payments
+		parts = append(parts, asset)
 	}
-	what += ")"
+	if e.TxID != "" {
+		parts = append(parts, "transaction "+e.TxID)
+	}
+	what := fmt.Sprintf("montant en attente n° %d (%s)", e.ID, strings.Join(parts, ", "))
 	switch act.Action {
 	case "refund-exception":
 		amount := act.AmountCents

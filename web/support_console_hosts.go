@@ -86,7 +86,7 @@ func (s *Site) showHosts(c *gin.Context, a *agent, form consoleAction, refusal e
 	if id, err := strconv.ParseInt(c.Query("action"), 10, 64); err == nil {
 		for _, act := range d.Actions {
 			if act.ID == id {
-				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s, %s) : %s.", act.ID, label(actionLabels, act.Action),
+				p.Notice = replayed(c) + fmt.Sprintf("Action n° %d (%s, %s) : %s.", act.ID, actionName(act),
 					strings.TrimPrefix(act.TargetRef, domain.HostTargetPrefix), outcomeLabel(act.Outcome))
 			}
 		}

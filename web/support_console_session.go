@@ -73,16 +73,15 @@ func agentPage(a *agent, title string) page {
 // consoleFail renders an error of the console (a signed-out agent goes to
 // the sign-in page).
 func (s *Site) consoleFail(c *gin.Context, a *agent, err error) {
+	if s.clientGone(c, err) {
+		return
+	}
 	switch domain.ErrorCode(err) {
 	case domain.ECodeUnauthorized:
 		s.toConsoleLogin(c)
 		return
 	case domain.ECodeInternal:
 		s.log.Error("web: console page failed", "path", c.Request.URL.Path, "err", err)
-	}
-	if c.Request.Context().Err() != nil {
-		c.Abort()
-		return
 	}
 	p := agentPage(a, "Une erreur est survenue")
 	p.Error = domain.ErrorMessage(err)

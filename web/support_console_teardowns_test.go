@@ -69,7 +69,7 @@ func TestConsoleTeardownStuck(t *testing.T) {
 	queue := b.get("/support")
 	for _, want := range []string{"Fins de location bloquées", "1 fin de location bloquée",
 		"la machine peut toujours garder les données du client et son accès. Vérifiez l'hôte depuis le dossier de la commande",
-		`<tr data-teardown="` + stuck + `"><th scope="row"><a href="/support/orders/` + stuck + `">` + stuck + `</a></th><td>stuck@example.com</td><td><code>gpu-host-8</code> · rtx-a5000 · 1 GPU</td><td>` +
+		`<tr data-teardown="` + stuck + `"><th scope="row"><a href="/support/orders/` + stuck + `">` + stuck + `</a></th><td>stuck@example.com</td><td><code>gpu-host-8</code> · NVIDIA RTX A5000 · 1 GPU</td><td>` +
 			html.EscapeString("retrait de l'accès du client : "+failure) + `</td>`} {
 		if !strings.Contains(queue, want) {
 			t.Fatalf("queue lacks %q:\n%s", want, queue)

@@ -53,6 +53,8 @@ type Site struct {
 	// explorers are the support console's block explorer URL templates
 	// per network (SetExplorers).
 	explorers map[string]string
+	// gpus caches the catalog's model names (console_format.go).
+	gpus gpuNames
 }
 
 // New parses the templates and the static files.
@@ -109,6 +111,7 @@ func (s *Site) mount(r *gin.Engine, svc services) {
 	// runs on the whole engine; forms signed in also carry the CSRF token.
 	g := r.Group("", pageHeaders)
 	g.GET("/", s.configurator)
+	g.GET("/favicon.ico", s.assets.favicon)
 	g.GET("/summary", s.summary)
 	g.GET("/register", s.registerForm)
 	g.POST("/register", s.register)
@@ -261,10 +264,12 @@ func (s *Site) render(c *gin.Context, status int, name string, p page) {
 	if p.Path == "" {
 		p.Path = c.Request.URL.RequestURI()
 	}
-	// Refusals spell amounts "12.50 USD" (some come from workflows).
-	p.Error = domain.FrenchAmounts(p.Error)
+	// Refusals spell amounts "12.50 USD" and dates "03/12/2026 à 14:05
+	// UTC" (some come from workflows): shown the French way.
+	p.Error = domain.CustomerText(p.Error, nil)
+	p.Notice = domain.CustomerText(p.Notice, nil)
 	for k, v := range p.FieldErrors {
-		p.FieldErrors[k] = domain.FrenchAmounts(v)
+		p.FieldErrors[k] = domain.CustomerText(v, nil)
 	}
 	var buf bytes.Buffer
 	root := "layout.html"
@@ -281,6 +286,9 @@ func (s *Site) render(c *gin.Context, status int, name string, p page) {
 
 // fail renders an error page for an API or internal error.
 func (s *Site) fail(c *gin.Context, err error) {
+	if s.clientGone(c, err) {
+		return
+	}
 	switch domain.ErrorCode(err) {
 	case domain.ECodeNotFound:
 		s.notFound(c)
@@ -291,13 +299,22 @@ func (s *Site) fail(c *gin.Context, err error) {
 	case domain.ECodeInternal:
 		s.log.Error("web: page failed", "path", c.Request.URL.Path, "err", err)
 	}
-	if c.Request.Context().Err() != nil {
-		c.Abort()
-		return
-	}
 	p := s.visitorPage(c, "Une erreur est survenue")
 	p.Error = domain.ErrorMessage(err)
 	s.render(c, statusOf(err), "error", p)
+}
+
+// clientGone: the request was cancelled by its client (the configurator
+// replaces its summary request while the customer clicks on, a tab is
+// closed): whatever failed, nobody reads the answer and nothing is wrong.
+// Logged at debug level, answered with nothing.
+func (s *Site) clientGone(c *gin.Context, err error) bool {
+	if c.Request.Context().Err() == nil {
+		return false
+	}
+	s.log.Debug("web: client went away", "path", c.Request.URL.Path, "err", err)
+	c.Abort()
+	return true
 }
 
 // notFound answers the site's 404 page, signed in if the visitor is (the

@@ -264,13 +264,14 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 		r.Status.PeriodEnd = r.End
 		r.wake.SendAsync(struct{}{}) // re-arm the end and reminder timers
 		ev.PeriodEnd = ptrTo(r.End)
-		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : nouvelle fin le %s.", e.Days, frDate(r.End))
+		ev.Message = fmt.Sprintf("Location prolongée de %s : nouvelle fin le %s.", domain.Plural(e.Days, "jour", "jours"), frDate(r.End))
 	} else {
 		r.ExtraDays += e.Days
-		ev.Message = fmt.Sprintf("Location prolongée de %d jour(s) : ils s'ajoutent à la période, qui commence quand la machine est prête.", e.Days)
+		added := domain.Plural(e.Days, "jour, qui s'ajoute", "jours, qui s'ajoutent")
+		ev.Message = fmt.Sprintf("Location prolongée de %s à la période, qui commence quand la machine est prête.", added)
 	}
 	if err := r.recordSupport(ctx, domain.ActionExtend, e.ActionID, e.Agent, e.Reason,
-		fmt.Sprintf("Le support a prolongé la location de %d jour(s).", e.Days), map[string]any{"days": e.Days}); err != nil {
+		fmt.Sprintf("Le support a prolongé la location de %s.", domain.Plural(e.Days, "jour", "jours")), map[string]any{"days": e.Days}); err != nil {
 		return errUnavailable()
 	}
 	if err := r.record(ctx, ev); err != nil {

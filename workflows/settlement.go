@@ -167,7 +167,11 @@ func (s *settlement) resolveOf(ctx workflow.Context, e domain.Exception, r domai
 	if e.Reason != domain.ExceptionReverted || e.ResolvedAt != nil {
 		return reject(domain.ECodeConflict, "Seul un paiement annulé par le réseau et signalé au support se clôt ainsi.")
 	}
-	msg := fmt.Sprintf("Le support a pris en charge le paiement annulé par le réseau (%s %s, %s).", e.Asset, e.Network, usd(e.AmountCents))
+	paid := usd(e.AmountCents)
+	if e.Asset != "" {
+		paid = e.Asset + ", " + paid
+	}
+	msg := fmt.Sprintf("Le support a pris en charge le paiement annulé par le réseau %s (%s).", domain.NetworkName(e.Network), paid)
 	data := map[string]any{"exception_id": e.ID, "payment_key": e.PaymentKey, "shortfall_cents": e.ShortfallCents,
 		"agent": r.Agent, "support_reason": r.Reason, "action_id": r.ActionID}
 	use := &domain.ExceptionUse{ExceptionID: e.ID, Resolve: &r}

@@ -18,13 +18,7 @@ func TestTopUpAttributedBySupportThenRentalPaidFromBalance(t *testing.T) {
 	s := newShop(t, shopOptions{})
 	ctx := browser(t)
 	s.register(t, ctx, "Dana", "dana@example.com")
-	run(t, ctx, "top up 100 USD",
-		chromedp.Navigate(s.srv.URL+"/balance"),
-		click("#tu-10000"),
-		click(`form[action="/topups"] button[type=submit]`),
-		visible("#paiement"),
-	)
-	tuRef := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/topups/")
+	tuRef := s.topUp100(t, ctx)
 	if !strings.HasPrefix(tuRef, "TU-") {
 		t.Fatalf("top-up page %q", tuRef)
 	}
