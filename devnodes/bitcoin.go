@@ -7,8 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/btcsuite/btcd/btcec/v2"
 	"github.com/btcsuite/btcd/btcutil"
@@ -102,6 +105,22 @@ func startBitcoin(ctx context.Context, dir string, port, p2pPort int) (*Node, er
 		n.Stop()
 		return nil, err
 	}
+	// btcd removes its regtest database at every start: the chain saved
+	// when it last stopped is submitted again, block by block (the same
+	// blocks, so the same hashes: no payment seen before is reorganised
+	// away), and saved again at the next stop.
+	chainFile := filepath.Join(data, "regtest-chain.hex")
+	if err := restoreBitcoinChain(ctx, url, chainFile); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	n.beforeStop = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := saveBitcoinChain(sctx, url, chainFile); err != nil {
+			fmt.Fprintf(os.Stderr, "devnodes: the regtest chain was not saved (%v): the next start begins a new one\n", err)
+		}
+	}
 	var height int
 	if err := RPC(ctx, url, "getblockcount", nil, &height); err != nil {
 		n.Stop()
@@ -114,6 +133,61 @@ func startBitcoin(ctx context.Context, dir string, port, p2pPort int) (*Node, er
 		}
 	}
 	return n, nil
+}
+
+// saveBitcoinChain writes every block of the node's chain, raw, one per
+// line from height 1, to file (through a temporary file: a save cut short
+// leaves the previous one).
+func saveBitcoinChain(ctx context.Context, url, file string) error {
+	var height int
+	if err := RPC(ctx, url, "getblockcount", nil, &height); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for h := 1; h <= height; h++ {
+		var hash, raw string
+		if err := RPC(ctx, url, "getblockhash", []any{h}, &hash); err != nil {
+			return err
+		}
+		if err := RPC(ctx, url, "getblock", []any{hash, 0}, &raw); err != nil {
+			return err
+		}
+		b.WriteString(raw + "\n")
+	}
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+// restoreBitcoinChain submits the blocks saved in file (none if it does
+// not exist) to a node whose chain is empty.
+func restoreBitcoinChain(ctx context.Context, url, file string) error {
+	data, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var height int
+	if err := RPC(ctx, url, "getblockcount", nil, &height); err != nil {
+		return err
+	}
+	if height > 0 {
+		return nil // the node kept its chain
+	}
+	for i, raw := range strings.Fields(string(data)) {
+		var refused *string
+		if err := RPC(ctx, url, "submitblock", []any{raw}, &refused); err != nil {
+			return fmt.Errorf("restore the regtest chain from %s, block %d: %w", file, i+1, err)
+		}
+		if refused != nil && *refused != "" && *refused != "duplicate" {
+			return fmt.Errorf("restore the regtest chain from %s: block %d refused: %s (remove the file to start a new chain)", file, i+1, *refused)
+		}
+	}
+	return nil
 }
 
 // PayBitcoin sends exactly the intent's amount to its address from a

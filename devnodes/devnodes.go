@@ -56,10 +56,16 @@ var (
 type Node struct {
 	cmd  *exec.Cmd
 	done chan error
+	// beforeStop runs before the node is asked to stop (btcd saves its
+	// regtest chain, which it wipes when it starts).
+	beforeStop func()
 }
 
 // Stop terminates the node and waits for it.
 func (n *Node) Stop() {
+	if n.beforeStop != nil {
+		n.beforeStop()
+	}
 	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-n.done:

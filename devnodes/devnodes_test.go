@@ -36,14 +36,7 @@ func TestDevelopmentKeys(t *testing.T) {
 // payment spends another coin.
 func TestBitcoinDevNodePays(t *testing.T) {
 	ctx := context.Background()
-	port, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p2p, err := FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port, p2p := bitcoinPorts(t)
 	n, err := StartBitcoinOn(ctx, t.TempDir(), port, p2p)
 	if err != nil {
 		t.Fatal(err)
@@ -93,4 +86,58 @@ func TestBitcoinDevNodePays(t *testing.T) {
 			t.Fatalf("pay %d: no output of %d sat to %s in %+v", i, sats, addr, tx.Vout)
 		}
 	}
+}
+
+// The regtest chain survives a clean restart of the node on the same
+// directory (`kernodeck dev` keeps it under KERNODECK_DEV_DIR): the blocks
+// mined before, and the payments in them, are still the chain, so no
+// order paid in BTC sees a deep reorganisation after a restart.
+func TestBitcoinDevNodeKeepsItsChain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	port, p2p := bitcoinPorts(t)
+	tip := func(n *Node) (int, string) {
+		t.Helper()
+		var height int
+		var hash string
+		if err := RPC(ctx, BitcoinURLOn(port), "getblockcount", nil, &height); err != nil {
+			t.Fatal(err)
+		}
+		if err := RPC(ctx, BitcoinURLOn(port), "getblockhash", []any{height}, &hash); err != nil {
+			t.Fatal(err)
+		}
+		return height, hash
+	}
+	n, err := StartBitcoinOn(ctx, dir, port, p2p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MineBitcoin(ctx, BitcoinURLOn(port), 3); err != nil {
+		n.Stop()
+		t.Fatal(err)
+	}
+	height, hash := tip(n)
+	n.Stop()
+
+	n, err = StartBitcoinOn(ctx, dir, port, p2p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	if h2, hash2 := tip(n); h2 != height || hash2 != hash {
+		t.Fatalf("after a restart the tip is %d %s, was %d %s", h2, hash2, height, hash)
+	}
+}
+
+// bitcoinPorts are free RPC and peer-to-peer ports for a test's btcd.
+func bitcoinPorts(t *testing.T) (rpc, p2p int) {
+	t.Helper()
+	rpc, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2p, err = FreePort(); err != nil {
+		t.Fatal(err)
+	}
+	return rpc, p2p
 }
