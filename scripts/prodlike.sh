@@ -62,11 +62,27 @@
 #                          connections; "shared": the server at PGHOST/PGPORT
 #                          (default 127.0.0.1:5432, user postgres, trust
 #                          authentication), which must allow ~150 more connections
+#   KD_PRODLIKE_NETNS=1    three machines (issue 38, item 1; docs/three-machines.md):
+#                          as root, network namespaces NAME-data (192.0.2.10:
+#                          PostgreSQL, the Temporal server), NAME-app
+#                          (192.0.2.11: api, worker, mail), NAME-chain
+#                          (192.0.2.12: chainwatch, Litecoin Core, btcd) and
+#                          NAME-ops (192.0.2.2: this script, its checks, the
+#                          command after --, the SMTP provider, mailpit) on a
+#                          bridge in NAME-hub; each process binds its
+#                          machine's address, none loopback; PostgreSQL has an
+#                          owner and a runtime role per database, password
+#                          authentication from 192.0.2.0/24; one api, one
+#                          worker, one chainwatch and `kernodeck mail`. NAME
+#                          is KD_PRODLIKE_NETNS_PREFIX (default kdPID, unique
+#                          per run); every namespace is deleted at the end,
+#                          also on failure
 # Any KERNODECK_* variable exported by the caller reaches every Kernodeck
 # process (e.g. KERNODECK_CONFIRMATIONS=litecoin=2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
+ARGS=("$@")
 
 TEMPORAL_VERSION=v1.29.1
 DIR="${KD_PRODLIKE_DIR:-/tmp/kd-prodlike}"
@@ -85,6 +101,25 @@ if [ "$PG_MODE" = own ]; then
 	PGPORT=$((BASE + 432))
 fi
 PGUSER="${PGUSER:-postgres}"
+NETNS="${KD_PRODLIKE_NETNS:-0}"
+case "$NETNS" in 0 | 1) ;; *) echo "KD_PRODLIKE_NETNS: 0 or 1" >&2; exit 2 ;; esac
+# The machines' addresses and how a command runs on each: all this one
+# (loopback) unless KD_PRODLIKE_NETNS=1, where this script runs on the
+# operator's machine (NS_PREFIX-ops) and starts each process on its own.
+H_DATA=127.0.0.1 H_APP=127.0.0.1 H_CHAIN=127.0.0.1 H_OPS=127.0.0.1
+ON_DATA=() ON_APP=() ON_CHAIN=()
+NS_PREFIX="${KD_PRODLIKE_NETNS_INNER:-}"
+if [ "$NETNS" = 1 ]; then
+	[ "$PG_MODE" = own ] || { echo "KD_PRODLIKE_NETNS=1 runs its own PostgreSQL (not KD_PRODLIKE_PG=shared)" >&2; exit 2; }
+	H_DATA=192.0.2.10 H_APP=192.0.2.11 H_CHAIN=192.0.2.12 H_OPS=192.0.2.2
+	WORKERS=1
+	if [ -n "$NS_PREFIX" ]; then
+		ON_DATA=(ip netns exec "$NS_PREFIX-data")
+		ON_APP=(ip netns exec "$NS_PREFIX-app")
+		ON_CHAIN=(ip netns exec "$NS_PREFIX-chain")
+	fi
+	PGHOST=$H_DATA
+fi
 export PGHOST PGPORT PGUSER
 SERVER_NAME=temporal.kernodeck.internal
 NAMESPACE=kernodeck
@@ -161,6 +196,69 @@ command -v btcd >/dev/null || die "btcd is needed (scripts/ensure-tools.sh insta
 [ -d "$MODDIR/schema/postgresql/v12" ] || (cd "$(mktemp -d)" && go mod download "go.temporal.io/server@$TEMPORAL_VERSION")
 build_tools
 
+# --- three machines: network namespaces (KD_PRODLIKE_NETNS=1) ----------------
+
+# netns_run makes the machines (/work/shared/LOCAL-NODES.md: a bridge in a
+# namespace of its own, a veth per machine), runs this script again on the
+# operator's machine (NS-ops), which starts every process on its own machine,
+# and deletes the namespaces when it ends, however it ends.
+netns_run() {
+	[ "$(id -u)" = 0 ] || die "KD_PRODLIKE_NETNS=1 needs root (ip netns)"
+	command -v ip >/dev/null || die "ip (iproute2) is needed"
+	local ns="${KD_PRODLIKE_NETNS_PREFIX:-kd$$}" id=$$ host addr
+	[[ "$ns" =~ ^[a-zA-Z0-9_-]{1,40}$ ]] || die "KD_PRODLIKE_NETNS_PREFIX: letters, digits, - and _"
+	if ip netns list | grep -q "^$ns-"; then
+		die "namespaces $ns-* exist (another run?): set KD_PRODLIKE_NETNS_PREFIX"
+	fi
+	NS_MADE=()
+	netns_teardown() {
+		local n pids
+		for n in "${NS_MADE[@]}"; do
+			# Whatever the run left (it stops its processes itself).
+			pids="$(ip netns pids "$n" 2>/dev/null || true)"
+			# shellcheck disable=SC2086
+			[ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+		done
+		for n in "${NS_MADE[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+		[ ${#NS_MADE[@]} = 0 ] || log "namespaces ${NS_MADE[*]} deleted"
+		NS_MADE=()
+	}
+	netns_forward() { [ -z "${INNER:-}" ] || kill -"$1" "$INNER" 2>/dev/null || true; }
+	trap netns_teardown EXIT
+	trap 'netns_forward INT' INT
+	trap 'netns_forward TERM' TERM
+	ip netns add "$ns-hub"
+	NS_MADE+=("$ns-hub")
+	ip -n "$ns-hub" link add br0 type bridge
+	ip -n "$ns-hub" link set br0 up
+	for host in ops=$H_OPS data=$H_DATA app=$H_APP chain=$H_CHAIN; do
+		addr=${host#*=}
+		host=${host%%=*}
+		ip netns add "$ns-$host"
+		NS_MADE+=("$ns-$host")
+		ip link add "kv$id${host:0:1}" type veth peer name eth0 netns "$ns-$host"
+		ip link set "kv$id${host:0:1}" netns "$ns-hub"
+		ip -n "$ns-hub" link set "kv$id${host:0:1}" master br0 up
+		ip -n "$ns-$host" addr add "$addr/24" dev eth0
+		ip -n "$ns-$host" link set eth0 up
+		ip -n "$ns-$host" link set lo up
+	done
+	log "machines: $ns-data $H_DATA (PostgreSQL, Temporal), $ns-app $H_APP (api, worker, mail)," \
+		"$ns-chain $H_CHAIN (chainwatch, litecoind), $ns-ops $H_OPS (operator, SMTP provider)"
+	ip netns exec "$ns-ops" env KD_PRODLIKE_NETNS_INNER="$ns" "$ROOT/scripts/prodlike.sh" "${ARGS[@]}" &
+	INNER=$!
+	local status
+	while :; do
+		status=0
+		wait "$INNER" || status=$?
+		kill -0 "$INNER" 2>/dev/null || break
+	done
+	exit "$status"
+}
+if [ "$NETNS" = 1 ] && [ -z "$NS_PREFIX" ]; then
+	netns_run
+fi
+
 # --- ports ---------------------------------------------------------------
 
 [ "$BASE" -ge 1024 ] && [ "$BASE" -le 31800 ] || die "KD_PRODLIKE_PORT_BASE must be 1024..31800"
@@ -179,7 +277,7 @@ P_BTC_RPC=$((BASE + 332))
 P_BTC_P2P=$((BASE + 333))
 ALL_PORTS="$P_FRONTEND $P_HTTP $P_HISTORY $P_MATCHING $P_TWORKER $((BASE + 933)) $((BASE + 934)) $((BASE + 935)) $((BASE + 939)) $P_TMETRICS $P_TPPROF $P_API1 $P_API2 $(seq $((BASE + 91)) $((BASE + 96))) $P_LTC_RPC $P_LTC_P2P $P_BTC_RPC $P_BTC_P2P"
 [ "$PG_MODE" = shared ] || ALL_PORTS="$ALL_PORTS $PGPORT"
-for port in $ALL_PORTS; do
+[ "$NETNS" = 1 ] || for port in $ALL_PORTS; do
 	if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
 		die "port $port is in use (another deployment?): stop it, or set KD_PRODLIKE_PORT_BASE"
 	fi
@@ -294,7 +392,8 @@ if [ ! -f "$TLS/api.pem" ]; then
 			-days 30 -extfile "$TLS/$1.ext" -out "$TLS/$1.pem" 2>/dev/null
 		rm -f "$TLS/$1.csr" "$TLS/$1.ext"
 	}
-	cert frontend "$SERVER_NAME" "subjectAltName=DNS:$SERVER_NAME,DNS:localhost,IP:127.0.0.1
+	# The data machine's address too (clients that dial it by address).
+	cert frontend "$SERVER_NAME" "subjectAltName=DNS:$SERVER_NAME,DNS:localhost,IP:127.0.0.1$([ "$H_DATA" = 127.0.0.1 ] || echo ",IP:$H_DATA")
 extendedKeyUsage=serverAuth
 keyUsage=digitalSignature"
 	cert system-worker temporal-system-worker "extendedKeyUsage=clientAuth
@@ -327,9 +426,29 @@ if [ "$PG_MODE" = own ]; then
 		"${AS_PG[@]}" "$PGBIN/initdb" -D "$DIR/pg/data" -U postgres --auth=trust -E UTF8 >"$DIR/logs/initdb.log" 2>&1 ||
 			die "initdb: see $DIR/logs/initdb.log"
 	fi
-	spawn postgres "${AS_PG[@]}" "$PGBIN/postgres" -D "$DIR/pg/data" -p "$PGPORT" -k "$DIR/pg" \
-		-c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=256MB \
+	if [ "$NETNS" = 1 ]; then
+		# The data machine: other machines' connections by password
+		# (SCRAM); the superuser's from the operator's machine only.
+		PG_SUPER_PW="$(openssl rand -hex 16)"
+		grep -q '^# kernodeck netns' "$DIR/pg/data/pg_hba.conf" || cat >>"$DIR/pg/data/pg_hba.conf" <<EOF
+# kernodeck netns
+host all postgres $H_OPS/32 scram-sha-256
+host all postgres 0.0.0.0/0 reject
+host all all 192.0.2.0/24 scram-sha-256
+EOF
+		umask 077
+		echo "$H_DATA:$PGPORT:*:postgres:$PG_SUPER_PW" >"$DIR/pg/ops.pgpass"
+		umask 022
+		export PGPASSFILE="$DIR/pg/ops.pgpass"
+	fi
+	spawn postgres "${ON_DATA[@]}" "${AS_PG[@]}" "$PGBIN/postgres" -D "$DIR/pg/data" -p "$PGPORT" -k "$DIR/pg" \
+		-c listen_addresses="$H_DATA" -c password_encryption=scram-sha-256 -c max_connections=300 -c shared_buffers=256MB \
 		-c shared_preload_libraries=pg_stat_statements
+	if [ "$NETNS" = 1 ]; then
+		# As the database's administrator on its machine (the socket).
+		wait_until "PostgreSQL's socket" 60 "${ON_DATA[@]}" "${AS_PG[@]}" psql -h "$DIR/pg" -p "$PGPORT" -qAt -d postgres -c 'SELECT 1'
+		"${ON_DATA[@]}" "${AS_PG[@]}" psql -h "$DIR/pg" -p "$PGPORT" -q -d postgres -v pw="$PG_SUPER_PW" >/dev/null <<<"ALTER ROLE postgres PASSWORD :'pw';"
+	fi
 	wait_until "PostgreSQL on $PGHOST:$PGPORT" 60 psql -qAt -d postgres -c 'SELECT 1'
 	# Where the time goes: SELECT * FROM pg_stat_statements (any database).
 	psql -q -d postgres -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
@@ -343,10 +462,41 @@ if [ "${KD_PRODLIKE_KEEP:-0}" != 1 ]; then
 	done
 fi
 SQLTOOL=(temporal-sql-tool --plugin postgres12 --ep "$PGHOST" -p "$PGPORT" -u "$PGUSER")
+T_USER=$PGUSER
+KD_OWNER=$PGUSER
+if [ "$NETNS" = 1 ]; then
+	# Database roles: each database is owned by the role that migrates it
+	# (temporal; kernodeck), the Kernodeck processes connect as a runtime
+	# role (kernodeck_app) that reads and writes rows and changes no schema.
+	# Passwords by role, never on a command line (psql reads them from
+	# standard input; the SQL tool from SQL_PASSWORD).
+	T_USER=temporal KD_OWNER=kernodeck
+	umask 077
+	[ -f "$DIR/pg/roles.env" ] || cat >"$DIR/pg/roles.env" <<EOF
+PW_TEMPORAL=$(openssl rand -hex 16)
+PW_KERNODECK=$(openssl rand -hex 16)
+PW_KERNODECK_APP=$(openssl rand -hex 16)
+EOF
+	umask 022
+	# shellcheck disable=SC1091
+	. "$DIR/pg/roles.env"
+	mkrole() { # ROLE PASSWORD
+		psql -q -d postgres -v ON_ERROR_STOP=1 -v role="$1" -v pw="$2" >/dev/null <<'EOF'
+SELECT format('CREATE ROLE %I LOGIN', :'role') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role') \gexec
+ALTER ROLE :"role" PASSWORD :'pw';
+EOF
+	}
+	mkrole temporal "$PW_TEMPORAL"
+	mkrole kernodeck "$PW_KERNODECK"
+	mkrole kernodeck_app "$PW_KERNODECK_APP"
+	SQLTOOL=(env SQL_PASSWORD="$PW_TEMPORAL" temporal-sql-tool --plugin postgres12 --ep "$PGHOST" -p "$PGPORT" -u temporal)
+fi
 schema() { # DB KIND(temporal|visibility)
 	if ! db_exists "$1"; then
-		log "Temporal database $1: create, setup-schema -v 0.0, update-schema"
-		"${SQLTOOL[@]}" --db "$1" create >>"$DIR/logs/sql-tool.log" 2>&1
+		log "Temporal database $1: create (owner $T_USER), setup-schema -v 0.0, update-schema"
+		# The superuser creates it (a role without CREATEDB cannot), owned
+		# by the role that sets up its schema.
+		psql -q -d postgres -c "CREATE DATABASE \"$1\" OWNER \"$T_USER\""
 		"${SQLTOOL[@]}" --db "$1" setup-schema -v 0.0 >>"$DIR/logs/sql-tool.log" 2>&1
 	fi
 	# Idempotent: applies only the versions the database lacks (an upgrade
@@ -356,7 +506,12 @@ schema() { # DB KIND(temporal|visibility)
 }
 schema "$T_DB" temporal
 schema "$TV_DB" visibility
-db_exists "$KD_DB" || psql -q -d postgres -c "CREATE DATABASE \"$KD_DB\""
+db_exists "$KD_DB" || psql -q -d postgres -c "CREATE DATABASE \"$KD_DB\" OWNER \"$KD_OWNER\""
+if [ "$NETNS" = 1 ]; then
+	psql -q -d "$KD_DB" -c "REVOKE ALL ON DATABASE \"$KD_DB\" FROM PUBLIC" -c "GRANT CONNECT ON DATABASE \"$KD_DB\" TO kernodeck_app" \
+		-c "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
+	for db in "$T_DB" "$TV_DB"; do psql -q -d postgres -c "REVOKE ALL ON DATABASE \"$db\" FROM PUBLIC" >/dev/null; done
+fi
 
 # --- Temporal server ---------------------------------------------------------
 
@@ -366,10 +521,11 @@ KD_TEMPORAL_HISTORY_SHARDS=$SHARDS
 KD_TEMPORAL_DB=$T_DB
 KD_TEMPORAL_VISIBILITY_DB=$TV_DB
 KD_TEMPORAL_DB_ADDR=$PGHOST:$PGPORT
-KD_TEMPORAL_DB_USER=$PGUSER
+KD_TEMPORAL_DB_USER=$T_USER
+$([ "$NETNS" = 0 ] || echo "KD_TEMPORAL_DB_PASSWORD=$PW_TEMPORAL")
 KD_TEMPORAL_DB_MAX_CONNS=10
 KD_TEMPORAL_VISIBILITY_DB_MAX_CONNS=4
-KD_TEMPORAL_BIND_IP=127.0.0.1
+KD_TEMPORAL_BIND_IP=$H_DATA
 KD_TEMPORAL_FRONTEND_PORT=$P_FRONTEND
 KD_TEMPORAL_HTTP_PORT=$P_HTTP
 KD_TEMPORAL_HISTORY_PORT=$P_HISTORY
@@ -379,8 +535,8 @@ KD_TEMPORAL_FRONTEND_MEMBERSHIP_PORT=$((BASE + 933))
 KD_TEMPORAL_HISTORY_MEMBERSHIP_PORT=$((BASE + 934))
 KD_TEMPORAL_MATCHING_MEMBERSHIP_PORT=$((BASE + 935))
 KD_TEMPORAL_WORKER_MEMBERSHIP_PORT=$((BASE + 939))
-KD_TEMPORAL_METRICS_ADDR=127.0.0.1:$P_TMETRICS
-KD_TEMPORAL_PPROF_PORT=$P_TPPROF
+KD_TEMPORAL_METRICS_ADDR=$H_DATA:$P_TMETRICS
+KD_TEMPORAL_PPROF_PORT=$([ "$NETNS" = 0 ] && echo "$P_TPPROF" || echo 0)
 KD_TEMPORAL_FRONTEND_CERT=$TLS/frontend.pem
 KD_TEMPORAL_FRONTEND_KEY=$TLS/frontend.key
 KD_TEMPORAL_CLIENT_CA=$TLS/ca.pem
@@ -392,11 +548,12 @@ KD_TEMPORAL_DYNAMIC_CONFIG=$ROOT/deploy/temporal/dynamicconfig.yaml
 EOF
 # The same file, in systemd's EnvironmentFile format, is what
 # deploy/systemd/temporal-server.service reads from /etc/kernodeck/temporal.env.
-mapfile -t TENV < <(grep -v '^#' "$DIR/temporal.env")
-spawn temporal-server env "${TENV[@]}" temporal-server --root / --config "$ROOT/deploy/temporal" --env production start
+chmod 600 "$DIR/temporal.env"
+mapfile -t TENV < <(grep -v '^#' "$DIR/temporal.env" | grep .)
+spawn temporal-server "${ON_DATA[@]}" env -u PGPASSFILE "${TENV[@]}" "$(command -v temporal-server)" --root / --config "$ROOT/deploy/temporal" --env production start
 
 # The operators' CLI, with the operator's certificate.
-TBASE=(temporal --disable-config-file --disable-config-env --address "127.0.0.1:$P_FRONTEND"
+TBASE=(temporal --disable-config-file --disable-config-env --address "$H_DATA:$P_FRONTEND"
 	--tls-ca-path "$TLS/ca.pem" --tls-server-name "$SERVER_NAME")
 TCLI=("${TBASE[@]}" --tls-cert-path "$TLS/operator.pem" --tls-key-path "$TLS/operator.key")
 wait_until "the Temporal frontend (mTLS)" 120 "${TCLI[@]}" operator cluster health
@@ -407,7 +564,7 @@ fi
 if "${TBASE[@]}" --tls --command-timeout 5s operator cluster health >/dev/null 2>&1; then
 	die "the frontend accepted a client without a certificate"
 fi
-log "Temporal frontend on 127.0.0.1:$P_FRONTEND: mutual TLS (no certificate, or another CA's: refused)"
+log "Temporal frontend on $H_DATA:$P_FRONTEND: mutual TLS (no certificate, or another CA's: refused)"
 
 if ! "${TCLI[@]}" operator namespace describe -n "$NAMESPACE" >/dev/null 2>&1; then
 	"${TCLI[@]}" operator namespace create -n "$NAMESPACE" --retention 72h >>"$DIR/logs/temporal-cli.log" 2>&1
@@ -429,11 +586,19 @@ log "namespace $NAMESPACE and search attributes $SEARCH_ATTRIBUTES registered"
 
 # --- Litecoin Core (regtest, push) --------------------------------------------
 
-LTC_URL="http://kernodeck:prodlike@127.0.0.1:$P_LTC_RPC"
+LTC_URL="http://kernodeck:prodlike@$H_CHAIN:$P_LTC_RPC"
+# Its RPC: the chain machine's watchers, and the operator's (the payer of
+# the tests) when on machines of their own.
+LTC_ALLOW=(-rpcallowip=127.0.0.1)
+[ "$NETNS" = 0 ] || LTC_ALLOW=(-rpcallowip="$H_CHAIN" -rpcallowip="$H_OPS")
+# Its Tor listener binds 127.0.0.1 (the default port + 1) whatever
+# -listenonion says: on the chain machine's address with the others.
+LTC_ONION=()
+[ "$NETNS" = 0 ] || LTC_ONION=(-bind="$H_CHAIN:$((P_LTC_P2P + 1))=onion")
 mkdir -p "$DIR/litecoin"
-spawn litecoind "$LITECOIND" -regtest -datadir="$DIR/litecoin" -server -listen=1 -bind="127.0.0.1:$P_LTC_P2P" \
-	-port="$P_LTC_P2P" -discover=0 -dnsseed=0 -whitelist=noban@127.0.0.1 -mempoolreplacement=1 \
-	-rpcbind=127.0.0.1 -rpcallowip=127.0.0.1 -rpcport="$P_LTC_RPC" -rpcuser=kernodeck -rpcpassword=prodlike \
+spawn litecoind "${ON_CHAIN[@]}" "$LITECOIND" -regtest -datadir="$DIR/litecoin" -server -listen=1 -bind="$H_CHAIN:$P_LTC_P2P" \
+	"${LTC_ONION[@]}" -port="$P_LTC_P2P" -discover=0 -dnsseed=0 -whitelist=noban@"$H_CHAIN" -mempoolreplacement=1 \
+	-rpcbind="$H_CHAIN" "${LTC_ALLOW[@]}" -rpcport="$P_LTC_RPC" -rpcuser=kernodeck -rpcpassword=prodlike \
 	-txindex=1 -fallbackfee=0.0001 -rpcworkqueue=64 -printtoconsole=0
 # rpc URL METHOD [JSON params]: one JSON-RPC call to a node.
 rpc() {
@@ -449,30 +614,41 @@ if [ "$height" -lt 101 ]; then
 	addr="$(ltc getnewaddress | jq -r .result)"
 	ltc generatetoaddress "[$((101 - height)), \"$addr\"]" >/dev/null
 fi
-log "Litecoin Core regtest: RPC 127.0.0.1:$P_LTC_RPC (wallet dev), peer-to-peer 127.0.0.1:$P_LTC_P2P"
+log "Litecoin Core regtest: RPC $H_CHAIN:$P_LTC_RPC (wallet dev), peer-to-peer $H_CHAIN:$P_LTC_P2P"
 
 # --- btcd (regtest, push) -------------------------------------------------------
 
 # btcd has no wallet: it mines to the development payer (devnodes.
 # BitcoinPayerAddress; deploy/deploy_test.go checks the two agree), whose
 # coins devnodes.SendBitcoin spends.
+# Not on the three machines: btcd refuses an RPC listener off loopback
+# without TLS, which Kernodeck's Bitcoin client does not speak (a
+# production node is Bitcoin Core, docs/three-machines.md).
 BTC_PAYER=bcrt1qwj5fhfedjl2jukc6zzc86utfwutdxtt34jh9nm
-BTC_URL="http://kernodeck:prodlike@127.0.0.1:$P_BTC_RPC"
-mkdir -p "$DIR/btcd"
-spawn btcd btcd --regtest --configfile= --datadir="$DIR/btcd/data" --logdir="$DIR/btcd/logs" \
-	--listen="127.0.0.1:$P_BTC_P2P" --trickleinterval=50ms --rpclisten="127.0.0.1:$P_BTC_RPC" --notls \
-	--rpcuser=kernodeck --rpcpass=prodlike --rpcmaxclients=64 --miningaddr="$BTC_PAYER" --txindex
+BTC_URL="http://kernodeck:prodlike@$H_CHAIN:$P_BTC_RPC"
 btc() { rpc "$BTC_URL" "$@"; }
-wait_until "btcd RPC" 60 btc getblockcount
-# btcd's regtest activates segwit through BIP9 (three 144-block windows)
-# before it accepts a witness spend: 440 blocks, as devnodes.StartBitcoin.
-height="$(btc getblockcount | jq -r .result)"
-[ "$height" -ge 440 ] || btc generate "[$((440 - height))]" >/dev/null || die "btcd: generate failed"
-log "btcd regtest: RPC 127.0.0.1:$P_BTC_RPC (mined to $BTC_PAYER), peer-to-peer 127.0.0.1:$P_BTC_P2P"
+if [ "$NETNS" = 0 ]; then
+	mkdir -p "$DIR/btcd"
+	spawn btcd "${ON_CHAIN[@]}" "$(command -v btcd)" --regtest --configfile= --datadir="$DIR/btcd/data" --logdir="$DIR/btcd/logs" \
+		--listen="$H_CHAIN:$P_BTC_P2P" --trickleinterval=50ms --rpclisten="$H_CHAIN:$P_BTC_RPC" --notls \
+		--rpcuser=kernodeck --rpcpass=prodlike --rpcmaxclients=64 --miningaddr="$BTC_PAYER" --txindex
+	wait_until "btcd RPC" 60 btc getblockcount
+	# btcd's regtest activates segwit through BIP9 (three 144-block windows)
+	# before it accepts a witness spend: 440 blocks, as devnodes.StartBitcoin.
+	height="$(btc getblockcount | jq -r .result)"
+	[ "$height" -ge 440 ] || btc generate "[$((440 - height))]" >/dev/null || die "btcd: generate failed"
+	log "btcd regtest: RPC $H_CHAIN:$P_BTC_RPC (mined to $BTC_PAYER), peer-to-peer $H_CHAIN:$P_BTC_P2P"
+fi
 
 # --- Kernodeck -----------------------------------------------------------------
 
 go build -o "$DIR/bin/kernodeck" ./cmd/kernodeck
+KD_RUNTIME_URL="postgres://$PGUSER@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
+KD_OWNER_URL=$KD_RUNTIME_URL
+if [ "$NETNS" = 1 ]; then
+	KD_RUNTIME_URL="postgres://kernodeck_app:$PW_KERNODECK_APP@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
+	KD_OWNER_URL="postgres://kernodeck:$PW_KERNODECK@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
+fi
 KD="$DIR/bin/kernodeck"
 if [ ! -f "$DIR/secrets.env" ]; then
 	umask 077
@@ -485,8 +661,8 @@ fi
 # What every Kernodeck process shares (systemd: /etc/kernodeck/kernodeck.env,
 # see deploy/systemd/kernodeck.env.example); each adds its own addresses.
 cat >"$DIR/kernodeck.env" <<EOF
-KERNODECK_DATABASE_URL=postgres://$PGUSER@$PGHOST:$PGPORT/$KD_DB?sslmode=disable
-TEMPORAL_ADDRESS=127.0.0.1:$P_FRONTEND
+KERNODECK_DATABASE_URL=$KD_RUNTIME_URL
+TEMPORAL_ADDRESS=$H_DATA:$P_FRONTEND
 TEMPORAL_NAMESPACE=$NAMESPACE
 TEMPORAL_TLS=true
 TEMPORAL_TLS_SERVER_CA_CERT_PATH=$TLS/ca.pem
@@ -496,16 +672,19 @@ KERNODECK_PROVISIONER=localpg
 KERNODECK_RATES=static
 KERNODECK_STATIC_RATES=${KERNODECK_STATIC_RATES:-BTC=65000,ETH=3000,USDT=1,USDC=1,TRX=0.25,SOL=150,LTC=90}
 KERNODECK_LITECOIN_NODE_URL=$LTC_URL
-KERNODECK_LITECOIN_P2P=127.0.0.1:$P_LTC_P2P
+KERNODECK_LITECOIN_P2P=$H_CHAIN:$P_LTC_P2P
 KERNODECK_XPUB_LITECOIN=tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M
 KERNODECK_LITECOIN_KEY_NETWORK=litecoin-regtest
+$([ "$NETNS" = 1 ] || cat <<EOB
 KERNODECK_BITCOIN_NODE_URL=$BTC_URL
-KERNODECK_BITCOIN_P2P=127.0.0.1:$P_BTC_P2P
+KERNODECK_BITCOIN_P2P=$H_CHAIN:$P_BTC_P2P
 KERNODECK_XPUB_BITCOIN=tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M
 KERNODECK_BITCOIN_KEY_NETWORK=bitcoin-regtest
+EOB
+)
 KERNODECK_COOKIE_SECURE=false
 KERNODECK_TRUSTED_PROXIES=127.0.0.1
-KERNODECK_PUBLIC_URL=http://127.0.0.1:$P_API1
+KERNODECK_PUBLIC_URL=http://$H_APP:$P_API1
 KERNODECK_LOG_LEVEL=${KERNODECK_LOG_LEVEL:-warn}
 EOF
 cat "$DIR/secrets.env" >>"$DIR/kernodeck.env"
@@ -523,15 +702,30 @@ not_mine() { # ROLE: env's -u arguments for the secrets ROLE must not hold
 	case $1 in
 	migrate) echo -u KERNODECK_SECRET_KEYS -u KERNODECK_SUPPORT_TOKENS -u KERNODECK_LITECOIN_NODE_URL -u KERNODECK_BITCOIN_NODE_URL ;;
 	api | worker) echo -u KERNODECK_LITECOIN_NODE_URL -u KERNODECK_BITCOIN_NODE_URL ;;
+	mail) echo -u KERNODECK_SUPPORT_TOKENS -u KERNODECK_LITECOIN_NODE_URL -u KERNODECK_BITCOIN_NODE_URL ;;
 	chainwatch) echo -u KERNODECK_SUPPORT_TOKENS ;;
 	esac
 }
 # shellcheck disable=SC2046
-env $(not_mine migrate) "$KD" migrate >>"$DIR/logs/migrate.log" 2>&1 || die "kernodeck migrate: see $DIR/logs/migrate.log"
+# As the schema's owner, on the application machine (kernodeck-migrate.service).
+"${ON_APP[@]}" env $(not_mine migrate) -u PGPASSFILE KERNODECK_DATABASE_URL="$KD_OWNER_URL" "$KD" migrate >>"$DIR/logs/migrate.log" 2>&1 ||
+	die "kernodeck migrate: see $DIR/logs/migrate.log"
 log "kernodeck migrate: $KD_DB up to date"
+if [ "$NETNS" = 1 ]; then
+	# The runtime role: rows, not schema; also on the tables of later
+	# migrations (default privileges of the owner).
+	PGPASSWORD=$PW_KERNODECK psql -q -U kernodeck -d "$KD_DB" -v ON_ERROR_STOP=1 >/dev/null <<'EOF' || die "grants to kernodeck_app"
+GRANT USAGE ON SCHEMA public TO kernodeck_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO kernodeck_app;
+GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO kernodeck_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE kernodeck IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO kernodeck_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE kernodeck IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO kernodeck_app;
+EOF
+	log "database roles: kernodeck owns $KD_DB (migrate), kernodeck_app reads and writes its rows (api, worker, chainwatch, mail); temporal owns $T_DB, $TV_DB"
+fi
 
-kd() { # NAME METRICS_PORT [VAR=VALUE...] -- SUBCOMMAND
-	local name=$1 mport=$2
+kd() { # NAME METRICS_PORT|off [VAR=VALUE...] -- SUBCOMMAND
+	local name=$1 maddr=$2 on=("${ON_APP[@]}") host=$H_APP
 	shift 2
 	local vars=()
 	while [ "$1" != -- ]; do
@@ -540,36 +734,49 @@ kd() { # NAME METRICS_PORT [VAR=VALUE...] -- SUBCOMMAND
 	done
 	shift
 	# Its role's Temporal client certificate ($1: api, worker, chainwatch).
-	vars+=("TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/$1.pem" "TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/$1.key")
+	[ "$1" = mail ] || vars+=("TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/$1.pem" "TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/$1.key")
+	[ "$1" != chainwatch ] || { on=("${ON_CHAIN[@]}"); host=$H_CHAIN; }
+	[ "$maddr" = off ] || maddr="$host:$maddr"
 	# shellcheck disable=SC2046
-	spawn "$name" env $(not_mine "$1") KERNODECK_METRICS_ADDR="127.0.0.1:$mport" "${vars[@]}" "$KD" "$@"
+	spawn "$name" "${on[@]}" env $(not_mine "$1") -u PGPASSFILE KERNODECK_METRICS_ADDR="$maddr" "${vars[@]}" "$KD" "$@"
 }
 # Watchers first (deploy chainwatch before the workers on an upgrade), then
 # the workers, then the API replicas.
+# Three machines: one of each, and the mail dispatcher (its SMTP provider,
+# mailpit, on the operator's machine, as outside).
+REPLICAS=2
+[ "$NETNS" = 0 ] || REPLICAS=1
 kd chainwatch-1 $((BASE + 95)) -- chainwatch
-kd chainwatch-2 $((BASE + 96)) -- chainwatch
+[ "$REPLICAS" = 1 ] || kd chainwatch-2 $((BASE + 96)) -- chainwatch
 kd worker-1 $((BASE + 93)) -- worker
 [ "$WORKERS" = 1 ] || kd worker-2 $((BASE + 94)) -- worker
-kd api-1 $((BASE + 91)) KERNODECK_HTTP_ADDR="127.0.0.1:$P_API1" -- api
-kd api-2 $((BASE + 92)) KERNODECK_HTTP_ADDR="127.0.0.1:$P_API2" -- api
+kd api-1 $((BASE + 91)) KERNODECK_HTTP_ADDR="$H_APP:$P_API1" -- api
+[ "$REPLICAS" = 1 ] || kd api-2 $((BASE + 92)) KERNODECK_HTTP_ADDR="$H_APP:$P_API2" -- api
+if [ "$NETNS" = 1 ]; then
+	spawn mailpit "$(command -v mailpit)" --smtp "$H_OPS:$((BASE + 25))" --listen "$H_OPS:$((BASE + 26))" --database "$DIR/mailpit.db"
+	kd mail off KERNODECK_SMTP_HOST="$H_OPS" KERNODECK_SMTP_PORT=$((BASE + 25)) KERNODECK_SMTP_TLS=none -- mail
+fi
 # The operations listeners of the processes started (name=address).
-METRICS="api-1=127.0.0.1:$((BASE + 91)) api-2=127.0.0.1:$((BASE + 92)) worker-1=127.0.0.1:$((BASE + 93))"
-[ "$WORKERS" = 1 ] || METRICS="$METRICS worker-2=127.0.0.1:$((BASE + 94))"
-METRICS="$METRICS chainwatch-1=127.0.0.1:$((BASE + 95)) chainwatch-2=127.0.0.1:$((BASE + 96))"
-for port in $(sed 's/[^ ]*://g' <<<"$METRICS"); do
-	wait_until "readiness on :$port" 120 curl -sf "http://127.0.0.1:$port/readyz"
+METRICS="api-1=$H_APP:$((BASE + 91))"
+[ "$REPLICAS" = 1 ] || METRICS="$METRICS api-2=$H_APP:$((BASE + 92))"
+METRICS="$METRICS worker-1=$H_APP:$((BASE + 93))"
+[ "$WORKERS" = 1 ] || METRICS="$METRICS worker-2=$H_APP:$((BASE + 94))"
+METRICS="$METRICS chainwatch-1=$H_CHAIN:$((BASE + 95))"
+[ "$REPLICAS" = 1 ] || METRICS="$METRICS chainwatch-2=$H_CHAIN:$((BASE + 96))"
+for addr in $(sed 's/[^ ]*=//g' <<<"$METRICS"); do
+	wait_until "readiness on $addr" 120 curl -sf "http://$addr/readyz"
 done
-wait_until "api-1" 60 curl -sf "http://127.0.0.1:$P_API1/healthz"
-wait_until "api-2" 60 curl -sf "http://127.0.0.1:$P_API2/healthz"
+wait_until "api-1" 60 curl -sf "http://$H_APP:$P_API1/healthz"
+[ "$REPLICAS" = 1 ] || wait_until "api-2" 60 curl -sf "http://$H_APP:$P_API2/healthz"
 # One watcher holds each network's lease; the other waits for it to lapse.
 test_lease() { [ -n "$(lease_holder "$1" 2>/dev/null)" ]; }
 lease_holder() { psql -qAt -d "$KD_DB" -c "SELECT holder FROM watcher_leases WHERE network = '$1' AND expires_at > now()"; }
 wait_until "the Litecoin watcher's lease" 60 test_lease litecoin
-wait_until "the Bitcoin watcher's lease" 60 test_lease bitcoin
+[ "$NETNS" = 1 ] || wait_until "the Bitcoin watcher's lease" 60 test_lease bitcoin
 # Push: the active watchers are peers of the nodes.
 peered() { [ "$("$1" getconnectioncount | jq -r .result)" -gt 0 ]; }
 wait_until "a watcher peered with Litecoin Core" 60 peered ltc
-wait_until "a watcher peered with btcd" 60 peered btc
+[ "$NETNS" = 1 ] || wait_until "a watcher peered with btcd" 60 peered btc
 
 
 # Environment for clients and commands run against this deployment.
@@ -582,14 +789,17 @@ set -a
 TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/operator.pem
 TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/operator.key
 KD_PRODLIKE_DIR=$DIR
-KD_PRODLIKE_API1=http://127.0.0.1:$P_API1
-KD_PRODLIKE_API2=http://127.0.0.1:$P_API2
+KD_PRODLIKE_API1=http://$H_APP:$P_API1
+$([ "$REPLICAS" = 1 ] || echo "KD_PRODLIKE_API2=http://$H_APP:$P_API2")
 KD_PRODLIKE_LTC_URL=$LTC_URL/wallet/dev
-KD_PRODLIKE_BTC_URL=$BTC_URL
+$([ "$NETNS" = 1 ] || echo "KD_PRODLIKE_BTC_URL=$BTC_URL")
 KD_PRODLIKE_METRICS="$METRICS"
 KD_PRODLIKE_TEMPORAL_DBS="$T_DB $TV_DB"
-KD_PRODLIKE_TEMPORAL_METRICS=http://127.0.0.1:$P_TMETRICS/metrics
-KD_PRODLIKE_TEMPORAL_PPROF=127.0.0.1:$P_TPPROF
+KD_PRODLIKE_TEMPORAL_METRICS=http://$H_DATA:$P_TMETRICS/metrics
+KD_PRODLIKE_TEMPORAL_PPROF=$H_DATA:$P_TPPROF
+KD_PRODLIKE_NETNS=$NETNS
+KD_PRODLIKE_NETNS_PREFIX=$NS_PREFIX
+KD_PRODLIKE_MACHINES="data=$H_DATA app=$H_APP chain=$H_CHAIN"
 set +a
 EOF
 export KD_PRODLIKE_ENV="$DIR/env.sh"
@@ -600,16 +810,16 @@ while IFS= read -r kv; do [ -n "$kv" ] && export "${kv?}"; done <<<"$CALLER_KD"
 cat >&2 <<EOF
 
 Kernodeck, production-shaped, ready ($(date -u +%T) UTC):
-  API replicas      http://127.0.0.1:$P_API1  http://127.0.0.1:$P_API2  (web site on both)
+  API               http://$H_APP:$P_API1$([ "$REPLICAS" = 1 ] || echo "  http://$H_APP:$P_API2")  (web site)
   support token     $(sed -n 's/^KERNODECK_SUPPORT_TOKENS=[^:]*:\(.*\)/\1/p' "$DIR/secrets.env") (agent prodlike-agent)
-  Temporal          127.0.0.1:$P_FRONTEND, mutual TLS, namespace $NAMESPACE, PostgreSQL $T_DB + $TV_DB
-                    CLI: temporal --address 127.0.0.1:$P_FRONTEND --namespace $NAMESPACE --tls-cert-path $TLS/operator.pem \\
+  Temporal          $H_DATA:$P_FRONTEND, mutual TLS, namespace $NAMESPACE, PostgreSQL $T_DB + $TV_DB
+                    CLI: temporal --address $H_DATA:$P_FRONTEND --namespace $NAMESPACE --tls-cert-path $TLS/operator.pem \\
                          --tls-key-path $TLS/operator.key --tls-ca-path $TLS/ca.pem --tls-server-name $SERVER_NAME workflow list
-  metrics/readyz    api 127.0.0.1:$((BASE + 91)),$((BASE + 92))  worker :$((BASE + 93))$([ "$WORKERS" = 1 ] || echo ",$((BASE + 94))")  chainwatch :$((BASE + 95)),$((BASE + 96))  temporal :$P_TMETRICS
-  Litecoin regtest  $LTC_URL (wallet dev), peer-to-peer 127.0.0.1:$P_LTC_P2P
-  Bitcoin regtest   $BTC_URL (btcd, no wallet: devnodes.SendBitcoin pays), peer-to-peer 127.0.0.1:$P_BTC_P2P
-  leases            litecoin held by $(lease_holder litecoin), bitcoin by $(lease_holder bitcoin)
-  push              peers of Litecoin Core: $(ltc getconnectioncount | jq -r .result), of btcd: $(btc getconnectioncount | jq -r .result)
+  metrics/readyz    $METRICS  temporal $H_DATA:$P_TMETRICS
+  Litecoin regtest  $LTC_URL (wallet dev), peer-to-peer $H_CHAIN:$P_LTC_P2P
+$([ "$NETNS" = 1 ] || echo "  Bitcoin regtest   $BTC_URL (btcd, no wallet: devnodes.SendBitcoin pays), peer-to-peer $H_CHAIN:$P_BTC_P2P")
+  leases            litecoin held by $(lease_holder litecoin)$([ "$NETNS" = 1 ] || echo ", bitcoin by $(lease_holder bitcoin)")
+  push              peers of Litecoin Core: $(ltc getconnectioncount | jq -r .result)$([ "$NETNS" = 1 ] || echo ", of btcd: $(btc getconnectioncount | jq -r .result)")
   environment       source $DIR/env.sh     logs: $DIR/logs/
 EOF
 
