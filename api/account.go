@@ -102,8 +102,8 @@ type passwordChangeRequest struct {
 	CurrentPassword string `json:"current_password"`
 	// TOTPCode is the second factor's code (or a recovery code), needed
 	// when the account has 2FA on.
-	TOTPCode string `json:"totp_code"`
-	NewPassword     string `json:"new_password"`
+	TOTPCode    string `json:"totp_code"`
+	NewPassword string `json:"new_password"`
 }
 
 // passwordLength checks a new password's length (register and change).

@@ -33,7 +33,9 @@ func (s *Server) SupportExceptions(ctx context.Context, a *Agent) ([]ExceptionVi
 // OpenSupportRequests lists the customers' support requests not answered
 // yet, the oldest (at most openRequestsShown).
 func (s *Server) OpenSupportRequests(ctx context.Context, a *Agent) ([]domain.SupportRequest, error) {
-	return asAgent(a, func() ([]domain.SupportRequest, error) { return s.stores.Support.OpenSupportRequests(ctx, openRequestsShown) })
+	return asAgent(a, func() ([]domain.SupportRequest, error) {
+		return s.stores.Support.OpenSupportRequests(ctx, openRequestsShown)
+	})
 }
 
 // ProvisioningFailures lists the orders whose provisioning failed, waiting
