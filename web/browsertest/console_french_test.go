@@ -168,6 +168,10 @@ func TestSupportConsoleReadsFrench(t *testing.T) {
 			// A live swap (the reverted flag closed meanwhile) reads the
 			// same, and breaks no rule of the CSP.
 			markUnreloaded(t, agent)
+			// A script's style (set through the CSSOM, which the CSP allows)
+			// on an element the swap keeps: htmx must not copy it back as
+			// a style attribute, which the CSP blocks.
+			eval[bool](t, agent, `(() => { document.getElementById("historique-titre").style.outline = "1px solid"; return true; })()`)
 			var revID int64
 			if err := s.env.DB.QueryRowContext(s.env.Ctx, `SELECT id FROM payment_exceptions WHERE txid = 'rev-tx-fr01'`).Scan(&revID); err != nil {
 				t.Fatal(err)
