@@ -174,19 +174,7 @@ func TestProdlikeSmallBurst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the production-shaped deployment takes minutes")
 	}
-	for _, tool := range []string{"psql", "openssl", "temporal", "curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed (scripts/ensure-tools.sh)", tool)
-		}
-	}
-	// As root, prodlike runs its PostgreSQL server as the postgres user,
-	// which must reach the state directory.
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := prodlikeDir(t)
 	cmd := exec.Command("scripts/prodlike.sh", "--", "go", "run", "./cmd/kdload", "burst",
 		"-n", "50", "-btc", "5", "-c", "8", "-per-tx", "25", "-kill", "-bare-runs", "2", "-detect", "60s")
 	cmd.Dir = ".."

@@ -465,38 +465,70 @@ SQLTOOL=(temporal-sql-tool --plugin postgres12 --ep "$PGHOST" -p "$PGPORT" -u "$
 T_USER=$PGUSER
 KD_OWNER=$PGUSER
 if [ "$NETNS" = 1 ]; then
-	# Database roles: each database is owned by the role that migrates it
-	# (temporal; kernodeck), the Kernodeck processes connect as a runtime
-	# role (kernodeck_app) that reads and writes rows and changes no schema.
-	# Passwords by role, never on a command line (psql reads them from
-	# standard input; the SQL tool from SQL_PASSWORD).
+	# Database roles, docs/database.md's SQL: each database is owned by the
+	# role that changes its schema (kernodeck: `kernodeck migrate`;
+	# temporal: the SQL tool and the server), the Kernodeck processes log
+	# in as a role per kind (kernodeck_api, _worker, _chainwatch, _mail),
+	# members of kernodeck_app (rows, no DDL). Passwords by role, never on
+	# a command line (psql variables from its standard input's script; the
+	# SQL tool reads SQL_PASSWORD).
+	[ "${KD_PRODLIKE_KEEP:-0}" != 1 ] || die "KD_PRODLIKE_NETNS=1 starts afresh: no KD_PRODLIKE_KEEP=1"
 	T_USER=temporal KD_OWNER=kernodeck
+	KD_KINDS="api worker chainwatch mail"
 	umask 077
-	[ -f "$DIR/pg/roles.env" ] || cat >"$DIR/pg/roles.env" <<EOF
-PW_TEMPORAL=$(openssl rand -hex 16)
-PW_KERNODECK=$(openssl rand -hex 16)
-PW_KERNODECK_APP=$(openssl rand -hex 16)
-EOF
+	{
+		for r in temporal kernodeck $KD_KINDS; do echo "PW_$r=$(openssl rand -hex 16)"; done
+	} >"$DIR/pg/roles.env"
 	umask 022
 	# shellcheck disable=SC1091
 	. "$DIR/pg/roles.env"
-	mkrole() { # ROLE PASSWORD
-		psql -q -d postgres -v ON_ERROR_STOP=1 -v role="$1" -v pw="$2" >/dev/null <<'EOF'
-SELECT format('CREATE ROLE %I LOGIN', :'role') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role') \gexec
-ALTER ROLE :"role" PASSWORD :'pw';
+	psql -q -d postgres -v ON_ERROR_STOP=1 -v kd_db="$KD_DB" -v t_db="$T_DB" -v tv_db="$TV_DB" >/dev/null <<'EOF' || die "database roles"
+CREATE ROLE kernodeck LOGIN;
+CREATE ROLE kernodeck_app NOLOGIN;
+CREATE ROLE kernodeck_api LOGIN IN ROLE kernodeck_app;
+CREATE ROLE kernodeck_worker LOGIN IN ROLE kernodeck_app;
+CREATE ROLE kernodeck_chainwatch LOGIN IN ROLE kernodeck_app;
+CREATE ROLE kernodeck_mail LOGIN IN ROLE kernodeck_app;
+CREATE DATABASE :"kd_db" OWNER kernodeck;
+REVOKE ALL ON DATABASE :"kd_db" FROM PUBLIC;
+GRANT CONNECT ON DATABASE :"kd_db" TO kernodeck_app;
+\connect :"kd_db"
+ALTER SCHEMA public OWNER TO kernodeck;
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
+GRANT USAGE ON SCHEMA public TO kernodeck_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE kernodeck IN SCHEMA public
+    GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO kernodeck_app;
+ALTER DEFAULT PRIVILEGES FOR ROLE kernodeck IN SCHEMA public
+    GRANT USAGE ON SEQUENCES TO kernodeck_app;
+CREATE ROLE temporal LOGIN;
+CREATE DATABASE :"t_db" OWNER temporal;
+CREATE DATABASE :"tv_db" OWNER temporal;
+REVOKE ALL ON DATABASE :"t_db" FROM PUBLIC;
+REVOKE ALL ON DATABASE :"tv_db" FROM PUBLIC;
+\connect :"t_db"
+ALTER SCHEMA public OWNER TO temporal;
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
+\connect :"tv_db"
+ALTER SCHEMA public OWNER TO temporal;
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
 EOF
-	}
-	mkrole temporal "$PW_TEMPORAL"
-	mkrole kernodeck "$PW_KERNODECK"
-	mkrole kernodeck_app "$PW_KERNODECK_APP"
+	for r in temporal kernodeck $KD_KINDS; do
+		pw="PW_$r"
+		[ "$r" = temporal ] || [ "$r" = kernodeck ] || r=kernodeck_$r
+		psql -q -d postgres -v ON_ERROR_STOP=1 -v role="$r" -v pw="${!pw}" >/dev/null <<<"ALTER ROLE :\"role\" PASSWORD :'pw';" ||
+			die "password of $r"
+	done
+	PW_TEMPORAL=$PW_temporal
+	log "database roles (docs/database.md): kernodeck owns $KD_DB (migrate), kernodeck_api, _worker, _chainwatch, _mail" \
+		"(members of kernodeck_app: rows only) log in per kind; temporal owns $T_DB, $TV_DB"
 	SQLTOOL=(env SQL_PASSWORD="$PW_TEMPORAL" temporal-sql-tool --plugin postgres12 --ep "$PGHOST" -p "$PGPORT" -u temporal)
 fi
 schema() { # DB KIND(temporal|visibility)
-	if ! db_exists "$1"; then
+	if [ "$NETNS" = 1 ] || ! db_exists "$1"; then
 		log "Temporal database $1: create (owner $T_USER), setup-schema -v 0.0, update-schema"
 		# The superuser creates it (a role without CREATEDB cannot), owned
 		# by the role that sets up its schema.
-		psql -q -d postgres -c "CREATE DATABASE \"$1\" OWNER \"$T_USER\""
+		db_exists "$1" || psql -q -d postgres -c "CREATE DATABASE \"$1\" OWNER \"$T_USER\""
 		"${SQLTOOL[@]}" --db "$1" setup-schema -v 0.0 >>"$DIR/logs/sql-tool.log" 2>&1
 	fi
 	# Idempotent: applies only the versions the database lacks (an upgrade
@@ -507,11 +539,6 @@ schema() { # DB KIND(temporal|visibility)
 schema "$T_DB" temporal
 schema "$TV_DB" visibility
 db_exists "$KD_DB" || psql -q -d postgres -c "CREATE DATABASE \"$KD_DB\" OWNER \"$KD_OWNER\""
-if [ "$NETNS" = 1 ]; then
-	psql -q -d "$KD_DB" -c "REVOKE ALL ON DATABASE \"$KD_DB\" FROM PUBLIC" -c "GRANT CONNECT ON DATABASE \"$KD_DB\" TO kernodeck_app" \
-		-c "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
-	for db in "$T_DB" "$TV_DB"; do psql -q -d postgres -c "REVOKE ALL ON DATABASE \"$db\" FROM PUBLIC" >/dev/null; done
-fi
 
 # --- Temporal server ---------------------------------------------------------
 
@@ -643,12 +670,16 @@ fi
 # --- Kernodeck -----------------------------------------------------------------
 
 go build -o "$DIR/bin/kernodeck" ./cmd/kernodeck
-KD_RUNTIME_URL="postgres://$PGUSER@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
-KD_OWNER_URL=$KD_RUNTIME_URL
-if [ "$NETNS" = 1 ]; then
-	KD_RUNTIME_URL="postgres://kernodeck_app:$PW_KERNODECK_APP@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
-	KD_OWNER_URL="postgres://kernodeck:$PW_KERNODECK@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
-fi
+# kd_url ROLE: Kernodeck's database as ROLE (the superuser on one machine).
+kd_url() {
+	local pw="PW_$1" user=kernodeck_$1
+	[ "$1" != kernodeck ] || user=kernodeck
+	if [ "$NETNS" = 1 ]; then
+		echo "postgres://$user:${!pw}@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
+	else
+		echo "postgres://$PGUSER@$PGHOST:$PGPORT/$KD_DB?sslmode=disable"
+	fi
+}
 KD="$DIR/bin/kernodeck"
 if [ ! -f "$DIR/secrets.env" ]; then
 	umask 077
@@ -661,7 +692,7 @@ fi
 # What every Kernodeck process shares (systemd: /etc/kernodeck/kernodeck.env,
 # see deploy/systemd/kernodeck.env.example); each adds its own addresses.
 cat >"$DIR/kernodeck.env" <<EOF
-KERNODECK_DATABASE_URL=$KD_RUNTIME_URL
+KERNODECK_DATABASE_URL=$(kd_url kernodeck)
 TEMPORAL_ADDRESS=$H_DATA:$P_FRONTEND
 TEMPORAL_NAMESPACE=$NAMESPACE
 TEMPORAL_TLS=true
@@ -708,21 +739,9 @@ not_mine() { # ROLE: env's -u arguments for the secrets ROLE must not hold
 }
 # shellcheck disable=SC2046
 # As the schema's owner, on the application machine (kernodeck-migrate.service).
-"${ON_APP[@]}" env $(not_mine migrate) -u PGPASSFILE KERNODECK_DATABASE_URL="$KD_OWNER_URL" "$KD" migrate >>"$DIR/logs/migrate.log" 2>&1 ||
+"${ON_APP[@]}" env $(not_mine migrate) -u PGPASSFILE KERNODECK_DATABASE_URL="$(kd_url kernodeck)" "$KD" migrate >>"$DIR/logs/migrate.log" 2>&1 ||
 	die "kernodeck migrate: see $DIR/logs/migrate.log"
 log "kernodeck migrate: $KD_DB up to date"
-if [ "$NETNS" = 1 ]; then
-	# The runtime role: rows, not schema; also on the tables of later
-	# migrations (default privileges of the owner).
-	PGPASSWORD=$PW_KERNODECK psql -q -U kernodeck -d "$KD_DB" -v ON_ERROR_STOP=1 >/dev/null <<'EOF' || die "grants to kernodeck_app"
-GRANT USAGE ON SCHEMA public TO kernodeck_app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO kernodeck_app;
-GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO kernodeck_app;
-ALTER DEFAULT PRIVILEGES FOR ROLE kernodeck IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO kernodeck_app;
-ALTER DEFAULT PRIVILEGES FOR ROLE kernodeck IN SCHEMA public GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO kernodeck_app;
-EOF
-	log "database roles: kernodeck owns $KD_DB (migrate), kernodeck_app reads and writes its rows (api, worker, chainwatch, mail); temporal owns $T_DB, $TV_DB"
-fi
 
 kd() { # NAME METRICS_PORT|off [VAR=VALUE...] -- SUBCOMMAND
 	local name=$1 maddr=$2 on=("${ON_APP[@]}") host=$H_APP
@@ -734,6 +753,8 @@ kd() { # NAME METRICS_PORT|off [VAR=VALUE...] -- SUBCOMMAND
 	done
 	shift
 	# Its role's Temporal client certificate ($1: api, worker, chainwatch).
+	# Its kind's database role (docs/database.md).
+	[ "$NETNS" = 0 ] || vars+=("KERNODECK_DATABASE_URL=$(kd_url "$1")")
 	[ "$1" = mail ] || vars+=("TEMPORAL_TLS_CLIENT_CERT_PATH=$TLS/$1.pem" "TEMPORAL_TLS_CLIENT_KEY_PATH=$TLS/$1.key")
 	[ "$1" != chainwatch ] || { on=("${ON_CHAIN[@]}"); host=$H_CHAIN; }
 	[ "$maddr" = off ] || maddr="$host:$maddr"
