@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/provision/sshhost"
 )
 
 var exceptionReasons = map[string]string{
@@ -153,4 +154,11 @@ func (s *Site) gpuName(model string) string {
 		}
 	}
 	return s.gpus.names.Name(model)
+}
+
+// namedHost is h with its model as the catalog names it, for the texts
+// of the confirmation page.
+func (s *Site) namedHost(h sshhost.Host) sshhost.Host {
+	h.GPUModel = s.gpuName(h.GPUModel)
+	return h
 }

@@ -141,7 +141,7 @@ func (s *Site) consoleHostConfirm(c *gin.Context) {
 	}
 	spec := hostActions[act.Action]
 	p := agentPage(a, "Confirmer : "+spec.Label)
-	p.Data = consoleConfirmData{Action: act, Label: spec.Label, Changes: spec.Change(*host), Subject: "Hôte",
+	p.Data = consoleConfirmData{Action: act, Label: spec.Label, Changes: spec.Change(s.namedHost(*host)), Subject: "Hôte",
 		Back: "/support/hosts#hote-" + act.Ref, Post: hostURL(act.Ref) + "/act", Key: key}
 	s.render(c, http.StatusOK, "support_confirm", p)
 }
