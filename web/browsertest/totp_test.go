@@ -2,12 +2,15 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/pquerna/otp/totp"
+
+	"github.com/kernodeck/kernodeck/apptest"
 )
 
 // logout signs out through the header's form.
@@ -91,6 +94,22 @@ func TestTOTPLoginRecoveryCodeAndRateLimit(t *testing.T) {
 	screenshots(t, ctx, "totp-enabled")
 	run(t, ctx, "account page, 2FA on", chromedp.Navigate(s.srv.URL+"/compte"), visible(`.totp-state[data-enabled="true"]`))
 	logout(t, ctx)
+
+	// Support's customer file says 2FA is on, and shows no secret.
+	var accountID int64
+	if err := s.env.DB.QueryRowContext(s.env.Ctx, `SELECT id FROM accounts WHERE email = $1`, email).Scan(&accountID); err != nil {
+		t.Fatal(err)
+	}
+	agent := browser(t)
+	run(t, agent, "console sign in", chromedp.Navigate(s.srv.URL+"/support"), typeIn("#token", apptest.AgentToken),
+		click(`form[action="/support/login"] button[type=submit]`), visible(".lead"),
+		chromedp.Navigate(fmt.Sprintf("%s/support/customers/%d", s.srv.URL, accountID)), visible("dd.two-factor"))
+	if got := text(t, agent, "dd.two-factor"); got != "2FA activée" {
+		t.Fatalf("console's customer file: %q", got)
+	}
+	if html := eval[string](t, agent, `document.documentElement.outerHTML`); strings.Contains(html, secret) {
+		t.Fatal("the console shows the secret")
+	}
 
 	// The password alone opens no session: the code step follows.
 	s.loginPassword(t, ctx, email)
