@@ -66,14 +66,15 @@
 #                          as root, network namespaces NAME-data (192.0.2.10:
 #                          PostgreSQL, the Temporal server), NAME-app
 #                          (192.0.2.11: api, worker, mail), NAME-chain
-#                          (192.0.2.12: chainwatch, Litecoin Core, btcd) and
-#                          NAME-ops (192.0.2.2: this script, its checks, the
-#                          command after --, the SMTP provider, mailpit) on a
-#                          bridge in NAME-hub; each process binds its
-#                          machine's address, none loopback; PostgreSQL has an
-#                          owner and a runtime role per database, password
-#                          authentication from 192.0.2.0/24; one api, one
-#                          worker, one chainwatch and `kernodeck mail`. NAME
+#                          (192.0.2.12: chainwatch, Litecoin Core; no btcd)
+#                          and NAME-ops (192.0.2.2: this script, its checks,
+#                          the command after --, the SMTP provider, mailpit)
+#                          on a bridge in NAME-hub; each process binds its
+#                          machine's address, none loopback; PostgreSQL has
+#                          docs/database.md's roles (an owner per database, a
+#                          login per Kernodeck process kind), passwords
+#                          (SCRAM) from 192.0.2.0/24; one api, one worker,
+#                          one chainwatch and `kernodeck mail`. NAME
 #                          is KD_PRODLIKE_NETNS_PREFIX (default kdPID, unique
 #                          per run); every namespace is deleted at the end,
 #                          also on failure
