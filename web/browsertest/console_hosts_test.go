@@ -58,7 +58,7 @@ func TestSupportConsoleHosts(t *testing.T) {
 		click(card+`button[type=submit]`),
 		visible("ul.changes"),
 	)
-	if got := text(t, agent, "ul.changes"); !strings.Contains(got, "L'hôte gpu-h100-01 (8 × h100-80g, disponible aujourd'hui) sort de la rotation") {
+	if got := text(t, agent, "ul.changes"); !strings.Contains(got, "L'hôte gpu-h100-01 (8 × NVIDIA H100 80GB, disponible aujourd'hui) sort de la rotation") {
 		t.Fatalf("confirmation: %q", got)
 	}
 	run(t, agent, "confirm", click(`form.actions button[type=submit]`), visible(".alert.notice"))
