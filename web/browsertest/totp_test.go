@@ -79,6 +79,7 @@ func TestTOTPLoginRecoveryCodeAndRateLimit(t *testing.T) {
 	// The QR code is an image from the site itself (img-src 'self').
 	waitJS(t, ctx, "the QR code loaded", `(() => { const i = document.querySelector("img.totp-qr");
 		return !!i && i.complete && i.naturalWidth > 0 && new URL(i.src).origin === location.origin; })()`)
+	screenshots(t, ctx, "totp-setup")
 	secret := text(t, ctx, "#totp-secret")
 	code, err := totp.GenerateCode(secret, time.Now())
 	if err != nil {
@@ -113,6 +114,7 @@ func TestTOTPLoginRecoveryCodeAndRateLimit(t *testing.T) {
 
 	// The password alone opens no session: the code step follows.
 	s.loginPassword(t, ctx, email)
+	screenshots(t, ctx, "login-totp")
 	s.asksLoginElsewhere(t, email)
 	for time.Now().Unix()/30 == confirmed { // the confirmed code's step is used
 		time.Sleep(time.Second)
