@@ -225,18 +225,19 @@ func (s *Server) PendingTwoFactor(ctx context.Context, me *Customer) (TwoFactorS
 	return TwoFactorSetup{Secret: secret, OTPAuthURL: otpauthURL(me.Account.Email, secret), QRPath: "/v1/me/2fa/qr.png"}, nil
 }
 
+// otpauthURL is the otpauth:// URL an authenticator app reads from the QR
+// code ("" if secret is not base32: never for a secret made here).
 func otpauthURL(email, secret string) string {
+	raw, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
+	if err != nil || len(raw) == 0 {
+		return ""
+	}
 	key, err := totp.Generate(totp.GenerateOpts{Issuer: totpIssuer, AccountName: email, Period: totpPeriod,
-		Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1, Secret: mustBase32(secret)})
+		Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1, Secret: raw})
 	if err != nil {
 		return ""
 	}
 	return key.URL()
-}
-
-func mustBase32(secret string) []byte {
-	b, _ := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
-	return b
 }
 
 func (s *Server) pendingSecret(ctx context.Context, me *Customer) (string, error) {

@@ -49,6 +49,7 @@ func enable2FA(t *testing.T, h *harness, clock *testClock, c customer) (string, 
 	secret, _ := r.body["secret"].(string)
 	require.NotEmpty(t, secret)
 	require.Contains(t, r.body["otpauth_url"], "otpauth://totp/Kernodeck")
+	require.Contains(t, r.body["otpauth_url"], "secret="+secret)
 	r = h.do("POST", "/v1/me/2fa/confirm", map[string]any{"code": codeAt(t, secret, clock.now())}, c.auth)
 	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
 	var codes []string
