@@ -203,8 +203,9 @@ func newDBHarness(t testing.TB, tweak func(*postgres.DB, *api.Config, *api.Deps)
 	ring, err := secrets.Parse(secrets.Generate("test"))
 	require.NoError(t, err)
 	sleeps := &sleepLog{}
-	deps := api.Deps{Stores: app.APIStores(postgres.NewStore(db, nil, "")), Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Keyring: ring, Sleep: sleeps.sleep, KeyRequests: db, Pinger: db}
+	st := postgres.NewStore(db, nil, "")
+	deps := api.Deps{Stores: app.APIStores(st), Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Keyring: ring, Sleep: sleeps.sleep, KeyRequests: db, Pinger: db, TwoFactor: st}
 	if testing.Verbose() {
 		deps.Logger = slog.Default()
 	}
