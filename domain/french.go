@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // Europe/Paris without the system's zoneinfo
 )
 
 // FrenchUSD renders cents as customers read amounts, on the site and in
@@ -183,15 +184,27 @@ func FrenchNetworks(s string) string {
 var frenchMonths = [...]string{"janvier", "février", "mars", "avril", "mai", "juin", "juillet",
 	"août", "septembre", "octobre", "novembre", "décembre"}
 
+// paris is the shop's time zone (embedded by time/tzdata: no system
+// zoneinfo needed).
+var paris = func() *time.Location {
+	loc, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		panic("domain: Europe/Paris: " + err.Error())
+	}
+	return loc
+}()
+
 // FrenchDate renders a time as people read dates on the site and the
-// console: "3 décembre 2026 à 14:05 UTC" (UTC always said: the site does
-// not know the reader's time zone).
+// console: Paris time with UTC beside it, "3 décembre 2026 à 15:05
+// (14:05 UTC)" (the site does not know the reader's time zone; the date is
+// Paris's).
 func FrenchDate(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	t = t.UTC()
-	return fmt.Sprintf("%d %s %d à %02d:%02d UTC", t.Day(), frenchMonths[t.Month()-1], t.Year(), t.Hour(), t.Minute())
+	p, u := t.In(paris), t.UTC()
+	return fmt.Sprintf("%d %s %d à %02d:%02d (%02d:%02d UTC)", p.Day(), frenchMonths[p.Month()-1], p.Year(),
+		p.Hour(), p.Minute(), u.Hour(), u.Minute())
 }
 
 // dateInText is a date as stored texts write it: "03/12/2026 à 14:05 UTC"

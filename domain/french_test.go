@@ -1,6 +1,9 @@
 package domain
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestFrenchUSD(t *testing.T) {
 	for cents, want := range map[int64]string{
@@ -89,7 +92,7 @@ func TestPlural(t *testing.T) {
 
 func TestFrenchDatesAndNetworks(t *testing.T) {
 	in := "envoyez 0.1 BTC sur le réseau bitcoin avant le 03/12/2026 à 14:05 UTC ; borne du 04/01/2027 09:30 UTC"
-	want := "envoyez 0.1 BTC sur le réseau Bitcoin avant le 3 décembre 2026 à 14:05 UTC ; borne du 4 janvier 2027 à 09:30 UTC"
+	want := "envoyez 0.1 BTC sur le réseau Bitcoin avant le 3 décembre 2026 à 15:05 (14:05 UTC) ; borne du 4 janvier 2027 à 10:30 (09:30 UTC)"
 	if got := CustomerText(in, nil); got != want {
 		t.Fatalf("CustomerText:\n got %q\nwant %q", got, want)
 	}
@@ -98,5 +101,18 @@ func TestFrenchDatesAndNetworks(t *testing.T) {
 	}
 	if got := FrenchNetworks("le réseau bitcoins, réseau x"); got != "le réseau bitcoins, réseau x" {
 		t.Fatalf("FrenchNetworks: %q", got)
+	}
+}
+
+// Dates read in Paris time with UTC beside it, Paris's day when they differ
+// (winter UTC+1, summer UTC+2).
+func TestFrenchDateInParisWithUTC(t *testing.T) {
+	for at, want := range map[time.Time]string{
+		time.Date(2026, 12, 31, 23, 30, 0, 0, time.UTC): "1 janvier 2027 à 00:30 (23:30 UTC)",
+		time.Date(2026, 7, 14, 8, 0, 0, 0, time.UTC):    "14 juillet 2026 à 10:00 (08:00 UTC)",
+	} {
+		if got := FrenchDate(at); got != want {
+			t.Errorf("FrenchDate(%v) = %q, want %q", at, got, want)
+		}
 	}
 }

@@ -128,7 +128,7 @@ type view struct {
 }
 
 // frDate renders a time the way the tracking does.
-func frDate(t time.Time) string { return t.UTC().Format("02/01/2006 à 15:04 UTC") }
+func frDate(t time.Time) string { return domain.FrenchDate(t) }
 
 func str(m map[string]any, keys ...string) string {
 	for _, k := range keys {

@@ -9,7 +9,7 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// frenchDate renders a time as "3 décembre 2026 à 14:05 UTC"
+// frenchDate renders a time as "3 décembre 2026 à 15:05 (14:05 UTC)"
 // (domain.FrenchDate: the one date style of the site and the console).
 func frenchDate(t time.Time) string { return domain.FrenchDate(t) }
 

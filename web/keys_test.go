@@ -30,7 +30,7 @@ func TestOrderPageOffersKeyRecovery(t *testing.T) {
 		want string
 	}{
 		{domain.KeyRequest{State: domain.KeyRequestPending}, "en cours d'application"},
-		{domain.KeyRequest{State: domain.KeyRequestDone, DoneAt: &done}, "appliqué le 3 décembre 2026 à 10:00 UTC : l'ancienne clé est refusée"},
+		{domain.KeyRequest{State: domain.KeyRequestDone, DoneAt: &done}, "appliqué le 3 décembre 2026 à 11:00 (10:00 UTC) : l'ancienne clé est refusée"},
 		{domain.KeyRequest{State: domain.KeyRequestFailed, DoneAt: &done, Failure: &failure}, "n'a pas abouti : " + failure},
 	} {
 		d.KeyRequest = &c.kr

@@ -20,7 +20,7 @@ func TestOrderPageSaysWhetherAMachineIsHeld(t *testing.T) {
 	if want := "Une machine NVIDIA RTX A5000 est réservée pour vous jusqu'à"; !strings.Contains(strings.ReplaceAll(html, "&#39;", "'"), want) {
 		t.Errorf("held: missing %q", want)
 	}
-	if !strings.Contains(html, "3 décembre 2026 à 14:25 UTC") {
+	if !strings.Contains(html, "3 décembre 2026 à 15:25 (14:25 UTC)") {
 		t.Error("held: the end of the hold is not said")
 	}
 

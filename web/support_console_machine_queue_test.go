@@ -52,7 +52,7 @@ func TestConsoleMachineQueue(t *testing.T) {
 	}
 	for ref, want := range map[string][]string{
 		early: {`<td class="num">1</td>`, `<a href="/support/orders/` + early + `">` + early + `</a>`, "early@example.com",
-			"NVIDIA RTX A5000 · 1 GPU", "23,57 USD", " UTC</td>", "<td>2 h 05 min</td>"},
+			"NVIDIA RTX A5000 · 1 GPU", "23,57 USD", " UTC)</td>", "<td>2 h 05 min</td>"},
 		late: {`<td class="num">2</td>`, "late@example.com", "<td>12 min</td>"},
 		pair: {`<td class="num">1</td>`, "NVIDIA RTX A5000 · 2 GPU", "pair@example.com", "<td>3 j 4 h</td>"},
 	} {

@@ -30,7 +30,7 @@ var consoleEnglish = []string{
 // consoleRaw are patterns of values shown unformatted: an amount as the
 // JSON writes it, a number of 4 digits or more before USD (a rate), a
 // model code, a network or preset code, "(s)" plurals and date styles
-// other than the customer pages' ("3 décembre 2026 à 14:05 UTC").
+// other than the customer pages' ("3 décembre 2026 à 15:05 (14:05 UTC)").
 var consoleRaw = []*regexp.Regexp{
 	regexp.MustCompile(`\d+\.\d{2} USD`),
 	regexp.MustCompile(`\d{4,}(,\d+)? USD`),
