@@ -66,7 +66,7 @@ func TestFrenchFormats(t *testing.T) {
 		}
 	}
 	at := time.Date(2026, 8, 3, 14, 5, 0, 0, time.FixedZone("CEST", 2*3600))
-	if got := frenchDate(at); got != "3 août 2026 à 12:05 UTC" {
+	if got := frenchDate(at); got != "3 août 2026 à 14:05 (12:05 UTC)" {
 		t.Errorf("frenchDate = %q", got)
 	}
 	if got := methodLabel("USDT", domain.NetworkTron); got != "USDT sur Tron" {
@@ -230,7 +230,7 @@ func TestActiveOrderShowsAccessPeriodAndReminders(t *testing.T) {
 		Message: "Votre location se termine dans 48 heures : exportez vos résultats."}}
 	html := renderOrder(t, s, d)
 	for _, want := range []string{"ssh -i kernodeck-KD-TEST.key -p 2222 kd-test@gpu-1.example", `action="/orders/KD-TEST/private-key"`,
-		"Télécharger la clé privée", `href="http://127.0.0.1:8888/"`, "3 décembre 2026 à 10:00 UTC", "6 décembre 2026 à 10:00 UTC",
+		"Télécharger la clé privée", `href="http://127.0.0.1:8888/"`, "3 décembre 2026 à 11:00 (10:00 UTC)", "6 décembre 2026 à 11:00 (10:00 UTC)",
 		"Rappels envoyés", "se termine dans 48 heures", "1 × NVIDIA RTX A5000"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("active order: missing %q", want)
