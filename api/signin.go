@@ -50,11 +50,7 @@ func (s *Server) register(c *gin.Context) {
 		return
 	}
 	resp, err := s.startSession(c, acc, req.Bearer)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, resp)
+	s.answer(c, http.StatusCreated, resp, err)
 }
 
 // RegisterInput is a new customer's name, email and password.
@@ -128,11 +124,7 @@ func (s *Server) login(c *gin.Context) {
 		return
 	}
 	resp, err := s.startSession(c, acc, req.Bearer)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, resp)
+	s.answer(c, http.StatusOK, resp, err)
 }
 
 // Login checks a customer's email and password, under the login throttle
