@@ -319,17 +319,10 @@ func TestRecoverRebuildsEveryLiveWorkflow(t *testing.T) {
 	}
 	waitStatus := func(ref, status string, within time.Duration) domain.Order {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			o := order(ref)
-			if o.Status == status {
-				return o
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("order %s is %s, want %s", ref, o.Status, status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var o domain.Order
+		waitUntil(t, within, func() bool { o = order(ref); return o.Status == status },
+			func() string { return fmt.Sprintf("order %s is %s, want %s", ref, o.Status, status) })
+		return o
 	}
 
 	// partial: an order paid in part (its request made first, so its
@@ -370,24 +363,17 @@ func TestRecoverRebuildsEveryLiveWorkflow(t *testing.T) {
 	ch.pay(activeReq)
 	waitPaid := func(ref string, cents int64) {
 		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for order(ref).PaidCents != cents {
-			if time.Now().After(deadline) {
-				t.Fatalf("order %s paid %d cents, want %d", ref, order(ref).PaidCents, cents)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitUntil(t, time.Minute, func() bool { return order(ref).PaidCents == cents },
+			func() string { return fmt.Sprintf("order %s paid %d cents, want %d", ref, order(ref).PaidCents, cents) })
 	}
 	waitPaid(partial.Ref, 1500)
 	waitStatus(provisioning.Ref, domain.StatusProvisioning, time.Minute)
 	activeBefore := waitStatus(active.Ref, domain.StatusActive, time.Minute)
-	deadline := time.Now().Add(time.Minute)
-	for prov.count(prov.prepares, provisioning.Ref) == 0 || !slices.ContainsFunc(timelineKeys(t, db, active.Ref), isReminder) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the held order never reached its preparation, or the active one its first reminder: %v", timelineKeys(t, db, active.Ref))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(t, time.Minute, func() bool {
+		return prov.count(prov.prepares, provisioning.Ref) > 0 && slices.ContainsFunc(timelineKeys(t, db, active.Ref), isReminder)
+	}, func() string {
+		return fmt.Sprintf("the held order never reached its preparation, or the active one its first reminder: %v", timelineKeys(t, db, active.Ref))
+	})
 
 	// Temporal's database is lost.
 	first.stop()
@@ -427,13 +413,9 @@ func TestRecoverRebuildsEveryLiveWorkflow(t *testing.T) {
 	// The payments the lost workflows had handled are delivered again to
 	// the recovered ones, which know them: the partly paid order still
 	// waits for the rest.
-	deadline = time.Now().Add(time.Minute)
-	for countRows(t, db, `SELECT count(*) FROM chain_payments WHERE signaled_version IS DISTINCT FROM state_version`) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("payments delivered again were never acknowledged")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(t, time.Minute, func() bool {
+		return countRows(t, db, `SELECT count(*) FROM chain_payments WHERE signaled_version IS DISTINCT FROM state_version`) == 0
+	}, func() string { return "payments delivered again were never acknowledged" })
 	if got := order(partial.Ref); got.PaidCents != 1500 || !slices.Contains([]string{domain.StatusAwaitingPayment, domain.StatusPaymentDetected}, got.Status) {
 		t.Fatalf("the partly paid order is %s with %d cents after the recovery, want 1500 cents and still awaiting the rest", got.Status, got.PaidCents)
 	}
@@ -515,17 +497,24 @@ func countRows(t *testing.T, db *postgres.DB, q string, args ...any) int {
 
 func waitTopUp(t *testing.T, db *postgres.DB, ref, status string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		tu, err := db.GetTopUp(context.Background(), ref)
-		if err != nil {
+	var tu domain.TopUp
+	waitUntil(t, time.Minute, func() bool {
+		var err error
+		if tu, err = db.GetTopUp(context.Background(), ref); err != nil {
 			t.Fatal(err)
 		}
-		if tu.Status == status {
-			return
-		}
+		return tu.Status == status
+	}, func() string { return fmt.Sprintf("top-up %s is %s, want %s", ref, tu.Status, status) })
+}
+
+// waitUntil polls cond (every 50 ms) until it holds, failing with what
+// failure says once within has passed.
+func waitUntil(t *testing.T, within time.Duration, cond func() bool, failure func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("top-up %s is %s, want %s", ref, tu.Status, status)
+			t.Fatal(failure())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
