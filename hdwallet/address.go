@@ -60,7 +60,8 @@ func EthereumAddressOfTron(t string) (common.Address, error) {
 // base58Versions lists the base58check version bytes of P2PKH and P2SH
 // addresses per network (Bitcoin Core and Litecoin Core chainparams).
 // Litecoin keeps Bitcoin's P2SH byte (3... / 2...) beside its own M... / Q...
-// because older wallets still show those.
+// because older wallets still show those. The first byte of each list is
+// the P2PKH one, the others P2SH (OutputScript relies on it).
 var base58Versions = map[Network][]byte{
 	Bitcoin:         {0x00, 0x05},
 	BitcoinTestnet:  {0x6f, 0xc4},
@@ -72,51 +73,116 @@ var base58Versions = map[Network][]byte{
 
 // ValidateAddress reports whether s is a valid address to send to on
 // network: any standard output for Bitcoin and Litecoin (P2PKH, P2SH, segwit
-// v0 and v1+), an Ethereum address (EIP-55 checksummed if mixed case), or a
-// Tron T-address. It checks checksums and networks, not that the address is
-// in use; the error wraps ErrInvalidAddress or ErrUnknownNetwork.
+// v0 and v1+), an Ethereum address (EIP-55 checksummed if mixed case), a
+// Tron T-address, or a Solana address (32 bytes in base58). It checks
+// checksums and networks, not that the address is in use; the error wraps
+// ErrInvalidAddress or ErrUnknownNetwork.
 func ValidateAddress(network Network, s string) error {
-	p, err := lookupNetwork(network)
-	if err != nil {
-		return err
-	}
 	switch network {
 	case Ethereum:
 		return validateEVM(s)
 	case Tron:
 		_, err := EthereumAddressOfTron(s)
 		return err
+	case Solana:
+		_, err := SolanaPublicKey(s)
+		return err
+	}
+	_, err := OutputScript(network, s)
+	return err
+}
+
+// OutputScript returns the output script (scriptPubKey) that pays the
+// Bitcoin or Litecoin address s on network, after the checks of
+// ValidateAddress: a transaction is built, and checked, by its scripts, the
+// form in which two spellings of one address (bech32 in either case) are
+// one.
+func OutputScript(network Network, s string) ([]byte, error) {
+	p, err := lookupNetwork(network)
+	if err != nil {
+		return nil, err
+	}
+	if p.hrp == "" {
+		return nil, fmt.Errorf("%w: %s has no output scripts", ErrUnknownNetwork, network)
 	}
 	if strings.HasPrefix(strings.ToLower(s), p.hrp+"1") {
-		return validateSegwit(p.hrp, s)
+		version, program, err := decodeSegwit(p.hrp, s)
+		if err != nil {
+			return nil, err
+		}
+		// OP_0 or OP_1..OP_16, then a push of the program (2 to 40 bytes).
+		op := byte(0x00)
+		if version > 0 {
+			op = 0x50 + version
+		}
+		return append([]byte{op, byte(len(program))}, program...), nil
 	}
 	payload, version, err := base58.CheckDecode(s)
 	if err != nil || len(payload) != 20 {
-		return fmt.Errorf("%w: not a %s address", ErrInvalidAddress, network)
+		return nil, fmt.Errorf("%w: not a %s address", ErrInvalidAddress, network)
 	}
-	for _, v := range base58Versions[network] {
-		if v == version {
-			return nil
+	for i, v := range base58Versions[network] {
+		if v != version {
+			continue
 		}
+		if i == 0 { // P2PKH: OP_DUP OP_HASH160 <20> OP_EQUALVERIFY OP_CHECKSIG
+			return append(append([]byte{0x76, 0xa9, 20}, payload...), 0x88, 0xac), nil
+		}
+		// P2SH: OP_HASH160 <20> OP_EQUAL
+		return append(append([]byte{0xa9, 20}, payload...), 0x87), nil
 	}
-	return fmt.Errorf("%w: base58 address of another network than %s", ErrInvalidAddress, network)
+	return nil, fmt.Errorf("%w: base58 address of another network than %s", ErrInvalidAddress, network)
 }
 
-// validateSegwit applies BIP173 and BIP350: version 0 programs use bech32
+// IsLegacyScriptHashVersion reports whether the base58 address s uses a
+// P2SH version byte that network shares with Bitcoin (Litecoin's 3... and
+// 2... addresses): valid, but the same string is a Bitcoin address too.
+func IsLegacyScriptHashVersion(network Network, s string) bool {
+	if network != Litecoin && network != LitecoinTestnet && network != LitecoinRegtest {
+		return false
+	}
+	_, version, err := base58.CheckDecode(s)
+	return err == nil && (version == 0x05 || version == 0xc4)
+}
+
+// SolanaPublicKey decodes a Solana address: the base58 form of a 32-byte
+// ed25519 public key (or of a program-derived address, which is not on the
+// curve; callers that need a wallet key check that themselves).
+func SolanaPublicKey(s string) ([]byte, error) {
+	if len(s) < 32 || len(s) > 44 {
+		return nil, fmt.Errorf("%w: solana: not 32 to 44 base58 characters", ErrInvalidAddress)
+	}
+	key := base58.Decode(s)
+	// base58.Decode answers nil for a character outside the alphabet, and
+	// the length check catches the rest (a leading "1" is a zero byte).
+	if len(key) != 32 || base58.Encode(key) != s {
+		return nil, fmt.Errorf("%w: solana: not the base58 form of 32 bytes", ErrInvalidAddress)
+	}
+	return key, nil
+}
+
+// decodeSegwit applies BIP173 and BIP350: version 0 programs use bech32
 // and are 20 or 32 bytes; versions 1 to 16 use bech32m and are 2 to 40 bytes.
-func validateSegwit(hrp, s string) error {
+func decodeSegwit(hrp, s string) (version byte, program []byte, err error) {
 	gotHRP, data, enc, err := bech32.DecodeGeneric(s)
 	if err != nil {
-		return fmt.Errorf("%w: bech32: %v", ErrInvalidAddress, err)
+		return 0, nil, fmt.Errorf("%w: bech32: %v", ErrInvalidAddress, err)
 	}
 	if gotHRP != hrp || len(data) < 1 {
-		return fmt.Errorf("%w: not a %s segwit address", ErrInvalidAddress, hrp)
+		return 0, nil, fmt.Errorf("%w: not a %s segwit address", ErrInvalidAddress, hrp)
 	}
 	witnessVersion := data[0]
 	prog, err := bech32.ConvertBits(data[1:], 5, 8, false)
 	if err != nil {
-		return fmt.Errorf("%w: bech32 program: %v", ErrInvalidAddress, err)
+		return 0, nil, fmt.Errorf("%w: bech32 program: %v", ErrInvalidAddress, err)
 	}
+	if err := checkWitnessProgram(witnessVersion, prog, enc); err != nil {
+		return 0, nil, err
+	}
+	return witnessVersion, prog, nil
+}
+
+func checkWitnessProgram(witnessVersion byte, prog []byte, enc bech32.Version) error {
 	switch {
 	case witnessVersion > 16:
 		return fmt.Errorf("%w: witness version %d", ErrInvalidAddress, witnessVersion)

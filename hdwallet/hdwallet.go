@@ -48,6 +48,10 @@ const (
 	LitecoinRegtest Network = "litecoin-regtest"
 	Ethereum        Network = "ethereum"
 	Tron            Network = "tron"
+	// Solana only names the network whose addresses ValidateAddress
+	// checks: no account key derives Solana addresses (see the package
+	// comment), so ParseAccountKey refuses it as an unknown network.
+	Solana Network = "solana"
 )
 
 // Errors returned by ParseAccountKey, Account.Address and ValidateAddress.
@@ -173,6 +177,7 @@ type Account struct {
 	network  Network
 	account  *hdkeychain.ExtendedKey // m/purpose'/coin'/account'
 	external *hdkeychain.ExtendedKey // m/purpose'/coin'/account'/0, derived once
+	internal *hdkeychain.ExtendedKey // m/purpose'/coin'/account'/1 (change), derived once
 }
 
 // ParseAccountKey parses the account-level extended public key a wallet
@@ -205,7 +210,11 @@ func ParseAccountKey(network Network, extendedPublicKey string) (*Account, error
 		// the wallet would skip this account, so must we.
 		return nil, fmt.Errorf("%w: external chain: %v", ErrInvalidKey, err)
 	}
-	return &Account{network: network, account: key, external: external}, nil
+	internal, err := key.Derive(1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: internal chain: %v", ErrInvalidKey, err)
+	}
+	return &Account{network: network, account: key, external: external, internal: internal}, nil
 }
 
 // decodeExtendedPublicKey decodes a serialized extended key without checking
@@ -284,18 +293,62 @@ func (a *Account) String() string {
 // the caller must persist and never reuse indexes. Indexes at or above 2^31
 // are hardened and cannot be derived from a public key.
 func (a *Account) Address(index uint32) (string, error) {
-	if index >= hdkeychain.HardenedKeyStart {
-		return "", fmt.Errorf("%w: %d", ErrIndexOutOfRange, index)
+	return a.address(External, index)
+}
+
+// InternalAddress returns the change address at index on the account's
+// internal chain (m/.../1/index): where a payout transaction sends its
+// change, so that the operator's wallet sees it as its own change and the
+// deposit addresses of the external chain are never reused.
+func (a *Account) InternalAddress(index uint32) (string, error) {
+	return a.address(Internal, index)
+}
+
+// The two BIP44 chains of an account.
+const (
+	External uint32 = 0 // receive addresses
+	Internal uint32 = 1 // change addresses
+)
+
+// PublicKey returns the compressed public key at m/.../chain/index, which
+// a PSBT names beside its derivation path so that a signer finds its key.
+func (a *Account) PublicKey(chain, index uint32) ([]byte, error) {
+	pub, err := a.publicKey(chain, index)
+	if err != nil {
+		return nil, err
 	}
-	child, err := a.external.Derive(index)
+	return pub.SerializeCompressed(), nil
+}
+
+func (a *Account) publicKey(chain, index uint32) (*btcec.PublicKey, error) {
+	if index >= hdkeychain.HardenedKeyStart {
+		return nil, fmt.Errorf("%w: %d", ErrIndexOutOfRange, index)
+	}
+	parent := a.external
+	switch chain {
+	case External:
+	case Internal:
+		parent = a.internal
+	default:
+		return nil, fmt.Errorf("hdwallet: chain %d is neither external (0) nor internal (1)", chain)
+	}
+	child, err := parent.Derive(index)
 	if err != nil {
 		// ErrInvalidChild (probability below 2^-127): BIP32 says skip the
 		// index, which the caller does by taking the next one.
-		return "", fmt.Errorf("hdwallet: index %d: %w", index, err)
+		return nil, fmt.Errorf("hdwallet: index %d: %w", index, err)
 	}
 	pub, err := child.ECPubKey()
 	if err != nil {
-		return "", fmt.Errorf("hdwallet: index %d: %w", index, err)
+		return nil, fmt.Errorf("hdwallet: index %d: %w", index, err)
+	}
+	return pub, nil
+}
+
+func (a *Account) address(chain, index uint32) (string, error) {
+	pub, err := a.publicKey(chain, index)
+	if err != nil {
+		return "", err
 	}
 	switch a.network {
 	case Ethereum:

@@ -511,7 +511,7 @@ func TestValidateAddress(t *testing.T) {
 			t.Errorf("ValidateAddress(%s, %s): err = %v, want ErrInvalidAddress", c.network, c.addr, err)
 		}
 	}
-	if err := hdwallet.ValidateAddress("solana", tronAddress0); !errors.Is(err, hdwallet.ErrUnknownNetwork) {
+	if err := hdwallet.ValidateAddress("dogecoin", tronAddress0); !errors.Is(err, hdwallet.ErrUnknownNetwork) {
 		t.Errorf("unknown network: err = %v", err)
 	}
 }
