@@ -1,6 +1,7 @@
 package hdwallet
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -10,6 +11,21 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 )
+
+// ErrChecksum: the address is well formed but its checksum (base58check,
+// bech32, EIP-55) does not match, which is what a mistyped or badly copied
+// address gives. It wraps ErrInvalidAddress.
+var ErrChecksum = fmt.Errorf("%w: checksum mismatch", ErrInvalidAddress)
+
+// invalidBase58 classifies a base58check decoding error of s: a checksum
+// mismatch only counts as one for a string of the right length (version,
+// 20 bytes, checksum), not for something else in base58 (a Solana key).
+func invalidBase58(what, s string, err error) error {
+	if errors.Is(err, base58.ErrChecksum) && len(base58.Decode(s)) == 1+20+4 {
+		return fmt.Errorf("%w: %s", ErrChecksum, what)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrInvalidAddress, what, err)
+}
 
 // tronPrefix is the byte Tron puts before the 20-byte account hash; it makes
 // every mainnet address start with "T" once base58check encoded.
@@ -49,7 +65,7 @@ func TronAddressFromEVM(a common.Address) string {
 func EthereumAddressOfTron(t string) (common.Address, error) {
 	payload, version, err := base58.CheckDecode(t)
 	if err != nil {
-		return common.Address{}, fmt.Errorf("%w: tron: %v", ErrInvalidAddress, err)
+		return common.Address{}, invalidBase58("tron", t, err)
 	}
 	if version != tronPrefix || len(payload) != common.AddressLength {
 		return common.Address{}, fmt.Errorf("%w: tron: not a Tron account address", ErrInvalidAddress)
@@ -118,7 +134,10 @@ func OutputScript(network Network, s string) ([]byte, error) {
 		return append([]byte{op, byte(len(program))}, program...), nil
 	}
 	payload, version, err := base58.CheckDecode(s)
-	if err != nil || len(payload) != 20 {
+	if err != nil {
+		return nil, invalidBase58(string(network), s, err)
+	}
+	if len(payload) != 20 {
 		return nil, fmt.Errorf("%w: not a %s address", ErrInvalidAddress, network)
 	}
 	for i, v := range base58Versions[network] {
@@ -165,6 +184,9 @@ func SolanaPublicKey(s string) ([]byte, error) {
 // and are 20 or 32 bytes; versions 1 to 16 use bech32m and are 2 to 40 bytes.
 func decodeSegwit(hrp, s string) (version byte, program []byte, err error) {
 	gotHRP, data, enc, err := bech32.DecodeGeneric(s)
+	if errors.As(err, new(bech32.ErrInvalidChecksum)) {
+		return 0, nil, fmt.Errorf("%w: bech32", ErrChecksum)
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: bech32: %v", ErrInvalidAddress, err)
 	}
@@ -210,7 +232,7 @@ func validateEVM(s string) error {
 		return nil
 	}
 	if common.HexToAddress(s).Hex() != s {
-		return fmt.Errorf("%w: EIP-55 checksum mismatch", ErrInvalidAddress)
+		return fmt.Errorf("%w: EIP-55", ErrChecksum)
 	}
 	return nil
 }
