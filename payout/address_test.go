@@ -40,7 +40,7 @@ func params(base *chaincfg.Params, hrp string, pkh, sh byte) *chaincfg.Params {
 // fresh key.
 type addrs struct{ p2pkh, p2sh, p2wpkh, p2wsh, p2tr string }
 
-func btcAddresses(t *testing.T, p *chaincfg.Params) addrs {
+func btcAddresses(t testing.TB, p *chaincfg.Params) addrs {
 	t.Helper()
 	key, err := btcec.NewPrivateKey()
 	if err != nil {

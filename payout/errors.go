@@ -44,16 +44,18 @@ var (
 
 // Reasons a signed transaction is refused (CheckSigned).
 var (
-	ErrUnreadable     = errors.New("payout: neither a raw transaction in hex nor a PSBT in base64")
-	ErrNotFinal       = errors.New("payout: PSBT not finalized")
-	ErrForeignInput   = errors.New("payout: spends an output that is not one of the batch's inputs")
-	ErrMissingInput   = errors.New("payout: does not spend every input of the batch")
-	ErrUnsigned       = errors.New("payout: an input's signature does not verify")
-	ErrAmountChanged  = errors.New("payout: an approved address is paid another amount")
-	ErrDuplicate      = errors.New("payout: an approved payout is paid twice")
-	ErrExtraOutput    = errors.New("payout: an output the batch does not have")
-	ErrMissingOutput  = errors.New("payout: an approved payout is not paid")
-	ErrChangeChanged  = errors.New("payout: the change output differs from the batch's")
-	ErrFeeChanged     = errors.New("payout: the fee differs from the batch's")
-	ErrNetworkUnknown = errors.New("payout: network without PSBTs")
+	ErrUnreadable    = errors.New("payout: neither a raw transaction in hex nor a PSBT in base64")
+	ErrNotFinal      = errors.New("payout: PSBT not finalized")
+	ErrForeignInput  = errors.New("payout: spends an output that is not one of the batch's inputs")
+	ErrMissingInput  = errors.New("payout: does not spend every input of the batch")
+	ErrUnsigned      = errors.New("payout: an input's signature does not verify")
+	ErrAmountChanged = errors.New("payout: an approved address is paid another amount")
+	ErrDuplicate     = errors.New("payout: an approved payout is paid twice")
+	ErrExtraOutput   = errors.New("payout: an output the batch does not have")
+	ErrMissingOutput = errors.New("payout: an approved payout is not paid")
+	ErrChangeChanged = errors.New("payout: the change output differs from the batch's")
+	ErrFeeChanged    = errors.New("payout: the fee differs from the batch's")
+	// ErrTxChanged: version, locktime or a sequence differs, so the txid
+	// is not the one the batch watches for.
+	ErrTxChanged = errors.New("payout: the transaction's version, locktime or sequences differ from the batch's")
 )
