@@ -2,6 +2,7 @@ package domain
 
 import (
 	"math/big"
+	"strings"
 	"time"
 )
 
@@ -107,6 +108,17 @@ func FormatUnits(base *big.Int, decimals int32) string {
 	}
 	whole, frac := s[:len(s)-int(decimals)], s[len(s)-int(decimals):]
 	return sign + whole + "." + frac
+}
+
+// TrimZeros drops the fraction's trailing zeros of a FormatUnits amount
+// ("0.00036260" → "0.0003626", "1.000" → "1"); a whole number keeps its
+// own ("100" stays "100"). Payment URIs write amounts so.
+func TrimZeros(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
 }
 
 // IntentPayment is a payment seen on chain for a payment request, as its

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/kernodeck/kernodeck/activities"
@@ -223,7 +222,7 @@ func PaymentURI(in domain.Intent, chainID int64) string {
 	amount := domain.FormatUnits(&in.AmountBase.Int, in.Decimals)
 	switch in.Network {
 	case domain.NetworkBitcoin, domain.NetworkLitecoin:
-		return fmt.Sprintf("%s:%s?amount=%s", in.Network, in.Address, trimZeros(amount))
+		return fmt.Sprintf("%s:%s?amount=%s", in.Network, in.Address, domain.TrimZeros(amount))
 	case domain.NetworkEthereum:
 		if in.TokenContract != nil {
 			return fmt.Sprintf("ethereum:%s@%d/transfer?address=%s&uint256=%s", *in.TokenContract, chainID, in.Address, in.AmountBase.String())
@@ -231,7 +230,7 @@ func PaymentURI(in domain.Intent, chainID int64) string {
 		return fmt.Sprintf("ethereum:%s@%d?value=%s", in.Address, chainID, in.AmountBase.String())
 	case domain.NetworkSolana:
 		q := url.Values{}
-		q.Set("amount", trimZeros(amount))
+		q.Set("amount", domain.TrimZeros(amount))
 		if in.ReferenceKey != nil {
 			q.Set("reference", *in.ReferenceKey)
 		}
@@ -241,16 +240,6 @@ func PaymentURI(in domain.Intent, chainID int64) string {
 	default:
 		return in.Address
 	}
-}
-
-// trimZeros drops the fraction's trailing zeros ("0.00036260" → "0.0003626",
-// "1.000" → "1"); a whole number keeps its own ("100" stays "100").
-func trimZeros(s string) string {
-	if !strings.Contains(s, ".") {
-		return s
-	}
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
 }
 
 // NextAmount is the amount one base unit above a (to make amounts unique).
