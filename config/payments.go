@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/rates"
 )
 
@@ -38,6 +39,10 @@ type Payments struct {
 	// support's value of a payment in another asset may be from its amount
 	// at the rate observed at its reception; a fraction above 0, at most 0.5.
 	ValueTolerance decimal.Decimal
+	// KeyOrigins (KERNODECK_BITCOIN_KEY_ORIGIN, KERNODECK_LITECOIN_KEY_ORIGIN):
+	// where the account key sits in the signing wallet, which payout PSBTs
+	// name beside each input; absent for a network without payouts by PSBT.
+	KeyOrigins map[string]hdwallet.KeyOrigin
 }
 
 // Networks with derived addresses, and all watched networks.
@@ -60,6 +65,35 @@ var DefaultDust = map[string]map[string]int64{
 	"ethereum": {"ETH": 10_000_000_000_000, "USDT": 10_000, "USDC": 10_000},
 	"tron":     {"TRX": 100_000, "USDT": 10_000},
 	"solana":   {"SOL": 100_000},
+}
+
+// keyOrigins reads KERNODECK_<NETWORK>_KEY_ORIGIN for the PSBT networks:
+// "[d34db33f/84'/2'/0']" (the master key's fingerprint and the account's
+// path), checked against the network's account key when there is one. A
+// key that does not parse is reported where keys are parsed.
+func keyOrigins(p *parser, c Payments) map[string]hdwallet.KeyOrigin {
+	out := map[string]hdwallet.KeyOrigin{}
+	for _, n := range []string{"bitcoin", "litecoin"} {
+		key := "KERNODECK_" + strings.ToUpper(n) + "_KEY_ORIGIN"
+		v := p.getenv(key)
+		if v == "" {
+			continue
+		}
+		o, err := hdwallet.ParseKeyOrigin(v)
+		if err != nil {
+			p.fail(key, err)
+			continue
+		}
+		if xpub := c.AccountKeys[n]; xpub != "" {
+			if acct, err := hdwallet.ParseAccountKey(hdwallet.Network(c.KeyNetworks[n]), xpub); err == nil {
+				if err := acct.CheckOrigin(o); err != nil {
+					p.fail(key, fmt.Errorf("%w (KERNODECK_XPUB_%s)", err, strings.ToUpper(n)))
+				}
+			}
+		}
+		out[n] = o
+	}
+	return out
 }
 
 // PaymentsFromEnv reads the payments configuration.
@@ -103,6 +137,7 @@ func PaymentsFromEnv(getenv func(string) string) (Payments, error) {
 		}
 		c.KeyNetworks[n] = p.str("KERNODECK_"+up+"_KEY_NETWORK", n)
 	}
+	c.KeyOrigins = keyOrigins(&p, c)
 	for _, n := range watchedNetworks {
 		key := "KERNODECK_" + strings.ToUpper(n) + "_NODE_URL"
 		if v := p.str(key, ""); v != "" {

@@ -38,3 +38,35 @@ func TestValueToleranceAndRateSampleInterval(t *testing.T) {
 		}
 	}
 }
+
+// A key origin is read for Bitcoin and Litecoin, refused when malformed
+// or when it cannot be the origin of the network's account key (another
+// account number), naming the variable.
+func TestKeyOrigins(t *testing.T) {
+	// m/84'/1'/0' of BIP39's "abandon ... about" (devnodes' regtest key).
+	const tpub = "tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M"
+	c, err := PaymentsFromEnv(env(map[string]string{
+		"KERNODECK_XPUB_LITECOIN":        tpub,
+		"KERNODECK_LITECOIN_KEY_NETWORK": "litecoin-regtest",
+		"KERNODECK_LITECOIN_KEY_ORIGIN":  "[73c5da0a/84h/1h/0h]",
+		"KERNODECK_BITCOIN_KEY_ORIGIN":   "[d34db33f/84'/0'/0']",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KeyOrigins["litecoin"].String() != "[73c5da0a/84'/1'/0']" || c.KeyOrigins["bitcoin"].String() != "[d34db33f/84'/0'/0']" {
+		t.Fatalf("KeyOrigins = %v", c.KeyOrigins)
+	}
+	if c, _ := PaymentsFromEnv(env(nil)); len(c.KeyOrigins) != 0 {
+		t.Errorf("default KeyOrigins = %v, want none", c.KeyOrigins)
+	}
+	for _, bad := range []map[string]string{
+		{"KERNODECK_LITECOIN_KEY_ORIGIN": "73c5da0a"},
+		{"KERNODECK_LITECOIN_KEY_ORIGIN": "[73c5da0a/84'/1'/0]"},
+		{"KERNODECK_LITECOIN_KEY_ORIGIN": "[73c5da0a/84'/1'/1']", "KERNODECK_XPUB_LITECOIN": tpub, "KERNODECK_LITECOIN_KEY_NETWORK": "litecoin-regtest"},
+	} {
+		if _, err := PaymentsFromEnv(env(bad)); err == nil || !strings.Contains(err.Error(), "KERNODECK_LITECOIN_KEY_ORIGIN") {
+			t.Errorf("%v: err = %v, want refused naming the variable", bad, err)
+		}
+	}
+}
