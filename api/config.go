@@ -44,6 +44,9 @@ type Config struct {
 	// name, recorded in the audit log. Tokens shorter than 16 characters
 	// are ignored (and logged).
 	AgentTokens map[string]string
+	// AgentRoles are the agents' roles beyond agent (senior, operator),
+	// by name; an agent not in it is an agent only (support_roles.go).
+	AgentRoles map[string]domain.SupportRoles
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed for
 	// the client IP (login throttling). Empty: none, the peer address is used.
 	TrustedProxies []string

@@ -21,7 +21,7 @@ func statusFor(code string) int {
 		return http.StatusBadRequest
 	case domain.ECodeUnauthorized, ECodeTOTPRequired:
 		return http.StatusUnauthorized
-	case domain.ECodeForbidden, domain.ECodeWrongPassword, domain.ECodeOwnAction:
+	case domain.ECodeForbidden, domain.ECodeWrongPassword, domain.ECodeOwnAction, domain.ECodeForbiddenRole:
 		return http.StatusForbidden
 	case domain.ECodeNotFound, domain.ECodeSessionNotFound:
 		return http.StatusNotFound

@@ -22,11 +22,13 @@ const (
 
 var bob = auth{bearer: bobToken}
 
-// newFourEyesHarness is a harness with two agents (alice, bob) held to
-// the limits.
+// newFourEyesHarness is a harness with two senior agents (approving is a
+// senior's, support_roles_test.go), alice and bob, held to the limits:
+// what they refuse each other is the four-eyes rule's.
 func newFourEyesHarness(t *testing.T, limits domain.SupportLimits) *harness {
 	return newHarness(t, func(c *api.Config, _ *api.Deps) {
 		c.AgentTokens = map[string]string{agentToken: agentName, bobToken: bobName}
+		c.AgentRoles = map[string]domain.SupportRoles{agentName: {domain.RoleSenior}, bobName: {domain.RoleSenior}}
 		c.SupportLimits = limits
 	})
 }

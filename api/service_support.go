@@ -69,7 +69,7 @@ func (s *Server) agentSessionOf(ctx context.Context, h []byte,
 		// goes with it.
 		return nil, s.stores.AgentSessions.DeleteAgentSession(ctx, h)
 	}
-	return &Agent{Agent: sess.Agent, Via: "session", CSRFToken: sess.CSRFToken,
+	return &Agent{Agent: sess.Agent, Roles: s.rolesOf(sess.Agent).List(), Via: "session", CSRFToken: sess.CSRFToken,
 		CreatedAt: &sess.CreatedAt, ExpiresAt: &sess.ExpiresAt, tokenHash: h}, nil
 }
 
@@ -164,7 +164,7 @@ func (s *Server) startAgentSession(c *gin.Context, name, token string) (*Agent, 
 		Name: s.agentCookieName(), Value: sessionToken, Path: "/", Expires: sess.ExpiresAt,
 		HttpOnly: true, Secure: s.cfg.CookieSecure, SameSite: http.SameSiteStrictMode,
 	})
-	return &Agent{Agent: name, Via: "session", CSRFToken: csrf, CreatedAt: &sess.CreatedAt, ExpiresAt: &sess.ExpiresAt,
+	return &Agent{Agent: name, Roles: s.rolesOf(name).List(), Via: "session", CSRFToken: csrf, CreatedAt: &sess.CreatedAt, ExpiresAt: &sess.ExpiresAt,
 		tokenHash: h}, nil
 }
 

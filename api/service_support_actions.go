@@ -196,6 +196,9 @@ func (s *Server) SupportCancel(ctx context.Context, a *Agent, key, kind, ref str
 // CloseHostFlag closes the open customer flags of order ref's hosts,
 // recorded with who and why.
 func (s *Server) CloseHostFlag(ctx context.Context, a *Agent, key, ref string, in ActionInput) (ActionOutcome, error) {
+	if err := s.requireRole(a, domain.RoleOperator); err != nil {
+		return ActionOutcome{}, err
+	}
 	reason, err := actorReason(a, in.Reason)
 	if err != nil {
 		return ActionOutcome{}, err
@@ -328,7 +331,7 @@ func (s *Server) RetireHost(ctx context.Context, a *Agent, key, name string, in 
 // host's note, and writes the outcome.
 func (s *Server) actOnHost(ctx context.Context, a *Agent, key, name, action string, in ActionInput,
 	do func(ctx context.Context, name, note string) error) (ActionOutcome, error) {
-	if err := requireAgent(a); err != nil {
+	if err := s.requireRole(a, domain.RoleOperator); err != nil {
 		return ActionOutcome{}, err
 	}
 	if s.hosts == nil {
@@ -354,12 +357,12 @@ func (s *Server) actOnHost(ctx context.Context, a *Agent, key, name, action stri
 
 var errActionNotFound = domain.Errorf(domain.ECodeNotFound, "Action de support introuvable.")
 
-// ReviewAction records a second agent's approval of money action id (then
+// ReviewAction records a senior agent's approval of money action id (then
 // carries it out, answered as the action itself would be) or refusal; the
 // agent who asked can do neither, and an approval counts in the
 // reviewer's daily cap (the store decides both).
 func (s *Server) ReviewAction(ctx context.Context, a *Agent, id int64, approve bool, reason string) (ActionOutcome, error) {
-	if err := requireAgent(a); err != nil {
+	if err := s.requireRole(a, domain.RoleSenior); err != nil {
 		return ActionOutcome{}, err
 	}
 	if approve {

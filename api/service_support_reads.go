@@ -54,7 +54,7 @@ func (s *Server) TeardownsStuck(ctx context.Context, a *Agent) ([]domain.StuckTe
 // HostFlags lists the hosts their customer made dirty on purpose (support
 // reads what the customer did, then closes the flag).
 func (s *Server) HostFlags(ctx context.Context, a *Agent) ([]domain.HostFlag, error) {
-	return asAgent(a, func() ([]domain.HostFlag, error) { return s.stores.SupportHosts.HostFlags(ctx) })
+	return asRole(s, a, domain.RoleOperator, func() ([]domain.HostFlag, error) { return s.stores.SupportHosts.HostFlags(ctx) })
 }
 
 // MachineQueue lists the paid orders waiting for a machine, line by line
@@ -208,7 +208,7 @@ func (s *Server) AnswerSupportRequest(ctx context.Context, a *Agent, id int64, m
 // SupportHosts lists the inventory (state and note, the order holding a
 // host, the last release check) with the operators' actions on hosts.
 func (s *Server) SupportHosts(ctx context.Context, a *Agent) (SupportHostList, error) {
-	if err := requireAgent(a); err != nil {
+	if err := s.requireRole(a, domain.RoleOperator); err != nil {
 		return supportHostList{}, err
 	}
 	if s.hosts == nil {

@@ -86,6 +86,10 @@ type (
 
 type agentSessionResponse struct {
 	Agent string `json:"agent"`
+	// Roles are the agent's support roles, agent first (for the console
+	// to show and hide; the services check the configuration's, never
+	// these).
+	Roles []domain.SupportRole `json:"roles"`
 	// Via is "session" (the console's cookie) or "token" (bearer).
 	Via string `json:"via"`
 	// CSRFToken, CreatedAt, ExpiresAt: a cookie session's only.
@@ -189,9 +193,11 @@ func (s *Server) openAgentSession(c *gin.Context) {
 	c.JSON(http.StatusCreated, a)
 }
 
-// agentWhoAmI says which agent is calling, and how.
+// agentWhoAmI says which agent is calling, how, and with which roles.
 func (s *Server) agentWhoAmI(c *gin.Context) {
-	c.JSON(http.StatusOK, agentOf(c))
+	a := *agentOf(c)
+	a.Roles = s.rolesOf(a.Agent).List()
+	c.JSON(http.StatusOK, a)
 }
 
 // closeAgentSession signs the console session out.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/app"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/workflows"
 )
@@ -87,7 +88,8 @@ func TestAgentConsoleSession(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
 	var who api.Agent
 	require.NoError(t, json.Unmarshal(r.Body.Bytes(), &who))
-	require.Equal(t, api.Agent{Agent: agentName, Via: "session", CSRFToken: csrf, CreatedAt: who.CreatedAt, ExpiresAt: who.ExpiresAt}, who)
+	require.Equal(t, api.Agent{Agent: agentName, Roles: []domain.SupportRole{domain.RoleAgent}, Via: "session", CSRFToken: csrf,
+		CreatedAt: who.CreatedAt, ExpiresAt: who.ExpiresAt}, who)
 	require.Equal(t, http.StatusOK, h.agentReq("GET", "/v1/support/orders/"+ref, cookie, "", "").Code)
 
 	// The agent cookie is no customer session.
@@ -216,10 +218,10 @@ func TestSupportCustomerFile(t *testing.T) {
 // A host its customer made dirty on purpose (the teardown's report on the
 // reservation, as the SSH driver writes it) is in support's queue with the
 // order, the customer and what they did; the order's support view shows it
-// on the host; an agent closes it with a reason (recorded), after which it
+// on the host; an operator closes it with a reason (recorded), after which it
 // leaves the queue, and a second close is refused.
 func TestSupportHostFlags(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, withRoles(agentName, domain.RoleOperator))
 	c := h.register("dirty@example.com")
 	ref := h.order(c)
 	empty := h.do("GET", "/v1/support/host-flags", nil, auth{bearer: agentToken})

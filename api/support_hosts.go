@@ -68,6 +68,10 @@ func (s *Server) hostsRetire(ctx context.Context, name, note string) error {
 // inventory: refused before the body is read).
 func (s *Server) supportHostAction(c *gin.Context,
 	act func(ctx context.Context, a *Agent, key, name string, in ActionInput) (ActionOutcome, error)) {
+	if err := s.requireRole(agentOf(c), domain.RoleOperator); err != nil {
+		s.fail(c, err) // before whether there is an inventory: not an operator's to know
+		return
+	}
 	if s.hosts == nil {
 		s.fail(c, errNoHostInventory)
 		return

@@ -160,7 +160,8 @@ func TestSupportActionKeyReusedForAnotherAction(t *testing.T) {
 // Every support action needs its key: without it (or malformed), 400
 // invalid with a French message, nothing recorded nor carried out.
 func TestSupportActionKeyRequired(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, withRoles(agentName, domain.RoleOperator)) // close-host-flag's
+
 	c := h.register("nokey@example.com")
 	ref := h.order(c)
 	tu := h.do("POST", "/v1/topups", map[string]any{"amount_cents": 50000}, c.auth).obj("topup")["reference"].(string)

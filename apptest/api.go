@@ -11,8 +11,12 @@ import (
 // without a second (the four-eyes tests set their own).
 var Alone = domain.SupportLimits{FourEyesCents: 1 << 50, AgentDailyCapCents: 1 << 51}
 
-// AgentToken is the support agent token the harness's API accepts.
-const AgentToken = "watchtest-agent-token-0123456789"
+// AgentToken is the support agent token the harness's API accepts, of
+// agent AgentName (an agent only, unless cfg.AgentRoles says more).
+const (
+	AgentToken = "watchtest-agent-token-0123456789"
+	AgentName  = "watchtest-agent"
+)
 
 // API serves the real HTTP API over the harness (stopped with the test).
 func (e *Env) API() *httptest.Server { return e.ServeAPI(api.Config{}, nil) }
@@ -21,7 +25,7 @@ func (e *Env) API() *httptest.Server { return e.ServeAPI(api.Config{}, nil) }
 // site mounted at / (site may be nil). With no SupportLimits, the
 // harness's agent moves any amount alone: tests of four-eyes set them.
 func (e *Env) ServeAPI(cfg api.Config, site api.Site) *httptest.Server {
-	tokens := map[string]string{AgentToken: "watchtest-agent"}
+	tokens := map[string]string{AgentToken: AgentName}
 	for t, name := range cfg.AgentTokens {
 		tokens[t] = name
 	}

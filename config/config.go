@@ -4,7 +4,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,28 +17,32 @@ import (
 
 // Config is the whole service configuration.
 type Config struct {
-	DatabaseURL          string            // KERNODECK_DATABASE_URL
-	HTTPAddr             string            // KERNODECK_HTTP_ADDR
-	TemporalAddress      string            // TEMPORAL_ADDRESS
-	TemporalNamespace    string            // TEMPORAL_NAMESPACE
-	TemporalUIPort       int               // KERNODECK_TEMPORAL_UI_PORT (dev only)
-	TemporalCLI          string            // KERNODECK_TEMPORAL_CLI (dev only)
-	DevDataDir           string            // KERNODECK_DEV_DIR (dev only)
-	CookieSecure         bool              // KERNODECK_COOKIE_SECURE
-	SessionIdle          time.Duration     // KERNODECK_SESSION_IDLE: a session unused that long ends
-	SupportTokens        map[string]string // KERNODECK_SUPPORT_TOKENS: token -> agent
-	UnpaidTimeout        time.Duration     // KERNODECK_UNPAID_TIMEOUT
-	TopUpTimeout         time.Duration     // KERNODECK_TOPUP_TIMEOUT
-	ReminderOffsets      []time.Duration   // KERNODECK_REMINDER_OFFSETS
-	ProvisioningAttempts int32             // KERNODECK_PROVISIONING_ATTEMPTS
-	AccessHost           string            // KERNODECK_ACCESS_HOST (local driver)
-	AccessPort           int               // KERNODECK_ACCESS_PORT (local driver)
-	StarterInterval      time.Duration     // KERNODECK_STARTER_INTERVAL
-	WorkflowCacheSize    int               // KERNODECK_WORKFLOW_CACHE_SIZE
-	WorkerStopTimeout    time.Duration     // KERNODECK_WORKER_STOP_TIMEOUT: a stopping worker's wait for its running activities
-	WorkflowVersion      int               // KERNODECK_WORKFLOW_VERSION: caps new workflows' command version (0: the workers' newest)
-	LogLevel             string            // KERNODECK_LOG_LEVEL
-	TrustedProxies       []string          // KERNODECK_TRUSTED_PROXIES
+	DatabaseURL       string            // KERNODECK_DATABASE_URL
+	HTTPAddr          string            // KERNODECK_HTTP_ADDR
+	TemporalAddress   string            // TEMPORAL_ADDRESS
+	TemporalNamespace string            // TEMPORAL_NAMESPACE
+	TemporalUIPort    int               // KERNODECK_TEMPORAL_UI_PORT (dev only)
+	TemporalCLI       string            // KERNODECK_TEMPORAL_CLI (dev only)
+	DevDataDir        string            // KERNODECK_DEV_DIR (dev only)
+	CookieSecure      bool              // KERNODECK_COOKIE_SECURE
+	SessionIdle       time.Duration     // KERNODECK_SESSION_IDLE: a session unused that long ends
+	SupportTokens     map[string]string // KERNODECK_SUPPORT_TOKENS: token -> agent
+	// SupportRoles (KERNODECK_SUPPORT_ROLES): each listed agent's roles
+	// beyond agent ("alice:senior,carol:operator+senior"); an agent not
+	// listed is an agent only.
+	SupportRoles         map[string]domain.SupportRoles
+	UnpaidTimeout        time.Duration   // KERNODECK_UNPAID_TIMEOUT
+	TopUpTimeout         time.Duration   // KERNODECK_TOPUP_TIMEOUT
+	ReminderOffsets      []time.Duration // KERNODECK_REMINDER_OFFSETS
+	ProvisioningAttempts int32           // KERNODECK_PROVISIONING_ATTEMPTS
+	AccessHost           string          // KERNODECK_ACCESS_HOST (local driver)
+	AccessPort           int             // KERNODECK_ACCESS_PORT (local driver)
+	StarterInterval      time.Duration   // KERNODECK_STARTER_INTERVAL
+	WorkflowCacheSize    int             // KERNODECK_WORKFLOW_CACHE_SIZE
+	WorkerStopTimeout    time.Duration   // KERNODECK_WORKER_STOP_TIMEOUT: a stopping worker's wait for its running activities
+	WorkflowVersion      int             // KERNODECK_WORKFLOW_VERSION: caps new workflows' command version (0: the workers' newest)
+	LogLevel             string          // KERNODECK_LOG_LEVEL
+	TrustedProxies       []string        // KERNODECK_TRUSTED_PROXIES
 	// TemporalAllowPlaintext accepts a Temporal frontend off this machine
 	// without TLS (KERNODECK_TEMPORAL_ALLOW_PLAINTEXT); refused otherwise,
 	// outside dev.
@@ -56,6 +62,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		getenv = Getenv
 	}
 	p := parser{getenv: getenv}
+	var err error
 	c := Config{
 		DatabaseURL:          p.str("KERNODECK_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/kernodeck?sslmode=disable"),
 		HTTPAddr:             p.str("KERNODECK_HTTP_ADDR", "127.0.0.1:8080"),
@@ -88,6 +95,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if p.err != nil {
 		return Config{}, p.err
 	}
+	if c.SupportRoles, err = supportRoles(getenv("KERNODECK_SUPPORT_ROLES"), c.SupportTokens); err != nil {
+		return Config{}, err
+	}
 	if err := checkURL("KERNODECK_DATABASE_URL", getenv("KERNODECK_DATABASE_URL"), true); err != nil {
 		return Config{}, err
 	}
@@ -112,6 +122,30 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, fmt.Errorf("KERNODECK_PROVISIONING_ATTEMPTS must be at least 1")
 	}
 	return c, nil
+}
+
+// supportRoles reads KERNODECK_SUPPORT_ROLES (domain.ParseSupportRoles),
+// each agent named there being one of KERNODECK_SUPPORT_TOKENS' (when any
+// is set: without tokens, dev makes its own agent): a misspelt name would
+// leave a senior with an agent's rights, silently.
+func supportRoles(v string, tokens map[string]string) (map[string]domain.SupportRoles, error) {
+	roles, err := domain.ParseSupportRoles(v)
+	if err != nil {
+		return nil, fmt.Errorf("KERNODECK_SUPPORT_ROLES: %w", err)
+	}
+	if len(tokens) == 0 {
+		return roles, nil
+	}
+	agents := map[string]bool{}
+	for _, name := range tokens {
+		agents[name] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(roles)) {
+		if !agents[name] {
+			return nil, fmt.Errorf("KERNODECK_SUPPORT_ROLES: agent %q has no token in KERNODECK_SUPPORT_TOKENS", name)
+		}
+	}
+	return roles, nil
 }
 
 // DefaultWorkflowCacheSize bounds the workflows a worker keeps in memory

@@ -2,9 +2,11 @@ package config
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -79,6 +81,43 @@ func TestWorkerStopTimeout(t *testing.T) {
 	for _, v := range []string{"0", "-1m", "soon", "31m"} {
 		if _, err := FromEnv(env(map[string]string{"KERNODECK_WORKER_STOP_TIMEOUT": v})); err == nil {
 			t.Errorf("KERNODECK_WORKER_STOP_TIMEOUT=%s accepted", v)
+		}
+	}
+}
+
+// KERNODECK_SUPPORT_ROLES: agent:role pairs, several roles joined by +,
+// each agent once and one of KERNODECK_SUPPORT_TOKENS'; an agent not
+// listed is an agent only. A wrong value stops the configuration with an
+// error naming what is wrong.
+func TestSupportRoles(t *testing.T) {
+	const tokens = "alice:0123456789abcdefXYZ,bob:fedcba9876543210QQ,carol:carol-token-0123456789"
+	c, err := FromEnv(env(map[string]string{"KERNODECK_SUPPORT_TOKENS": tokens,
+		"KERNODECK_SUPPORT_ROLES": "alice:senior, bob:agent,carol:operator+senior"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for name, rs := range c.SupportRoles {
+		got[name] = rs.String()
+	}
+	want := map[string]string{"alice": "senior", "bob": "agent", "carol": "senior+operator"}
+	if len(got) != len(want) || got["alice"] != want["alice"] || got["bob"] != want["bob"] || got["carol"] != want["carol"] {
+		t.Fatalf("roles: %v, want %v", got, want)
+	}
+	if !c.SupportRoles["carol"].Has(domain.RoleOperator) || c.SupportRoles["bob"].Has(domain.RoleSenior) {
+		t.Fatalf("roles held: %v", c.SupportRoles)
+	}
+	for v, wantErr := range map[string]string{
+		"alice:admin":                 `unknown role "admin"`,
+		"alice":                       "want agent:role",
+		"alice:":                      "want agent:role",
+		"alice:senior,alice:operator": `"alice" is listed twice`,
+		"alice:senior+senior":         `role "senior" given twice`,
+		"dave:senior":                 `agent "dave" has no token`,
+	} {
+		_, err := FromEnv(env(map[string]string{"KERNODECK_SUPPORT_TOKENS": tokens, "KERNODECK_SUPPORT_ROLES": v}))
+		if err == nil || !strings.Contains(err.Error(), wantErr) || !strings.Contains(err.Error(), "KERNODECK_SUPPORT_ROLES") {
+			t.Errorf("KERNODECK_SUPPORT_ROLES=%q: %v, want an error with %q", v, err, wantErr)
 		}
 	}
 }

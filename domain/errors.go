@@ -56,6 +56,7 @@ const (
 	ECodeAwaitingApproval     = "awaiting_approval"      // a support action recorded, carried out once a second agent approves it (202)
 	ECodeOwnAction            = "own_action"             // an agent reviewing their own action: a second agent must (403)
 	ECodeAgentDailyCap        = "agent_daily_cap"        // the agent's money actions of the last 24 h would pass their daily cap (409)
+	ECodeForbiddenRole        = "forbidden_role"         // the agent's support roles do not allow it: nothing recorded nor changed (403)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

@@ -94,6 +94,12 @@ func (s *Site) consoleFuncs() template.FuncMap {
 		"actionResult":    actionResult,
 		"resolution":      func(r string) string { return label(resolutionLabels, r) },
 		"hostOf":          func(target string) string { return strings.TrimPrefix(target, domain.HostTargetPrefix) },
+		"roleNames": func(rs []domain.SupportRole) string {
+			if len(rs) > 1 {
+				return "rôles " + domain.SupportRoles(rs).Names()
+			}
+			return "rôle " + domain.SupportRoles(rs).Names()
+		},
 		"derefStr": func(p *string) string {
 			if p == nil {
 				return ""
@@ -126,8 +132,10 @@ type consoleQueueData struct {
 	Stuck []domain.StuckOrder
 	// Teardowns are the rentals whose teardown is stuck.
 	Teardowns []teardownRow
-	// HostFlags are the hosts their customer made dirty on purpose.
+	// HostFlags are the hosts their customer made dirty on purpose
+	// (Operator: the agent works the hosts and sees them).
 	HostFlags []domain.HostFlag
+	Operator  bool
 }
 
 // consoleQueue is the exception queue (oldest first), with the support
@@ -153,10 +161,12 @@ func (s *Site) consoleQueue(c *gin.Context) {
 		s.consoleFail(c, a, err)
 		return
 	}
-	flags, err := s.svc.HostFlags(ctx, a)
-	if err != nil {
-		s.consoleFail(c, a, err)
-		return
+	var flags []domain.HostFlag
+	if a.Holds(domain.RoleOperator) { // an operator's (the service refuses others)
+		if flags, err = s.svc.HostFlags(ctx, a); err != nil {
+			s.consoleFail(c, a, err)
+			return
+		}
 	}
 	teardowns, err := s.stuckTeardowns(ctx, a)
 	if err != nil {
@@ -164,7 +174,7 @@ func (s *Site) consoleQueue(c *gin.Context) {
 		return
 	}
 	d := consoleQueueData{Open: len(exceptions), Reason: c.Query("motif"), Requests: reqs, AllURL: "/support",
-		Stuck: stuck, Teardowns: teardowns, HostFlags: flags}
+		Stuck: stuck, Teardowns: teardowns, HostFlags: flags, Operator: a.Holds(domain.RoleOperator)}
 	counts := map[string]int{}
 	var shown []api.ExceptionView
 	for _, e := range exceptions {
@@ -276,6 +286,8 @@ type consoleFileData struct {
 	Status      string
 	Offers      map[string]bool
 	CaseActions bool
+	// operator: the agent works the hosts (closes their flags).
+	operator bool
 }
 
 // caseView is what order and top-up files share.
@@ -289,7 +301,7 @@ type caseView struct {
 
 // loadFile reads the file of kind ref.
 func (s *Site) loadFile(ctx context.Context, a *agent, kind, ref string) (consoleFileData, error) {
-	d := consoleFileData{Kind: kind, Ref: ref}
+	d := consoleFileData{Kind: kind, Ref: ref, operator: a.Holds(domain.RoleOperator)}
 	if kind == domain.TargetTopUp {
 		t, err := s.svc.SupportTopUp(ctx, a, ref)
 		if err != nil {

@@ -312,13 +312,16 @@ func offers(d consoleFileData, allowed []string) map[string]bool {
 	for name, spec := range actionSpecs {
 		out[name] = slices.Contains(spec.Kinds, d.Kind) && (spec.Workflow == "" || slices.Contains(allowed, spec.Workflow))
 	}
-	out["close-host-flag"] = out["close-host-flag"] && len(d.OpenHostFlags) > 0
+	out["close-host-flag"] = out["close-host-flag"] && len(d.OpenHostFlags) > 0 && d.operator
 	return out
 }
 
 // notOffered refuses an action the file's status does not allow (a page
 // left open while the order moved on).
 func notOffered(act consoleAction, d consoleFileData) error {
+	if act.Action == "close-host-flag" && !d.operator {
+		return domain.ErrForbiddenRole(domain.RoleOperator)
+	}
 	what := "cette commande"
 	if d.Kind == domain.TargetTopUp {
 		what = "cette recharge"

@@ -26,6 +26,8 @@ type consoleApprovalsData struct {
 	// FourEyes and DailyCap are the limits, in French.
 	FourEyes, DailyCap string
 	Form               consoleAction
+	// Senior: the agent may review (the service refuses others).
+	Senior bool
 }
 
 // approvalRow is an action awaiting review with what the page says of it.
@@ -55,7 +57,8 @@ func (s *Site) showApprovals(c *gin.Context, a *agent, form consoleAction, err e
 		s.consoleFail(c, a, lerr)
 		return
 	}
-	d := consoleApprovalsData{FourEyes: usd(l.FourEyesCents), DailyCap: usd(l.AgentDailyCapCents), Form: form}
+	d := consoleApprovalsData{FourEyes: usd(l.FourEyesCents), DailyCap: usd(l.AgentDailyCapCents), Form: form,
+		Senior: a.Holds(domain.RoleSenior)}
 	for _, act := range l.Actions {
 		d.Actions = append(d.Actions, approvalRow{SupportAction: act, File: actionFile(act.TargetRef),
 			Mine: act.Agent == l.Agent, Money: usd(act.MoneyCents)})

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // A host its customer made dirty on purpose (issue 20: the teardown's
@@ -13,7 +15,7 @@ import (
 // with the action to close it; once closed (confirmation page, audit row)
 // it leaves the queue and the file says when it was closed.
 func TestConsoleHostFlag(t *testing.T) {
-	ch := newConsoleHarness(t)
+	ch := newConsoleHarness(t, domain.RoleOperator)
 	ref, _ := ch.lateOrder("flag@example.com")
 	const flag = "/home/kd_c9 : le client en a donné des fichiers à d'autres uids (100000 )"
 	if _, err := ch.db.Exec(`INSERT INTO gpu_hosts (id, name, address, host_key_fingerprint, gpu_model, gpu_count, state, note)

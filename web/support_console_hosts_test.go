@@ -16,7 +16,7 @@ import (
 // and retire go through a confirmation page to the inventory's code, are
 // audited, and refusals say why in French.
 func TestConsoleHosts(t *testing.T) {
-	ch := newConsoleHarness(t)
+	ch := newConsoleHarness(t, domain.RoleOperator)
 	ref, _ := ch.lateOrder("hosts@example.com")
 	const fp = "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 	for _, q := range []string{
@@ -131,7 +131,7 @@ func TestConsoleHosts(t *testing.T) {
 // site: signed out, or from another Origin (even with the session's CSRF
 // token), nothing is recorded; and a console session is no customer's.
 func TestConsoleFormsRefused(t *testing.T) {
-	ch := newConsoleHarness(t)
+	ch := newConsoleHarness(t, domain.RoleOperator)
 	ref, accountID := ch.lateOrder("forms@example.com")
 	if _, err := ch.db.Exec(`INSERT INTO gpu_hosts (name, address, host_key_fingerprint, gpu_model, gpu_count)
 		VALUES ('gpu-1', '10.0.0.1', 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 'rtx-a5000', 1)`); err != nil {

@@ -86,7 +86,9 @@ type consoleHarness struct {
 	wf *settlingWorkflows
 }
 
-func newConsoleHarness(t *testing.T) *consoleHarness {
+// newConsoleHarness serves the console to consoleAgent, holding roles
+// beyond agent.
+func newConsoleHarness(t *testing.T, roles ...domain.SupportRole) *consoleHarness {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	db := pgtest.NewDB(t)
@@ -97,7 +99,8 @@ func newConsoleHarness(t *testing.T) *consoleHarness {
 	site.SetExplorers(map[string]string{domain.NetworkBitcoin: "https://explorer.example/tx/{txid}"})
 	wf := &settlingWorkflows{db: db}
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1},
-		AgentTokens: map[string]string{consoleToken: consoleAgent}, Confirmations: map[string]int64{domain.NetworkBitcoin: 2},
+		AgentTokens: map[string]string{consoleToken: consoleAgent}, AgentRoles: map[string]domain.SupportRoles{consoleAgent: roles},
+		Confirmations: map[string]int64{domain.NetworkBitcoin: 2},
 		SupportLimits: domain.SupportLimits{FourEyesCents: 1 << 50, AgentDailyCapCents: 1 << 51}},
 		api.Deps{Stores: app.APIStores(postgres.NewStore(db, nil, "")), Workflows: wf, Site: site, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			// No SSH key: a repair that would log in to a host fails; the
@@ -294,7 +297,7 @@ func TestConsoleSignInAndOut(t *testing.T) {
 		t.Fatalf("agent cookie: %+v", ck)
 	}
 	queue := b.get("/support")
-	if !strings.Contains(queue, "Agent connecté : alice · session jusqu'au ") || !strings.Contains(queue, "Aucun montant en attente") {
+	if !strings.Contains(queue, "Agent connecté : alice · rôle agent · session jusqu'au ") || !strings.Contains(queue, "Aucun montant en attente") {
 		t.Fatalf("queue page: %s", queue)
 	}
 	// A copy of the cookie (another browser, as a thief would use it).

@@ -68,6 +68,7 @@ func newAPIHandler(cfg config.Config, a *app.App, logger *slog.Logger) (app.API,
 	return a.API(api.Config{
 		CookieSecure:   cfg.CookieSecure,
 		AgentTokens:    cfg.SupportTokens,
+		AgentRoles:     cfg.SupportRoles,
 		Rental:         cfg.RentalConfig(),
 		TopUpTimeout:   cfg.TopUpTimeout,
 		TrustedProxies: cfg.TrustedProxies,

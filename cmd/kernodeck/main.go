@@ -29,6 +29,7 @@ import (
 	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/devserver"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/mailverify"
 	"github.com/kernodeck/kernodeck/metrics"
 	"github.com/kernodeck/kernodeck/postgres"
@@ -341,7 +342,13 @@ func runDev(ctx context.Context, cfg config.Config, prov provisioning, m *metric
 	if len(cfg.SupportTokens) == 0 {
 		const devToken = "dev-support-token-change-me"
 		cfg.SupportTokens = map[string]string{devToken: "dev-agent"}
-		logger.Warn("no KERNODECK_SUPPORT_TOKENS: using a development agent token", "agent", "dev-agent", "token", devToken)
+		if _, ok := cfg.SupportRoles["dev-agent"]; !ok {
+			// Every page of the console to try (approving still takes a
+			// second agent).
+			cfg.SupportRoles = map[string]domain.SupportRoles{"dev-agent": {domain.RoleSenior, domain.RoleOperator}}
+		}
+		logger.Warn("no KERNODECK_SUPPORT_TOKENS: using a development agent token", "agent", "dev-agent", "token", devToken,
+			"roles", cfg.SupportRoles["dev-agent"].String())
 	}
 	if os.Getenv("KERNODECK_RATES") == "" {
 		// No rate feed on a developer machine: sample rates, said loudly.

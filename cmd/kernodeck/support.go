@@ -40,7 +40,7 @@ Usage:
   kernodeck support [flags] value-exception ID --reason R (--amount-cents N | --returned-on-chain)
   kernodeck support [flags] find EMAIL|TXID|ADDRESS|REFERENCE
   kernodeck support [flags] awaiting-approval
-  kernodeck support [flags] approve ACTION_ID --reason R   (another agent's money action)
+  kernodeck support [flags] approve ACTION_ID --reason R   (another agent's money action; seniors only)
   kernodeck support [flags] decline ACTION_ID --reason R
   kernodeck support [flags] answer REQUEST_ID --message M
 

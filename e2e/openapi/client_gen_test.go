@@ -44,6 +44,27 @@ func (e ActivityEntryKind) Valid() bool {
 	}
 }
 
+// Defines values for AgentSessionRoles.
+const (
+	Agent    AgentSessionRoles = "agent"
+	Operator AgentSessionRoles = "operator"
+	Senior   AgentSessionRoles = "senior"
+)
+
+// Valid indicates whether the value is a known member of the AgentSessionRoles enum.
+func (e AgentSessionRoles) Valid() bool {
+	switch e {
+	case Agent:
+		return true
+	case Operator:
+		return true
+	case Senior:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AgentSessionVia.
 const (
 	AgentSessionViaSession AgentSessionVia = "session"
@@ -180,6 +201,7 @@ const (
 	ErrorCodeEmailUnavailable         ErrorCode = "email_unavailable"
 	ErrorCodeEmailUnverified          ErrorCode = "email_unverified"
 	ErrorCodeForbidden                ErrorCode = "forbidden"
+	ErrorCodeForbiddenRole            ErrorCode = "forbidden_role"
 	ErrorCodeHostBusy                 ErrorCode = "host_busy"
 	ErrorCodeHostDirty                ErrorCode = "host_dirty"
 	ErrorCodeHostInventoryUnavailable ErrorCode = "host_inventory_unavailable"
@@ -228,6 +250,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeEmailUnverified:
 		return true
 	case ErrorCodeForbidden:
+		return true
+	case ErrorCodeForbiddenRole:
 		return true
 	case ErrorCodeHostBusy:
 		return true
@@ -1031,10 +1055,16 @@ type AgentSession struct {
 	CreatedAt *time.Time `json:"created_at,omitempty"`
 
 	// CsrfToken A console session's: send it as X-CSRF-Token.
-	CsrfToken *string         `json:"csrf_token,omitempty"`
-	ExpiresAt *time.Time      `json:"expires_at,omitempty"`
-	Via       AgentSessionVia `json:"via"`
+	CsrfToken *string    `json:"csrf_token,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// Roles The agent's support roles (KERNODECK_SUPPORT_ROLES), agent first: a senior approves or declines the actions waiting for a second agent, an operator works the GPU hosts (hosts, host flags).
+	Roles *[]AgentSessionRoles `json:"roles,omitempty"`
+	Via   AgentSessionVia      `json:"via"`
 }
+
+// AgentSessionRoles defines model for AgentSession.Roles.
+type AgentSessionRoles string
 
 // AgentSessionVia defines model for AgentSession.Via.
 type AgentSessionVia string
@@ -1168,12 +1198,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
-// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
+// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
 type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
+	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
 	Code ErrorCode `json:"code"`
 
 	// Field The offending input field, when there is one.
@@ -3212,28 +3242,28 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/support/actions/awaiting-approval (the `SupportAwaitingApproval` operationId).
 	SupportAwaitingApproval(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportApproveActionWithBody A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+	// SupportApproveActionWithBody A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/support/actions/{id}/approve (the `SupportApproveAction` operationId).
 	SupportApproveActionWithBody(ctx context.Context, id ActionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportApproveAction A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+	// SupportApproveAction A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/support/actions/{id}/approve (the `SupportApproveAction` operationId).
 	SupportApproveAction(ctx context.Context, id ActionID, body SupportApproveActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportDeclineActionWithBody A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+	// SupportDeclineActionWithBody A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/support/actions/{id}/decline (the `SupportDeclineAction` operationId).
 	SupportDeclineActionWithBody(ctx context.Context, id ActionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportDeclineAction A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+	// SupportDeclineAction A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3323,38 +3353,38 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/support/find (the `SupportFind` operationId).
 	SupportFind(ctx context.Context, params *SupportFindParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportHostFlags Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
+	// SupportHostFlags Operators only (403 forbidden_role otherwise). Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
 	//
 	// Corresponds with GET /v1/support/host-flags (the `SupportHostFlags` operationId).
 	SupportHostFlags(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportHosts The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
+	// SupportHosts Operators only (403 forbidden_role otherwise). The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
 	//
 	// Corresponds with GET /v1/support/hosts (the `SupportHosts` operationId).
 	SupportHosts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportRepairHostWithBody Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRepairHostWithBody Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/support/hosts/{name}/repair (the `SupportRepairHost` operationId).
 	SupportRepairHostWithBody(ctx context.Context, name HostName, params *SupportRepairHostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportRepairHost Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRepairHost Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/support/hosts/{name}/repair (the `SupportRepairHost` operationId).
 	SupportRepairHost(ctx context.Context, name HostName, params *SupportRepairHostParams, body SupportRepairHostJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportRetireHostWithBody Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRetireHostWithBody Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/support/hosts/{name}/retire (the `SupportRetireHost` operationId).
 	SupportRetireHostWithBody(ctx context.Context, name HostName, params *SupportRetireHostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportRetireHost Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRetireHost Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3399,14 +3429,14 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/support/orders/{ref}/cancel (the `SupportCancelOrder` operationId).
 	SupportCancelOrder(ctx context.Context, ref Ref, params *SupportCancelOrderParams, body SupportCancelOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportCloseHostFlagWithBody Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+	// SupportCloseHostFlagWithBody Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/support/orders/{ref}/close-host-flag (the `SupportCloseHostFlag` operationId).
 	SupportCloseHostFlagWithBody(ctx context.Context, ref Ref, params *SupportCloseHostFlagParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportCloseHostFlag Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+	// SupportCloseHostFlag Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -5006,7 +5036,7 @@ func (c *Client) SupportAwaitingApproval(ctx context.Context, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
-// SupportApproveActionWithBody A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+// SupportApproveActionWithBody A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 //
 // Takes any type of body and a specified content type.
 //
@@ -5023,7 +5053,7 @@ func (c *Client) SupportApproveActionWithBody(ctx context.Context, id ActionID, 
 	return c.Client.Do(req)
 }
 
-// SupportApproveAction A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+// SupportApproveAction A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5040,7 +5070,7 @@ func (c *Client) SupportApproveAction(ctx context.Context, id ActionID, body Sup
 	return c.Client.Do(req)
 }
 
-// SupportDeclineActionWithBody A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+// SupportDeclineActionWithBody A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 //
 // Takes any type of body and a specified content type.
 //
@@ -5057,7 +5087,7 @@ func (c *Client) SupportDeclineActionWithBody(ctx context.Context, id ActionID, 
 	return c.Client.Do(req)
 }
 
-// SupportDeclineAction A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+// SupportDeclineAction A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5267,7 +5297,7 @@ func (c *Client) SupportFind(ctx context.Context, params *SupportFindParams, req
 	return c.Client.Do(req)
 }
 
-// SupportHostFlags Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
+// SupportHostFlags Operators only (403 forbidden_role otherwise). Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
 //
 // Corresponds with GET /v1/support/host-flags (the `SupportHostFlags` operationId).
 func (c *Client) SupportHostFlags(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5282,7 +5312,7 @@ func (c *Client) SupportHostFlags(ctx context.Context, reqEditors ...RequestEdit
 	return c.Client.Do(req)
 }
 
-// SupportHosts The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
+// SupportHosts Operators only (403 forbidden_role otherwise). The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
 //
 // Corresponds with GET /v1/support/hosts (the `SupportHosts` operationId).
 func (c *Client) SupportHosts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5297,7 +5327,7 @@ func (c *Client) SupportHosts(ctx context.Context, reqEditors ...RequestEditorFn
 	return c.Client.Do(req)
 }
 
-// SupportRepairHostWithBody Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRepairHostWithBody Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5314,7 +5344,7 @@ func (c *Client) SupportRepairHostWithBody(ctx context.Context, name HostName, p
 	return c.Client.Do(req)
 }
 
-// SupportRepairHost Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRepairHost Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5331,7 +5361,7 @@ func (c *Client) SupportRepairHost(ctx context.Context, name HostName, params *S
 	return c.Client.Do(req)
 }
 
-// SupportRetireHostWithBody Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRetireHostWithBody Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5348,7 +5378,7 @@ func (c *Client) SupportRetireHostWithBody(ctx context.Context, name HostName, p
 	return c.Client.Do(req)
 }
 
-// SupportRetireHost Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRetireHost Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5463,7 +5493,7 @@ func (c *Client) SupportCancelOrder(ctx context.Context, ref Ref, params *Suppor
 	return c.Client.Do(req)
 }
 
-// SupportCloseHostFlagWithBody Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+// SupportCloseHostFlagWithBody Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5480,7 +5510,7 @@ func (c *Client) SupportCloseHostFlagWithBody(ctx context.Context, ref Ref, para
 	return c.Client.Do(req)
 }
 
-// SupportCloseHostFlag Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+// SupportCloseHostFlag Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -10572,28 +10602,28 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/support/actions/awaiting-approval (the `SupportAwaitingApproval` operationId).
 	SupportAwaitingApprovalWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SupportAwaitingApprovalResponse, error)
 
-	// SupportApproveActionWithBodyWithResponse A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+	// SupportApproveActionWithBodyWithResponse A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/support/actions/{id}/approve (the `SupportApproveAction` operationId).
 	SupportApproveActionWithBodyWithResponse(ctx context.Context, id ActionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportApproveActionResponse, error)
 
-	// SupportApproveActionWithResponse A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+	// SupportApproveActionWithResponse A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/support/actions/{id}/approve (the `SupportApproveAction` operationId).
 	SupportApproveActionWithResponse(ctx context.Context, id ActionID, body SupportApproveActionJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportApproveActionResponse, error)
 
-	// SupportDeclineActionWithBodyWithResponse A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+	// SupportDeclineActionWithBodyWithResponse A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/support/actions/{id}/decline (the `SupportDeclineAction` operationId).
 	SupportDeclineActionWithBodyWithResponse(ctx context.Context, id ActionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportDeclineActionResponse, error)
 
-	// SupportDeclineActionWithResponse A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+	// SupportDeclineActionWithResponse A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10689,42 +10719,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/support/find (the `SupportFind` operationId).
 	SupportFindWithResponse(ctx context.Context, params *SupportFindParams, reqEditors ...RequestEditorFn) (*SupportFindResponse, error)
 
-	// SupportHostFlagsWithResponse Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
+	// SupportHostFlagsWithResponse Operators only (403 forbidden_role otherwise). Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/support/host-flags (the `SupportHostFlags` operationId).
 	SupportHostFlagsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SupportHostFlagsResponse, error)
 
-	// SupportHostsWithResponse The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
+	// SupportHostsWithResponse Operators only (403 forbidden_role otherwise). The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/support/hosts (the `SupportHosts` operationId).
 	SupportHostsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*SupportHostsResponse, error)
 
-	// SupportRepairHostWithBodyWithResponse Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRepairHostWithBodyWithResponse Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/support/hosts/{name}/repair (the `SupportRepairHost` operationId).
 	SupportRepairHostWithBodyWithResponse(ctx context.Context, name HostName, params *SupportRepairHostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportRepairHostResponse, error)
 
-	// SupportRepairHostWithResponse Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRepairHostWithResponse Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/support/hosts/{name}/repair (the `SupportRepairHost` operationId).
 	SupportRepairHostWithResponse(ctx context.Context, name HostName, params *SupportRepairHostParams, body SupportRepairHostJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportRepairHostResponse, error)
 
-	// SupportRetireHostWithBodyWithResponse Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRetireHostWithBodyWithResponse Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/support/hosts/{name}/retire (the `SupportRetireHost` operationId).
 	SupportRetireHostWithBodyWithResponse(ctx context.Context, name HostName, params *SupportRetireHostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportRetireHostResponse, error)
 
-	// SupportRetireHostWithResponse Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+	// SupportRetireHostWithResponse Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10773,14 +10803,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/support/orders/{ref}/cancel (the `SupportCancelOrder` operationId).
 	SupportCancelOrderWithResponse(ctx context.Context, ref Ref, params *SupportCancelOrderParams, body SupportCancelOrderJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportCancelOrderResponse, error)
 
-	// SupportCloseHostFlagWithBodyWithResponse Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+	// SupportCloseHostFlagWithBodyWithResponse Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/support/orders/{ref}/close-host-flag (the `SupportCloseHostFlag` operationId).
 	SupportCloseHostFlagWithBodyWithResponse(ctx context.Context, ref Ref, params *SupportCloseHostFlagParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportCloseHostFlagResponse, error)
 
-	// SupportCloseHostFlagWithResponse Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+	// SupportCloseHostFlagWithResponse Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14661,6 +14691,8 @@ type SupportHostFlagsResponse struct {
 	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSONDefault the response for an HTTP default `application/json` response
 	JSONDefault *Error
 }
@@ -14675,6 +14707,11 @@ func (r SupportHostFlagsResponse) GetJSON200() *struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r SupportHostFlagsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportHostFlagsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSONDefault returns the response for an HTTP default `application/json` response
@@ -14718,6 +14755,8 @@ type SupportHostsResponse struct {
 	JSON200 *SupportHostList
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Error
 	// JSONDefault the response for an HTTP default `application/json` response
@@ -14732,6 +14771,11 @@ func (r SupportHostsResponse) GetJSON200() *SupportHostList {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r SupportHostsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportHostsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -14784,6 +14828,8 @@ type SupportRepairHostResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -14810,6 +14856,11 @@ func (r SupportRepairHostResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r SupportRepairHostResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportRepairHostResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -14867,6 +14918,8 @@ type SupportRetireHostResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -14893,6 +14946,11 @@ func (r SupportRetireHostResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r SupportRetireHostResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportRetireHostResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -15251,6 +15309,8 @@ type SupportCloseHostFlagResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -15277,6 +15337,11 @@ func (r SupportCloseHostFlagResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r SupportCloseHostFlagResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportCloseHostFlagResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -18075,7 +18140,7 @@ func (c *ClientWithResponses) SupportAwaitingApprovalWithResponse(ctx context.Co
 	return ParseSupportAwaitingApprovalResponse(rsp)
 }
 
-// SupportApproveActionWithBodyWithResponse A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+// SupportApproveActionWithBodyWithResponse A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18088,7 +18153,7 @@ func (c *ClientWithResponses) SupportApproveActionWithBodyWithResponse(ctx conte
 	return ParseSupportApproveActionResponse(rsp)
 }
 
-// SupportApproveActionWithResponse A second agent approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
+// SupportApproveActionWithResponse A second agent, a senior (403 forbidden_role otherwise), approves a money action awaiting approval, which is then carried out (answered as the action itself). Its own agent is refused (403 own_action); the approval counts toward the approver's daily cap. Approving again an approved action with no outcome runs it again (the workflow carries it out once).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18101,7 +18166,7 @@ func (c *ClientWithResponses) SupportApproveActionWithResponse(ctx context.Conte
 	return ParseSupportApproveActionResponse(rsp)
 }
 
-// SupportDeclineActionWithBodyWithResponse A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+// SupportDeclineActionWithBodyWithResponse A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18114,7 +18179,7 @@ func (c *ClientWithResponses) SupportDeclineActionWithBodyWithResponse(ctx conte
 	return ParseSupportDeclineActionResponse(rsp)
 }
 
-// SupportDeclineActionWithResponse A second agent declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
+// SupportDeclineActionWithResponse A second agent, a senior (403 forbidden_role otherwise), declines a money action awaiting approval; it closes (outcome declined) and nothing runs. Its own agent is refused (403 own_action).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18282,7 +18347,7 @@ func (c *ClientWithResponses) SupportFindWithResponse(ctx context.Context, param
 	return ParseSupportFindResponse(rsp)
 }
 
-// SupportHostFlagsWithResponse Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
+// SupportHostFlagsWithResponse Operators only (403 forbidden_role otherwise). Hosts their customer made dirty on purpose (e.g. their home given to another uid), reported by the release's teardown and not closed by support yet, longest waiting first (at most 200).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18295,7 +18360,7 @@ func (c *ClientWithResponses) SupportHostFlagsWithResponse(ctx context.Context, 
 	return ParseSupportHostFlagsResponse(rsp)
 }
 
-// SupportHostsWithResponse The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
+// SupportHostsWithResponse Operators only (403 forbidden_role otherwise). The GPU host inventory of the SSH driver for operators (what `kernodeck hosts list` shows) - each host's state and note (why it is broken, what a customer left), the order holding it and since when, the last release check - with the operators' audited actions on hosts.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18308,7 +18373,7 @@ func (c *ClientWithResponses) SupportHostsWithResponse(ctx context.Context, reqE
 	return ParseSupportHostsResponse(rsp)
 }
 
-// SupportRepairHostWithBodyWithResponse Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRepairHostWithBodyWithResponse Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18321,7 +18386,7 @@ func (c *ClientWithResponses) SupportRepairHostWithBodyWithResponse(ctx context.
 	return ParseSupportRepairHostResponse(rsp)
 }
 
-// SupportRepairHostWithResponse Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRepairHostWithResponse Operators only (403 forbidden_role otherwise). Put a drained or broken host back in rotation (`kernodeck hosts repair`, the same code) once the release check, run again on the host over SSH, finds nothing of a past customer; refused with host_dirty otherwise (the host stays broken, its note says what is left), host_busy while an order holds it. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18334,7 +18399,7 @@ func (c *ClientWithResponses) SupportRepairHostWithResponse(ctx context.Context,
 	return ParseSupportRepairHostResponse(rsp)
 }
 
-// SupportRetireHostWithBodyWithResponse Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRetireHostWithBodyWithResponse Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18347,7 +18412,7 @@ func (c *ClientWithResponses) SupportRetireHostWithBodyWithResponse(ctx context.
 	return ParseSupportRetireHostResponse(rsp)
 }
 
-// SupportRetireHostWithResponse Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
+// SupportRetireHostWithResponse Operators only (403 forbidden_role otherwise). Take a host out of rotation (`kernodeck hosts retire`, alias drain, the same code) - no new order gets it; an order holding it keeps it to its end. Audited in support_actions (target host:NAME); the reason becomes the host's note.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18438,7 +18503,7 @@ func (c *ClientWithResponses) SupportCancelOrderWithResponse(ctx context.Context
 	return ParseSupportCancelOrderResponse(rsp)
 }
 
-// SupportCloseHostFlagWithBodyWithResponse Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+// SupportCloseHostFlagWithBodyWithResponse Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18451,7 +18516,7 @@ func (c *ClientWithResponses) SupportCloseHostFlagWithBodyWithResponse(ctx conte
 	return ParseSupportCloseHostFlagResponse(rsp)
 }
 
-// SupportCloseHostFlagWithResponse Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
+// SupportCloseHostFlagWithResponse Operators only (403 forbidden_role otherwise). Close the open customer flags of the order's hosts (support read them and dealt with the customer); 409 when none is open.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21801,6 +21866,13 @@ func ParseSupportHostFlagsResponse(rsp *http.Response) (*SupportHostFlagsRespons
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21840,6 +21912,13 @@ func ParseSupportHostsResponse(rsp *http.Response) (*SupportHostsResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Error
@@ -21901,6 +21980,13 @@ func ParseSupportRepairHostResponse(rsp *http.Response) (*SupportRepairHostRespo
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -21969,6 +22055,13 @@ func ParseSupportRetireHostResponse(rsp *http.Response) (*SupportRetireHostRespo
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -22276,6 +22369,13 @@ func ParseSupportCloseHostFlagResponse(rsp *http.Response) (*SupportCloseHostFla
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error

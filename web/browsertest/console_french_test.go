@@ -85,7 +85,8 @@ func checkConsoleFrench(t *testing.T, ctx context.Context, page string) {
 // top-up credited by support; the customer's file, the hosts, the
 // machine queue, the approvals, the queue and search results.
 func TestSupportConsoleReadsFrench(t *testing.T) {
-	s := newShop(t, shopOptions{})
+	// An operator (the hosts page) and a senior (the review forms).
+	s := newShop(t, shopOptions{roles: map[string]domain.SupportRoles{apptest.AgentName: {domain.RoleSenior, domain.RoleOperator}}})
 	customer := browser(t)
 	s.register(t, customer, "Zoé", "zoe@example.com")
 	ref := s.orderThroughSite(t, customer, "b200", 2, 7)

@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kernodeck/kernodeck/apptest"
+	"github.com/kernodeck/kernodeck/domain"
 )
 
 // The operators' view of hosts in Chromium: the inventory (a host its
@@ -18,7 +19,7 @@ import (
 // confirmation page, audited; then a form of another site, posted by the
 // agent's own browser with the session's CSRF token, is refused.
 func TestSupportConsoleHosts(t *testing.T) {
-	s := newShop(t, shopOptions{})
+	s := newShop(t, shopOptions{roles: map[string]domain.SupportRoles{apptest.AgentName: {domain.RoleOperator}}})
 	customer := browser(t)
 	s.register(t, customer, "Eve", "eve@example.com")
 	ref := s.orderThroughSite(t, customer, "rtx-a5000", 1, 3)

@@ -18,11 +18,12 @@ const bobToken = "agent-bob-token-0123456789abcdef"
 // agent and nothing moves. A sees it on « À approuver » without the
 // buttons, and A's approval forced through the confirmation page is
 // refused in French. Agent B approves it: the settlement workflow
-// refunds the amount, the customer's balance grows, and the file's
+// (a senior) refunds the amount, the customer's balance grows, and the file's
 // journal says who reviewed it.
 func TestSupportConsoleFourEyes(t *testing.T) {
 	s := newShop(t, shopOptions{agents: map[string]string{bobToken: "bob"},
-		limits: domain.SupportLimits{FourEyesCents: 10_00, AgentDailyCapCents: 1_000_00}})
+		limits: domain.SupportLimits{FourEyesCents: 10_00, AgentDailyCapCents: 1_000_00},
+		roles:  map[string]domain.SupportRoles{"bob": {domain.RoleSenior}}}) // approving is a senior's
 	customer := browser(t)
 	s.register(t, customer, "Eve", "eve4@example.com")
 	ref := s.orderThroughSite(t, customer, "rtx-a5000", 1, 3)

@@ -63,6 +63,9 @@ type shopOptions struct {
 	// their four-eyes threshold and daily cap (none reached when zero).
 	agents map[string]string
 	limits domain.SupportLimits
+	// roles are the agents' roles beyond agent (apptest.AgentName's
+	// included).
+	roles map[string]domain.SupportRoles
 }
 
 func newShop(t *testing.T, o shopOptions) *shop {
@@ -110,7 +113,7 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		t.Fatal(err)
 	}
 	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations},
-		SSEMaxAge: o.streamMaxAge, AgentTokens: o.agents, SupportLimits: o.limits}, site)
+		SSEMaxAge: o.streamMaxAge, AgentTokens: o.agents, SupportLimits: o.limits, AgentRoles: o.roles}, site)
 	return &shop{t: t, env: env, srv: srv, ltcURL: ltcURL}
 }
 
