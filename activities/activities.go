@@ -106,6 +106,11 @@ type Activities struct {
 	// deadline): a request that costs nothing holds a host briefly
 	// (0: domain.DefaultHoldFirst).
 	HoldFirst time.Duration
+	// Extensions, when set, pays and applies customers' extensions of
+	// their rentals; Rentals asks a rental's workflow to apply one its
+	// crypto payment paid (both nil: none is offered).
+	Extensions ExtensionStore
+	Rentals    RentalExtender
 	// Now is the clock the holds are timed by (nil: time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -74,6 +74,9 @@ type Deps struct {
 	// TwoFactor keeps the customers' second factor (totp.go); without it
 	// no account has one.
 	TwoFactor TwoFactorStore
+	// Extensions lets customers extend their own rentals (extensions.go;
+	// postgres.Extensions); nil: only support extends.
+	Extensions ExtensionStore
 	// Pinger is what /healthz checks (nil: nothing).
 	Pinger pinger
 	// Health tells whether the workflow service answers (wfclient.Client):
@@ -115,6 +118,7 @@ type Server struct {
 	ownerAccess  ownerAccessStore
 	keyRequests  keyRequestStore
 	twoFactor    TwoFactorStore
+	extensions   ExtensionStore
 	pinger       pinger
 
 	links *mailverify.Signer
@@ -178,7 +182,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.dummyHash = dummy
 	s.availability, s.models, s.ownerAccess = deps.Availability, deps.Models, deps.OwnerAccess
 	s.keyRequests, s.pinger = deps.KeyRequests, deps.Pinger
-	s.twoFactor = deps.TwoFactor
+	s.twoFactor, s.extensions = deps.TwoFactor, deps.Extensions
 	s.now, s.sleep = deps.Now, deps.Sleep
 	if s.now == nil {
 		s.now = time.Now

@@ -28,7 +28,7 @@ func statusFor(code string) int {
 	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity,
 		domain.ECodeMethodUnavailable, domain.ECodeIntentActive, domain.ECodeEmailUnverified, domain.ECodeEmailAlreadyVerified,
 		domain.ECodeHostBusy, domain.ECodeHostDirty, domain.ECodeNoHostInventory, domain.ECodeIdempotencyKeyReused,
-		domain.ECodeAgentDailyCap:
+		domain.ECodeAgentDailyCap, domain.ECodeExtensionUnavailable:
 		return http.StatusConflict
 	case domain.ECodeTooLarge:
 		return http.StatusRequestEntityTooLarge

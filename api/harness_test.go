@@ -205,7 +205,7 @@ func newDBHarness(t testing.TB, tweak func(*postgres.DB, *api.Config, *api.Deps)
 	sleeps := &sleepLog{}
 	st := postgres.NewStore(db, nil, "")
 	deps := api.Deps{Stores: app.APIStores(st), Workflows: wf, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Keyring: ring, Sleep: sleeps.sleep, KeyRequests: db, Pinger: db, TwoFactor: st}
+		Keyring: ring, Sleep: sleeps.sleep, KeyRequests: db, Pinger: db, TwoFactor: st, Extensions: postgres.Extensions{DB: db}}
 	if testing.Verbose() {
 		deps.Logger = slog.Default()
 	}
@@ -252,8 +252,9 @@ type auth struct {
 	bearer string // Authorization: Bearer
 	ip     string // client address (default: httptest's 192.0.2.1)
 	agent  string // the support console's session cookie
-	// key is the Idempotency-Key of a POST under /v1/support/: a fresh
-	// one when empty (as the CLI and the console send), none when noKey.
+	// key is the Idempotency-Key of a POST under /v1/support/ or of an
+	// extension: a fresh one when empty (as the CLI and the console send),
+	// none when noKey.
 	key string
 }
 
@@ -314,7 +315,7 @@ func (h *harness) do(method, path string, body any, a auth) resp {
 	if a.ip != "" {
 		req.RemoteAddr = net.JoinHostPort(a.ip, "40000")
 	}
-	if method == http.MethodPost && strings.HasPrefix(path, "/v1/support/") {
+	if method == http.MethodPost && (strings.HasPrefix(path, "/v1/support/") || strings.HasSuffix(path, "/extensions")) {
 		switch a.key {
 		case noKey:
 		case "":

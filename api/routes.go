@@ -65,6 +65,8 @@ func (s *Server) routes() *gin.Engine {
 	cust.POST("/orders/:ref/cancel", s.cancelOrder)
 	cust.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
 	cust.POST("/orders/:ref/take-back", s.takeBack)
+	cust.GET("/orders/:ref/extensions", s.getExtensions)
+	cust.POST("/orders/:ref/extensions", s.createExtension)
 	cust.POST("/orders/:ref/support-requests", s.createSupportRequest)
 	cust.POST("/orders/:ref/private-key", s.revealPrivateKey)
 	cust.POST("/orders/:ref/ssh-key", s.replaceSSHKey)

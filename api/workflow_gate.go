@@ -73,6 +73,7 @@ var workflowWrites = map[string]bool{
 	"POST /v1/orders/:ref/cancel":                     true,
 	"POST /v1/orders/:ref/pay-from-balance":           true,
 	"POST /v1/orders/:ref/take-back":                  true,
+	"POST /v1/orders/:ref/extensions":                 true,
 	"POST /v1/orders/:ref/payment-intents":            true,
 	"POST /v1/topups":                                 true,
 	"POST /v1/topups/:ref/payment-intents":            true,

@@ -152,6 +152,12 @@ func New(c Config) *App {
 	if c.Metrics != nil && c.Provisioner != nil {
 		a.Activities.Provisioner = c.Metrics.Steps.Provisioner(c.Provisioner)
 	}
+	if c.DB != nil {
+		a.Activities.Extensions = postgres.Extensions{DB: c.DB, Provisioner: c.ProvisionerName}
+	}
+	if c.Temporal != nil {
+		a.Activities.Rentals = a.Workflows // a top-up paying an extension asks its rental to apply it
+	}
 	if c.Payments != nil {
 		a.Activities.Payments = c.Payments // never a nil *Service inside the interface
 	}
@@ -288,7 +294,7 @@ func (a *App) API(cfg api.Config, site api.Site) API {
 	deps := api.Deps{Stores: APIStores(st), Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
 		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring,
 		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st, Health: a.Workflows,
-		TwoFactor: st}
+		TwoFactor: st, Extensions: postgres.Extensions{DB: a.cfg.DB, Provisioner: a.cfg.ProvisionerName}}
 	if a.cfg.Payments != nil {
 		deps.Methods = a.cfg.Payments
 	}

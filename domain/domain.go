@@ -236,6 +236,11 @@ type TopUp struct {
 	WorkflowStartedAt *time.Time `json:"-" db:"workflow_started_at"`
 	CreatedAt         time.Time  `json:"created_at" db:"created_at"`
 	UpdatedAt         time.Time  `json:"updated_at" db:"updated_at"`
+	// ExtensionRef is the rental extension this top-up pays (its amount
+	// is the extension's), of order ExtensionOrderRef; nil for a plain
+	// top-up.
+	ExtensionRef      *string `json:"extension_reference,omitempty" db:"extension_ref"`
+	ExtensionOrderRef *string `json:"extension_order_reference,omitempty" db:"extension_order_ref"`
 }
 
 // Balance is a customer's balance. Pending top-ups are shown apart: they are

@@ -57,6 +57,8 @@ const (
 	ECodeOwnAction            = "own_action"             // an agent reviewing their own action: a second agent must (403)
 	ECodeAgentDailyCap        = "agent_daily_cap"        // the agent's money actions of the last 24 h would pass their daily cap (409)
 	ECodeForbiddenRole        = "forbidden_role"         // the agent's support roles do not allow it: nothing recorded nor changed (403)
+
+	ECodeExtensionUnavailable = "extension_unavailable" // the rental's machine is not free for the added days (409)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

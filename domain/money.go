@@ -44,17 +44,38 @@ func validateActionID(id int64) error {
 	return nil
 }
 
-// Extension extends a running (or not yet started) rental by whole days.
+// Extension extends a running (or not yet started) rental by whole days:
+// support's (ActionID, Agent, Reason) or, with ExtensionRef, the
+// customer's own, paid (RentalExtension).
 type Extension struct {
 	Addressed
 	ActionID int64
 	Agent    string
 	Days     int
 	Reason   string
+	// ExtensionRef names a customer's extension (ExtensionRefFor); Method
+	// is how it is paid and AmountCents the price the customer was shown,
+	// which the store checks against the catalog's.
+	ExtensionRef string `json:",omitempty"`
+	Method       string `json:",omitempty"`
+	AmountCents  int64  `json:",omitempty"`
 }
 
-// Validate checks the extension's bounds and its action.
+// ByCustomer reports whether the extension is the customer's own.
+func (e Extension) ByCustomer() bool { return e.ExtensionRef != "" }
+
+// Validate checks the extension's bounds and its action (support's) or
+// its reference, method and price (the customer's).
 func (e Extension) Validate() error {
+	if e.ByCustomer() {
+		if err := (ExtensionRequest{Days: e.Days, Method: e.Method, IdempotencyKey: e.ExtensionRef}).Validate(); err != nil {
+			return err
+		}
+		if e.ActionID != 0 || e.AmountCents <= 0 || e.AmountCents > MaxSupportCents {
+			return FieldError("amount_cents", "Le prix de la prolongation est invalide.")
+		}
+		return nil
+	}
 	if err := e.ValidateParams(); err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ var subjects = map[string]string{
 	postgres.MailRentalEnded:      "Location %s terminée",
 	postgres.MailTopUpCredited:    "Recharge %s créditée",
 	postgres.MailSupportAnswer:    "Réponse du support (%s)",
+	postgres.MailExtensionPaid:    "Location %s prolongée",
 }
 
 const htmlLayout = `<!doctype html><html lang="fr"><head><meta charset="utf-8"><title>{{.Subject}}</title></head>
@@ -125,6 +126,8 @@ type view struct {
 	PeriodEnd    string
 	Pay          payment
 	Answer       string
+	// Added is what an extension added ("7 jours").
+	Added string
 }
 
 // frDate renders a time the way the tracking does.
@@ -207,6 +210,9 @@ func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mai
 			v.Pay.USD = domain.FrenchUSD(int64(c))
 			break
 		}
+	}
+	if d, ok := ev["days"].(float64); ok && d > 0 {
+		v.Added = domain.Plural(int(d), "jour", "jours")
 	}
 	v.Answer = str(ev, "answer", "message")
 	if v.Answer == "" {

@@ -176,6 +176,9 @@ func (db *DB) RecordTopUpEvent(ctx context.Context, ev domain.TopUpEvent) error 
 			key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use, reversal: ev.Reversal}); err != nil {
 			return err
 		}
+		if err := lapseTopUpExtension(ctx, tx, ev.TopUpRef, ev.Status, ev.At); err != nil {
+			return err
+		}
 		return queueMail(ctx, tx, t.AccountID, ev.TopUpRef, ev.Key, ev.Kind, MailData{
 			Kind: ev.Kind, Message: ev.Message, Event: ev.Data, AmountCents: t.AmountCents, At: ev.At})
 	})

@@ -33,6 +33,7 @@ const (
 	MailRentalEnded      = "rental_ended"
 	MailTopUpCredited    = "topup_credited"
 	MailSupportAnswer    = "support_answer"
+	MailExtensionPaid    = "extension_paid"
 	// MailEmailVerification carries the link that confirms the address:
 	// the only mail an account gets until it is confirmed.
 	MailEmailVerification = "email_verification"
@@ -50,6 +51,7 @@ var MailTemplates = map[string]string{
 	domain.EventEnded:           MailRentalEnded,
 	domain.EventTopUpCredited:   MailTopUpCredited,
 	KindSupportAnswer:           MailSupportAnswer,
+	domain.EventExtensionPaid:   MailExtensionPaid,
 }
 
 // MailData is what a queued mail carries: enough to render it later without

@@ -239,6 +239,10 @@ var notices = map[string]string{
 	"taken-back": "Le montant payé est crédité sur votre solde et la commande est close : elle quitte la file d'attente.",
 	"support":    "Votre demande de support est envoyée. La réponse apparaîtra sur cette page et vous sera envoyée par email.",
 	"topup":      "Recharge créée. Choisissez comment la régler.",
+	"extended":   "Votre location est prolongée : la nouvelle fin et les rappels suivent ci-dessous.",
+	"extension": "Les jours sont réservés sur votre machine. Choisissez la crypto et son réseau, puis réglez la prolongation avant l'échéance : " +
+		"une fois le paiement confirmé, le montant crédité sur votre solde en est débité et la location prolongée. Si le paiement n'arrive pas à temps, " +
+		"ou si la machine n'est plus libre à sa confirmation, le montant reçu reste sur votre solde.",
 	"key-replace": "Votre nouvelle clé publique va remplacer l'ancienne sur la machine. Cette page indique quand c'est fait ; " +
 		"l'ancienne clé sera alors refusée.",
 	"key-reissue": "Une nouvelle paire de clés est en cours de génération. La clé privée pourra être téléchargée ici dès qu'elle est prête ; " +

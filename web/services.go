@@ -25,6 +25,7 @@ type services interface {
 	catalog
 	console
 	twoFactor
+	extensions
 }
 
 // signIn registers and signs customers in and out.

@@ -131,6 +131,8 @@ func (s *Site) mount(r *gin.Engine, svc services) {
 	g.POST("/orders/:ref/cancel", s.cancelOrder)
 	g.GET("/orders/:ref/take-back", s.takeBackForm)
 	g.POST("/orders/:ref/take-back", s.takeBack)
+	g.GET("/orders/:ref/extend", s.extendForm)
+	g.POST("/orders/:ref/extend", s.extend)
 	g.POST("/orders/:ref/payment-requests", s.createOrderIntent)
 	g.POST("/orders/:ref/pay-from-balance", s.payFromBalance)
 	g.POST("/orders/:ref/private-key", s.privateKey)

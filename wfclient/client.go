@@ -251,6 +251,7 @@ func (c *Client) updateResult(ctx context.Context, workflowID, name string, resu
 var passThrough = []string{
 	domain.ECodeInvalid, domain.ECodeConflict, domain.ECodeInsufficient, domain.ECodeNotFound,
 	domain.ECodeNoCapacity, domain.ECodeMethodUnavailable, domain.ECodeRateUnavailable, domain.ECodeIntentActive,
+	domain.ECodeExtensionUnavailable,
 }
 
 // toDomain maps a Temporal error to a domain error.

@@ -73,6 +73,9 @@ type RentalState struct {
 	// the order refunds paid out on the strength of it: ShortfallCents in
 	// all. Its confirmation mined again backs them again.
 	Shortfalls map[string]int64 `json:",omitempty"`
+	// Extended are the customer's extensions handled (vExtension), by
+	// reference: paid and applied, or lapsed.
+	Extended map[string]bool `json:",omitempty"`
 }
 
 // rental is one RentalWorkflow run: its state and what lives only while

@@ -227,6 +227,9 @@ func (r *rental) validateExtend(e Extension) error {
 	if err := e.Validate(); err != nil {
 		return refusal(err)
 	}
+	if e.ByCustomer() {
+		return r.validateCustomerExtend(e)
+	}
 	if r.Actions[e.ActionID] {
 		return nil
 	}
@@ -248,8 +251,14 @@ func (r *rental) extend(ctx workflow.Context, e Extension) error {
 		return errUnavailable()
 	}
 	defer r.mu.Unlock()
-	if err := r.validateExtend(e); err != nil || r.Actions[e.ActionID] {
+	if err := r.validateExtend(e); err != nil {
 		return err
+	}
+	if e.ByCustomer() {
+		return r.extendByCustomer(ctx, e)
+	}
+	if r.Actions[e.ActionID] {
+		return nil
 	}
 	if err := checkAction(ctx, r.v, UpdateExtend, e.Claim(r.in.OrderRef)); err != nil {
 		return err

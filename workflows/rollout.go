@@ -5,7 +5,7 @@ package workflows
 import "go.temporal.io/sdk/workflow"
 
 // vMaxHistory is the command version new workflows record (historyVersion).
-const vMaxHistory = vOneTransition
+const vMaxHistory = vExtension
 
 // rolloutStep is where a test release (build tag kdrollout,
 // rollout_kdrollout.go) adds a harmless step of its own version, so that a

@@ -9,7 +9,7 @@ import "go.temporal.io/sdk/workflow"
 // vRollout and take one harmless step more (a side effect: a marker in
 // their history, nothing else); those started before keep their commands.
 const (
-	vRollout    workflow.Version = vOneTransition + 1
+	vRollout    workflow.Version = vExtension + 1
 	vMaxHistory                  = vRollout
 )
 

@@ -147,6 +147,9 @@ func (t *topUp) run(ctx workflow.Context) (TopUpStatus, error) {
 			break
 		}
 	}
+	if err := t.applyExtension(ctx); err != nil {
+		return t.Status, err
+	}
 	if t.v >= vContinueAsNew {
 		t.ListenUntil = workflow.Now(ctx).Add(t.timeout)
 		return t.listen(ctx)
@@ -282,4 +285,22 @@ func (t *topUp) cancel(ctx workflow.Context, req CancelRequest) error {
 		return errUnavailable()
 	}
 	return nil
+}
+
+// applyExtension asks, once the top-up of a rental extension is
+// credited, the rental's workflow to apply it (vExtension): the
+// extension's money is now on the balance, where it stays if the
+// extension can no longer be applied (activities.ApplyPaidExtension).
+func (t *topUp) applyExtension(ctx workflow.Context) error {
+	if t.v < vExtension || t.in.ExtensionRef == "" || t.phase() != TopUpPhaseCredited {
+		return nil
+	}
+	var a *activities.Activities
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         timelineRetry(),
+	})
+	return t.sa.get(ctx, workflow.ExecuteActivity(actx, a.ApplyPaidExtension, activities.ExtensionApply{
+		ExtensionRef: t.in.ExtensionRef, OrderRef: t.in.OrderRef, AccountID: t.in.AccountID,
+	}), nil)
 }

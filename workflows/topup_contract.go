@@ -25,6 +25,11 @@ type TopUpInput struct {
 	MaxVersion int `json:",omitempty"`
 	// Carry is the state of the previous run (continue-as-new).
 	Carry *TopUpState `json:",omitempty"`
+	// ExtensionRef is the rental extension the top-up pays, of order
+	// OrderRef: once credited, the rental's workflow is asked to apply it
+	// (vExtension).
+	ExtensionRef string `json:",omitempty"`
+	OrderRef     string `json:",omitempty"`
 }
 
 // TopUpStatus is what QueryStatus returns for a top-up.
@@ -38,5 +43,9 @@ type TopUpStatus struct {
 
 // NewTopUpInput builds the workflow input from a stored top-up.
 func NewTopUpInput(t domain.TopUp, timeout time.Duration) TopUpInput {
-	return TopUpInput{TopUpRef: t.Ref, AccountID: t.AccountID, AmountCents: t.AmountCents, PaymentTimeout: timeout}
+	in := TopUpInput{TopUpRef: t.Ref, AccountID: t.AccountID, AmountCents: t.AmountCents, PaymentTimeout: timeout}
+	if t.ExtensionRef != nil && t.ExtensionOrderRef != nil {
+		in.ExtensionRef, in.OrderRef = *t.ExtensionRef, *t.ExtensionOrderRef
+	}
+	return in
 }

@@ -100,6 +100,13 @@ const (
 	// payment's event (before, only with the "paid" event the main flow
 	// records next).
 	vOneTransition workflow.Version = 14
+	// vExtension: customers extend their own rental (issue 39, item 2):
+	// the extend update takes the customer's extension (paid from the
+	// balance in one activity with its reservation, or by the crypto
+	// payment its top-up credited), and a top-up paying an extension asks
+	// the rental's workflow to apply it once credited. A run below it
+	// refuses a customer's extension.
+	vExtension workflow.Version = 15
 	// vMaxHistory, the version new workflows record, is in rollout.go
 	// (rollout_kdrollout.go: a test release one version ahead).
 )
