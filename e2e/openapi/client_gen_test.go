@@ -200,6 +200,7 @@ const (
 	ErrorCodeEmailAlreadyVerified     ErrorCode = "email_already_verified"
 	ErrorCodeEmailUnavailable         ErrorCode = "email_unavailable"
 	ErrorCodeEmailUnverified          ErrorCode = "email_unverified"
+	ErrorCodeExtensionUnavailable     ErrorCode = "extension_unavailable"
 	ErrorCodeForbidden                ErrorCode = "forbidden"
 	ErrorCodeForbiddenRole            ErrorCode = "forbidden_role"
 	ErrorCodeHostBusy                 ErrorCode = "host_busy"
@@ -248,6 +249,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeEmailUnavailable:
 		return true
 	case ErrorCodeEmailUnverified:
+		return true
+	case ErrorCodeExtensionUnavailable:
 		return true
 	case ErrorCodeForbidden:
 		return true
@@ -314,6 +317,27 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
+// Defines values for ExtensionOfferDays.
+const (
+	ExtensionOfferDaysN3  ExtensionOfferDays = 3
+	ExtensionOfferDaysN30 ExtensionOfferDays = 30
+	ExtensionOfferDaysN7  ExtensionOfferDays = 7
+)
+
+// Valid indicates whether the value is a known member of the ExtensionOfferDays enum.
+func (e ExtensionOfferDays) Valid() bool {
+	switch e {
+	case ExtensionOfferDaysN3:
+		return true
+	case ExtensionOfferDaysN30:
+		return true
+	case ExtensionOfferDaysN7:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FoundCaseKind.
 const (
 	FoundCaseKindOrder FoundCaseKind = "order"
@@ -334,25 +358,25 @@ func (e FoundCaseKind) Valid() bool {
 
 // Defines values for HostState.
 const (
-	Available HostState = "available"
-	Broken    HostState = "broken"
-	Draining  HostState = "draining"
-	InUse     HostState = "in_use"
-	Reserved  HostState = "reserved"
+	HostStateAvailable HostState = "available"
+	HostStateBroken    HostState = "broken"
+	HostStateDraining  HostState = "draining"
+	HostStateInUse     HostState = "in_use"
+	HostStateReserved  HostState = "reserved"
 )
 
 // Valid indicates whether the value is a known member of the HostState enum.
 func (e HostState) Valid() bool {
 	switch e {
-	case Available:
+	case HostStateAvailable:
 		return true
-	case Broken:
+	case HostStateBroken:
 		return true
-	case Draining:
+	case HostStateDraining:
 		return true
-	case InUse:
+	case HostStateInUse:
 		return true
-	case Reserved:
+	case HostStateReserved:
 		return true
 	default:
 		return false
@@ -737,6 +761,66 @@ func (e ReleaseCheckState) Valid() bool {
 	}
 }
 
+// Defines values for RentalExtensionDays.
+const (
+	RentalExtensionDaysN3  RentalExtensionDays = 3
+	RentalExtensionDaysN30 RentalExtensionDays = 30
+	RentalExtensionDaysN7  RentalExtensionDays = 7
+)
+
+// Valid indicates whether the value is a known member of the RentalExtensionDays enum.
+func (e RentalExtensionDays) Valid() bool {
+	switch e {
+	case RentalExtensionDaysN3:
+		return true
+	case RentalExtensionDaysN30:
+		return true
+	case RentalExtensionDaysN7:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RentalExtensionMethod.
+const (
+	RentalExtensionMethodBalance RentalExtensionMethod = "balance"
+	RentalExtensionMethodCrypto  RentalExtensionMethod = "crypto"
+)
+
+// Valid indicates whether the value is a known member of the RentalExtensionMethod enum.
+func (e RentalExtensionMethod) Valid() bool {
+	switch e {
+	case RentalExtensionMethodBalance:
+		return true
+	case RentalExtensionMethodCrypto:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RentalExtensionState.
+const (
+	RentalExtensionStateLapsed   RentalExtensionState = "lapsed"
+	RentalExtensionStatePaid     RentalExtensionState = "paid"
+	RentalExtensionStateReserved RentalExtensionState = "reserved"
+)
+
+// Valid indicates whether the value is a known member of the RentalExtensionState enum.
+func (e RentalExtensionState) Valid() bool {
+	switch e {
+	case RentalExtensionStateLapsed:
+		return true
+	case RentalExtensionStatePaid:
+		return true
+	case RentalExtensionStateReserved:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SupportActionAction.
 const (
 	SupportActionActionAttributePayment  SupportActionAction = "attribute_payment"
@@ -950,6 +1034,45 @@ const (
 func (e Healthz200JSONResponseBodyStatus) Valid() bool {
 	switch e {
 	case Ok:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateExtensionJSONBodyDays.
+const (
+	CreateExtensionJSONBodyDaysN3  CreateExtensionJSONBodyDays = 3
+	CreateExtensionJSONBodyDaysN30 CreateExtensionJSONBodyDays = 30
+	CreateExtensionJSONBodyDaysN7  CreateExtensionJSONBodyDays = 7
+)
+
+// Valid indicates whether the value is a known member of the CreateExtensionJSONBodyDays enum.
+func (e CreateExtensionJSONBodyDays) Valid() bool {
+	switch e {
+	case CreateExtensionJSONBodyDaysN3:
+		return true
+	case CreateExtensionJSONBodyDaysN30:
+		return true
+	case CreateExtensionJSONBodyDaysN7:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateExtensionJSONBodyMethod.
+const (
+	CreateExtensionJSONBodyMethodBalance CreateExtensionJSONBodyMethod = "balance"
+	CreateExtensionJSONBodyMethodCrypto  CreateExtensionJSONBodyMethod = "crypto"
+)
+
+// Valid indicates whether the value is a known member of the CreateExtensionJSONBodyMethod enum.
+func (e CreateExtensionJSONBodyMethod) Valid() bool {
+	switch e {
+	case CreateExtensionJSONBodyMethodBalance:
+		return true
+	case CreateExtensionJSONBodyMethodCrypto:
 		return true
 	default:
 		return false
@@ -1234,6 +1357,35 @@ type ExceptionValueRequest struct {
 type ExtendRequest struct {
 	Days   int    `json:"days"`
 	Reason string `json:"reason"`
+}
+
+// ExtensionCreated defines model for ExtensionCreated.
+type ExtensionCreated struct {
+	Extension RentalExtension `json:"extension"`
+}
+
+// ExtensionOffer defines model for ExtensionOffer.
+type ExtensionOffer struct {
+	AmountCents  int64              `json:"amount_cents"`
+	AmountUsd    string             `json:"amount_usd"`
+	Days         ExtensionOfferDays `json:"days"`
+	NewPeriodEnd *time.Time         `json:"new_period_end"`
+}
+
+// ExtensionOfferDays defines model for ExtensionOffer.Days.
+type ExtensionOfferDays int
+
+// ExtensionOffers defines model for ExtensionOffers.
+type ExtensionOffers struct {
+	Available bool `json:"available"`
+
+	// Code Why no extension may be asked now (with available false).
+	Code           *string           `json:"code,omitempty"`
+	Extensions     []RentalExtension `json:"extensions"`
+	Message        *string           `json:"message,omitempty"`
+	Offers         []ExtensionOffer  `json:"offers"`
+	OrderReference string            `json:"order_reference"`
+	PeriodEnd      *time.Time        `json:"period_end"`
 }
 
 // FoundCase defines model for FoundCase.
@@ -1724,6 +1876,42 @@ type ReleaseCheck struct {
 // ReleaseCheckState defines model for ReleaseCheck.State.
 type ReleaseCheckState string
 
+// RentalExtension defines model for RentalExtension.
+type RentalExtension struct {
+	AmountCents int64               `json:"amount_cents"`
+	CreatedAt   time.Time           `json:"created_at"`
+	Days        RentalExtensionDays `json:"days"`
+
+	// HeldUntil End of the reservation of an unpaid extension.
+	HeldUntil      time.Time             `json:"held_until"`
+	LapsedAt       *time.Time            `json:"lapsed_at"`
+	Method         RentalExtensionMethod `json:"method"`
+	OrderReference string                `json:"order_reference"`
+	PaidAt         *time.Time            `json:"paid_at"`
+
+	// PeriodEnd The rental's end once applied (null if applied before the period started).
+	PeriodEnd *time.Time `json:"period_end"`
+
+	// Reason Why a lapsed extension was not applied (French).
+	Reason *string `json:"reason,omitempty"`
+
+	// Reference Example: EX-7QX2M4ZP9A
+	Reference string               `json:"reference"`
+	State     RentalExtensionState `json:"state"`
+
+	// TopupReference The top-up that takes a crypto extension's payment.
+	TopupReference *string `json:"topup_reference,omitempty"`
+}
+
+// RentalExtensionDays defines model for RentalExtension.Days.
+type RentalExtensionDays int
+
+// RentalExtensionMethod defines model for RentalExtension.Method.
+type RentalExtensionMethod string
+
+// RentalExtensionState defines model for RentalExtension.State.
+type RentalExtensionState string
+
 // Session defines model for Session.
 type Session struct {
 	Account Account `json:"account"`
@@ -1929,6 +2117,12 @@ type TopUp struct {
 	AmountUsd   string     `json:"amount_usd"`
 	CreatedAt   time.Time  `json:"created_at"`
 	CreditedAt  *time.Time `json:"credited_at"`
+
+	// ExtensionOrderReference The order of that extension.
+	ExtensionOrderReference *string `json:"extension_order_reference,omitempty"`
+
+	// ExtensionReference The rental extension this top-up pays (its amount is the extension's).
+	ExtensionReference *string `json:"extension_reference,omitempty"`
 
 	// Reference Example: TU-7QX2M4ZP9A
 	Reference  string      `json:"reference"`
@@ -2136,6 +2330,29 @@ type OrderEventsParams struct {
 	// LastEventID Set by EventSource on reconnection; same meaning as `after`.
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
+
+// CreateExtensionJSONBody defines parameters for CreateExtension.
+type CreateExtensionJSONBody struct {
+	// AmountCents The price shown (optional); a different price now is refused (409 conflict) rather than charged.
+	AmountCents *int64                        `json:"amount_cents,omitempty"`
+	Days        CreateExtensionJSONBodyDays   `json:"days"`
+	Method      CreateExtensionJSONBodyMethod `json:"method"`
+}
+
+// CreateExtensionParams defines parameters for CreateExtension.
+type CreateExtensionParams struct {
+	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
+	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
+
+	// IdempotencyKey A new key for each extension asked (8 to 200 characters); the same key again is the same extension.
+	IdempotencyKey string `json:"Idempotency-Key"`
+}
+
+// CreateExtensionJSONBodyDays defines parameters for CreateExtension.
+type CreateExtensionJSONBodyDays int
+
+// CreateExtensionJSONBodyMethod defines parameters for CreateExtension.
+type CreateExtensionJSONBodyMethod string
 
 // PayFromBalanceJSONBody defines parameters for PayFromBalance.
 type PayFromBalanceJSONBody = map[string]interface{}
@@ -2361,6 +2578,9 @@ type CreateOrderJSONRequestBody = OrderRequest
 
 // CancelOrderJSONRequestBody defines body for CancelOrder for application/json ContentType.
 type CancelOrderJSONRequestBody = CustomerCancelRequest
+
+// CreateExtensionJSONRequestBody defines body for CreateExtension for application/json ContentType.
+type CreateExtensionJSONRequestBody CreateExtensionJSONBody
 
 // PayFromBalanceJSONRequestBody defines body for PayFromBalance for application/json ContentType.
 type PayFromBalanceJSONRequestBody = PayFromBalanceJSONBody
@@ -2965,6 +3185,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/orders/{ref}/events (the `OrderEvents` operationId).
 	OrderEvents(ctx context.Context, ref Ref, params *OrderEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetExtensions What the customer may add to their rental now, priced, and the extensions asked so far.
+	//
+	// 3, 7 or 30 more days on the same machine, each at the catalog's lot price for that length times the order's lots, with the end the rental would have (null before its period started: the days add to the period when the machine is ready). `available` false with `code` and a French `message` when none may be asked now (`conflict`: not paid or active, ending, or an extension awaiting its payment; `extension_unavailable`: the machine leaves service, or paid orders wait for it).
+	//
+	// Corresponds with GET /v1/orders/{ref}/extensions (the `GetExtensions` operationId).
+	GetExtensions(ctx context.Context, ref Ref, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateExtensionWithBody Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+	//
+	// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+	CreateExtensionWithBody(ctx context.Context, ref Ref, params *CreateExtensionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateExtension Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+	//
+	// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+	CreateExtension(ctx context.Context, ref Ref, params *CreateExtensionParams, body CreateExtensionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PayFromBalanceWithBody Pay the order's total from the available balance.
 	//
@@ -4490,6 +4735,61 @@ func (c *Client) CancelOrder(ctx context.Context, ref Ref, params *CancelOrderPa
 // Corresponds with GET /v1/orders/{ref}/events (the `OrderEvents` operationId).
 func (c *Client) OrderEvents(ctx context.Context, ref Ref, params *OrderEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOrderEventsRequest(c.Server, ref, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetExtensions What the customer may add to their rental now, priced, and the extensions asked so far.
+//
+// 3, 7 or 30 more days on the same machine, each at the catalog's lot price for that length times the order's lots, with the end the rental would have (null before its period started: the days add to the period when the machine is ready). `available` false with `code` and a French `message` when none may be asked now (`conflict`: not paid or active, ending, or an extension awaiting its payment; `extension_unavailable`: the machine leaves service, or paid orders wait for it).
+//
+// Corresponds with GET /v1/orders/{ref}/extensions (the `GetExtensions` operationId).
+func (c *Client) GetExtensions(ctx context.Context, ref Ref, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetExtensionsRequest(c.Server, ref)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateExtensionWithBody Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+//
+// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+func (c *Client) CreateExtensionWithBody(ctx context.Context, ref Ref, params *CreateExtensionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExtensionRequestWithBody(c.Server, ref, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateExtension Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+//
+// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+func (c *Client) CreateExtension(ctx context.Context, ref Ref, params *CreateExtensionParams, body CreateExtensionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateExtensionRequest(c.Server, ref, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7169,6 +7469,111 @@ func NewOrderEventsRequest(server string, ref Ref, params *OrderEventsParams) (*
 
 			req.Header.Set("Last-Event-ID", headerParam0)
 		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetExtensionsRequest constructs an http.Request for the GetExtensions method
+func NewGetExtensionsRequest(server string, ref Ref) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/orders/%s/extensions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateExtensionRequest calls the generic CreateExtension builder with application/json body
+func NewCreateExtensionRequest(server string, ref Ref, params *CreateExtensionParams, body CreateExtensionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateExtensionRequestWithBody(server, ref, params, "application/json", bodyReader)
+}
+
+// NewCreateExtensionRequestWithBody constructs an http.Request for the CreateExtension method, with any body, and a specified content type
+func NewCreateExtensionRequestWithBody(server string, ref Ref, params *CreateExtensionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/orders/%s/extensions", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XCSRFToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-CSRF-Token", *params.XCSRFToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-CSRF-Token", headerParam0)
+		}
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("Idempotency-Key", headerParam1)
 
 	}
 
@@ -10310,6 +10715,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/orders/{ref}/events (the `OrderEvents` operationId).
 	OrderEventsWithResponse(ctx context.Context, ref Ref, params *OrderEventsParams, reqEditors ...RequestEditorFn) (*OrderEventsResponse, error)
 
+	// GetExtensionsWithResponse What the customer may add to their rental now, priced, and the extensions asked so far.
+	//
+	// 3, 7 or 30 more days on the same machine, each at the catalog's lot price for that length times the order's lots, with the end the rental would have (null before its period started: the days add to the period when the machine is ready). `available` false with `code` and a French `message` when none may be asked now (`conflict`: not paid or active, ending, or an extension awaiting its payment; `extension_unavailable`: the machine leaves service, or paid orders wait for it).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/orders/{ref}/extensions (the `GetExtensions` operationId).
+	GetExtensionsWithResponse(ctx context.Context, ref Ref, reqEditors ...RequestEditorFn) (*GetExtensionsResponse, error)
+
+	// CreateExtensionWithBodyWithResponse Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+	//
+	// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+	CreateExtensionWithBodyWithResponse(ctx context.Context, ref Ref, params *CreateExtensionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateExtensionResponse, error)
+
+	// CreateExtensionWithResponse Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+	//
+	// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+	CreateExtensionWithResponse(ctx context.Context, ref Ref, params *CreateExtensionParams, body CreateExtensionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateExtensionResponse, error)
+
 	// PayFromBalanceWithBodyWithResponse Pay the order's total from the available balance.
 	//
 	// 409 `insufficient_balance` when the available balance does not cover the total.
@@ -12844,6 +13276,144 @@ func (r OrderEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r OrderEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetExtensionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ExtensionOffers
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetExtensionsResponse) GetJSON200() *ExtensionOffers {
+	return r.JSON200
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetExtensionsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetExtensionsResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetExtensionsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetExtensionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetExtensionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetExtensionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetExtensionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateExtensionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ExtensionCreated
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateExtensionResponse) GetJSON201() *ExtensionCreated {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateExtensionResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateExtensionResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateExtensionResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateExtensionResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CreateExtensionResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateExtensionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateExtensionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateExtensionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateExtensionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17692,6 +18262,51 @@ func (c *ClientWithResponses) OrderEventsWithResponse(ctx context.Context, ref R
 	return ParseOrderEventsResponse(rsp)
 }
 
+// GetExtensionsWithResponse What the customer may add to their rental now, priced, and the extensions asked so far.
+//
+// 3, 7 or 30 more days on the same machine, each at the catalog's lot price for that length times the order's lots, with the end the rental would have (null before its period started: the days add to the period when the machine is ready). `available` false with `code` and a French `message` when none may be asked now (`conflict`: not paid or active, ending, or an extension awaiting its payment; `extension_unavailable`: the machine leaves service, or paid orders wait for it).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/orders/{ref}/extensions (the `GetExtensions` operationId).
+func (c *ClientWithResponses) GetExtensionsWithResponse(ctx context.Context, ref Ref, reqEditors ...RequestEditorFn) (*GetExtensionsResponse, error) {
+	rsp, err := c.GetExtensions(ctx, ref, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetExtensionsResponse(rsp)
+}
+
+// CreateExtensionWithBodyWithResponse Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+//
+// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+func (c *ClientWithResponses) CreateExtensionWithBodyWithResponse(ctx context.Context, ref Ref, params *CreateExtensionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateExtensionResponse, error) {
+	rsp, err := c.CreateExtensionWithBody(ctx, ref, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateExtensionResponse(rsp)
+}
+
+// CreateExtensionWithResponse Extend the rental by 3, 7 or 30 days, paid from the balance or by a crypto payment.
+//
+// The machine is checked and the added days reserved at once. `balance`: the balance is debited and the end moves in one transaction (the extension answers `paid`). `crypto`: the extension is `reserved` with a top-up of its exact amount (`topup_reference`); ask a payment request on that top-up (`POST /v1/topups/{ref}/payment-intents`) and pay it before its deadline: once confirmed the amount is credited to the balance and debited for the extension, and the end moves. If the payment does not confirm in time, or the machine is no longer free when it does, the extension is `lapsed` with its `reason` and what was received stays on the balance (late, partial and over payments follow the rules of every payment). The `Idempotency-Key` header names the extension: the same key again answers the same extension and changes nothing. Refusals change nothing: 400 `invalid` (days, method, key), 409 `conflict` (not paid or active, ending, another extension awaiting payment, a price changed since `amount_cents`), 409 `extension_unavailable`, 409 `insufficient_balance`, 409 `idempotency_key_reused`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/orders/{ref}/extensions (the `CreateExtension` operationId).
+func (c *ClientWithResponses) CreateExtensionWithResponse(ctx context.Context, ref Ref, params *CreateExtensionParams, body CreateExtensionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateExtensionResponse, error) {
+	rsp, err := c.CreateExtension(ctx, ref, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateExtensionResponse(rsp)
+}
+
 // PayFromBalanceWithBodyWithResponse Pay the order's total from the available balance.
 //
 // 409 `insufficient_balance` when the available balance does not cover the total.
@@ -20396,6 +21011,114 @@ func ParseOrderEventsResponse(rsp *http.Response) (*OrderEventsResponse, error) 
 			headers.RetryAfter = &value
 		}
 		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetExtensionsResponse parses an HTTP response from a GetExtensionsWithResponse call
+func ParseGetExtensionsResponse(rsp *http.Response) (*GetExtensionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetExtensionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ExtensionOffers
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateExtensionResponse parses an HTTP response from a CreateExtensionWithResponse call
+func ParseCreateExtensionResponse(rsp *http.Response) (*CreateExtensionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateExtensionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ExtensionCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
 	}
 
 	return response, nil
