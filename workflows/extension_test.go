@@ -128,6 +128,17 @@ func (w *extWorld) extend(d time.Duration, e domain.Extension) *error {
 	return out
 }
 
+// periodStartAt reads, at d, the period's start PostgreSQL shows.
+func (w *extWorld) periodStartAt(d time.Duration) *time.Time {
+	start := new(time.Time)
+	w.env.RegisterDelayedCallback(func() {
+		o, err := w.db.GetOrder(w.ctx, w.order.Ref)
+		require.NoError(w.t, err)
+		*start = o.PeriodStart.UTC()
+	}, d)
+	return start
+}
+
 func (w *extWorld) extension(ref string) domain.RentalExtension {
 	e, err := w.x.Extension(w.ctx, ref, w.acc)
 	require.NoError(w.t, err)
@@ -193,16 +204,11 @@ func TestCustomerExtensionRefusedWhenTheMachineIsNotFree(t *testing.T) {
 		require.NoError(t, err)
 	}, 80*time.Minute)
 	refused := w.extend(90*time.Minute, domain.Extension{ExtensionRef: ref, Days: 3, Method: domain.ExtensionByBalance, AmountCents: price})
-	var start time.Time
-	w.env.RegisterDelayedCallback(func() {
-		o, err := w.db.GetOrder(w.ctx, w.order.Ref)
-		require.NoError(t, err)
-		start = o.PeriodStart.UTC()
-	}, 2*time.Hour)
+	start := w.periodStartAt(2 * time.Hour)
 	st := w.run(func() {})
 
 	require.Equal(t, domain.ECodeExtensionUnavailable, applicationCode(*refused), "%v", *refused)
-	sameTime(t, start.Add(3*extDay), st.PeriodEnd)
+	sameTime(t, (*start).Add(3*extDay), st.PeriodEnd)
 	require.Equal(t, int64(50000-4714), w.balance())
 	_, err := w.x.Extension(w.ctx, ref, w.acc)
 	require.ErrorIs(t, err, domain.ErrNotFound)
@@ -249,17 +255,12 @@ func TestCustomerExtensionByCrypto(t *testing.T) {
 		creditTopUp(e)
 	}, 100*time.Minute)
 	second := w.extend(110*time.Minute, domain.Extension{ExtensionRef: goneRef, Days: 3, Method: domain.ExtensionByCrypto, AmountCents: price})
-	var start time.Time
-	w.env.RegisterDelayedCallback(func() {
-		o, err := w.db.GetOrder(w.ctx, w.order.Ref)
-		require.NoError(t, err)
-		start = o.PeriodStart.UTC()
-	}, 2*time.Hour)
+	start := w.periodStartAt(2 * time.Hour)
 	st := w.run(func() {})
 
 	require.NoError(t, *first)
 	require.NoError(t, *second, "a lapse is an answer, not a refusal: the payment is in")
-	sameTime(t, start.Add(6*extDay), st.PeriodEnd, "3 days + the first extension's 3 days only")
+	sameTime(t, (*start).Add(6*extDay), st.PeriodEnd, "3 days + the first extension's 3 days only")
 	require.Equal(t, int64(50000-4714), balanceAfterFirst, "credited then debited for the first")
 	require.Equal(t, int64(50000-4714)+price, w.balance(), "the second's payment stays on the balance")
 	require.Equal(t, domain.ExtensionPaid, w.extension(okRef).State)
@@ -284,5 +285,5 @@ func applicationCode(err error) string {
 // microsecond).
 func sameTime(t *testing.T, want, got time.Time, msg ...any) {
 	t.Helper()
-	require.Equal(t, want.UTC().Truncate(time.Microsecond), got.UTC().Truncate(time.Microsecond), msg...)
+	require.Equal(t, want.UTC().Round(time.Microsecond), got.UTC().Round(time.Microsecond), msg...)
 }
