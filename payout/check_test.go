@@ -166,3 +166,34 @@ func assertRefusal(t *testing.T, err error, reason error, message string) {
 		t.Errorf("message %q lacks %q", msg, message)
 	}
 }
+
+// FuzzCheckSigned: any upload is accepted or refused with a reason, never
+// a panic; what is accepted is the plan's transaction.
+//
+//	go test ./payout -run '^$' -fuzz '^FuzzCheckSigned$' -fuzztime 5m
+func FuzzCheckSigned(f *testing.F) {
+	w := regtestWallet(f)
+	plan, err := w.Build(payout.Batch{Coins: []payout.Coin{fund(f, w, 0, 10_000_000, 5)}, Payees: []payout.Payee{payee(f, "PO-1", 1_000_000)}, FeeRate: 10})
+	if err != nil {
+		f.Fatal(err)
+	}
+	final, tx := signPSBT(f, plan, master(f))
+	var raw bytes.Buffer
+	_ = tx.Serialize(&raw)
+	for _, s := range []string{final, hex.EncodeToString(raw.Bytes()), plan.PSBT, "", "cHNidP8B", "00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, upload string) {
+		got, err := payout.CheckSigned(plan, upload)
+		if err != nil {
+			var r *payout.Refusal
+			if !errors.As(err, &r) {
+				t.Fatalf("not a refusal: %v", err)
+			}
+			return
+		}
+		if got.TxID != plan.TxID {
+			t.Fatalf("accepted %s, the plan is %s", got.TxID, plan.TxID)
+		}
+	})
+}
