@@ -75,6 +75,8 @@ type env struct {
 	api    *httptest.Server
 	logger *slog.Logger
 	app    *app.App
+	// extensionKey is the Idempotency-Key of the next POST of an extension.
+	extensionKey string
 }
 
 // newEnv starts a Temporal dev server (headless, in memory), a worker and the
@@ -184,6 +186,9 @@ func (e *env) call(method, path, token string, body any) (int, map[string]any) {
 	}
 	if method == http.MethodPost && strings.HasPrefix(path, "/v1/support/") {
 		req.Header.Set("Idempotency-Key", rand.Text()) // a new support action
+	}
+	if method == http.MethodPost && strings.HasSuffix(path, "/extensions") {
+		req.Header.Set("Idempotency-Key", e.extensionKey)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
