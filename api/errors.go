@@ -21,14 +21,14 @@ func statusFor(code string) int {
 		return http.StatusBadRequest
 	case domain.ECodeUnauthorized, ECodeTOTPRequired:
 		return http.StatusUnauthorized
-	case domain.ECodeForbidden, domain.ECodeWrongPassword, domain.ECodeOwnAction, domain.ECodeForbiddenRole:
+	case domain.ECodeForbidden, domain.ECodeWrongPassword, domain.ECodeOwnAction, domain.ECodeForbiddenRole, domain.ECodeSecondFactorRequired:
 		return http.StatusForbidden
 	case domain.ECodeNotFound, domain.ECodeSessionNotFound:
 		return http.StatusNotFound
 	case domain.ECodeConflict, domain.ECodeEmailTaken, domain.ECodeInsufficient, domain.ECodeNoCapacity,
 		domain.ECodeMethodUnavailable, domain.ECodeIntentActive, domain.ECodeEmailUnverified, domain.ECodeEmailAlreadyVerified,
 		domain.ECodeHostBusy, domain.ECodeHostDirty, domain.ECodeNoHostInventory, domain.ECodeIdempotencyKeyReused,
-		domain.ECodeAgentDailyCap, domain.ECodeExtensionUnavailable:
+		domain.ECodeAgentDailyCap, domain.ECodeExtensionUnavailable, domain.ECodePayoutLimit, domain.ECodeQuoteExpired:
 		return http.StatusConflict
 	case domain.ECodeTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -58,7 +58,10 @@ const (
 	ECodeAgentDailyCap        = "agent_daily_cap"        // the agent's money actions of the last 24 h would pass their daily cap (409)
 	ECodeForbiddenRole        = "forbidden_role"         // the agent's support roles do not allow it: nothing recorded nor changed (403)
 
-	ECodeExtensionUnavailable = "extension_unavailable" // the rental's machine is not free for the added days (409)
+	ECodeExtensionUnavailable = "extension_unavailable"  // the rental's machine is not free for the added days (409)
+	ECodePayoutLimit          = "payout_limit"           // under the minimum, or over the account's daily payout limit (409)
+	ECodeSecondFactorRequired = "second_factor_required" // a payout needs the account's second factor turned on (403)
+	ECodeQuoteExpired         = "quote_expired"          // a payout's locked rate expired before it was confirmed (409)
 )
 
 // Error is a domain error with a stable code and a French, customer-facing

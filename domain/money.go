@@ -23,6 +23,8 @@ const (
 const (
 	TargetOrder = "order"
 	TargetTopUp = "topup"
+	// TargetPayout: a payout's watch, whose target is its batch.
+	TargetPayout = "payout"
 )
 
 // SupportActionInput carries who and why for the support updates without a

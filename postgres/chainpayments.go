@@ -90,6 +90,7 @@ type paidIntent struct {
 	Deadline   time.Time     `db:"deadline"`
 	WatchUntil time.Time     `db:"watch_until"`
 	TargetRef  string        `db:"target_ref"`
+	TargetKind string        `db:"target_kind"`
 }
 
 // findIntent returns the request p pays: the one the watcher named, or the
@@ -97,14 +98,17 @@ type paidIntent struct {
 // the others exactly). ok is false when none does (an index collision).
 func findIntent(ctx context.Context, tx *sqlx.Tx, network string, p domain.ChainSeen) (paidIntent, bool, error) {
 	var in paidIntent
-	const cols = `id, asset, amount_base, usd_cents, deadline, watch_until, target_ref`
+	const cols = `id, asset, amount_base, usd_cents, deadline, watch_until, target_ref, target_kind`
 	var err error
 	if p.IntentID != "" {
 		err = tx.GetContext(ctx, &in, `SELECT `+cols+` FROM payment_intents WHERE id = $1 AND network = $2`, p.IntentID, network)
 	} else {
 		err = tx.GetContext(ctx, &in, `SELECT `+cols+` FROM payment_intents
 			WHERE network = $1 AND network <> 'solana' AND lower(address) = lower($2)
-				AND (network = 'ethereum' OR address = $2)`, network, p.Address)
+				AND (network = 'ethereum' OR address = $2) AND target_kind <> 'payout'`, network, p.Address)
+		if errors.Is(err, sql.ErrNoRows) {
+			return findPayoutIntent(ctx, tx, network, p)
+		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return in, false, nil
@@ -146,6 +150,11 @@ func recordPayment(ctx context.Context, tx *sqlx.Tx, network string, p domain.Ch
 	in, ok, err := findIntent(ctx, tx, network, p)
 	if err != nil || !ok {
 		return err
+	}
+	if in.TargetKind == domain.TargetPayout && (p.Asset != in.Asset || p.Amount.Cmp(&in.AmountBase.Int) != 0) {
+		// The customer's own wallet: what is not the payout is none of
+		// the shop's business, and is not kept.
+		return nil
 	}
 	at := p.BlockTime
 	if at.IsZero() {
