@@ -111,6 +111,8 @@ type Activities struct {
 	// crypto payment paid (both nil: none is offered).
 	Extensions ExtensionStore
 	Rentals    RentalExtender
+	// Payouts applies the chain's news of payouts to their batches.
+	Payouts PayoutChain
 	// Now is the clock the holds are timed by (nil: time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger

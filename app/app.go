@@ -147,6 +147,7 @@ func New(c Config) *App {
 	a.Activities = &activities.Activities{
 		Store:       c.DB,
 		Provisioner: c.Provisioner,
+		Payouts:     c.DB,
 		Logger:      c.Logger,
 	}
 	if c.Metrics != nil && c.Provisioner != nil {

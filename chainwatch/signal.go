@@ -28,8 +28,11 @@ type TemporalSignaler struct {
 }
 
 func workflowID(kind, ref string) string {
-	if kind == "topup" {
+	switch kind {
+	case domain.TargetTopUp:
 		return workflows.TopUpWorkflowID(ref)
+	case domain.TargetPayout:
+		return workflows.PayoutWorkflowID(ref)
 	}
 	return workflows.RentalWorkflowID(ref)
 }

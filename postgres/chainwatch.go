@@ -370,6 +370,12 @@ func (db *DB) MarkUndeliverable(ctx context.Context, p domain.PendingPayment) er
 			p.Network, p.TxID, p.Index, p.State, p.StateVersion); err != nil {
 			return err
 		}
+		if p.TargetKind == domain.TargetPayout {
+			// A batch's workflow ends some time after its last payout
+			// is confirmed: what the chain does later is applied here.
+			_, err := payoutChainState(ctx, tx, p.IntentID, p.State, p.TxID)
+			return err
+		}
 		if p.State == domain.PaymentStateReverted && !p.AfterConfirmation {
 			return nil
 		}

@@ -205,6 +205,16 @@ func findPayoutIntent(ctx context.Context, tx *sqlx.Tx, network string, p domain
 func (db *DB) PayoutChainState(ctx context.Context, intentID, state, txid string) (bool, error) {
 	var done bool
 	err := db.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		done, err = payoutChainState(ctx, tx, intentID, state, txid)
+		return err
+	})
+	return done, err
+}
+
+func payoutChainState(ctx context.Context, tx *sqlx.Tx, intentID, state, txid string) (bool, error) {
+	var done bool
+	err := func() error {
 		var ref, batch string
 		if err := tx.QueryRowxContext(ctx, `SELECT request_key, target_ref FROM payment_intents
 			WHERE id = $1 AND target_kind = 'payout'`, intentID).Scan(&ref, &batch); err != nil {
@@ -243,7 +253,7 @@ func (db *DB) PayoutChainState(ctx context.Context, intentID, state, txid string
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE payout_batches SET status = $2 WHERE ref = $1 AND status IN ('signed', 'done')`, batch, status)
 		return err
-	})
+	}()
 	return done, err
 }
 

@@ -106,6 +106,35 @@ func (c *Client) start(ctx context.Context, opts client.StartWorkflowOptions, wf
 	return true, nil
 }
 
+// StartPayoutBatch starts a batch's workflow; a retried start finds it
+// running and changes nothing.
+func (c *Client) StartPayoutBatch(ctx context.Context, batchRef string) error {
+	opts := client.StartWorkflowOptions{
+		ID:                       workflows.PayoutWorkflowID(batchRef),
+		TaskQueue:                workflows.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		Memo:                     map[string]any{"payout_batch": batchRef},
+	}
+	_, err := c.start(ctx, opts, workflows.PayoutWorkflowType, workflows.PayoutInput{BatchRef: batchRef})
+	return err
+}
+
+// TellPayoutBatch signals a batch's workflow that the store changed it.
+func (c *Client) TellPayoutBatch(ctx context.Context, batchRef string, voided bool) error {
+	wid := workflows.PayoutWorkflowID(batchRef)
+	err := c.Temporal.SignalWorkflow(ctx, wid, "", workflows.SignalPayoutBatch,
+		workflows.BatchNews{Addressed: to(wid), Voided: voided})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return unavailable(fmt.Errorf("tell %s: %w", wid, err))
+	}
+	return nil
+}
+
 // PayFromBalance runs the pay-from-balance update.
 func (c *Client) PayFromBalance(ctx context.Context, orderRef string) error {
 	wid := workflows.RentalWorkflowID(orderRef)

@@ -52,6 +52,7 @@ func Register(r worker.Registry, acts *activities.Activities) {
 	r.RegisterWorkflowWithOptions(workflows.RentalWorkflow, workflow.RegisterOptions{Name: wfclient.RentalWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.TopUpWorkflow, workflow.RegisterOptions{Name: wfclient.TopUpWorkflowType})
 	r.RegisterWorkflowWithOptions(workflows.SettlementWorkflow, workflow.RegisterOptions{Name: workflows.SettlementWorkflowType})
+	r.RegisterWorkflowWithOptions(workflows.PayoutWorkflow, workflow.RegisterOptions{Name: workflows.PayoutWorkflowType})
 	r.RegisterActivity(acts)
 }
 
