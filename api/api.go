@@ -77,6 +77,8 @@ type Deps struct {
 	// Extensions lets customers extend their own rentals (extensions.go;
 	// postgres.Extensions); nil: only support extends.
 	Extensions ExtensionStore
+	// Payouts, if set, offers payouts (service_payouts.go).
+	Payouts *PayoutDeps
 	// Pinger is what /healthz checks (nil: nothing).
 	Pinger pinger
 	// Health tells whether the workflow service answers (wfclient.Client):
@@ -119,6 +121,7 @@ type Server struct {
 	keyRequests  keyRequestStore
 	twoFactor    TwoFactorStore
 	extensions   ExtensionStore
+	payouts      *PayoutDeps
 	pinger       pinger
 
 	links *mailverify.Signer
@@ -183,6 +186,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.availability, s.models, s.ownerAccess = deps.Availability, deps.Models, deps.OwnerAccess
 	s.keyRequests, s.pinger = deps.KeyRequests, deps.Pinger
 	s.twoFactor, s.extensions = deps.TwoFactor, deps.Extensions
+	s.payouts = deps.Payouts
 	s.now, s.sleep = deps.Now, deps.Sleep
 	if s.now == nil {
 		s.now = time.Now

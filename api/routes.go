@@ -123,6 +123,7 @@ func (s *Server) routes() *gin.Engine {
 	sup.GET("/topups/:ref/events", s.supportTopUpEvents)
 	sup.POST("/hosts/:name/repair", s.supportRepairHost)
 	sup.POST("/hosts/:name/retire", s.supportRetireHost)
+	s.mountPayouts(cust, sup)
 	if s.site != nil {
 		s.site.Mount(r, s)
 	}

@@ -90,6 +90,10 @@ type Config struct {
 	// RateSampleInterval is how often RateSampler records every priced
 	// asset (KERNODECK_RATE_SAMPLE_INTERVAL; 0: rates.DefaultSampleInterval).
 	RateSampleInterval time.Duration
+	// PayoutChain is the payouts' chain side (payout.Shop; nil: the API
+	// offers no payout), with their limits.
+	PayoutChain  api.PayoutChain
+	PayoutLimits domain.PayoutLimits
 	// WorkerStopTimeout is how long the worker's Stop waits for running
 	// activities (KERNODECK_WORKER_STOP_TIMEOUT; 0: cancelled at once).
 	WorkerStopTimeout time.Duration
@@ -298,6 +302,10 @@ func (a *App) API(cfg api.Config, site api.Site) API {
 		TwoFactor: st, Extensions: postgres.Extensions{DB: a.cfg.DB, Provisioner: a.cfg.ProvisionerName}}
 	if a.cfg.Payments != nil {
 		deps.Methods = a.cfg.Payments
+		if a.cfg.PayoutChain != nil {
+			deps.Payouts = &api.PayoutDeps{Store: a.cfg.DB, Rates: a.cfg.Payments.Rates, Workflows: a.Workflows,
+				Chain: a.cfg.PayoutChain, Limits: a.cfg.PayoutLimits, FourEyesCents: cfg.SupportLimits.FourEyesCents}
+		}
 	}
 	if a.cfg.Metrics != nil {
 		deps.Requests, deps.Quotas = a.cfg.Metrics.HTTP, a.cfg.Metrics.HTTP

@@ -40,6 +40,10 @@ type Watcher struct {
 	// Mempool, if set, is the node's mempool: replaced transactions are
 	// found, and a watcher taking the lease over reads it.
 	Mempool Mempool
+	// PayoutTxs and Broadcaster, if both set, broadcast the signed payout
+	// transactions (broadcast.go).
+	PayoutTxs   PayoutTxs
+	Broadcaster Broadcaster
 
 	index  *Index
 	wake   chan struct{}
@@ -195,6 +199,9 @@ func (w *Watcher) step(ctx context.Context) (bool, error) {
 				return false, err
 			}
 			w.Logger.Warn("mempool check", "network", w.Chain.Network(), "err", err)
+		}
+		if err := w.broadcastPayouts(ctx); err != nil {
+			w.Logger.Warn("payout broadcast", "network", w.Chain.Network(), "err", err)
 		}
 	}
 	return caughtUp, w.Reconcile(ctx)

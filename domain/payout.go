@@ -207,18 +207,22 @@ func PayoutKey(what, ref string) string { return fmt.Sprintf("payout_%s:%s", wha
 // PayoutBatch is a set of approved payouts of one asset on one network,
 // exported for signing off the server.
 type PayoutBatch struct {
-	Ref       string     `json:"reference" db:"ref"`
-	Network   string     `json:"network" db:"network"`
-	Asset     string     `json:"asset" db:"asset"`
-	Status    string     `json:"status" db:"status"`
-	CreatedBy string     `json:"created_by" db:"created_by"`
-	PSBT      *string    `json:"psbt,omitempty" db:"psbt"`
-	FeeBase   *BigInt    `json:"fee_base_units,omitempty" db:"fee_base"`
-	TxID      *string    `json:"txid,omitempty" db:"txid"`
-	RawTx     *string    `json:"-" db:"raw_tx"`
-	SignedBy  *string    `json:"signed_by,omitempty" db:"signed_by"`
-	CreatedAt time.Time  `json:"created_at" db:"created_at"`
-	SignedAt  *time.Time `json:"signed_at,omitempty" db:"signed_at"`
+	Ref       string  `json:"reference" db:"ref"`
+	Network   string  `json:"network" db:"network"`
+	Asset     string  `json:"asset" db:"asset"`
+	Status    string  `json:"status" db:"status"`
+	CreatedBy string  `json:"created_by" db:"created_by"`
+	PSBT      *string `json:"psbt,omitempty" db:"psbt"`
+	Plan      *string `json:"-" db:"plan"`
+	FeeBase   *BigInt `json:"fee_base_units,omitempty" db:"fee_base"`
+	// ChangeIndex is the change's index on the account's internal chain
+	// (BTC, LTC).
+	ChangeIndex *int64     `json:"-" db:"change_index"`
+	TxID        *string    `json:"txid,omitempty" db:"txid"`
+	RawTx       *string    `json:"-" db:"raw_tx"`
+	SignedBy    *string    `json:"signed_by,omitempty" db:"signed_by"`
+	CreatedAt   time.Time  `json:"created_at" db:"created_at"`
+	SignedAt    *time.Time `json:"signed_at,omitempty" db:"signed_at"`
 }
 
 // Payout batch statuses.
@@ -241,4 +245,16 @@ type ShopOutput struct {
 	AmountBase      BigInt `db:"amount_base"`
 	Address         string `db:"address"`
 	DerivationIndex int64  `db:"derivation_index"`
+}
+
+// BatchExport is a batch as its signer receives it: for BTC and LTC a PSBT
+// (and the plan it was built from, kept to check the signed transaction,
+// with the outputs it spends); elsewhere a transfer list.
+type BatchExport struct {
+	PSBT    string       `json:"psbt,omitempty"` // base64
+	Plan    string       `json:"-"`              // JSON
+	FeeBase BigInt       `json:"fee_base_units"`
+	Inputs  []ShopOutput `json:"-"`
+	CSV     string       `json:"csv,omitempty"`
+	URIs    []string     `json:"uris,omitempty"`
 }

@@ -22,7 +22,11 @@ CREATE TABLE payout_batches (
     status      TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'signed', 'done', 'voided')),
     created_by  TEXT NOT NULL,
     psbt        TEXT,                 -- base64, BTC and LTC
+    plan        JSONB,                -- what the PSBT spends and pays (payout.Plan), to check the signed one
     fee_base    NUMERIC(78, 0),       -- the PSBT's network fee, base units
+    -- The change's index on the account's internal chain (m/.../1/i),
+    -- never used twice on a network.
+    change_index BIGINT CHECK (change_index >= 0),
     txid        TEXT,                 -- the signed transaction (BTC, LTC)
     raw_tx      TEXT,
     signed_by   TEXT,
@@ -30,6 +34,7 @@ CREATE TABLE payout_batches (
     signed_at   TIMESTAMPTZ
 );
 CREATE UNIQUE INDEX payout_batches_one_open ON payout_batches (network, asset) WHERE status = 'open';
+CREATE UNIQUE INDEX payout_batches_change_index ON payout_batches (network, change_index);
 
 CREATE TABLE payouts (
     ref              TEXT PRIMARY KEY,

@@ -12,7 +12,7 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-const batchColumns = `ref, network, asset, status, created_by, psbt, fee_base, txid, raw_tx, signed_by, created_at, signed_at`
+const batchColumns = `ref, network, asset, status, created_by, psbt, plan, fee_base, change_index, txid, raw_tx, signed_by, created_at, signed_at`
 
 // maxBatch bounds the payouts of one batch (one transaction's outputs).
 const maxBatch = 200
@@ -45,8 +45,13 @@ func (db *DB) OpenBatch(ctx context.Context, network, asset, agent string) (doma
 			return domain.Errorf(domain.ECodeConflict, "Aucun retrait validé en %s sur le réseau %s n'attend d'envoi.", asset, domain.NetworkName(network))
 		}
 		ref := domain.NewRef("PB")
-		if err := tx.GetContext(ctx, &b, `INSERT INTO payout_batches (ref, network, asset, created_by)
-			VALUES ($1, $2, $3, $4) RETURNING `+batchColumns, ref, network, asset, agent); err != nil {
+		// A UTXO batch's change index: one past the network's highest, so
+		// a voided batch's is not used again (the open batch's unique index
+		// serialises two agents).
+		if err := tx.GetContext(ctx, &b, `INSERT INTO payout_batches (ref, network, asset, created_by, change_index)
+			VALUES ($1, $2, $3, $4, CASE WHEN $2 IN ('bitcoin', 'litecoin') THEN
+				(SELECT COALESCE(MAX(change_index) + 1, 0) FROM payout_batches WHERE network = $2) END)
+			RETURNING `+batchColumns, ref, network, asset, agent); err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
 		for i := range ps {
@@ -101,16 +106,16 @@ func (db *DB) SpendableOutputs(ctx context.Context, network string) ([]domain.Sh
 	return out, nil
 }
 
-// SaveBatchPSBT stores an open batch's PSBT and reserves the outputs it
-// spends (an output goes in one unsigned batch at a time).
-func (db *DB) SaveBatchPSBT(ctx context.Context, ref, psbt string, fee domain.BigInt, inputs []domain.ShopOutput) error {
+// SaveBatchPSBT stores an open batch's PSBT with its plan and reserves the
+// outputs it spends (an output goes in one unsigned batch at a time).
+func (db *DB) SaveBatchPSBT(ctx context.Context, ref string, ex domain.BatchExport) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		var network string
-		if err := tx.GetContext(ctx, &network, `UPDATE payout_batches SET psbt = $2, fee_base = $3
-			WHERE ref = $1 AND status = 'open' AND psbt IS NULL RETURNING network`, ref, psbt, fee.String()); err != nil {
+		if err := tx.GetContext(ctx, &network, `UPDATE payout_batches SET psbt = $2, plan = $3, fee_base = $4
+			WHERE ref = $1 AND status = 'open' AND psbt IS NULL RETURNING network`, ref, ex.PSBT, ex.Plan, ex.FeeBase.String()); err != nil {
 			return fmt.Errorf("save PSBT of %s: %w", ref, notFound(err))
 		}
-		for _, in := range inputs {
+		for _, in := range ex.Inputs {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO payout_batch_inputs (network, txid, output_index, batch_ref)
 				VALUES ($1, $2, $3, $4)`, network, in.TxID, in.Index, ref); err != nil {
 				return fmt.Errorf("reserve %s:%d for %s: %w", in.TxID, in.Index, ref, err)
@@ -127,7 +132,7 @@ func (db *DB) SaveBatchPSBT(ctx context.Context, ref, psbt string, fee domain.Bi
 //
 // dress completes each watch with what only the caller knows: the token's
 // contract, Solana's reference key, the wallet link.
-func (db *DB) SignBatch(ctx context.Context, ref, txid, rawTx, agent string, dress func(*domain.Intent) error) error {
+func (db *DB) SignBatch(ctx context.Context, ref, txid, rawTx, agent string, dress func(domain.Payout, *domain.Intent) error) error {
 	return db.inTx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE payout_batches SET status = 'signed', txid = $2, raw_tx = $3,
 			signed_by = $4, signed_at = now() WHERE ref = $1 AND status = 'open'`,
@@ -158,7 +163,7 @@ func (db *DB) SignBatch(ctx context.Context, ref, txid, rawTx, agent string, dre
 		now := time.Now()
 		for _, p := range ps {
 			w := payoutWatch(p, ref, now)
-			if err := dress(&w); err != nil {
+			if err := dress(p, &w); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `
@@ -270,4 +275,18 @@ func payoutWatch(p domain.Payout, batchRef string, now time.Time) domain.Intent 
 		USDCents: p.AmountCents - p.FeeCents, Rate: p.Rate, RateAt: p.RateAt, Address: p.Address, PaymentURI: p.Address,
 		Deadline: now.Add(payoutWatchWindow), WatchUntil: now.Add(payoutWatchWindow),
 	}
+}
+
+// UnseenPayoutTxs are the signed transactions of a network's batches some
+// payout of which the chain has not shown yet (chainwatch's broadcast).
+func (db *DB) UnseenPayoutTxs(ctx context.Context, network string) ([]string, error) {
+	out := []string{}
+	err := db.SelectContext(ctx, &out, `SELECT b.raw_tx FROM payout_batches b
+		WHERE b.network = $1 AND b.status = 'signed' AND b.raw_tx IS NOT NULL
+			AND EXISTS (SELECT 1 FROM payouts p WHERE p.batch_ref = b.ref AND p.status = 'signed')
+		ORDER BY b.signed_at`, network)
+	if err != nil {
+		return nil, fmt.Errorf("unseen payout transactions %s: %w", network, err)
+	}
+	return out, nil
 }

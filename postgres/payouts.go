@@ -315,3 +315,15 @@ func (db *DB) DeclinePayout(ctx context.Context, ref, agent, reason string) (dom
 	})
 	return p, err
 }
+
+// IsShopAddress reports whether address was handed out by the shop on
+// network (a payment request's): a payout never goes there.
+func (db *DB) IsShopAddress(ctx context.Context, network, address string) (bool, error) {
+	var own bool
+	err := db.GetContext(ctx, &own, `SELECT EXISTS (SELECT 1 FROM payment_intents
+		WHERE network = $1 AND target_kind <> 'payout' AND lower(address) = lower($2))`, network, address)
+	if err != nil {
+		return false, fmt.Errorf("shop address %s: %w", network, err)
+	}
+	return own, nil
+}

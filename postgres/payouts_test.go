@@ -128,7 +128,7 @@ func TestPayoutApprovalAndBatchVoid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, domain.PayoutApproved, got.Status, "back in line for the next batch")
 	require.Nil(t, got.BatchRef)
-	err = db.SignBatch(ctx, b.Ref, "", "", "carol", func(*domain.Intent) error { return nil })
+	err = db.SignBatch(ctx, b.Ref, "", "", "carol", func(domain.Payout, *domain.Intent) error { return nil })
 	require.Equal(t, domain.ECodeConflict, domain.ErrorCode(err), "a voided batch is not signed")
 	require.EqualValues(t, 700_00, available(t, db, acc))
 }
@@ -150,7 +150,7 @@ func TestPayoutWatchedDebitedOnceThroughReorg(t *testing.T) {
 	b, _, err := db.OpenBatch(ctx, domain.NetworkLitecoin, "LTC", "alice")
 	require.NoError(t, err)
 	const txid = "aa00000000000000000000000000000000000000000000000000000000000001"
-	require.NoError(t, db.SignBatch(ctx, b.Ref, txid, "00", "alice", func(*domain.Intent) error { return nil }))
+	require.NoError(t, db.SignBatch(ctx, b.Ref, txid, "00", "alice", func(domain.Payout, *domain.Intent) error { return nil }))
 
 	known, err := db.KnownAddresses(ctx, domain.NetworkLitecoin, 0)
 	require.NoError(t, err)

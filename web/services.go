@@ -26,6 +26,7 @@ type services interface {
 	console
 	twoFactor
 	extensions
+	payoutServices
 }
 
 // signIn registers and signs customers in and out.

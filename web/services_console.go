@@ -16,6 +16,7 @@ type console interface {
 	agentSessions
 	supportReader
 	supportActions
+	consolePayouts
 }
 
 // agentSessions find the signed-in agent, check a console form's CSRF

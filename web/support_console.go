@@ -79,10 +79,12 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.POST("/approvals/:id/act", s.consoleReviewAct)
 	g.POST("/hosts/:name/confirm", s.consoleHostConfirm)
 	g.POST("/hosts/:name/act", s.consoleHostAct)
+	s.mountConsolePayouts(g)
 }
 
 func (s *Site) consoleFuncs() template.FuncMap {
 	return template.FuncMap{
+		"batchStatus":     func(st string) string { return label(batchStatusLabels, st) },
 		"explorer":        s.explorerURL,
 		"exceptionReason": func(r string) string { return label(exceptionReasons, r) },
 		"actionLabel":     func(a string) string { return label(actionLabels, a) },

@@ -149,6 +149,7 @@ func (s *Site) mount(r *gin.Engine, svc services) {
 	g.POST("/topups/:ref/payment-requests", s.createTopUpIntent)
 
 	s.mountAccount(g) // the customer's account page, /compte (account.go)
+	s.mountPayouts(g) // /compte/retraits (payouts.go)
 	s.mountConsole(r) // the support console, /support (support_console.go)
 }
 

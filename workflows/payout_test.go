@@ -41,7 +41,7 @@ func signedPayoutBatch(t *testing.T, db *postgres.DB, txid string) (accountID in
 	require.NoError(t, err)
 	b, _, err := db.OpenBatch(ctx, domain.NetworkLitecoin, "LTC", "alice")
 	require.NoError(t, err)
-	require.NoError(t, db.SignBatch(ctx, b.Ref, txid, "00", "alice", func(*domain.Intent) error { return nil }))
+	require.NoError(t, db.SignBatch(ctx, b.Ref, txid, "00", "alice", func(domain.Payout, *domain.Intent) error { return nil }))
 	return accountID, p.Ref, b.Ref, q
 }
 

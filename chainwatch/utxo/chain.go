@@ -4,7 +4,9 @@
 package utxo
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +17,9 @@ import (
 	"time"
 
 	"github.com/btcsuite/btcd/btcjson"
+	"github.com/btcsuite/btcd/chaincfg/chainhash"
 	"github.com/btcsuite/btcd/rpcclient"
+	"github.com/btcsuite/btcd/wire"
 
 	"github.com/kernodeck/kernodeck/chainwatch"
 )
@@ -478,4 +482,36 @@ func isNotFound(err error) bool {
 	}
 	return err != nil && (strings.Contains(err.Error(), "-5:") || strings.Contains(err.Error(), "not in mempool") ||
 		strings.Contains(err.Error(), "No such mempool"))
+}
+
+// Broadcast sends a signed transaction (hex) to the node
+// (sendrawtransaction); one the node already has, in its mempool or in a
+// block, is not an error.
+func (c *Chain) Broadcast(ctx context.Context, rawHex string) error {
+	raw, err := hex.DecodeString(rawHex)
+	if err != nil {
+		return fmt.Errorf("broadcast: %w", err)
+	}
+	var tx wire.MsgTx
+	if err := tx.Deserialize(bytes.NewReader(raw)); err != nil {
+		return fmt.Errorf("broadcast: %w", err)
+	}
+	_, err = call(ctx, c, func(r *rpcclient.Client) func() (*chainhash.Hash, error) {
+		return r.SendRawTransactionAsync(&tx, false).Receive
+	})
+	if err != nil && alreadyKnown(err) {
+		return nil
+	}
+	return err
+}
+
+// alreadyKnown tells a node's refusal of a transaction it already has.
+func alreadyKnown(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{"already in block chain", "already known", "txn-already-in-mempool", "already have transaction", "outputs already in utxo set"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

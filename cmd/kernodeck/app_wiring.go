@@ -27,6 +27,10 @@ func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Cli
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	shop, payouts, err := payoutShop(pay, pcfg, db)
+	if err != nil {
+		return nil, err
+	}
 	local, ssh, err := prov.drivers(cfg, db, logger)
 	if err != nil {
 		return nil, err
@@ -42,6 +46,7 @@ func newApp(cfg config.Config, prov provisioning, db *postgres.DB, tc client.Cli
 			Share: &quotas.HoldShare, Budget: quotas.HoldBudget},
 		Metrics: m, Logger: logger, WorkflowVersion: cfg.WorkflowVersion, WorkerStopTimeout: cfg.WorkerStopTimeout,
 		ValueTolerance: pcfg.ValueTolerance, RateSampleInterval: pcfg.RateSampleInterval,
+		PayoutChain: shop, PayoutLimits: payouts.Limits,
 	}), nil
 }
 

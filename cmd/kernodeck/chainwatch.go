@@ -76,6 +76,7 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		}
 		opts.Mempool = chain
 		w := a.Watcher(chain, opts)
+		w.PayoutTxs, w.Broadcaster = db, chain
 		if addr := pcfg.P2PAddrs[network]; addr != "" {
 			// The key network names the chain: "litecoin-regtest" -> regtest.
 			chainName := "main"

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/kernodeck/kernodeck/config"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/payments"
+	"github.com/kernodeck/kernodeck/payout"
 	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/rates"
 	"github.com/kernodeck/kernodeck/recovery"
@@ -96,4 +98,32 @@ func newPayments(cfg config.Payments, db *postgres.DB, logger *slog.Logger) (*pa
 	}
 	logger.Info("payment methods", "enabled", enabled, "rates", cfg.RateSource)
 	return svc, nil
+}
+
+// payoutShop builds the payouts' chain side: the address checks (never one
+// of the shop's own addresses), and a wallet for each Bitcoin-like
+// network whose key origin is configured (its batches are PSBTs).
+func payoutShop(svc *payments.Service, pcfg config.Payments, db *postgres.DB) (*payout.Shop, config.Payouts, error) {
+	cfg, err := config.PayoutsFromEnv(nil)
+	if err != nil {
+		return nil, cfg, fmt.Errorf("config: %w", err)
+	}
+	shop := &payout.Shop{
+		Addresses: payout.Addresses{Networks: pcfg.KeyNetworks, Tokens: pcfg.Tokens, Own: payout.OwnAddressesFunc(db.IsShopAddress)},
+		Wallets:   map[string]payout.Wallet{},
+		FeeRates:  cfg.FeeRates,
+		ChainID:   pcfg.EthereumChainID,
+	}
+	for network, origin := range pcfg.KeyOrigins {
+		acc, ok := svc.Networks[network].Deriver.(*hdwallet.Account)
+		if !ok {
+			return nil, cfg, fmt.Errorf("KERNODECK_%s_KEY_ORIGIN is set but %s has no watch-only key", strings.ToUpper(network), network)
+		}
+		w := payout.Wallet{Network: acc.Network(), Account: acc, Origin: origin}
+		if err := acc.CheckOrigin(origin); err != nil {
+			return nil, cfg, fmt.Errorf("KERNODECK_%s_KEY_ORIGIN: %w", strings.ToUpper(network), err)
+		}
+		shop.Wallets[network] = w
+	}
+	return shop, cfg, nil
 }
