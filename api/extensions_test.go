@@ -127,4 +127,16 @@ func TestExtensionRefusalsChangeNothing(t *testing.T) {
 	require.Equal(t, domain.ECodeConflict, r.errCode())
 	require.Equal(t, 1, h.count("rental_extensions"))
 	require.Empty(t, h.wf.callsOf("Extend"))
+
+	// Ending, then ended: nothing more may be added.
+	for _, status := range []string{domain.StatusEnding, domain.StatusEnded} {
+		_, err = h.db.Exec(`UPDATE orders SET status = $2 WHERE ref = $1`, ref, status)
+		require.NoError(t, err)
+		r = ext(map[string]any{"days": 3, "method": "balance"}, c.auth)
+		require.Equal(t, http.StatusConflict, r.Code, r.Body.String())
+		require.Equal(t, domain.ECodeConflict, r.errCode(), status)
+		require.Contains(t, r.body["error"].(map[string]any)["message"], "ne peut pas être prolongée")
+	}
+	require.Equal(t, 1, h.count("rental_extensions"))
+	require.Empty(t, h.wf.callsOf("Extend"))
 }

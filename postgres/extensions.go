@@ -92,13 +92,13 @@ func (x Extensions) ExtensionOffers(ctx context.Context, orderRef string, accoun
 		if err != nil {
 			return err
 		}
+		if err := x.checkExtendable(ctx, tx, o); err != nil {
+			return err
+		}
 		for _, e := range list {
 			if e.State == domain.ExtensionReserved {
 				return errExtensionOpen
 			}
-		}
-		if err := x.checkExtendable(ctx, tx, o); err != nil {
-			return err
 		}
 		return x.checkLine(ctx, tx, o)
 	})
@@ -227,18 +227,18 @@ func (x Extensions) checkNew(ctx context.Context, tx *sqlx.Tx, in domain.Extensi
 		return o, host, domain.Errorf(domain.ECodeConflict,
 			"Le prix de la prolongation est maintenant de %s USD : vérifiez-le avant de confirmer. Rien n'a été débité.", domain.FormatUSD(o.PriceCents))
 	}
+	if err := LockCapacity(ctx, tx, o.Model); err != nil {
+		return o, host, err
+	}
+	if err := x.checkExtendable(ctx, tx, o); err != nil {
+		return o, host, err
+	}
 	var open int
 	if err := tx.GetContext(ctx, &open, `SELECT count(*) FROM rental_extensions WHERE order_ref = $1 AND state = 'reserved'`, in.OrderRef); err != nil {
 		return o, host, fmt.Errorf("open extensions of %s: %w", in.OrderRef, err)
 	}
 	if open > 0 {
 		return o, host, errExtensionOpen
-	}
-	if err := LockCapacity(ctx, tx, o.Model); err != nil {
-		return o, host, err
-	}
-	if err := x.checkExtendable(ctx, tx, o); err != nil {
-		return o, host, err
 	}
 	if err := x.checkLine(ctx, tx, o); err != nil {
 		return o, host, err
