@@ -141,6 +141,12 @@ func TestPasswordChange(t *testing.T) {
 		h.do("POST", "/v1/me/password", refusals[0].body, c.web).body["error"].(map[string]any)["message"])
 	require.Equal(t, hash, hashOf(), "nothing changed")
 	require.Equal(t, sessions, h.count("sessions"))
+	mailed := func() int {
+		var n int
+		require.NoError(t, h.db.Get(&n, `SELECT count(*) FROM mail_outbox WHERE account_id = $1 AND template = 'password_changed'`, c.id))
+		return n
+	}
+	require.Zero(t, mailed(), "a refused change mails nothing")
 
 	// From another site, with the session's token: refused by the Origin check.
 	req := httptest.NewRequest("POST", "/v1/me/password",
@@ -158,6 +164,7 @@ func TestPasswordChange(t *testing.T) {
 	r := h.do("POST", "/v1/me/password", map[string]any{"current_password": testPassword, "new_password": newPassword}, c.web)
 	require.Equal(t, http.StatusOK, r.Code, r.Body.String())
 	require.EqualValues(t, 2, r.body["sessions_ended"]) // the bearer and the other cookie session
+	require.Equal(t, 1, mailed(), "the owner is told of the change")
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/me", nil, c.web).Code)
 	require.Equal(t, http.StatusUnauthorized, h.do("GET", "/v1/me", nil, elsewhere).Code)
 	require.Equal(t, http.StatusUnauthorized, h.do("GET", "/v1/me", nil, c.auth).Code)

@@ -12,6 +12,13 @@ import (
 // be cancelled until its batch is signed; it is done, and debited for good,
 // when the chain watchers see its transfer confirmed.
 
+// PayoutRefPrefix begins a payout's reference (PayoutBatchRefPrefix a
+// batch's).
+const (
+	PayoutRefPrefix      = "PO"
+	PayoutBatchRefPrefix = "PB"
+)
+
 // PayoutStatus is where a payout stands.
 type PayoutStatus string
 

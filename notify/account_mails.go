@@ -3,10 +3,12 @@ package notify
 import "github.com/kernodeck/kernodeck/postgres"
 
 // accountSubjects are the subjects of the mails about the account itself
-// (no order, no reference): its second factor turned on or off.
+// (no order, no reference): its second factor turned on or off, its
+// password changed.
 var accountSubjects = map[string]string{
-	postgres.MailTOTPEnabled:  "Double authentification activée sur votre compte Kernodeck",
-	postgres.MailTOTPDisabled: "Double authentification désactivée sur votre compte Kernodeck",
+	postgres.MailTOTPEnabled:     "Double authentification activée sur votre compte Kernodeck",
+	postgres.MailTOTPDisabled:    "Double authentification désactivée sur votre compte Kernodeck",
+	postgres.MailPasswordChanged: "Mot de passe changé sur votre compte Kernodeck",
 }
 
 // accountView is what an account mail shows.

@@ -29,3 +29,34 @@ func TestRenderTwoFactorMails(t *testing.T) {
 		}
 	}
 }
+
+// The password-change mail names no reference; a payout's mails say its
+// timeline line and link to its page.
+func TestRenderPasswordAndPayoutMails(t *testing.T) {
+	r, err := NewRenderer("https://kernodeck.example/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Render(postgres.MailPasswordChanged, "Ana", "", postgres.MailData{Kind: postgres.MailPasswordChanged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.Subject, "Mot de passe changé") || !strings.Contains(m.Text, "https://kernodeck.example/compte") {
+		t.Errorf("password: %q %s", m.Subject, m.Text)
+	}
+	const line = "Retrait confirmé : 0,499 LTC reçus à votre adresse."
+	for _, name := range []string{postgres.MailPayoutRequested, postgres.MailPayoutDone, postgres.MailPayoutDeclined} {
+		m, err := r.Render(name, "Ana", "PO-ABC123", postgres.MailData{Kind: name, Message: line})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(m.Subject, "PO-ABC123") || strings.Contains(m.Subject, "%") {
+			t.Errorf("%s: subject %q", name, m.Subject)
+		}
+		for _, part := range []string{m.Text, m.HTML} {
+			if !strings.Contains(part, line) || !strings.Contains(part, "https://kernodeck.example/compte/retraits/PO-ABC123") {
+				t.Errorf("%s: %s", name, part)
+			}
+		}
+	}
+}

@@ -32,6 +32,9 @@ var subjects = map[string]string{
 	postgres.MailTopUpCredited:    "Recharge %s créditée",
 	postgres.MailSupportAnswer:    "Réponse du support (%s)",
 	postgres.MailExtensionPaid:    "Location %s prolongée",
+	postgres.MailPayoutRequested:  "Retrait %s demandé",
+	postgres.MailPayoutDone:       "Retrait %s confirmé",
+	postgres.MailPayoutDeclined:   "Retrait %s refusé",
 }
 
 const htmlLayout = `<!doctype html><html lang="fr"><head><meta charset="utf-8"><title>{{.Subject}}</title></head>
@@ -188,8 +191,11 @@ func (r *Renderer) Render(name, firstName, ref string, d postgres.MailData) (Mai
 	v := view{FirstName: firstName, Ref: ref, What: "la commande", URL: r.BaseURL + "/orders/" + ref,
 		GPU: domain.GPUNames{d.GPUModel: d.GPUName}.Name(d.GPUModel), Lots: domain.Plural(d.Lots, "lot", "lots"), TotalGPUs: d.TotalGPUs,
 		DurationDays: domain.Plural(d.DurationDays, "jour", "jours"), Total: domain.FrenchUSD(d.TotalCents), Amount: domain.FrenchUSD(d.AmountCents)}
-	if strings.HasPrefix(ref, domain.TopUpRefPrefix+"-") {
+	switch {
+	case strings.HasPrefix(ref, domain.TopUpRefPrefix+"-"):
 		v.What, v.URL = "la recharge", r.BaseURL+"/topups/"+ref
+	case strings.HasPrefix(ref, domain.PayoutRefPrefix+"-"):
+		v.What, v.URL = "le retrait", r.BaseURL+"/compte/retraits/"+ref
 	}
 	if d.PeriodStart != nil {
 		v.PeriodStart = frDate(*d.PeriodStart)

@@ -113,7 +113,10 @@ func (db *DB) ChangePassword(ctx context.Context, accountID int64, oldHash, newH
 		if n, err = endOtherSessions(ctx, tx, accountID, keep); err != nil {
 			return err
 		}
-		return recordActivity(ctx, tx, accountID, domain.ActivityPasswordChanged, client)
+		if err := recordActivity(ctx, tx, accountID, domain.ActivityPasswordChanged, client); err != nil {
+			return err
+		}
+		return queueAccountMail(ctx, tx, accountID, MailPasswordChanged, time.Now())
 	})
 	return n, err
 }

@@ -34,6 +34,10 @@ const (
 	MailTopUpCredited    = "topup_credited"
 	MailSupportAnswer    = "support_answer"
 	MailExtensionPaid    = "extension_paid"
+	// A payout asked, done (confirmed on chain) or declined by support.
+	MailPayoutRequested = "payout_requested"
+	MailPayoutDone      = "payout_done"
+	MailPayoutDeclined  = "payout_declined"
 	// MailEmailVerification carries the link that confirms the address:
 	// the only mail an account gets until it is confirmed.
 	MailEmailVerification = "email_verification"

@@ -44,7 +44,7 @@ func (db *DB) OpenBatch(ctx context.Context, network, asset, agent string) (doma
 		if len(ps) == 0 {
 			return domain.Errorf(domain.ECodeConflict, "Aucun retrait validé en %s sur le réseau %s n'attend d'envoi.", asset, domain.NetworkName(network))
 		}
-		ref := domain.NewRef("PB")
+		ref := domain.NewRef(domain.PayoutBatchRefPrefix)
 		// A UTXO batch's change index: one past the network's highest, so
 		// a voided batch's is not used again (the open batch's unique index
 		// serialises two agents).

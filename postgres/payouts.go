@@ -62,7 +62,7 @@ func (db *DB) RequestPayout(ctx context.Context, in domain.NewPayout) (domain.Pa
 				"Ce retrait dépasserait votre limite de %s par 24 heures (déjà demandé : %s).",
 				domain.FrenchUSD(in.Daily), domain.FrenchUSD(today))
 		}
-		ref := domain.NewRef("PO")
+		ref := domain.NewRef(domain.PayoutRefPrefix)
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO payouts (ref, account_id, asset, network, address, amount_cents, fee_cents, decimals,
 				amount_base, rate, rate_at, status, needs_two, request_key)
@@ -85,6 +85,34 @@ func (db *DB) RequestPayout(ctx context.Context, in domain.NewPayout) (domain.Pa
 	return out, err
 }
 
+// payoutMails are the statuses whose timeline line is also mailed.
+var payoutMails = map[domain.PayoutStatus]string{
+	domain.PayoutRequested: MailPayoutRequested,
+	domain.PayoutDone:      MailPayoutDone,
+	domain.PayoutDeclined:  MailPayoutDeclined,
+}
+
+// queuePayoutMail mails a payout's timeline line to its customer, once per
+// status it reaches (a reorganisation's second confirmation mails nothing
+// more).
+func queuePayoutMail(ctx context.Context, tx *sqlx.Tx, ref string, s domain.PayoutStatus, msg string) error {
+	template, ok := payoutMails[s]
+	if !ok {
+		return nil
+	}
+	data, err := json.Marshal(MailData{Kind: template, Message: msg})
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO mail_outbox (outbox_key, account_id, template, ref, data)
+		SELECT $1, account_id, $2, ref, $3 FROM payouts WHERE ref = $4
+		ON CONFLICT (outbox_key) DO NOTHING`, template+":"+ref, template, string(data), ref); err != nil {
+		return fmt.Errorf("queue %s mail of %s: %w", template, ref, err)
+	}
+	return nil
+}
+
 func payoutEvent(ctx context.Context, tx *sqlx.Tx, ref string, s domain.PayoutStatus, actor, msg string, data map[string]any) error {
 	if data == nil {
 		data = map[string]any{}
@@ -97,7 +125,7 @@ func payoutEvent(ctx context.Context, tx *sqlx.Tx, ref string, s domain.PayoutSt
 		VALUES ($1, $2, $3, $4, $5)`, ref, s, msg, actor, string(raw)); err != nil {
 		return fmt.Errorf("payout %s event: %w", ref, err)
 	}
-	return nil
+	return queuePayoutMail(ctx, tx, ref, s, msg)
 }
 
 // lockPayout reads a payout for a change; a customer's (accountID > 0)

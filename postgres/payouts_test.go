@@ -191,6 +191,9 @@ func TestPayoutWatchedDebitedOnceThroughReorg(t *testing.T) {
 	require.True(t, step(domain.PaymentStateConfirmed, domain.PayoutDone))
 	require.True(t, step(domain.PaymentStateConfirmed, domain.PayoutDone), "a repeated signal changes nothing")
 	require.EqualValues(t, 50_00, ledgerOf(t, db, "payouts_sent"), "debited once")
+	var mails []string
+	require.NoError(t, db.Select(&mails, `SELECT template FROM mail_outbox WHERE ref = $1 ORDER BY id`, p.Ref))
+	require.Equal(t, []string{postgres.MailPayoutRequested, postgres.MailPayoutDone}, mails, "asked and done, each mailed once")
 	require.Zero(t, ledgerOf(t, db, "payouts_held"))
 	require.EqualValues(t, 50_00, available(t, db, acc))
 	require.Zero(t, ledgerSum(t, db))

@@ -17,6 +17,8 @@ import (
 const (
 	MailTOTPEnabled  = "totp_enabled"
 	MailTOTPDisabled = "totp_disabled"
+	// MailPasswordChanged tells the owner their password changed.
+	MailPasswordChanged = "password_changed"
 )
 
 // TwoFactor reads account accountID's second factor (zero: none, not even
