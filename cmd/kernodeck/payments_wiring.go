@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kernodeck/kernodeck/config"
+	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/payments"
 	"github.com/kernodeck/kernodeck/payout"
@@ -109,7 +110,15 @@ func payoutShop(svc *payments.Service, pcfg config.Payments, db *postgres.DB) (*
 		return nil, cfg, fmt.Errorf("config: %w", err)
 	}
 	shop := &payout.Shop{
-		Addresses: payout.Addresses{Networks: pcfg.KeyNetworks, Tokens: pcfg.Tokens, Own: payout.OwnAddressesFunc(db.IsShopAddress)},
+		Addresses: payout.Addresses{Networks: pcfg.KeyNetworks, Tokens: pcfg.Tokens, Own: payout.OwnAddressesFunc(
+			func(ctx context.Context, network, address string) (bool, error) {
+				// Solana's receiving address is configured, and handed out
+				// only once a request is made there.
+				if network == domain.NetworkSolana && address == pcfg.SolanaAddress {
+					return true, nil
+				}
+				return db.IsShopAddress(ctx, network, address)
+			})},
 		Wallets:   map[string]payout.Wallet{},
 		FeeRates:  cfg.FeeRates,
 		ChainID:   pcfg.EthereumChainID,
