@@ -119,9 +119,9 @@ func payoutShop(svc *payments.Service, pcfg config.Payments, db *postgres.DB) (*
 				}
 				return db.IsShopAddress(ctx, network, address)
 			})},
-		Wallets:   map[string]payout.Wallet{},
-		FeeRates:  cfg.FeeRates,
-		ChainID:   pcfg.EthereumChainID,
+		Wallets:  map[string]payout.Wallet{},
+		FeeRates: cfg.FeeRates,
+		ChainID:  pcfg.EthereumChainID,
 	}
 	for network, origin := range pcfg.KeyOrigins {
 		acc, ok := svc.Networks[network].Deriver.(*hdwallet.Account)
