@@ -29,6 +29,7 @@ type PayoutStore interface {
 	Batches(ctx context.Context, limit int) ([]domain.PayoutBatch, error)
 	SpendableOutputs(ctx context.Context, network string) ([]domain.ShopOutput, error)
 	SaveBatchPSBT(ctx context.Context, ref string, ex domain.BatchExport) error
+	VoidOpenBatch(ctx context.Context, ref string) error
 	SignBatch(ctx context.Context, ref, txid, rawTx, agent string, dress func(domain.Payout, *domain.Intent) error) error
 }
 

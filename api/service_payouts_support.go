@@ -86,6 +86,10 @@ func (s *Server) OpenPayoutBatch(ctx context.Context, a *Agent, network, asset s
 		}
 		ex, err := p.Chain.Export(ctx, b, ps, outs)
 		if err != nil {
+			// Not left holding its payouts: they wait for the next batch.
+			if verr := p.Store.VoidOpenBatch(ctx, b.Ref); verr != nil {
+				s.log.Error("payouts: a batch that could not be exported stays open", "batch", b.Ref, "err", verr)
+			}
 			return BatchView{}, err
 		}
 		if err := p.Store.SaveBatchPSBT(ctx, b.Ref, ex); err != nil {

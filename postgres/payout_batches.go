@@ -69,6 +69,12 @@ func (db *DB) OpenBatch(ctx context.Context, network, asset, agent string) (doma
 	return b, ps, err
 }
 
+// VoidOpenBatch gives up an open batch that could not be exported (the
+// shop's received outputs do not cover it): its payouts wait for the next.
+func (db *DB) VoidOpenBatch(ctx context.Context, ref string) error {
+	return db.inTx(ctx, func(tx *sqlx.Tx) error { return voidBatch(ctx, tx, ref, "") })
+}
+
 // Batch reads a batch and its payouts.
 func (db *DB) Batch(ctx context.Context, ref string) (domain.PayoutBatch, []domain.Payout, error) {
 	var b domain.PayoutBatch

@@ -198,3 +198,27 @@ func TestPayoutWatchedDebitedOnceThroughReorg(t *testing.T) {
 	require.EqualValues(t, 50_00, available(t, db, acc))
 	require.Zero(t, ledgerSum(t, db))
 }
+
+// A batch that cannot be exported is given up: its payouts are approved
+// again, and the next batch takes them with a change index never used.
+func TestPayoutBatchVoidedWhenNotExported(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := fundedAccount(t, db, "po4@example.com", 100_00)
+	p, err := db.RequestPayout(ctx, domain.NewPayout{AccountID: acc, Quote: ltcQuote("rltc1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080", 20_00),
+		RequestKey: "v", Daily: 1_000_00})
+	require.NoError(t, err)
+	_, err = db.ApprovePayout(ctx, p.Ref, "alice", false)
+	require.NoError(t, err)
+	b1, _, err := db.OpenBatch(ctx, domain.NetworkLitecoin, "LTC", "carol")
+	require.NoError(t, err)
+	require.NoError(t, db.VoidOpenBatch(ctx, b1.Ref))
+	got, _, err := db.Payout(ctx, acc, p.Ref)
+	require.NoError(t, err)
+	require.Equal(t, domain.PayoutApproved, got.Status)
+	b2, ps, err := db.OpenBatch(ctx, domain.NetworkLitecoin, "LTC", "carol")
+	require.NoError(t, err)
+	require.NotEqual(t, b1.Ref, b2.Ref)
+	require.Len(t, ps, 1)
+	require.Greater(t, *b2.ChangeIndex, *b1.ChangeIndex)
+}
