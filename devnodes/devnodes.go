@@ -30,6 +30,14 @@ const (
 	EthereumXpub        = "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3yZdUsT8ddYM3PwnATt" // m/44'/60'/0'
 )
 
+// TestMasterFingerprint is the master key fingerprint of the test
+// mnemonic, as wallets publish it.
+const TestMasterFingerprint = "73c5da0a"
+
+// TestKeyOrigin is the key origin of an account of the test mnemonic at
+// path ("84'/1'/0'"), as KERNODECK_<NETWORK>_KEY_ORIGIN takes it.
+func TestKeyOrigin(path string) string { return "[" + TestMasterFingerprint + "/" + path + "]" }
+
 // Default local endpoints of the development nodes.
 const (
 	LitecoinRPCPort = 29443
