@@ -29,17 +29,6 @@ const (
 	ExtensionRefPrefix = "EX"
 )
 
-// EventExtensionPaid is the order's event of a customer's extension paid
-// and applied; EventExtensionLapsed of one that could not be.
-const (
-	EventExtensionPaid   = "extension_paid"
-	EventExtensionLapsed = "extension_lapsed"
-)
-
-// KeyExtensionPaid and KeyExtensionLapsed are those events' keys.
-func KeyExtensionPaid(ref string) string   { return "extension:" + ref }
-func KeyExtensionLapsed(ref string) string { return "extension-lapsed:" + ref }
-
 // ExtensionRequest is what a customer asks: the days to add, how they pay,
 // and a key of their own that makes a retried request the same extension.
 type ExtensionRequest struct {

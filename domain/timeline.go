@@ -23,6 +23,8 @@ const (
 	EventAccessAvailable    = "access_available"
 	EventReminderSent       = "reminder_sent"
 	EventExtended           = "extended"
+	EventExtensionPaid      = "extension_paid"   // a customer's own extension, paid and applied
+	EventExtensionLapsed    = "extension_lapsed" // a customer's extension not applied: its money stays on the balance
 	EventEndRequested       = "end_requested"
 	EventAccessRevoked      = "access_revoked"
 	EventTeardownStuck      = "teardown_stuck" // revoking or releasing keeps failing: support is told, retries go on
@@ -107,6 +109,11 @@ func KeyExceptionValue(exceptionID int64) string {
 // KeyExtend, KeyEndEarly: support's extension and early end.
 func KeyExtend(actionID int64) string   { return fmt.Sprintf("extend:%d", actionID) }
 func KeyEndEarly(actionID int64) string { return fmt.Sprintf("end-early:%d", actionID) }
+
+// KeyExtensionPaid, KeyExtensionLapsed: a customer's extension (by its
+// reference) paid and applied, or lapsed.
+func KeyExtensionPaid(ref string) string   { return "extension:" + ref }
+func KeyExtensionLapsed(ref string) string { return "extension-lapsed:" + ref }
 
 // KeyProvisioning is a provisioning step of an attempt ("start", "done",
 // "failed", "retry" or a step name).

@@ -250,6 +250,8 @@ func everyPageType(t *testing.T, s *shop) {
 	run(t, ctx, "order page", chromedp.Navigate(s.srv.URL+"/orders/"+ref), visible("[data-status]"))
 	waitJS(t, ctx, "the order active", `document.querySelector("[data-status]").dataset.status === "active" && !!document.querySelector("#ssh-cmd")`)
 	checkPage(t, ctx, "order-active")
+	page("order-extend", "/orders/"+ref+"/extend", "form.extend")
+	run(t, ctx, "order page again", chromedp.Navigate(s.srv.URL+"/orders/"+ref), visible("#ssh-cmd"))
 	if eval[bool](t, ctx, `!!document.querySelector("details.key-change")`) {
 		run(t, ctx, "open the key change", click("details.key-change summary"), visible("details.key-change textarea"))
 		checkPage(t, ctx, "order-active-key-change")
