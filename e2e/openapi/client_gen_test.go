@@ -86,6 +86,7 @@ func (e AgentSessionVia) Valid() bool {
 // Defines values for BalanceMovementKind.
 const (
 	BalanceMovementKindOrderPayment BalanceMovementKind = "order_payment"
+	BalanceMovementKindPayout       BalanceMovementKind = "payout"
 	BalanceMovementKindRefund       BalanceMovementKind = "refund"
 	BalanceMovementKindReversal     BalanceMovementKind = "reversal"
 	BalanceMovementKindTopup        BalanceMovementKind = "topup"
@@ -95,6 +96,8 @@ const (
 func (e BalanceMovementKind) Valid() bool {
 	switch e {
 	case BalanceMovementKindOrderPayment:
+		return true
+	case BalanceMovementKindPayout:
 		return true
 	case BalanceMovementKindRefund:
 		return true
@@ -217,8 +220,11 @@ const (
 	ErrorCodeNotFound                 ErrorCode = "not_found"
 	ErrorCodeOwnAction                ErrorCode = "own_action"
 	ErrorCodePaymentRequestActive     ErrorCode = "payment_request_active"
+	ErrorCodePayoutLimit              ErrorCode = "payout_limit"
 	ErrorCodeQuotaExceeded            ErrorCode = "quota_exceeded"
+	ErrorCodeQuoteExpired             ErrorCode = "quote_expired"
 	ErrorCodeRateUnavailable          ErrorCode = "rate_unavailable"
+	ErrorCodeSecondFactorRequired     ErrorCode = "second_factor_required"
 	ErrorCodeSessionNotFound          ErrorCode = "session_not_found"
 	ErrorCodeTooManyAttempts          ErrorCode = "too_many_attempts"
 	ErrorCodeTotpRequired             ErrorCode = "totp_required"
@@ -284,9 +290,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodePaymentRequestActive:
 		return true
+	case ErrorCodePayoutLimit:
+		return true
 	case ErrorCodeQuotaExceeded:
 		return true
+	case ErrorCodeQuoteExpired:
+		return true
 	case ErrorCodeRateUnavailable:
+		return true
+	case ErrorCodeSecondFactorRequired:
 		return true
 	case ErrorCodeSessionNotFound:
 		return true
@@ -406,16 +418,16 @@ func (e HostReservationState) Valid() bool {
 
 // Defines values for IntentPaymentState.
 const (
-	Confirmed IntentPaymentState = "confirmed"
-	Seen      IntentPaymentState = "seen"
+	IntentPaymentStateConfirmed IntentPaymentState = "confirmed"
+	IntentPaymentStateSeen      IntentPaymentState = "seen"
 )
 
 // Valid indicates whether the value is a known member of the IntentPaymentState enum.
 func (e IntentPaymentState) Valid() bool {
 	switch e {
-	case Confirmed:
+	case IntentPaymentStateConfirmed:
 		return true
-	case Seen:
+	case IntentPaymentStateSeen:
 		return true
 	default:
 		return false
@@ -737,6 +749,90 @@ func (e PaymentMethodNetwork) Valid() bool {
 	case Solana:
 		return true
 	case Tron:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayoutBatchStatus.
+const (
+	PayoutBatchStatusDone   PayoutBatchStatus = "done"
+	PayoutBatchStatusOpen   PayoutBatchStatus = "open"
+	PayoutBatchStatusSigned PayoutBatchStatus = "signed"
+	PayoutBatchStatusVoided PayoutBatchStatus = "voided"
+)
+
+// Valid indicates whether the value is a known member of the PayoutBatchStatus enum.
+func (e PayoutBatchStatus) Valid() bool {
+	switch e {
+	case PayoutBatchStatusDone:
+		return true
+	case PayoutBatchStatusOpen:
+		return true
+	case PayoutBatchStatusSigned:
+		return true
+	case PayoutBatchStatusVoided:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayoutBatchDetailStatus.
+const (
+	PayoutBatchDetailStatusDone   PayoutBatchDetailStatus = "done"
+	PayoutBatchDetailStatusOpen   PayoutBatchDetailStatus = "open"
+	PayoutBatchDetailStatusSigned PayoutBatchDetailStatus = "signed"
+	PayoutBatchDetailStatusVoided PayoutBatchDetailStatus = "voided"
+)
+
+// Valid indicates whether the value is a known member of the PayoutBatchDetailStatus enum.
+func (e PayoutBatchDetailStatus) Valid() bool {
+	switch e {
+	case PayoutBatchDetailStatusDone:
+		return true
+	case PayoutBatchDetailStatusOpen:
+		return true
+	case PayoutBatchDetailStatusSigned:
+		return true
+	case PayoutBatchDetailStatusVoided:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for PayoutStatus.
+const (
+	PayoutStatusApproved  PayoutStatus = "approved"
+	PayoutStatusBatched   PayoutStatus = "batched"
+	PayoutStatusCancelled PayoutStatus = "cancelled"
+	PayoutStatusDeclined  PayoutStatus = "declined"
+	PayoutStatusDone      PayoutStatus = "done"
+	PayoutStatusRequested PayoutStatus = "requested"
+	PayoutStatusSeen      PayoutStatus = "seen"
+	PayoutStatusSigned    PayoutStatus = "signed"
+)
+
+// Valid indicates whether the value is a known member of the PayoutStatus enum.
+func (e PayoutStatus) Valid() bool {
+	switch e {
+	case PayoutStatusApproved:
+		return true
+	case PayoutStatusBatched:
+		return true
+	case PayoutStatusCancelled:
+		return true
+	case PayoutStatusDeclined:
+		return true
+	case PayoutStatusDone:
+		return true
+	case PayoutStatusRequested:
+		return true
+	case PayoutStatusSeen:
+		return true
+	case PayoutStatusSigned:
 		return true
 	default:
 		return false
@@ -1236,16 +1332,18 @@ type Balance struct {
 // BalanceMovement defines model for BalanceMovement.
 type BalanceMovement struct {
 	// AmountCents Positive: credit; negative: debit.
-	AmountCents int64               `json:"amount_cents"`
-	AmountUsd   string              `json:"amount_usd"`
-	At          time.Time           `json:"at"`
-	Kind        BalanceMovementKind `json:"kind"`
+	AmountCents int64     `json:"amount_cents"`
+	AmountUsd   string    `json:"amount_usd"`
+	At          time.Time `json:"at"`
+
+	// Kind payout: a payout's amount held (negative), or given back when it is cancelled or declined (positive).
+	Kind BalanceMovementKind `json:"kind"`
 
 	// Reference The top-up or order concerned.
 	Reference string `json:"reference"`
 }
 
-// BalanceMovementKind defines model for BalanceMovement.Kind.
+// BalanceMovementKind payout: a payout's amount held (negative), or given back when it is cancelled or declined (positive).
 type BalanceMovementKind string
 
 // Catalog defines model for Catalog.
@@ -1321,12 +1419,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
-// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
+// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp. `payout_limit` (409): a payout under KERNODECK_PAYOUT_MIN_CENTS, not covering its network fee or too small to send, or past the account's KERNODECK_PAYOUT_DAILY_CENTS over 24 hours; nothing held. `quote_expired` (409): a payout quote confirmed after its 10 minutes; ask a new one. `second_factor_required` (403): a payout asked by an account without its second factor turned on.
 type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp.
+	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp. `payout_limit` (409): a payout under KERNODECK_PAYOUT_MIN_CENTS, not covering its network fee or too small to send, or past the account's KERNODECK_PAYOUT_DAILY_CENTS over 24 hours; nothing held. `quote_expired` (409): a payout quote confirmed after its 10 minutes; ask a new one. `second_factor_required` (403): a payout asked by an account without its second factor turned on.
 	Code ErrorCode `json:"code"`
 
 	// Field The offending input field, when there is one.
@@ -1807,6 +1905,235 @@ type PaymentMethodAsset string
 // PaymentMethodNetwork defines model for PaymentMethod.Network.
 type PaymentMethodNetwork string
 
+// Payout defines model for Payout.
+type Payout struct {
+	Address string `json:"address"`
+
+	// AmountBaseUnits What the customer receives, exact, in base units (the quote's).
+	AmountBaseUnits string `json:"amount_base_units"`
+
+	// AmountCents Held from the balance, fee_cents included.
+	AmountCents int64     `json:"amount_cents"`
+	Asset       string    `json:"asset"`
+	CreatedAt   time.Time `json:"created_at"`
+	Decimals    int32     `json:"decimals"`
+	FeeCents    int64     `json:"fee_cents"`
+	Network     string    `json:"network"`
+	RateAt      time.Time `json:"rate_at"`
+
+	// RateUsdPerUnit The quote's locked rate.
+	RateUsdPerUnit string `json:"rate_usd_per_unit"`
+
+	// Reference Example: PO-7QX2M4ZP9A
+	Reference string `json:"reference"`
+
+	// Status requested: held, waiting for support's approval; approved: waiting for the next batch; batched: in an exported batch not signed yet; signed: signed off the server, waiting for the chain; seen: its transfer is on the chain, not confirmed yet; done: confirmed, debited for good; cancelled (by the customer) and declined (by support): the amount is back on the balance. A reorganisation takes a seen or done payout back to signed; a done payout's debit stays posted once.
+	Status PayoutStatus `json:"status"`
+
+	// Txid Bitcoin, Litecoin: the transaction that pays it, once its batch is signed (none for a transfer list).
+	Txid      *string   `json:"txid,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PayoutAsk defines model for PayoutAsk.
+type PayoutAsk struct {
+	// Address The customer's wallet address on that network (white space around it is trimmed).
+	Address string `json:"address"`
+
+	// AmountCents What leaves the available balance, the network fee included; at least KERNODECK_PAYOUT_MIN_CENTS (default 1000).
+	AmountCents int64 `json:"amount_cents"`
+
+	// Asset One of the payment methods' assets on its network (GET /v1/payment-methods lists them).
+	//
+	// Example: LTC
+	Asset string `json:"asset"`
+
+	// Network Example: litecoin
+	Network string `json:"network"`
+}
+
+// PayoutBatch defines model for PayoutBatch.
+type PayoutBatch struct {
+	Asset     string    `json:"asset"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The senior agent who prepared it.
+	CreatedBy string `json:"created_by"`
+
+	// FeeBaseUnits Bitcoin, Litecoin: the PSBT's fee in base units.
+	FeeBaseUnits *string `json:"fee_base_units,omitempty"`
+	Network      string  `json:"network"`
+
+	// Psbt Bitcoin, Litecoin: the PSBT (BIP174, base64).
+	Psbt *string `json:"psbt,omitempty"`
+
+	// Reference Example: PB-7QX2M4ZP9A
+	Reference string     `json:"reference"`
+	SignedAt  *time.Time `json:"signed_at,omitempty"`
+	SignedBy  *string    `json:"signed_by,omitempty"`
+
+	// Status open: exported, waiting for its signature; signed: its payouts are watched on the chain; done: every payout confirmed (signed again if a reorganisation takes one back); voided: a customer cancelled one of its payouts before it was signed (the others went back to approved, for the next batch).
+	Status PayoutBatchStatus `json:"status"`
+
+	// Txid Bitcoin, Litecoin: the signed transaction's id.
+	Txid *string `json:"txid,omitempty"`
+}
+
+// PayoutBatchStatus open: exported, waiting for its signature; signed: its payouts are watched on the chain; done: every payout confirmed (signed again if a reorganisation takes one back); voided: a customer cancelled one of its payouts before it was signed (the others went back to approved, for the next batch).
+type PayoutBatchStatus string
+
+// PayoutBatchDetail A batch, its payouts (oldest first) and its export.
+type PayoutBatchDetail struct {
+	Asset     string    `json:"asset"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// CreatedBy The senior agent who prepared it.
+	CreatedBy string `json:"created_by"`
+
+	// Export What the operator signs or sends off the server.
+	Export PayoutBatchExport `json:"export"`
+
+	// FeeBaseUnits Bitcoin, Litecoin: the PSBT's fee in base units.
+	FeeBaseUnits *string  `json:"fee_base_units,omitempty"`
+	Network      string   `json:"network"`
+	Payouts      []Payout `json:"payouts"`
+
+	// Psbt Bitcoin, Litecoin: the PSBT (BIP174, base64).
+	Psbt *string `json:"psbt,omitempty"`
+
+	// Reference Example: PB-7QX2M4ZP9A
+	Reference string     `json:"reference"`
+	SignedAt  *time.Time `json:"signed_at,omitempty"`
+	SignedBy  *string    `json:"signed_by,omitempty"`
+
+	// Status open: exported, waiting for its signature; signed: its payouts are watched on the chain; done: every payout confirmed (signed again if a reorganisation takes one back); voided: a customer cancelled one of its payouts before it was signed (the others went back to approved, for the next batch).
+	Status PayoutBatchDetailStatus `json:"status"`
+
+	// Txid Bitcoin, Litecoin: the signed transaction's id.
+	Txid *string `json:"txid,omitempty"`
+}
+
+// PayoutBatchDetailStatus open: exported, waiting for its signature; signed: its payouts are watched on the chain; done: every payout confirmed (signed again if a reorganisation takes one back); voided: a customer cancelled one of its payouts before it was signed (the others went back to approved, for the next batch).
+type PayoutBatchDetailStatus string
+
+// PayoutBatchExport What the operator signs or sends off the server.
+type PayoutBatchExport struct {
+	// Csv Ethereum, Tron, Solana: the transfer list, a CSV with the header payout,network,asset,token_contract,to,amount,amount_base_units,uri.
+	Csv *string `json:"csv,omitempty"`
+
+	// FeeBaseUnits The PSBT's fee in base units ("0" for a transfer list: the payout wallet pays its own fees).
+	FeeBaseUnits string `json:"fee_base_units"`
+
+	// Psbt Bitcoin, Litecoin: the PSBT (BIP174, base64) spending the shop's received outputs, with each key's BIP32 derivation.
+	Psbt *string `json:"psbt,omitempty"`
+
+	// Uris The same transfers as URIs (EIP-681, Solana Pay, the plain address on Tron), one per payout.
+	Uris *[]string `json:"uris,omitempty"`
+}
+
+// PayoutBatchRequest defines model for PayoutBatchRequest.
+type PayoutBatchRequest struct {
+	// Asset Example: LTC
+	Asset string `json:"asset"`
+
+	// Network Example: litecoin
+	Network string `json:"network"`
+}
+
+// PayoutConfirmRequest defines model for PayoutConfirmRequest.
+type PayoutConfirmRequest struct {
+	// Code The second factor's current 6-digit code, or an unused recovery code.
+	Code string `json:"code"`
+
+	// Quote The quote field of POST /v1/payouts/quote's answer.
+	Quote string `json:"quote"`
+}
+
+// PayoutDetail A payout and its timeline, oldest first.
+type PayoutDetail struct {
+	Address string `json:"address"`
+
+	// AmountBaseUnits What the customer receives, exact, in base units (the quote's).
+	AmountBaseUnits string `json:"amount_base_units"`
+
+	// AmountCents Held from the balance, fee_cents included.
+	AmountCents int64         `json:"amount_cents"`
+	Asset       string        `json:"asset"`
+	CreatedAt   time.Time     `json:"created_at"`
+	Decimals    int32         `json:"decimals"`
+	Events      []PayoutEvent `json:"events"`
+	FeeCents    int64         `json:"fee_cents"`
+	Network     string        `json:"network"`
+	RateAt      time.Time     `json:"rate_at"`
+
+	// RateUsdPerUnit The quote's locked rate.
+	RateUsdPerUnit string `json:"rate_usd_per_unit"`
+
+	// Reference Example: PO-7QX2M4ZP9A
+	Reference string `json:"reference"`
+
+	// Status requested: held, waiting for support's approval; approved: waiting for the next batch; batched: in an exported batch not signed yet; signed: signed off the server, waiting for the chain; seen: its transfer is on the chain, not confirmed yet; done: confirmed, debited for good; cancelled (by the customer) and declined (by support): the amount is back on the balance. A reorganisation takes a seen or done payout back to signed; a done payout's debit stays posted once.
+	Status PayoutStatus `json:"status"`
+
+	// Txid Bitcoin, Litecoin: the transaction that pays it, once its batch is signed (none for a transfer list).
+	Txid      *string   `json:"txid,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PayoutEvent defines model for PayoutEvent.
+type PayoutEvent struct {
+	At time.Time `json:"at"`
+
+	// Message French, for the customer.
+	Message string `json:"message"`
+
+	// Status requested: held, waiting for support's approval; approved: waiting for the next batch; batched: in an exported batch not signed yet; signed: signed off the server, waiting for the chain; seen: its transfer is on the chain, not confirmed yet; done: confirmed, debited for good; cancelled (by the customer) and declined (by support): the amount is back on the balance. A reorganisation takes a seen or done payout back to signed; a done payout's debit stays posted once.
+	Status PayoutStatus `json:"status"`
+}
+
+// PayoutList defines model for PayoutList.
+type PayoutList struct {
+	// HeldCents What payouts not done, cancelled or declined hold from the balance.
+	HeldCents int64    `json:"held_cents"`
+	Payouts   []Payout `json:"payouts"`
+}
+
+// PayoutQuote A payout priced at a rate locked until expires_at, and that price sealed (quote) for POST /v1/payouts.
+type PayoutQuote struct {
+	// Address The address in its canonical form (lowercase bech32, EIP-55 checksum case).
+	Address string `json:"address"`
+
+	// Amount The same amount in whole units, exact.
+	Amount string `json:"amount"`
+
+	// AmountBaseUnits What the customer receives, exact, in base units: amount_cents - fee_cents at the rate, rounded down.
+	AmountBaseUnits string `json:"amount_base_units"`
+
+	// AmountCents Held from the balance once confirmed, fee_cents included.
+	AmountCents int64  `json:"amount_cents"`
+	Asset       string `json:"asset"`
+
+	// Decimals Base units per unit = 10^decimals.
+	Decimals int32 `json:"decimals"`
+
+	// ExpiresAt 10 minutes after the quote: confirm before (409 quote_expired after).
+	ExpiresAt time.Time `json:"expires_at"`
+
+	// FeeCents The network fee charged for this network (KERNODECK_PAYOUT_FEE_CENTS).
+	FeeCents int64  `json:"fee_cents"`
+	Network  string `json:"network"`
+
+	// Quote The quote sealed to the account; opaque, send it back unchanged.
+	Quote string `json:"quote"`
+
+	// RateAt When the rate was observed.
+	RateAt         time.Time `json:"rate_at"`
+	RateUsdPerUnit string    `json:"rate_usd_per_unit"`
+}
+
+// PayoutStatus requested: held, waiting for support's approval; approved: waiting for the next batch; batched: in an exported batch not signed yet; signed: signed off the server, waiting for the chain; seen: its transfer is on the chain, not confirmed yet; done: confirmed, debited for good; cancelled (by the customer) and declined (by support): the amount is back on the balance. A reorganisation takes a seen or done payout back to signed; a done payout's debit stays posted once.
+type PayoutStatus string
+
 // Quote defines model for Quote.
 type Quote struct {
 	// Availability Whether this configuration can be sold now: the same calculation that
@@ -1935,6 +2262,12 @@ type SessionsEnded struct {
 	SessionsEnded int64 `json:"sessions_ended"`
 }
 
+// SignedBatchRequest defines model for SignedBatchRequest.
+type SignedBatchRequest struct {
+	// Transaction Bitcoin and Litecoin, the signed transaction (hex) or finalized PSBT (base64); other networks, empty or absent.
+	Transaction *string `json:"transaction,omitempty"`
+}
+
 // StuckOrder defines model for StuckOrder.
 type StuckOrder struct {
 	CustomerEmail string `json:"customer_email"`
@@ -2052,6 +2385,11 @@ type SupportOrderDetail struct {
 
 // SupportOrderDetailAllowedActions defines model for SupportOrderDetail.AllowedActions.
 type SupportOrderDetailAllowedActions string
+
+// SupportPayoutList defines model for SupportPayoutList.
+type SupportPayoutList struct {
+	Payouts []Payout `json:"payouts"`
+}
 
 // SupportRequest defines model for SupportRequest.
 type SupportRequest struct {
@@ -2212,6 +2550,9 @@ type WaitingOrder struct {
 // ActionID defines model for ActionID.
 type ActionID = int64
 
+// BatchRef defines model for BatchRef.
+type BatchRef = string
+
 // CSRFToken defines model for CSRFToken.
 type CSRFToken = string
 
@@ -2226,6 +2567,9 @@ type IdempotencyKey = string
 
 // IntentID defines model for IntentID.
 type IntentID = string
+
+// PayoutRef defines model for PayoutRef.
+type PayoutRef = string
 
 // Ref defines model for Ref.
 type Ref = string
@@ -2422,6 +2766,27 @@ type ClaimPaymentIntentParams struct {
 	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
 }
 
+// RequestPayoutParams defines parameters for RequestPayout.
+type RequestPayoutParams struct {
+	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
+	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
+
+	// IdempotencyKey Names the payout: sent again with the same key, the account's payout made with it is answered and nothing is held twice. Without it the quote is the key: one quote makes one payout.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// QuotePayoutParams defines parameters for QuotePayout.
+type QuotePayoutParams struct {
+	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
+	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
+}
+
+// CancelPayoutParams defines parameters for CancelPayout.
+type CancelPayoutParams struct {
+	// XCSRFToken The session's csrf_token; required when authenticated by cookie.
+	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
+}
+
 // SupportCountExceptionParams defines parameters for SupportCountException.
 type SupportCountExceptionParams struct {
 	// IdempotencyKey A new key for each support action (8 to 128 characters of A-Z, a-z, 0-9, ".", "_", ":", "-"), unique per agent; missing or malformed: 400 invalid (field idempotency_key), nothing recorded. The same key sent again carries nothing out: it gets the first request's answer (same status and body, header Idempotent-Replayed: true), or 202 in_progress while that request has no outcome yet; sent with another action, target, reason or parameters, 409 idempotency_key_reused.
@@ -2503,6 +2868,12 @@ type SupportRefundParams struct {
 type SupportRetryProvisioningParams struct {
 	// IdempotencyKey A new key for each support action (8 to 128 characters of A-Z, a-z, 0-9, ".", "_", ":", "-"), unique per agent; missing or malformed: 400 invalid (field idempotency_key), nothing recorded. The same key sent again carries nothing out: it gets the first request's answer (same status and body, header Idempotent-Replayed: true), or 202 in_progress while that request has no outcome yet; sent with another action, target, reason or parameters, 409 idempotency_key_reused.
 	IdempotencyKey IdempotencyKey `json:"Idempotency-Key"`
+}
+
+// SupportListPayoutsParams defines parameters for SupportListPayouts.
+type SupportListPayoutsParams struct {
+	// Status Only the payouts of this status (absent or empty, all).
+	Status *PayoutStatus `form:"status,omitempty" json:"status,omitempty"`
 }
 
 // SupportOpenSessionJSONBody defines parameters for SupportOpenSession.
@@ -2606,6 +2977,12 @@ type TakeBackJSONRequestBody = TakeBackJSONBody
 // ClaimPaymentIntentJSONRequestBody defines body for ClaimPaymentIntent for application/json ContentType.
 type ClaimPaymentIntentJSONRequestBody = ClaimPaymentIntentJSONBody
 
+// RequestPayoutJSONRequestBody defines body for RequestPayout for application/json ContentType.
+type RequestPayoutJSONRequestBody = PayoutConfirmRequest
+
+// QuotePayoutJSONRequestBody defines body for QuotePayout for application/json ContentType.
+type QuotePayoutJSONRequestBody = PayoutAsk
+
 // QuoteJSONRequestBody defines body for Quote for application/json ContentType.
 type QuoteJSONRequestBody = Configuration
 
@@ -2653,6 +3030,18 @@ type SupportRefundJSONRequestBody = RefundRequest
 
 // SupportRetryProvisioningJSONRequestBody defines body for SupportRetryProvisioning for application/json ContentType.
 type SupportRetryProvisioningJSONRequestBody = ReasonRequest
+
+// SupportOpenPayoutBatchJSONRequestBody defines body for SupportOpenPayoutBatch for application/json ContentType.
+type SupportOpenPayoutBatchJSONRequestBody = PayoutBatchRequest
+
+// SupportSubmitSignedPayoutBatchJSONRequestBody defines body for SupportSubmitSignedPayoutBatch for application/json ContentType.
+type SupportSubmitSignedPayoutBatchJSONRequestBody = SignedBatchRequest
+
+// SupportApprovePayoutJSONRequestBody defines body for SupportApprovePayout for application/json ContentType.
+type SupportApprovePayoutJSONRequestBody = EmptyRequest
+
+// SupportDeclinePayoutJSONRequestBody defines body for SupportDeclinePayout for application/json ContentType.
+type SupportDeclinePayoutJSONRequestBody = ReasonRequest
 
 // SupportOpenSessionJSONRequestBody defines body for SupportOpenSession for application/json ContentType.
 type SupportOpenSessionJSONRequestBody = SupportOpenSessionJSONBody
@@ -2937,8 +3326,9 @@ type ClientInterface interface {
 
 	// GetBalanceHistory Movements of the balance, newest first (at most 200).
 	//
-	// Top-ups credited (positive), rentals paid from the balance (negative)
-	// and refunds to the balance (positive), one line per ledger transaction.
+	// Top-ups credited (positive), rentals paid from the balance (negative),
+	// refunds to the balance (positive) and payouts (held: negative; given
+	// back on a cancel or decline: positive), one line per ledger transaction.
 	//
 	// Corresponds with GET /v1/balance/history (the `GetBalanceHistory` operationId).
 	GetBalanceHistory(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3463,6 +3853,61 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/payment-methods (the `ListPaymentMethods` operationId).
 	ListPaymentMethods(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListPayouts The account's payouts, newest first (at most 200), and what they hold from the balance.
+	//
+	// 409 `conflict` when this server offers no payouts.
+	//
+	// Corresponds with GET /v1/payouts (the `ListPayouts` operationId).
+	ListPayouts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestPayoutWithBody Confirm a quote with the second factor's code; the amount is held from the balance at once.
+	//
+	// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+	RequestPayoutWithBody(ctx context.Context, params *RequestPayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestPayout Confirm a quote with the second factor's code; the amount is held from the balance at once.
+	//
+	// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+	RequestPayout(ctx context.Context, params *RequestPayoutParams, body RequestPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QuotePayoutWithBody Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+	//
+	// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+	QuotePayoutWithBody(ctx context.Context, params *QuotePayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QuotePayout Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+	//
+	// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+	QuotePayout(ctx context.Context, params *QuotePayoutParams, body QuotePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetPayout One of the account's payouts with its timeline.
+	//
+	// Corresponds with GET /v1/payouts/{ref} (the `GetPayout` operationId).
+	GetPayout(ctx context.Context, ref PayoutRef, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelPayout Cancel a payout not signed yet; its amount is available on the balance again.
+	//
+	// Allowed while the payout is `requested`, `approved` or `batched`. A payout in a batch not signed yet voids that batch (its other payouts wait for the next one). 409 `conflict` once it is signed, seen or done, cancelled or declined.
+	//
+	// Corresponds with POST /v1/payouts/{ref}/cancel (the `CancelPayout` operationId).
+	CancelPayout(ctx context.Context, ref PayoutRef, params *CancelPayoutParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// QuoteWithBody Price a configuration (total = lot price x lots; B200 lots hold 2 GPUs).
 	//
 	// Takes any type of body and a specified content type.
@@ -3753,6 +4198,88 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/support/orders/{ref}/retry-provisioning (the `SupportRetryProvisioning` operationId).
 	SupportRetryProvisioning(ctx context.Context, ref Ref, params *SupportRetryProvisioningParams, body SupportRetryProvisioningJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportOpenPayoutBatchWithBody A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+	//
+	// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+	SupportOpenPayoutBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportOpenPayoutBatch A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+	//
+	// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+	SupportOpenPayoutBatch(ctx context.Context, body SupportOpenPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportGetPayoutBatch A payout batch, its payouts and its export (PSBT or transfer list).
+	//
+	// Corresponds with GET /v1/support/payout-batches/{ref} (the `SupportGetPayoutBatch` operationId).
+	SupportGetPayoutBatch(ctx context.Context, ref BatchRef, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportSubmitSignedPayoutBatchWithBody A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+	//
+	// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+	SupportSubmitSignedPayoutBatchWithBody(ctx context.Context, ref BatchRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportSubmitSignedPayoutBatch A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+	//
+	// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+	SupportSubmitSignedPayoutBatch(ctx context.Context, ref BatchRef, body SupportSubmitSignedPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportListPayouts The customers' payouts, newest first (at most 200), all or those of one status.
+	//
+	// Corresponds with GET /v1/support/payouts (the `SupportListPayouts` operationId).
+	SupportListPayouts(ctx context.Context, params *SupportListPayoutsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportApprovePayoutWithBody Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+	//
+	// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+	SupportApprovePayoutWithBody(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportApprovePayout Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+	//
+	// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+	SupportApprovePayout(ctx context.Context, ref PayoutRef, body SupportApprovePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportDeclinePayoutWithBody Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+	//
+	// 409 `conflict` once the payout is batched or further.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+	SupportDeclinePayoutWithBody(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportDeclinePayout Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+	//
+	// 409 `conflict` once the payout is batched or further.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+	SupportDeclinePayout(ctx context.Context, ref PayoutRef, body SupportDeclinePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SupportProvisioningFailures Orders whose provisioning failed and wait for support (retry, refund or cancel), longest waiting first (at most 200).
 	//
@@ -4236,8 +4763,9 @@ func (c *Client) GetBalance(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // GetBalanceHistory Movements of the balance, newest first (at most 200).
 //
-// Top-ups credited (positive), rentals paid from the balance (negative)
-// and refunds to the balance (positive), one line per ledger transaction.
+// Top-ups credited (positive), rentals paid from the balance (negative),
+// refunds to the balance (positive) and payouts (held: negative; given
+// back on a cancel or decline: positive), one line per ledger transaction.
 //
 // Corresponds with GET /v1/balance/history (the `GetBalanceHistory` operationId).
 func (c *Client) GetBalanceHistory(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5272,6 +5800,131 @@ func (c *Client) ListPaymentMethods(ctx context.Context, reqEditors ...RequestEd
 	return c.Client.Do(req)
 }
 
+// ListPayouts The account's payouts, newest first (at most 200), and what they hold from the balance.
+//
+// 409 `conflict` when this server offers no payouts.
+//
+// Corresponds with GET /v1/payouts (the `ListPayouts` operationId).
+func (c *Client) ListPayouts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListPayoutsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestPayoutWithBody Confirm a quote with the second factor's code; the amount is held from the balance at once.
+//
+// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+func (c *Client) RequestPayoutWithBody(ctx context.Context, params *RequestPayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPayoutRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestPayout Confirm a quote with the second factor's code; the amount is held from the balance at once.
+//
+// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+func (c *Client) RequestPayout(ctx context.Context, params *RequestPayoutParams, body RequestPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestPayoutRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QuotePayoutWithBody Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+//
+// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+func (c *Client) QuotePayoutWithBody(ctx context.Context, params *QuotePayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQuotePayoutRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QuotePayout Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+//
+// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+func (c *Client) QuotePayout(ctx context.Context, params *QuotePayoutParams, body QuotePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQuotePayoutRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetPayout One of the account's payouts with its timeline.
+//
+// Corresponds with GET /v1/payouts/{ref} (the `GetPayout` operationId).
+func (c *Client) GetPayout(ctx context.Context, ref PayoutRef, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetPayoutRequest(c.Server, ref)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelPayout Cancel a payout not signed yet; its amount is available on the balance again.
+//
+// Allowed while the payout is `requested`, `approved` or `batched`. A payout in a batch not signed yet voids that batch (its other payouts wait for the next one). 409 `conflict` once it is signed, seen or done, cancelled or declined.
+//
+// Corresponds with POST /v1/payouts/{ref}/cancel (the `CancelPayout` operationId).
+func (c *Client) CancelPayout(ctx context.Context, ref PayoutRef, params *CancelPayoutParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelPayoutRequest(c.Server, ref, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // QuoteWithBody Price a configuration (total = lot price x lots; B200 lots hold 2 GPUs).
 //
 // Takes any type of body and a specified content type.
@@ -5973,6 +6626,188 @@ func (c *Client) SupportRetryProvisioningWithBody(ctx context.Context, ref Ref, 
 // Corresponds with POST /v1/support/orders/{ref}/retry-provisioning (the `SupportRetryProvisioning` operationId).
 func (c *Client) SupportRetryProvisioning(ctx context.Context, ref Ref, params *SupportRetryProvisioningParams, body SupportRetryProvisioningJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSupportRetryProvisioningRequest(c.Server, ref, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportOpenPayoutBatchWithBody A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+//
+// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+func (c *Client) SupportOpenPayoutBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportOpenPayoutBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportOpenPayoutBatch A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+//
+// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+func (c *Client) SupportOpenPayoutBatch(ctx context.Context, body SupportOpenPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportOpenPayoutBatchRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportGetPayoutBatch A payout batch, its payouts and its export (PSBT or transfer list).
+//
+// Corresponds with GET /v1/support/payout-batches/{ref} (the `SupportGetPayoutBatch` operationId).
+func (c *Client) SupportGetPayoutBatch(ctx context.Context, ref BatchRef, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportGetPayoutBatchRequest(c.Server, ref)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportSubmitSignedPayoutBatchWithBody A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+//
+// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+func (c *Client) SupportSubmitSignedPayoutBatchWithBody(ctx context.Context, ref BatchRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportSubmitSignedPayoutBatchRequestWithBody(c.Server, ref, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportSubmitSignedPayoutBatch A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+//
+// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+func (c *Client) SupportSubmitSignedPayoutBatch(ctx context.Context, ref BatchRef, body SupportSubmitSignedPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportSubmitSignedPayoutBatchRequest(c.Server, ref, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportListPayouts The customers' payouts, newest first (at most 200), all or those of one status.
+//
+// Corresponds with GET /v1/support/payouts (the `SupportListPayouts` operationId).
+func (c *Client) SupportListPayouts(ctx context.Context, params *SupportListPayoutsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportListPayoutsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportApprovePayoutWithBody Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+//
+// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+func (c *Client) SupportApprovePayoutWithBody(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportApprovePayoutRequestWithBody(c.Server, ref, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportApprovePayout Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+//
+// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+func (c *Client) SupportApprovePayout(ctx context.Context, ref PayoutRef, body SupportApprovePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportApprovePayoutRequest(c.Server, ref, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportDeclinePayoutWithBody Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+//
+// 409 `conflict` once the payout is batched or further.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+func (c *Client) SupportDeclinePayoutWithBody(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportDeclinePayoutRequestWithBody(c.Server, ref, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportDeclinePayout Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+//
+// 409 `conflict` once the payout is batched or further.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+func (c *Client) SupportDeclinePayout(ctx context.Context, ref PayoutRef, body SupportDeclinePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportDeclinePayoutRequest(c.Server, ref, body)
 	if err != nil {
 		return nil, err
 	}
@@ -8273,6 +9108,237 @@ func NewListPaymentMethodsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListPayoutsRequest constructs an http.Request for the ListPayouts method
+func NewListPayoutsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/payouts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRequestPayoutRequest calls the generic RequestPayout builder with application/json body
+func NewRequestPayoutRequest(server string, params *RequestPayoutParams, body RequestPayoutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestPayoutRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewRequestPayoutRequestWithBody constructs an http.Request for the RequestPayout method, with any body, and a specified content type
+func NewRequestPayoutRequestWithBody(server string, params *RequestPayoutParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/payouts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XCSRFToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-CSRF-Token", *params.XCSRFToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-CSRF-Token", headerParam0)
+		}
+
+		if params.IdempotencyKey != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam1)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewQuotePayoutRequest calls the generic QuotePayout builder with application/json body
+func NewQuotePayoutRequest(server string, params *QuotePayoutParams, body QuotePayoutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewQuotePayoutRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewQuotePayoutRequestWithBody constructs an http.Request for the QuotePayout method, with any body, and a specified content type
+func NewQuotePayoutRequestWithBody(server string, params *QuotePayoutParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/payouts/quote")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XCSRFToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-CSRF-Token", *params.XCSRFToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-CSRF-Token", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetPayoutRequest constructs an http.Request for the GetPayout method
+func NewGetPayoutRequest(server string, ref PayoutRef) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/payouts/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelPayoutRequest constructs an http.Request for the CancelPayout method
+func NewCancelPayoutRequest(server string, ref PayoutRef, params *CancelPayoutParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/payouts/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XCSRFToken != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-CSRF-Token", *params.XCSRFToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-CSRF-Token", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewQuoteRequest calls the generic Quote builder with application/json body
 func NewQuoteRequest(server string, body QuoteJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -9501,6 +10567,275 @@ func NewSupportRetryProvisioningRequestWithBody(server string, ref Ref, params *
 	return req, nil
 }
 
+// NewSupportOpenPayoutBatchRequest calls the generic SupportOpenPayoutBatch builder with application/json body
+func NewSupportOpenPayoutBatchRequest(server string, body SupportOpenPayoutBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSupportOpenPayoutBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSupportOpenPayoutBatchRequestWithBody constructs an http.Request for the SupportOpenPayoutBatch method, with any body, and a specified content type
+func NewSupportOpenPayoutBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/payout-batches")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSupportGetPayoutBatchRequest constructs an http.Request for the SupportGetPayoutBatch method
+func NewSupportGetPayoutBatchRequest(server string, ref BatchRef) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/payout-batches/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSupportSubmitSignedPayoutBatchRequest calls the generic SupportSubmitSignedPayoutBatch builder with application/json body
+func NewSupportSubmitSignedPayoutBatchRequest(server string, ref BatchRef, body SupportSubmitSignedPayoutBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSupportSubmitSignedPayoutBatchRequestWithBody(server, ref, "application/json", bodyReader)
+}
+
+// NewSupportSubmitSignedPayoutBatchRequestWithBody constructs an http.Request for the SupportSubmitSignedPayoutBatch method, with any body, and a specified content type
+func NewSupportSubmitSignedPayoutBatchRequestWithBody(server string, ref BatchRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/payout-batches/%s/signed", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSupportListPayoutsRequest constructs an http.Request for the SupportListPayouts method
+func NewSupportListPayoutsRequest(server string, params *SupportListPayoutsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/payouts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSupportApprovePayoutRequest calls the generic SupportApprovePayout builder with application/json body
+func NewSupportApprovePayoutRequest(server string, ref PayoutRef, body SupportApprovePayoutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSupportApprovePayoutRequestWithBody(server, ref, "application/json", bodyReader)
+}
+
+// NewSupportApprovePayoutRequestWithBody constructs an http.Request for the SupportApprovePayout method, with any body, and a specified content type
+func NewSupportApprovePayoutRequestWithBody(server string, ref PayoutRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/payouts/%s/approve", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSupportDeclinePayoutRequest calls the generic SupportDeclinePayout builder with application/json body
+func NewSupportDeclinePayoutRequest(server string, ref PayoutRef, body SupportDeclinePayoutJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSupportDeclinePayoutRequestWithBody(server, ref, "application/json", bodyReader)
+}
+
+// NewSupportDeclinePayoutRequestWithBody constructs an http.Request for the SupportDeclinePayout method, with any body, and a specified content type
+func NewSupportDeclinePayoutRequestWithBody(server string, ref PayoutRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "ref", ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/payouts/%s/decline", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewSupportProvisioningFailuresRequest constructs an http.Request for the SupportProvisioningFailures method
 func NewSupportProvisioningFailuresRequest(server string) (*http.Request, error) {
 	var err error
@@ -10442,8 +11777,9 @@ type ClientWithResponsesInterface interface {
 
 	// GetBalanceHistoryWithResponse Movements of the balance, newest first (at most 200).
 	//
-	// Top-ups credited (positive), rentals paid from the balance (negative)
-	// and refunds to the balance (positive), one line per ledger transaction.
+	// Top-ups credited (positive), rentals paid from the balance (negative),
+	// refunds to the balance (positive) and payouts (held: negative; given
+	// back on a cancel or decline: positive), one line per ledger transaction.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11006,6 +12342,67 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/payment-methods (the `ListPaymentMethods` operationId).
 	ListPaymentMethodsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPaymentMethodsResponse, error)
 
+	// ListPayoutsWithResponse The account's payouts, newest first (at most 200), and what they hold from the balance.
+	//
+	// 409 `conflict` when this server offers no payouts.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/payouts (the `ListPayouts` operationId).
+	ListPayoutsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPayoutsResponse, error)
+
+	// RequestPayoutWithBodyWithResponse Confirm a quote with the second factor's code; the amount is held from the balance at once.
+	//
+	// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+	RequestPayoutWithBodyWithResponse(ctx context.Context, params *RequestPayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestPayoutResponse, error)
+
+	// RequestPayoutWithResponse Confirm a quote with the second factor's code; the amount is held from the balance at once.
+	//
+	// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+	RequestPayoutWithResponse(ctx context.Context, params *RequestPayoutParams, body RequestPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPayoutResponse, error)
+
+	// QuotePayoutWithBodyWithResponse Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+	//
+	// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+	QuotePayoutWithBodyWithResponse(ctx context.Context, params *QuotePayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QuotePayoutResponse, error)
+
+	// QuotePayoutWithResponse Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+	//
+	// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+	QuotePayoutWithResponse(ctx context.Context, params *QuotePayoutParams, body QuotePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*QuotePayoutResponse, error)
+
+	// GetPayoutWithResponse One of the account's payouts with its timeline.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/payouts/{ref} (the `GetPayout` operationId).
+	GetPayoutWithResponse(ctx context.Context, ref PayoutRef, reqEditors ...RequestEditorFn) (*GetPayoutResponse, error)
+
+	// CancelPayoutWithResponse Cancel a payout not signed yet; its amount is available on the balance again.
+	//
+	// Allowed while the payout is `requested`, `approved` or `batched`. A payout in a batch not signed yet voids that batch (its other payouts wait for the next one). 409 `conflict` once it is signed, seen or done, cancelled or declined.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/payouts/{ref}/cancel (the `CancelPayout` operationId).
+	CancelPayoutWithResponse(ctx context.Context, ref PayoutRef, params *CancelPayoutParams, reqEditors ...RequestEditorFn) (*CancelPayoutResponse, error)
+
 	// QuoteWithBodyWithResponse Price a configuration (total = lot price x lots; B200 lots hold 2 GPUs).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11316,6 +12713,92 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/support/orders/{ref}/retry-provisioning (the `SupportRetryProvisioning` operationId).
 	SupportRetryProvisioningWithResponse(ctx context.Context, ref Ref, params *SupportRetryProvisioningParams, body SupportRetryProvisioningJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportRetryProvisioningResponse, error)
+
+	// SupportOpenPayoutBatchWithBodyWithResponse A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+	//
+	// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+	SupportOpenPayoutBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportOpenPayoutBatchResponse, error)
+
+	// SupportOpenPayoutBatchWithResponse A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+	//
+	// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+	SupportOpenPayoutBatchWithResponse(ctx context.Context, body SupportOpenPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportOpenPayoutBatchResponse, error)
+
+	// SupportGetPayoutBatchWithResponse A payout batch, its payouts and its export (PSBT or transfer list).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/support/payout-batches/{ref} (the `SupportGetPayoutBatch` operationId).
+	SupportGetPayoutBatchWithResponse(ctx context.Context, ref BatchRef, reqEditors ...RequestEditorFn) (*SupportGetPayoutBatchResponse, error)
+
+	// SupportSubmitSignedPayoutBatchWithBodyWithResponse A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+	//
+	// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+	SupportSubmitSignedPayoutBatchWithBodyWithResponse(ctx context.Context, ref BatchRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportSubmitSignedPayoutBatchResponse, error)
+
+	// SupportSubmitSignedPayoutBatchWithResponse A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+	//
+	// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+	SupportSubmitSignedPayoutBatchWithResponse(ctx context.Context, ref BatchRef, body SupportSubmitSignedPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportSubmitSignedPayoutBatchResponse, error)
+
+	// SupportListPayoutsWithResponse The customers' payouts, newest first (at most 200), all or those of one status.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/support/payouts (the `SupportListPayouts` operationId).
+	SupportListPayoutsWithResponse(ctx context.Context, params *SupportListPayoutsParams, reqEditors ...RequestEditorFn) (*SupportListPayoutsResponse, error)
+
+	// SupportApprovePayoutWithBodyWithResponse Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+	//
+	// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+	SupportApprovePayoutWithBodyWithResponse(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportApprovePayoutResponse, error)
+
+	// SupportApprovePayoutWithResponse Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+	//
+	// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+	SupportApprovePayoutWithResponse(ctx context.Context, ref PayoutRef, body SupportApprovePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportApprovePayoutResponse, error)
+
+	// SupportDeclinePayoutWithBodyWithResponse Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+	//
+	// 409 `conflict` once the payout is batched or further.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+	SupportDeclinePayoutWithBodyWithResponse(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportDeclinePayoutResponse, error)
+
+	// SupportDeclinePayoutWithResponse Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+	//
+	// 409 `conflict` once the payout is batched or further.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+	SupportDeclinePayoutWithResponse(ctx context.Context, ref PayoutRef, body SupportDeclinePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportDeclinePayoutResponse, error)
 
 	// SupportProvisioningFailuresWithResponse Orders whose provisioning failed and wait for support (retry, refund or cancel), longest waiting first (at most 200).
 	//
@@ -14339,6 +15822,372 @@ func (r ListPaymentMethodsResponse) ContentType() string {
 	return ""
 }
 
+type ListPayoutsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PayoutList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListPayoutsResponse) GetJSON200() *PayoutList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListPayoutsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ListPayoutsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r ListPayoutsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListPayoutsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListPayoutsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListPayoutsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListPayoutsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RequestPayoutResponse429Headers the declared response headers of an HTTP 429 response for RequestPayout
+type RequestPayoutResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RequestPayoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Payout
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *TooMany
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RequestPayoutResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RequestPayoutResponse) GetJSON201() *Payout {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RequestPayoutResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RequestPayoutResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RequestPayoutResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RequestPayoutResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RequestPayoutResponse) GetJSON429() *TooMany {
+	return r.JSON429
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r RequestPayoutResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestPayoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestPayoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestPayoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestPayoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type QuotePayoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PayoutQuote
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QuotePayoutResponse) GetJSON200() *PayoutQuote {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r QuotePayoutResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QuotePayoutResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r QuotePayoutResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r QuotePayoutResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r QuotePayoutResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r QuotePayoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QuotePayoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QuotePayoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QuotePayoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetPayoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PayoutDetail
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetPayoutResponse) GetJSON200() *PayoutDetail {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetPayoutResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetPayoutResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r GetPayoutResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r GetPayoutResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetPayoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetPayoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetPayoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetPayoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelPayoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Payout
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelPayoutResponse) GetJSON200() *Payout {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CancelPayoutResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CancelPayoutResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CancelPayoutResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r CancelPayoutResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelPayoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelPayoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelPayoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelPayoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type QuoteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -16387,6 +18236,462 @@ func (r SupportRetryProvisioningResponse) ContentType() string {
 	return ""
 }
 
+// SupportOpenPayoutBatchResponse503Headers the declared response headers of an HTTP 503 response for SupportOpenPayoutBatch
+type SupportOpenPayoutBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
+type SupportOpenPayoutBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PayoutBatchDetail
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *WorkflowsUnavailable
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *SupportOpenPayoutBatchResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r SupportOpenPayoutBatchResponse) GetJSON201() *PayoutBatchDetail {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SupportOpenPayoutBatchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportOpenPayoutBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportOpenPayoutBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SupportOpenPayoutBatchResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r SupportOpenPayoutBatchResponse) GetJSON503() *WorkflowsUnavailable {
+	return r.JSON503
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportOpenPayoutBatchResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportOpenPayoutBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportOpenPayoutBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportOpenPayoutBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportOpenPayoutBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SupportGetPayoutBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PayoutBatchDetail
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SupportGetPayoutBatchResponse) GetJSON200() *PayoutBatchDetail {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportGetPayoutBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SupportGetPayoutBatchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SupportGetPayoutBatchResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportGetPayoutBatchResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportGetPayoutBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportGetPayoutBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportGetPayoutBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportGetPayoutBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SupportSubmitSignedPayoutBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PayoutBatchDetail
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SupportSubmitSignedPayoutBatchResponse) GetJSON200() *PayoutBatchDetail {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SupportSubmitSignedPayoutBatchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportSubmitSignedPayoutBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportSubmitSignedPayoutBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SupportSubmitSignedPayoutBatchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SupportSubmitSignedPayoutBatchResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportSubmitSignedPayoutBatchResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportSubmitSignedPayoutBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportSubmitSignedPayoutBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportSubmitSignedPayoutBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportSubmitSignedPayoutBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SupportListPayoutsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SupportPayoutList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SupportListPayoutsResponse) GetJSON200() *SupportPayoutList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportListPayoutsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SupportListPayoutsResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportListPayoutsResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportListPayoutsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportListPayoutsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportListPayoutsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportListPayoutsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SupportApprovePayoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Payout
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SupportApprovePayoutResponse) GetJSON200() *Payout {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportApprovePayoutResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SupportApprovePayoutResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SupportApprovePayoutResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SupportApprovePayoutResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportApprovePayoutResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportApprovePayoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportApprovePayoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportApprovePayoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportApprovePayoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SupportDeclinePayoutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Payout
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SupportDeclinePayoutResponse) GetJSON200() *Payout {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SupportDeclinePayoutResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportDeclinePayoutResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SupportDeclinePayoutResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SupportDeclinePayoutResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportDeclinePayoutResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportDeclinePayoutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportDeclinePayoutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportDeclinePayoutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportDeclinePayoutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type SupportProvisioningFailuresResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17833,8 +20138,9 @@ func (c *ClientWithResponses) GetBalanceWithResponse(ctx context.Context, reqEdi
 
 // GetBalanceHistoryWithResponse Movements of the balance, newest first (at most 200).
 //
-// Top-ups credited (positive), rentals paid from the balance (negative)
-// and refunds to the balance (positive), one line per ledger transaction.
+// Top-ups credited (positive), rentals paid from the balance (negative),
+// refunds to the balance (positive) and payouts (held: negative; given
+// back on a cancel or decline: positive), one line per ledger transaction.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18703,6 +21009,109 @@ func (c *ClientWithResponses) ListPaymentMethodsWithResponse(ctx context.Context
 	return ParseListPaymentMethodsResponse(rsp)
 }
 
+// ListPayoutsWithResponse The account's payouts, newest first (at most 200), and what they hold from the balance.
+//
+// 409 `conflict` when this server offers no payouts.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/payouts (the `ListPayouts` operationId).
+func (c *ClientWithResponses) ListPayoutsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListPayoutsResponse, error) {
+	rsp, err := c.ListPayouts(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListPayoutsResponse(rsp)
+}
+
+// RequestPayoutWithBodyWithResponse Confirm a quote with the second factor's code; the amount is held from the balance at once.
+//
+// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+func (c *ClientWithResponses) RequestPayoutWithBodyWithResponse(ctx context.Context, params *RequestPayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestPayoutResponse, error) {
+	rsp, err := c.RequestPayoutWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPayoutResponse(rsp)
+}
+
+// RequestPayoutWithResponse Confirm a quote with the second factor's code; the amount is held from the balance at once.
+//
+// The account must have its second factor turned on (403 `second_factor_required` otherwise) and `code` is its current 6-digit code or an unused recovery code (400 `invalid` with `field` totp_code when missing or wrong; wrong codes are throttled with every other code of the account, 429 `too_many_attempts`). The quote must be this account's, unaltered (400 `invalid`, `field` quote) and less than 10 minutes old (409 `quote_expired`: ask a new one). In one transaction the payout is recorded `requested` and `amount_cents` is held from the available balance (409 `insufficient_balance`), within the account's limit over 24 hours (409 `payout_limit`, KERNODECK_PAYOUT_DAILY_CENTS; cancelled and declined payouts do not count); a refusal changes nothing. Support then approves it (two agents above KERNODECK_FOUR_EYES_CENTS) and sends it in a batch; it is `done` when the chain confirms the transfer. Until its batch is signed the customer may cancel it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/payouts (the `RequestPayout` operationId).
+func (c *ClientWithResponses) RequestPayoutWithResponse(ctx context.Context, params *RequestPayoutParams, body RequestPayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestPayoutResponse, error) {
+	rsp, err := c.RequestPayout(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestPayoutResponse(rsp)
+}
+
+// QuotePayoutWithBodyWithResponse Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+//
+// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+func (c *ClientWithResponses) QuotePayoutWithBodyWithResponse(ctx context.Context, params *QuotePayoutParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*QuotePayoutResponse, error) {
+	rsp, err := c.QuotePayoutWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQuotePayoutResponse(rsp)
+}
+
+// QuotePayoutWithResponse Price a payout of available balance to the customer's wallet, at a rate locked for 10 minutes.
+//
+// Nothing is held or recorded. The address is checked for the network (checksums and prefixes, EIP-55 on Ethereum, base58check 0x41 on Tron, a 32-byte ed25519 key on Solana; never one of the shop's own addresses) and returned in its canonical form. `amount_cents` is what leaves the balance, the network fee (`fee_cents`, KERNODECK_PAYOUT_FEE_CENTS) included: the customer receives `amount_cents - fee_cents` at the current rate, rounded down to a base unit (`amount`, `amount_base_units`). The answer's `quote` is that price sealed to the account: send it back to `POST /v1/payouts` before `expires_at`. Refusals: 400 `invalid` (method, address with `field` address), 409 `payout_limit` (under KERNODECK_PAYOUT_MIN_CENTS, not covering the network fee, too small to send), 409 `conflict` (payouts not offered by this server), 503 `rate_unavailable`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/payouts/quote (the `QuotePayout` operationId).
+func (c *ClientWithResponses) QuotePayoutWithResponse(ctx context.Context, params *QuotePayoutParams, body QuotePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*QuotePayoutResponse, error) {
+	rsp, err := c.QuotePayout(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQuotePayoutResponse(rsp)
+}
+
+// GetPayoutWithResponse One of the account's payouts with its timeline.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/payouts/{ref} (the `GetPayout` operationId).
+func (c *ClientWithResponses) GetPayoutWithResponse(ctx context.Context, ref PayoutRef, reqEditors ...RequestEditorFn) (*GetPayoutResponse, error) {
+	rsp, err := c.GetPayout(ctx, ref, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetPayoutResponse(rsp)
+}
+
+// CancelPayoutWithResponse Cancel a payout not signed yet; its amount is available on the balance again.
+//
+// Allowed while the payout is `requested`, `approved` or `batched`. A payout in a batch not signed yet voids that batch (its other payouts wait for the next one). 409 `conflict` once it is signed, seen or done, cancelled or declined.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/payouts/{ref}/cancel (the `CancelPayout` operationId).
+func (c *ClientWithResponses) CancelPayoutWithResponse(ctx context.Context, ref PayoutRef, params *CancelPayoutParams, reqEditors ...RequestEditorFn) (*CancelPayoutResponse, error) {
+	rsp, err := c.CancelPayout(ctx, ref, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelPayoutResponse(rsp)
+}
+
 // QuoteWithBodyWithResponse Price a configuration (total = lot price x lots; B200 lots hold 2 GPUs).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -19264,6 +21673,152 @@ func (c *ClientWithResponses) SupportRetryProvisioningWithResponse(ctx context.C
 		return nil, err
 	}
 	return ParseSupportRetryProvisioningResponse(rsp)
+}
+
+// SupportOpenPayoutBatchWithBodyWithResponse A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+//
+// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+func (c *ClientWithResponses) SupportOpenPayoutBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportOpenPayoutBatchResponse, error) {
+	rsp, err := c.SupportOpenPayoutBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportOpenPayoutBatchResponse(rsp)
+}
+
+// SupportOpenPayoutBatchWithResponse A senior gathers the approved payouts of one asset on one network into a batch, exported for signing off the server.
+//
+// Answers the method's open batch when there is one. Otherwise the approved payouts of the method (oldest first, at most 200) become `batched` in a new batch, whose workflow (PayoutBatchWorkflow, ID `payout-<batch>`) starts. On Bitcoin and Litecoin the export is a PSBT (BIP174, base64) spending the shop's confirmed received outputs, largest first, with BIP32 derivations under KERNODECK_<NETWORK>_KEY_ORIGIN, change to the account's internal chain, at the fee rate of KERNODECK_PAYOUT_FEE_RATES; elsewhere it is a transfer list (CSV and a URI per transfer) to send from the operator's payout wallet. Refusals: 400 `invalid` (unknown method), 403 `forbidden_role` (not a senior), 409 `conflict` (no approved payout of the method, key origin not configured, received outputs not covering the batch and its fee, a payout under the dust limit), 503 `workflows_unavailable`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payout-batches (the `SupportOpenPayoutBatch` operationId).
+func (c *ClientWithResponses) SupportOpenPayoutBatchWithResponse(ctx context.Context, body SupportOpenPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportOpenPayoutBatchResponse, error) {
+	rsp, err := c.SupportOpenPayoutBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportOpenPayoutBatchResponse(rsp)
+}
+
+// SupportGetPayoutBatchWithResponse A payout batch, its payouts and its export (PSBT or transfer list).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/support/payout-batches/{ref} (the `SupportGetPayoutBatch` operationId).
+func (c *ClientWithResponses) SupportGetPayoutBatchWithResponse(ctx context.Context, ref BatchRef, reqEditors ...RequestEditorFn) (*SupportGetPayoutBatchResponse, error) {
+	rsp, err := c.SupportGetPayoutBatch(ctx, ref, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportGetPayoutBatchResponse(rsp)
+}
+
+// SupportSubmitSignedPayoutBatchWithBodyWithResponse A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+//
+// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+func (c *ClientWithResponses) SupportSubmitSignedPayoutBatchWithBodyWithResponse(ctx context.Context, ref BatchRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportSubmitSignedPayoutBatchResponse, error) {
+	rsp, err := c.SupportSubmitSignedPayoutBatchWithBody(ctx, ref, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportSubmitSignedPayoutBatchResponse(rsp)
+}
+
+// SupportSubmitSignedPayoutBatchWithResponse A senior closes an open batch with its signed transaction (Bitcoin, Litecoin), or says its transfer list was sent.
+//
+// Bitcoin and Litecoin: `transaction` is the signed transaction (hex) or the finalized PSBT (base64). It is checked against the batch's PSBT before anything is written: exactly its inputs, each signature verifying; each payout paid once at its address and amount; the change, and only it, to the batch's change address; the batch's fee, version, locktime and sequences. A refusal is 400 `invalid` (`field` transaction) with a French message naming what differs. Accepted, the batch is `signed` with its txid, and the chain watcher of the network broadcasts it. Other networks: no body (or an empty `transaction`): the operator says every transfer of the list was sent. Each payout is then `signed` and watched at its address like a payment request; it is `done`, and debited for good, when its transfer is confirmed under KERNODECK_CONFIRMATIONS. 403 `forbidden_role` (not a senior); 409 `conflict` when the batch is not open (signed already, or voided by a customer's cancel).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payout-batches/{ref}/signed (the `SupportSubmitSignedPayoutBatch` operationId).
+func (c *ClientWithResponses) SupportSubmitSignedPayoutBatchWithResponse(ctx context.Context, ref BatchRef, body SupportSubmitSignedPayoutBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportSubmitSignedPayoutBatchResponse, error) {
+	rsp, err := c.SupportSubmitSignedPayoutBatch(ctx, ref, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportSubmitSignedPayoutBatchResponse(rsp)
+}
+
+// SupportListPayoutsWithResponse The customers' payouts, newest first (at most 200), all or those of one status.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/support/payouts (the `SupportListPayouts` operationId).
+func (c *ClientWithResponses) SupportListPayoutsWithResponse(ctx context.Context, params *SupportListPayoutsParams, reqEditors ...RequestEditorFn) (*SupportListPayoutsResponse, error) {
+	rsp, err := c.SupportListPayouts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportListPayoutsResponse(rsp)
+}
+
+// SupportApprovePayoutWithBodyWithResponse Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+//
+// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+func (c *ClientWithResponses) SupportApprovePayoutWithBodyWithResponse(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportApprovePayoutResponse, error) {
+	rsp, err := c.SupportApprovePayoutWithBody(ctx, ref, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportApprovePayoutResponse(rsp)
+}
+
+// SupportApprovePayoutWithResponse Approve a requested payout; above KERNODECK_FOUR_EYES_CENTS it takes two agents, the second a senior.
+//
+// Up to the threshold one agent's approval makes the payout `approved`, waiting for the next batch. Above it the first approval is recorded and the payout stays `requested`; a second, different agent (403 `own_action` for the first one again) who is a senior (403 `forbidden` otherwise, KERNODECK_SUPPORT_ROLES) approves it. 409 `conflict` once it is no longer `requested`.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payouts/{ref}/approve (the `SupportApprovePayout` operationId).
+func (c *ClientWithResponses) SupportApprovePayoutWithResponse(ctx context.Context, ref PayoutRef, body SupportApprovePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportApprovePayoutResponse, error) {
+	rsp, err := c.SupportApprovePayout(ctx, ref, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportApprovePayoutResponse(rsp)
+}
+
+// SupportDeclinePayoutWithBodyWithResponse Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+//
+// 409 `conflict` once the payout is batched or further.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+func (c *ClientWithResponses) SupportDeclinePayoutWithBodyWithResponse(ctx context.Context, ref PayoutRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SupportDeclinePayoutResponse, error) {
+	rsp, err := c.SupportDeclinePayoutWithBody(ctx, ref, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportDeclinePayoutResponse(rsp)
+}
+
+// SupportDeclinePayoutWithResponse Decline a payout not in a batch yet; its amount goes back to the customer's balance, the reason on its timeline.
+//
+// 409 `conflict` once the payout is batched or further.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/support/payouts/{ref}/decline (the `SupportDeclinePayout` operationId).
+func (c *ClientWithResponses) SupportDeclinePayoutWithResponse(ctx context.Context, ref PayoutRef, body SupportDeclinePayoutJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportDeclinePayoutResponse, error) {
+	rsp, err := c.SupportDeclinePayout(ctx, ref, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportDeclinePayoutResponse(rsp)
 }
 
 // SupportProvisioningFailuresWithResponse Orders whose provisioning failed and wait for support (retry, refund or cancel), longest waiting first (at most 200).
@@ -21837,6 +24392,303 @@ func ParseListPaymentMethodsResponse(rsp *http.Response) (*ListPaymentMethodsRes
 	return response, nil
 }
 
+// ParseListPayoutsResponse parses an HTTP response from a ListPayoutsWithResponse call
+func ParseListPayoutsResponse(rsp *http.Response) (*ListPayoutsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListPayoutsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PayoutList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRequestPayoutResponse parses an HTTP response from a RequestPayoutWithResponse call
+func ParseRequestPayoutResponse(rsp *http.Response) (*RequestPayoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestPayoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Payout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooMany
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RequestPayoutResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseQuotePayoutResponse parses an HTTP response from a QuotePayoutWithResponse call
+func ParseQuotePayoutResponse(rsp *http.Response) (*QuotePayoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QuotePayoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PayoutQuote
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetPayoutResponse parses an HTTP response from a GetPayoutWithResponse call
+func ParseGetPayoutResponse(rsp *http.Response) (*GetPayoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetPayoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PayoutDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelPayoutResponse parses an HTTP response from a CancelPayoutWithResponse call
+func ParseCancelPayoutResponse(rsp *http.Response) (*CancelPayoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelPayoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Payout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseQuoteResponse parses an HTTP response from a QuoteWithResponse call
 func ParseQuoteResponse(rsp *http.Response) (*QuoteResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -23467,6 +26319,378 @@ func ParseSupportRetryProvisioningResponse(rsp *http.Response) (*SupportRetryPro
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSupportOpenPayoutBatchResponse parses an HTTP response from a SupportOpenPayoutBatchWithResponse call
+func ParseSupportOpenPayoutBatchResponse(rsp *http.Response) (*SupportOpenPayoutBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportOpenPayoutBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PayoutBatchDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest WorkflowsUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers SupportOpenPayoutBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSupportGetPayoutBatchResponse parses an HTTP response from a SupportGetPayoutBatchWithResponse call
+func ParseSupportGetPayoutBatchResponse(rsp *http.Response) (*SupportGetPayoutBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportGetPayoutBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PayoutBatchDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSupportSubmitSignedPayoutBatchResponse parses an HTTP response from a SupportSubmitSignedPayoutBatchWithResponse call
+func ParseSupportSubmitSignedPayoutBatchResponse(rsp *http.Response) (*SupportSubmitSignedPayoutBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportSubmitSignedPayoutBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PayoutBatchDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSupportListPayoutsResponse parses an HTTP response from a SupportListPayoutsWithResponse call
+func ParseSupportListPayoutsResponse(rsp *http.Response) (*SupportListPayoutsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportListPayoutsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SupportPayoutList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSupportApprovePayoutResponse parses an HTTP response from a SupportApprovePayoutWithResponse call
+func ParseSupportApprovePayoutResponse(rsp *http.Response) (*SupportApprovePayoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportApprovePayoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Payout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSupportDeclinePayoutResponse parses an HTTP response from a SupportDeclinePayoutWithResponse call
+func ParseSupportDeclinePayoutResponse(rsp *http.Response) (*SupportDeclinePayoutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportDeclinePayoutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Payout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
