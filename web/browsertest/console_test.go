@@ -36,7 +36,7 @@ func TestSupportConsoleRefundsALatePayment(t *testing.T) {
 		click(`form[action="/support/login"] button[type=submit]`),
 		visible("table.queue"),
 	)
-	if got := text(t, agent, ".who"); !strings.HasPrefix(got, "Agent connecté : watchtest-agent · session jusqu'au ") {
+	if got := text(t, agent, ".who"); !strings.HasPrefix(got, "Agent connecté : watchtest-agent · rôle agent · session jusqu'au ") {
 		t.Fatalf("signed in as %q", got)
 	}
 	if got := text(t, agent, "table.queue tbody"); !strings.Contains(got, ref) || !strings.Contains(got, "eve@example.com") ||

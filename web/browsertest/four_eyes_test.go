@@ -23,7 +23,9 @@ const bobToken = "agent-bob-token-0123456789abcdef"
 func TestSupportConsoleFourEyes(t *testing.T) {
 	s := newShop(t, shopOptions{agents: map[string]string{bobToken: "bob"},
 		limits: domain.SupportLimits{FourEyesCents: 10_00, AgentDailyCapCents: 1_000_00},
-		roles:  map[string]domain.SupportRoles{"bob": {domain.RoleSenior}}}) // approving is a senior's
+		// Both seniors (approving is a senior's): what A is refused is the
+		// four-eyes rule's.
+		roles: map[string]domain.SupportRoles{apptest.AgentName: {domain.RoleSenior}, "bob": {domain.RoleSenior}}})
 	customer := browser(t)
 	s.register(t, customer, "Eve", "eve4@example.com")
 	ref := s.orderThroughSite(t, customer, "rtx-a5000", 1, 3)
