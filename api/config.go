@@ -114,6 +114,11 @@ type Config struct {
 	SSEMaxAge       time.Duration
 	// WorkflowTimeout bounds each call to the Workflows (30 s).
 	WorkflowTimeout time.Duration
+	// ExportMaxRows bounds a support export (DefaultExportMaxRows): a
+	// filter matching more is refused before anything is written.
+	ExportMaxRows int
+	// CasePageSize is a page of the support list (DefaultCasePageSize).
+	CasePageSize int
 }
 
 func (c *Config) setDefaults() {
@@ -178,5 +183,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.WorkflowTimeout <= 0 {
 		c.WorkflowTimeout = DefaultWorkflowTimeout
+	}
+	if c.CasePageSize <= 0 || c.CasePageSize >= domain.CaseListMaxPage { // one more is read
+		c.CasePageSize = DefaultCasePageSize
+	}
+	if c.ExportMaxRows <= 0 {
+		c.ExportMaxRows = DefaultExportMaxRows
 	}
 }

@@ -34,7 +34,7 @@ func statusFor(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case domain.ECodeMediaType:
 		return http.StatusUnsupportedMediaType
-	case domain.ECodeValueOutOfBounds, domain.ECodeValueUnbounded:
+	case domain.ECodeValueOutOfBounds, domain.ECodeValueUnbounded, domain.ECodeExportTooLarge:
 		return http.StatusUnprocessableEntity
 	case domain.ECodeTooMany, domain.ECodeQuota:
 		return http.StatusTooManyRequests

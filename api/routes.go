@@ -117,6 +117,8 @@ func (s *Server) routes() *gin.Engine {
 	sup.POST("/actions/:id/approve", s.supportApproveAction)
 	sup.POST("/actions/:id/decline", s.supportDeclineAction)
 	sup.GET("/find", s.supportFind)
+	sup.GET("/cases", s.supportCases)
+	sup.GET("/cases.csv", s.supportCasesCSV)
 	sup.GET("/hosts", s.supportHosts)
 	sup.GET("/events", s.supportQueueEvents)
 	sup.GET("/orders/:ref/events", s.supportOrderEvents)

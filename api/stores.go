@@ -109,6 +109,7 @@ type Stores struct {
 	Quotas         QuotaStore
 	AgentSessions  AgentSessionStore
 	SupportHosts   SupportHostStore
+	Cases          CaseListStore
 }
 
 // missing names the first store not given.
@@ -116,7 +117,7 @@ func (s Stores) missing() string {
 	for name, st := range map[string]any{"Accounts": s.Accounts, "AccountPages": s.AccountPages, "Catalog": s.Catalog,
 		"Orders": s.Orders, "TopUps": s.TopUps, "Balances": s.Balances, "BalanceHistory": s.BalanceHistory,
 		"Support": s.Support, "Payments": s.Payments, "Quotas": s.Quotas, "AgentSessions": s.AgentSessions,
-		"SupportHosts": s.SupportHosts} {
+		"SupportHosts": s.SupportHosts, "Cases": s.Cases} {
 		if st == nil {
 			return name
 		}

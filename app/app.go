@@ -289,7 +289,7 @@ type API struct {
 // API on their own database with it).
 func APIStores(st *postgres.Store) api.Stores {
 	return api.Stores{Accounts: st, AccountPages: st, Catalog: st, Orders: st, TopUps: st, Balances: st,
-		BalanceHistory: st, Support: st, Payments: st, Quotas: st, AgentSessions: st, SupportHosts: st}
+		BalanceHistory: st, Support: st, Payments: st, Quotas: st, AgentSessions: st, SupportHosts: st, Cases: st}
 }
 
 // API builds the HTTP API with cfg, and site (optional, package web) at /.

@@ -57,6 +57,7 @@ const (
 	ECodeOwnAction            = "own_action"             // an agent reviewing their own action: a second agent must (403)
 	ECodeAgentDailyCap        = "agent_daily_cap"        // the agent's money actions of the last 24 h would pass their daily cap (409)
 	ECodeForbiddenRole        = "forbidden_role"         // the agent's support roles do not allow it: nothing recorded nor changed (403)
+	ECodeExportTooLarge       = "export_too_large"       // an export's filter matches more rows than an export holds: narrow it (422)
 
 	ECodeExtensionUnavailable = "extension_unavailable"  // the rental's machine is not free for the added days (409)
 	ECodePayoutLimit          = "payout_limit"           // under the minimum, or over the account's daily payout limit (409)

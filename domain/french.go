@@ -19,15 +19,32 @@ func FrenchUSD(cents int64) string {
 		sign, s = "-", s[1:]
 	}
 	whole, frac, _ := strings.Cut(s, ".")
+	return sign + thousands(whole) + "," + frac + " USD"
+}
+
+// FrenchInt is n as French texts write counts: "50 000".
+func FrenchInt(n int64) string {
+	if n < 0 {
+		return "-" + thousands(strconv.FormatInt(-n, 10))
+	}
+	return thousands(strconv.FormatInt(n, 10))
+}
+
+// thousands groups a string of digits by three with a narrow no-break
+// space, the French thousands separator.
+func thousands(digits string) string {
 	var b strings.Builder
-	for i, r := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			b.WriteRune('\u202f') // narrow no-break space, the French thousands separator
+	for i, r := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteRune('\u202f')
 		}
 		b.WriteRune(r)
 	}
-	return sign + b.String() + "," + frac + " USD"
+	return b.String()
 }
+
+// InParis is t on Paris's clock (the shop's time zone).
+func InParis(t time.Time) time.Time { return t.In(paris) }
 
 // usdInText is an amount as FormatUSD writes it into texts ("3118.00 USD"),
 // not part of a longer number.

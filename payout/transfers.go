@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/url"
-	"strings"
 
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
@@ -68,12 +67,8 @@ func (l TransferList) CSV() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-func cell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
-		return "'" + s
-	}
-	return s
-}
+// cell is a CSV cell a spreadsheet will not read as a formula.
+func cell(s string) string { return domain.CSVCell(s) }
 
 // URIs returns each transfer's URI, in the list's order.
 func (l TransferList) URIs() ([]string, error) {

@@ -162,3 +162,12 @@ func (s *Site) namedHost(h sshhost.Host) sshhost.Host {
 	h.GPUModel = s.gpuName(h.GPUModel)
 	return h
 }
+
+// roleNames are an agent's support roles as the console's header says
+// them ("rôles agent, senior").
+func roleNames(rs []domain.SupportRole) string {
+	if len(rs) > 1 {
+		return "rôles " + domain.SupportRoles(rs).Names()
+	}
+	return "rôle " + domain.SupportRoles(rs).Names()
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -39,6 +40,8 @@ type supportReader interface {
 	MachineQueue(ctx context.Context, a *api.Agent) ([]domain.WaitingOrder, error)
 	AwaitingApproval(ctx context.Context, a *api.Agent) (api.Approvals, error)
 	FindCases(ctx context.Context, a *api.Agent, q string) ([]domain.FoundCase, error)
+	ListCases(ctx context.Context, a *api.Agent, q domain.CaseQuery) (api.CaseList, error)
+	ExportCases(ctx context.Context, a *api.Agent, q domain.CaseQuery, start func() io.Writer) error
 	SupportOrder(ctx context.Context, a *api.Agent, ref string) (api.SupportOrderDetail, error)
 	SupportTopUp(ctx context.Context, a *api.Agent, ref string) (api.SupportTopUpDetail, error)
 	SupportCustomer(ctx context.Context, a *api.Agent, id int64) (api.SupportCustomerDetail, error)

@@ -63,6 +63,8 @@ func (s *Site) mountConsole(r *gin.Engine) {
 	g.GET("/orders/:ref/live", s.consoleOrder)
 	g.GET("/topups/:ref/live", s.consoleTopUp)
 	g.GET("/find", s.consoleFind)
+	g.GET("/list", s.consoleList)
+	g.GET("/list.csv", s.consoleListCSV)
 	g.GET("/orders/:ref", s.consoleOrder)
 	g.GET("/topups/:ref", s.consoleTopUp)
 	g.GET("/customers/:id", s.consoleCustomer)
@@ -96,12 +98,8 @@ func (s *Site) consoleFuncs() template.FuncMap {
 		"actionResult":    actionResult,
 		"resolution":      func(r string) string { return label(resolutionLabels, r) },
 		"hostOf":          func(target string) string { return strings.TrimPrefix(target, domain.HostTargetPrefix) },
-		"roleNames": func(rs []domain.SupportRole) string {
-			if len(rs) > 1 {
-				return "rôles " + domain.SupportRoles(rs).Names()
-			}
-			return "rôle " + domain.SupportRoles(rs).Names()
-		},
+		"roleNames":       roleNames,
+		"caseURL":         caseURL,
 		"derefStr": func(p *string) string {
 			if p == nil {
 				return ""
@@ -258,14 +256,6 @@ func (s *Site) consoleFind(c *gin.Context) {
 	}
 	p.Data = d
 	s.render(c, status, "support_find", p)
-}
-
-// caseURL is the console's file of an order or a top-up.
-func caseURL(kind, ref string) string {
-	if kind == domain.TargetTopUp {
-		return "/support/topups/" + url.PathEscape(ref)
-	}
-	return "/support/orders/" + url.PathEscape(ref)
 }
 
 // consoleFileData is an order's or a top-up's file.

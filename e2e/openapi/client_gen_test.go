@@ -110,6 +110,42 @@ func (e BalanceMovementKind) Valid() bool {
 	}
 }
 
+// Defines values for CaseListKind.
+const (
+	CaseListKindOrder CaseListKind = "order"
+	CaseListKindTopup CaseListKind = "topup"
+)
+
+// Valid indicates whether the value is a known member of the CaseListKind enum.
+func (e CaseListKind) Valid() bool {
+	switch e {
+	case CaseListKindOrder:
+		return true
+	case CaseListKindTopup:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CaseRowKind.
+const (
+	CaseRowKindOrder CaseRowKind = "order"
+	CaseRowKindTopup CaseRowKind = "topup"
+)
+
+// Valid indicates whether the value is a known member of the CaseRowKind enum.
+func (e CaseRowKind) Valid() bool {
+	switch e {
+	case CaseRowKindOrder:
+		return true
+	case CaseRowKindTopup:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CatalogItemVendor.
 const (
 	Amd    CatalogItemVendor = "amd"
@@ -203,6 +239,7 @@ const (
 	ErrorCodeEmailAlreadyVerified     ErrorCode = "email_already_verified"
 	ErrorCodeEmailUnavailable         ErrorCode = "email_unavailable"
 	ErrorCodeEmailUnverified          ErrorCode = "email_unverified"
+	ErrorCodeExportTooLarge           ErrorCode = "export_too_large"
 	ErrorCodeExtensionUnavailable     ErrorCode = "extension_unavailable"
 	ErrorCodeForbidden                ErrorCode = "forbidden"
 	ErrorCodeForbiddenRole            ErrorCode = "forbidden_role"
@@ -255,6 +292,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeEmailUnavailable:
 		return true
 	case ErrorCodeEmailUnverified:
+		return true
+	case ErrorCodeExportTooLarge:
 		return true
 	case ErrorCodeExtensionUnavailable:
 		return true
@@ -1175,6 +1214,42 @@ func (e CreateExtensionJSONBodyMethod) Valid() bool {
 	}
 }
 
+// Defines values for SupportCasesParamsType.
+const (
+	SupportCasesParamsTypeOrder SupportCasesParamsType = "order"
+	SupportCasesParamsTypeTopup SupportCasesParamsType = "topup"
+)
+
+// Valid indicates whether the value is a known member of the SupportCasesParamsType enum.
+func (e SupportCasesParamsType) Valid() bool {
+	switch e {
+	case SupportCasesParamsTypeOrder:
+		return true
+	case SupportCasesParamsTypeTopup:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SupportCasesCSVParamsType.
+const (
+	SupportCasesCSVParamsTypeOrder SupportCasesCSVParamsType = "order"
+	SupportCasesCSVParamsTypeTopup SupportCasesCSVParamsType = "topup"
+)
+
+// Valid indicates whether the value is a known member of the SupportCasesCSVParamsType enum.
+func (e SupportCasesCSVParamsType) Valid() bool {
+	switch e {
+	case SupportCasesCSVParamsTypeOrder:
+		return true
+	case SupportCasesCSVParamsTypeTopup:
+		return true
+	default:
+		return false
+	}
+}
+
 // Access defines model for Access.
 type Access struct {
 	CreatedAt time.Time `json:"created_at"`
@@ -1346,6 +1421,60 @@ type BalanceMovement struct {
 // BalanceMovementKind payout: a payout's amount held (negative), or given back when it is cancelled or declined (positive).
 type BalanceMovementKind string
 
+// CaseList defines model for CaseList.
+type CaseList struct {
+	Kind CaseListKind `json:"kind"`
+
+	// Next The next (older) page's cursor (query apres); absent on the last page.
+	Next *string `json:"next,omitempty"`
+
+	// Prev The previous (newer) page's cursor (query avant); absent on the first page.
+	Prev *string   `json:"prev,omitempty"`
+	Rows []CaseRow `json:"rows"`
+}
+
+// CaseListKind defines model for CaseList.Kind.
+type CaseListKind string
+
+// CaseRow defines model for CaseRow.
+type CaseRow struct {
+	AccountId int64 `json:"account_id"`
+
+	// AmountCents The order's total or the top-up's amount.
+	AmountCents int64 `json:"amount_cents"`
+
+	// Asset Its latest payment request's asset.
+	Asset             *string   `json:"asset,omitempty"`
+	CreatedAt         time.Time `json:"created_at"`
+	CustomerEmail     string    `json:"customer_email"`
+	CustomerFirstName string    `json:"customer_first_name"`
+	CustomerLastName  string    `json:"customer_last_name"`
+
+	// DurationDays Orders only.
+	DurationDays *int `json:"duration_days,omitempty"`
+
+	// GpuModel Orders only.
+	GpuModel *string     `json:"gpu_model,omitempty"`
+	Kind     CaseRowKind `json:"kind"`
+
+	// Network Its latest payment request's network.
+	Network *string `json:"network,omitempty"`
+
+	// PaidBy An order's way of payment once paid: crypto, balance or support.
+	PaidBy *string `json:"paid_by,omitempty"`
+
+	// PaidCents What it received and counted.
+	PaidCents int64  `json:"paid_cents"`
+	Reference string `json:"reference"`
+	Status    string `json:"status"`
+
+	// TotalGpus Orders only.
+	TotalGpus *int `json:"total_gpus,omitempty"`
+}
+
+// CaseRowKind defines model for CaseRow.Kind.
+type CaseRowKind string
+
 // Catalog defines model for Catalog.
 type Catalog struct {
 	// AvailableNow Per model, whether anything of it could be sold now (a free host
@@ -1419,12 +1548,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
-// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp. `payout_limit` (409): a payout under KERNODECK_PAYOUT_MIN_CENTS, not covering its network fee or too small to send, or past the account's KERNODECK_PAYOUT_DAILY_CENTS over 24 hours; nothing held. `quote_expired` (409): a payout quote confirmed after its 10 minutes; ask a new one. `second_factor_required` (403): a payout asked by an account without its second factor turned on.
+// ErrorCode Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `export_too_large` (422): an export's filters match more rows than an export holds; nothing was written. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp. `payout_limit` (409): a payout under KERNODECK_PAYOUT_MIN_CENTS, not covering its network fee or too small to send, or past the account's KERNODECK_PAYOUT_DAILY_CENTS over 24 hours; nothing held. `quote_expired` (409): a payout quote confirmed after its 10 minutes; ask a new one. `second_factor_required` (403): a payout asked by an account without its second factor turned on.
 type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp. `payout_limit` (409): a payout under KERNODECK_PAYOUT_MIN_CENTS, not covering its network fee or too small to send, or past the account's KERNODECK_PAYOUT_DAILY_CENTS over 24 hours; nothing held. `quote_expired` (409): a payout quote confirmed after its 10 minutes; ask a new one. `second_factor_required` (403): a payout asked by an account without its second factor turned on.
+	// Code Stable error codes. `in_progress` comes with status 202 on any call that acts on an order, a top-up or a queued amount: the action is accepted and applied as soon as the database answers (the order's timeline shows it); do not send it again. `awaiting_approval` (202): a support money action above KERNODECK_FOUR_EYES_CENTS is recorded and waits for a second agent (POST /v1/support/actions/{id}/approve); `own_action` (403): the agent who asked cannot review it; `agent_daily_cap` (409): the agent's money actions of 24 hours would pass KERNODECK_AGENT_DAILY_CAP_CENTS (nothing recorded). `forbidden_role` (403): the agent's support roles (KERNODECK_SUPPORT_ROLES) do not allow it: approving or declining takes a senior, the hosts and host flags an operator; nothing was recorded nor changed. `export_too_large` (422): an export's filters match more rows than an export holds; nothing was written. `workflows_unavailable` (503, Retry-After): a call that acts through a workflow (creating an order or a top-up, a payment request, paying from the balance, cancelling, taking back, support's actions) while the workflow service does not answer; nothing was written, send it again later. Reads are not affected. `totp_required` (401): the password is right and the account has a second factor; the answer's `login_token` goes with the code to POST /v1/auth/login/totp. `payout_limit` (409): a payout under KERNODECK_PAYOUT_MIN_CENTS, not covering its network fee or too small to send, or past the account's KERNODECK_PAYOUT_DAILY_CENTS over 24 hours; nothing held. `quote_expired` (409): a payout quote confirmed after its 10 minutes; ask a new one. `second_factor_required` (403): a payout asked by an account without its second factor turned on.
 	Code ErrorCode `json:"code"`
 
 	// Field The offending input field, when there is one.
@@ -2787,6 +2916,96 @@ type CancelPayoutParams struct {
 	XCSRFToken *CSRFToken `json:"X-CSRF-Token,omitempty"`
 }
 
+// SupportCasesParams defines parameters for SupportCases.
+type SupportCasesParams struct {
+	// Type order (default) or topup.
+	Type *SupportCasesParamsType `form:"type,omitempty" json:"type,omitempty"`
+
+	// Statut A status of that kind.
+	Statut *string `form:"statut,omitempty" json:"statut,omitempty"`
+
+	// Modele Orders: a GPU model code.
+	Modele *string `form:"modele,omitempty" json:"modele,omitempty"`
+
+	// Moyen Orders or top-ups with a payment request in ASSET/network ("LTC/litecoin"), or any asset on a network ("ethereum"); "balance": orders paid from the balance.
+	Moyen *string `form:"moyen,omitempty" json:"moyen,omitempty"`
+
+	// Du Created on or after this Paris day (YYYY-MM-DD).
+	Du *openapi_types.Date `form:"du,omitempty" json:"du,omitempty"`
+
+	// Au Created on or before this Paris day (included).
+	Au *openapi_types.Date `form:"au,omitempty" json:"au,omitempty"`
+
+	// Min The order's total or the top-up's amount, at least this many USD ("12,50" or "12.50").
+	Min *string `form:"min,omitempty" json:"min,omitempty"`
+
+	// Max At most this many USD.
+	Max *string `form:"max,omitempty" json:"max,omitempty"`
+
+	// Ref The reference starts with this (case-insensitive).
+	Ref *string `form:"ref,omitempty" json:"ref,omitempty"`
+
+	// Email A fragment of the customer's email (3 characters or more, case-insensitive).
+	Email *string `form:"email,omitempty" json:"email,omitempty"`
+
+	// Nom A fragment of the customer's first and last name (3 characters or more).
+	Nom *string `form:"nom,omitempty" json:"nom,omitempty"`
+
+	// Txid The start of a transaction id paid to it, seen by a watcher or queued (4 characters or more, as written on chain).
+	Txid *string `form:"txid,omitempty" json:"txid,omitempty"`
+
+	// Apres The next (older) page, the previous answer's next.
+	Apres *string `form:"apres,omitempty" json:"apres,omitempty"`
+
+	// Avant The previous (newer) page, the previous answer's prev.
+	Avant *string `form:"avant,omitempty" json:"avant,omitempty"`
+}
+
+// SupportCasesParamsType defines parameters for SupportCases.
+type SupportCasesParamsType string
+
+// SupportCasesCSVParams defines parameters for SupportCasesCSV.
+type SupportCasesCSVParams struct {
+	// Type order (default) or topup.
+	Type *SupportCasesCSVParamsType `form:"type,omitempty" json:"type,omitempty"`
+
+	// Statut A status of that kind.
+	Statut *string `form:"statut,omitempty" json:"statut,omitempty"`
+
+	// Modele Orders: a GPU model code.
+	Modele *string `form:"modele,omitempty" json:"modele,omitempty"`
+
+	// Moyen Orders or top-ups with a payment request in ASSET/network ("LTC/litecoin"), or any asset on a network ("ethereum"); "balance": orders paid from the balance.
+	Moyen *string `form:"moyen,omitempty" json:"moyen,omitempty"`
+
+	// Du Created on or after this Paris day (YYYY-MM-DD).
+	Du *openapi_types.Date `form:"du,omitempty" json:"du,omitempty"`
+
+	// Au Created on or before this Paris day (included).
+	Au *openapi_types.Date `form:"au,omitempty" json:"au,omitempty"`
+
+	// Min The order's total or the top-up's amount, at least this many USD ("12,50" or "12.50").
+	Min *string `form:"min,omitempty" json:"min,omitempty"`
+
+	// Max At most this many USD.
+	Max *string `form:"max,omitempty" json:"max,omitempty"`
+
+	// Ref The reference starts with this (case-insensitive).
+	Ref *string `form:"ref,omitempty" json:"ref,omitempty"`
+
+	// Email A fragment of the customer's email (3 characters or more, case-insensitive).
+	Email *string `form:"email,omitempty" json:"email,omitempty"`
+
+	// Nom A fragment of the customer's first and last name (3 characters or more).
+	Nom *string `form:"nom,omitempty" json:"nom,omitempty"`
+
+	// Txid The start of a transaction id paid to it, seen by a watcher or queued (4 characters or more, as written on chain).
+	Txid *string `form:"txid,omitempty" json:"txid,omitempty"`
+}
+
+// SupportCasesCSVParamsType defines parameters for SupportCasesCSV.
+type SupportCasesCSVParamsType string
+
 // SupportCountExceptionParams defines parameters for SupportCountException.
 type SupportCountExceptionParams struct {
 	// IdempotencyKey A new key for each support action (8 to 128 characters of A-Z, a-z, 0-9, ".", "_", ":", "-"), unique per agent; missing or malformed: 400 invalid (field idempotency_key), nothing recorded. The same key sent again carries nothing out: it gets the first request's answer (same status and body, header Idempotent-Replayed: true), or 202 in_progress while that request has no outcome yet; sent with another action, target, reason or parameters, 409 idempotency_key_reused.
@@ -3959,6 +4178,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/support/actions/{id}/decline (the `SupportDeclineAction` operationId).
 	SupportDeclineAction(ctx context.Context, id ActionID, body SupportDeclineActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportCases The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+	//
+	// Corresponds with GET /v1/support/cases (the `SupportCases` operationId).
+	SupportCases(ctx context.Context, params *SupportCasesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SupportCasesCSV The same list as CSV, every row the filters match (newest first), streamed, with a header; at most 50,000 rows: a filter matching more is refused (422 export_too_large) before anything is written. Columns type, reference, statut, cree_le_utc (RFC 3339), cree_le_paris, client_email, client_prenom, client_nom, modele_gpu, gpus, duree_jours, montant_usd, recu_usd, paye_par, actif, reseau; a cell starting with =, +, -, @, a tab or a carriage return is prefixed with an apostrophe (CSV injection).
+	//
+	// Corresponds with GET /v1/support/cases.csv (the `SupportCasesCSV` operationId).
+	SupportCasesCSV(ctx context.Context, params *SupportCasesCSVParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SupportQueueEvents Live support queue (server-sent events, the console's queue page).
 	//
@@ -6047,6 +6276,36 @@ func (c *Client) SupportDeclineActionWithBody(ctx context.Context, id ActionID, 
 // Corresponds with POST /v1/support/actions/{id}/decline (the `SupportDeclineAction` operationId).
 func (c *Client) SupportDeclineAction(ctx context.Context, id ActionID, body SupportDeclineActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSupportDeclineActionRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportCases The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+//
+// Corresponds with GET /v1/support/cases (the `SupportCases` operationId).
+func (c *Client) SupportCases(ctx context.Context, params *SupportCasesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportCasesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SupportCasesCSV The same list as CSV, every row the filters match (newest first), streamed, with a header; at most 50,000 rows: a filter matching more is refused (422 export_too_large) before anything is written. Columns type, reference, statut, cree_le_utc (RFC 3339), cree_le_paris, client_email, client_prenom, client_nom, modele_gpu, gpus, duree_jours, montant_usd, recu_usd, paye_par, actif, reseau; a cell starting with =, +, -, @, a tab or a carriage return is prefixed with an apostrophe (CSV injection).
+//
+// Corresponds with GET /v1/support/cases.csv (the `SupportCasesCSV` operationId).
+func (c *Client) SupportCasesCSV(ctx context.Context, params *SupportCasesCSVParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSupportCasesCSVRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -9534,6 +9793,402 @@ func NewSupportDeclineActionRequestWithBody(server string, id ActionID, contentT
 	return req, nil
 }
 
+// NewSupportCasesRequest constructs an http.Request for the SupportCases method
+func NewSupportCasesRequest(server string, params *SupportCasesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/cases")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Statut != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statut", *params.Statut, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Modele != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "modele", *params.Modele, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Moyen != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "moyen", *params.Moyen, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Du != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "du", *params.Du, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Au != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "au", *params.Au, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Min != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "min", *params.Min, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Max != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "max", *params.Max, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Ref != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ref", *params.Ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Email != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "email", *params.Email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Nom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nom", *params.Nom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Txid != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "txid", *params.Txid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Apres != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "apres", *params.Apres, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Avant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "avant", *params.Avant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewSupportCasesCSVRequest constructs an http.Request for the SupportCasesCSV method
+func NewSupportCasesCSVRequest(server string, params *SupportCasesCSVParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/support/cases.csv")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Type != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "type", *params.Type, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Statut != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "statut", *params.Statut, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Modele != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "modele", *params.Modele, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Moyen != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "moyen", *params.Moyen, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Du != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "du", *params.Du, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Au != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "au", *params.Au, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "date"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Min != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "min", *params.Min, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Max != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "max", *params.Max, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Ref != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "ref", *params.Ref, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Email != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "email", *params.Email, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Nom != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "nom", *params.Nom, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Txid != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "txid", *params.Txid, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewSupportQueueEventsRequest constructs an http.Request for the SupportQueueEvents method
 func NewSupportQueueEventsRequest(server string) (*http.Request, error) {
 	var err error
@@ -12458,6 +13113,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/support/actions/{id}/decline (the `SupportDeclineAction` operationId).
 	SupportDeclineActionWithResponse(ctx context.Context, id ActionID, body SupportDeclineActionJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportDeclineActionResponse, error)
+
+	// SupportCasesWithResponse The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/support/cases (the `SupportCases` operationId).
+	SupportCasesWithResponse(ctx context.Context, params *SupportCasesParams, reqEditors ...RequestEditorFn) (*SupportCasesResponse, error)
+
+	// SupportCasesCSVWithResponse The same list as CSV, every row the filters match (newest first), streamed, with a header; at most 50,000 rows: a filter matching more is refused (422 export_too_large) before anything is written. Columns type, reference, statut, cree_le_utc (RFC 3339), cree_le_paris, client_email, client_prenom, client_nom, modele_gpu, gpus, duree_jours, montant_usd, recu_usd, paye_par, actif, reseau; a cell starting with =, +, -, @, a tab or a carriage return is prefixed with an apostrophe (CSV injection).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/support/cases.csv (the `SupportCasesCSV` operationId).
+	SupportCasesCSVWithResponse(ctx context.Context, params *SupportCasesCSVParams, reqEditors ...RequestEditorFn) (*SupportCasesCSVResponse, error)
 
 	// SupportQueueEventsWithResponse Live support queue (server-sent events, the console's queue page).
 	//
@@ -16548,6 +17217,130 @@ func (r SupportDeclineActionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SupportDeclineActionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SupportCasesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CaseList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SupportCasesResponse) GetJSON200() *CaseList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SupportCasesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportCasesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportCasesResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportCasesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportCasesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportCasesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportCasesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SupportCasesCSVResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSONDefault the response for an HTTP default `application/json` response
+	JSONDefault *Error
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SupportCasesCSVResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SupportCasesCSVResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SupportCasesCSVResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSONDefault returns the response for an HTTP default `application/json` response
+func (r SupportCasesCSVResponse) GetJSONDefault() *Error {
+	return r.JSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SupportCasesCSVResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SupportCasesCSVResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SupportCasesCSVResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SupportCasesCSVResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -21216,6 +22009,32 @@ func (c *ClientWithResponses) SupportDeclineActionWithResponse(ctx context.Conte
 	return ParseSupportDeclineActionResponse(rsp)
 }
 
+// SupportCasesWithResponse The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/support/cases (the `SupportCases` operationId).
+func (c *ClientWithResponses) SupportCasesWithResponse(ctx context.Context, params *SupportCasesParams, reqEditors ...RequestEditorFn) (*SupportCasesResponse, error) {
+	rsp, err := c.SupportCases(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportCasesResponse(rsp)
+}
+
+// SupportCasesCSVWithResponse The same list as CSV, every row the filters match (newest first), streamed, with a header; at most 50,000 rows: a filter matching more is refused (422 export_too_large) before anything is written. Columns type, reference, statut, cree_le_utc (RFC 3339), cree_le_paris, client_email, client_prenom, client_nom, modele_gpu, gpus, duree_jours, montant_usd, recu_usd, paye_par, actif, reseau; a cell starting with =, +, -, @, a tab or a carriage return is prefixed with an apostrophe (CSV injection).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/support/cases.csv (the `SupportCasesCSV` operationId).
+func (c *ClientWithResponses) SupportCasesCSVWithResponse(ctx context.Context, params *SupportCasesCSVParams, reqEditors ...RequestEditorFn) (*SupportCasesCSVResponse, error) {
+	rsp, err := c.SupportCasesCSV(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSupportCasesCSVResponse(rsp)
+}
+
 // SupportQueueEventsWithResponse Live support queue (server-sent events, the console's queue page).
 //
 // A `text/event-stream` like an order's (same maximum age, keep-alive
@@ -24960,6 +25779,100 @@ func ParseSupportDeclineActionResponse(rsp *http.Response) (*SupportDeclineActio
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSupportCasesResponse parses an HTTP response from a SupportCasesWithResponse call
+func ParseSupportCasesResponse(rsp *http.Response) (*SupportCasesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportCasesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CaseList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSupportCasesCSVResponse parses an HTTP response from a SupportCasesCSVWithResponse call
+func ParseSupportCasesCSVResponse(rsp *http.Response) (*SupportCasesCSVResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SupportCasesCSVResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error

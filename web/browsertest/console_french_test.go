@@ -83,7 +83,8 @@ func checkConsoleFrench(t *testing.T, ctx context.Context, page string) {
 // counted, the rest attributed, provisioned, extended by a day and
 // partly refunded, plus a reverted payment's flag without an asset; a
 // top-up credited by support; the customer's file, the hosts, the
-// machine queue, the approvals, the queue and search results.
+// machine queue, the approvals, the back office's lists, the queue and
+// search results.
 func TestSupportConsoleReadsFrench(t *testing.T) {
 	// An operator (the hosts page) and a senior (the review forms).
 	s := newShop(t, shopOptions{roles: map[string]domain.SupportRoles{apptest.AgentName: {domain.RoleSenior, domain.RoleOperator}}})
@@ -148,6 +149,9 @@ func TestSupportConsoleReadsFrench(t *testing.T) {
 		{"hosts", "/support/hosts", "h1"},
 		{"machine queue", "/support/machine-queue", "h1"},
 		{"approvals", "/support/approvals", "h1"},
+		{"list of orders", "/support/list", "table.cases"},
+		{"list of top-ups", "/support/list?type=topup", "table.cases"},
+		{"list refused", "/support/list?min=5&max=4", "#max-error"},
 	}
 	for _, p := range pages {
 		run(t, agent, p.name, chromedp.Navigate(s.srv.URL+p.path), visible(p.ready))

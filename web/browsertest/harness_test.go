@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
@@ -66,6 +67,8 @@ type shopOptions struct {
 	// roles are the agents' roles beyond agent (apptest.AgentName's
 	// included).
 	roles map[string]domain.SupportRoles
+	// casePageSize is a page of the support list (its default when zero).
+	casePageSize int
 }
 
 func newShop(t *testing.T, o shopOptions) *shop {
@@ -113,7 +116,8 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		t.Fatal(err)
 	}
 	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations},
-		SSEMaxAge: o.streamMaxAge, AgentTokens: o.agents, SupportLimits: o.limits, AgentRoles: o.roles}, site)
+		SSEMaxAge: o.streamMaxAge, AgentTokens: o.agents, SupportLimits: o.limits, AgentRoles: o.roles,
+		CasePageSize: o.casePageSize}, site)
 	return &shop{t: t, env: env, srv: srv, ltcURL: ltcURL}
 }
 
@@ -427,4 +431,46 @@ func (s *shop) cli(t *testing.T, args ...string) string {
 		t.Fatalf("kernodeck %v: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// download lets the browser download into a fresh folder, runs act (the
+// click that downloads) and waits for the download to complete: the
+// folder holds the file, under the name its answer gave.
+func download(t *testing.T, ctx context.Context, what string, act chromedp.Action[chromedp.Void]) string {
+	t.Helper()
+	dir := t.TempDir()
+	done := make(chan struct{})
+	var once sync.Once
+	if err := chromedp.ListenBrowser(ctx, func(ev any) {
+		if p, ok := ev.(*cdpbrowser.EventDownloadProgress); ok && p.State == cdpbrowser.DownloadProgressStateCompleted {
+			once.Do(func() { close(done) })
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	events := true
+	if _, err := chromedp.CallBrowser(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir, EventsEnabled: &events}); err != nil {
+		t.Fatalf("allow downloads: %v", err)
+	}
+	run(t, ctx, "download "+what, act)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		entries, _ := os.ReadDir(dir)
+		t.Fatalf("the download of %s did not complete (folder: %v)", what, entries)
+	}
+	return dir
+}
+
+// consoleSignIn signs the browser in to the support console with token
+// (it lands on the queue).
+func (s *shop) consoleSignIn(t *testing.T, ctx context.Context, token string) {
+	t.Helper()
+	run(t, ctx, "sign in to the console",
+		chromedp.Navigate(s.srv.URL+"/support"),
+		typeIn("#token", token),
+		click(`form[action="/support/login"] button[type=submit]`),
+		visible(".lead"),
+	)
 }

@@ -6,11 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"golang.org/x/crypto/ssh"
 
@@ -162,28 +160,7 @@ func TestNewCustomerPaysInLTCAndWatchesTheOrderGoActive(t *testing.T) {
 
 	// The generated private key, downloaded from the page: an OpenSSH key
 	// under the order's name whose public half is the fingerprint shown.
-	dir := t.TempDir()
-	done := make(chan struct{})
-	var once sync.Once
-	if err := chromedp.ListenBrowser(ctx, func(ev any) {
-		if p, ok := ev.(*cdpbrowser.EventDownloadProgress); ok && p.State == cdpbrowser.DownloadProgressStateCompleted {
-			once.Do(func() { close(done) })
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	events := true
-	if _, err := chromedp.CallBrowser(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-		Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir, EventsEnabled: &events}); err != nil {
-		t.Fatalf("allow downloads: %v", err)
-	}
-	run(t, ctx, "download the private key", click(`form[action="/orders/`+ref+`/private-key"] button`))
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		entries, _ := os.ReadDir(dir)
-		t.Fatalf("the private key's download did not complete (folder: %v)", entries)
-	}
+	dir := download(t, ctx, "the private key", click(`form[action="/orders/`+ref+`/private-key"] button`))
 	key, err := os.ReadFile(filepath.Join(dir, "kernodeck-"+ref+".key"))
 	if err != nil {
 		t.Fatalf("downloaded key: %v", err)
