@@ -85,6 +85,15 @@ func (s *Server) payoutsOn() (*PayoutDeps, error) {
 	return s.payouts, nil
 }
 
+// PayoutTerms are the limits and network fees a customer's payout is
+// held to (their defaults filled), and whether this server offers payouts.
+func (s *Server) PayoutTerms() (domain.PayoutLimits, bool) {
+	if s.payouts == nil {
+		return domain.PayoutLimits{}, false
+	}
+	return s.payouts.Limits.WithDefaults(), true
+}
+
 // quoteLabel binds a sealed quote to its account.
 func quoteLabel(accountID int64) string { return fmt.Sprintf("payout-quote:%d", accountID) }
 

@@ -417,6 +417,7 @@ const (
 	MovementOrderPayment = "order_payment" // a rental paid from the balance, debited
 	MovementRefund       = "refund"        // money refunded to the balance
 	MovementReversal     = "reversal"      // paid out on a payment the chain removed: taken back (or given back once mined again)
+	MovementPayout       = "payout"        // a payout's amount held (debit), or given back when it is cancelled or declined (credit); its final debit leaves the balance alone
 )
 
 // BalanceMovement is one credit or debit of a customer's balance: positive

@@ -71,7 +71,7 @@ func (db *DB) RequestPayout(ctx context.Context, in domain.NewPayout) (domain.Pa
 			q.AmountBase.String(), q.Rate, q.RateAt, in.NeedsTwo, in.RequestKey); err != nil {
 			return fmt.Errorf("insert payout: %w", err)
 		}
-		if _, err := postLedger(ctx, tx, domain.PayoutKey("held", ref), "payout", ref, "payout requested",
+		if _, err := postLedger(ctx, tx, domain.PayoutKey("held", ref), domain.MovementPayout, ref, "payout requested",
 			entry{customerLedger(in.AccountID), -q.AmountCents}, entry{ledgerPayoutsHeld, q.AmountCents}); err != nil {
 			return err
 		}
@@ -153,12 +153,12 @@ func movePayout(ctx context.Context, tx *sqlx.Tx, p *domain.Payout, to domain.Pa
 	}
 	switch to {
 	case domain.PayoutCancelled, domain.PayoutDeclined:
-		if _, err := postLedger(ctx, tx, domain.PayoutKey("released", p.Ref), "payout", p.Ref, "payout "+string(to),
+		if _, err := postLedger(ctx, tx, domain.PayoutKey("released", p.Ref), domain.MovementPayout, p.Ref, "payout "+string(to),
 			entry{ledgerPayoutsHeld, -p.AmountCents}, entry{customerLedger(p.AccountID), p.AmountCents}); err != nil {
 			return err
 		}
 	case domain.PayoutDone:
-		if _, err := postLedger(ctx, tx, domain.PayoutKey("sent", p.Ref), "payout", p.Ref, "payout confirmed",
+		if _, err := postLedger(ctx, tx, domain.PayoutKey("sent", p.Ref), domain.MovementPayout, p.Ref, "payout confirmed",
 			entry{ledgerPayoutsHeld, -p.AmountCents}, entry{ledgerPayoutsSent, p.AmountCents}); err != nil {
 			return err
 		}

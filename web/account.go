@@ -26,6 +26,8 @@ type accountData struct {
 	MaxLen        int
 	// TwoFactor: the second factor's state (account_totp.go).
 	TwoFactor api.TwoFactorStatus
+	// Payouts: this server offers payouts (/compte/retraits).
+	Payouts bool
 }
 
 // accountNotices are the messages a redirect to /compte can ask for.
@@ -82,6 +84,7 @@ func (s *Site) renderAccount(c *gin.Context, me *session, p page, status int) {
 		s.fail(c, err)
 		return
 	}
+	_, d.Payouts = s.svc.PayoutTerms()
 	p.Data = d
 	s.render(c, status, "account", p)
 }

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/postgres"
 	"github.com/kernodeck/kernodeck/workflows"
 )
 
@@ -242,5 +244,48 @@ func TestCancelUnpaidOrderFromItsPage(t *testing.T) {
 	}
 	if got := wf.cancelled(); len(got) != 1 || "/orders/"+got[0] != orderPath {
 		t.Fatalf("cancelled %v", got)
+	}
+}
+
+// Where customers read about their balance they read about payouts: the
+// balance page's section gives the configured minimum, daily limit and
+// network fees with the rules (second factor, locked rate, cancel until
+// sent, the chain's confirmation, a refusal back on the balance) and links
+// to /compte/retraits, as the account page does; the payouts page repeats
+// the terms. A server without payouts shows none of it.
+func TestPayoutTermsWhereTheBalanceIs(t *testing.T) {
+	limits := domain.PayoutLimits{MinCents: 2500, DailyCents: 50000, FeeCents: map[string]int64{domain.NetworkLitecoin: 25}}
+	sh := newSiteHarnessWith(t, func(d *api.Deps, db *postgres.DB) {
+		d.Payouts = &api.PayoutDeps{Store: db, Limits: limits}
+	})
+	ada := sh.signedIn("ada@example.com", true)
+	terms := []string{`<span class="payout-min">25,00 USD</span>`, `<span class="payout-daily">500,00 USD</span>`,
+		"réseau Litecoin 0,25 USD", "réseau Bitcoin 3,00 USD", "double authentification doit être activée",
+		"cours garanti pendant 10 minutes", "annuler le retrait tant que l'envoi n'est pas signé",
+		"terminé quand la blockchain le confirme", "Un retrait refusé par le support revient sur votre solde"}
+	pages := map[string][]string{
+		"/balance":         append([]string{`id="retraits"`, `<a href="/compte/retraits">Mes retraits</a>`}, terms...),
+		"/compte":          {`<a href="/compte/retraits">Mes retraits</a>`, `<a href="/balance#retraits">Mon solde</a>`},
+		"/compte/retraits": append([]string{"Bon à savoir"}, terms...),
+	}
+	for path, wants := range pages {
+		rec := ada.do("GET", path, nil)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body.String())
+		}
+		checkPageHeaders(t, rec)
+		for _, want := range wants {
+			if !strings.Contains(rec.Body.String(), want) {
+				t.Errorf("%s lacks %q", path, want)
+			}
+		}
+	}
+
+	plain := newSiteHarness(t).signedIn("bob@example.com", true)
+	for _, path := range []string{"/balance", "/compte"} {
+		page := plain.do("GET", path, nil).Body.String()
+		if strings.Contains(page, "/compte/retraits") || strings.Contains(page, "payout-min") {
+			t.Errorf("%s offers payouts on a server without them", path)
+		}
 	}
 }

@@ -23,6 +23,8 @@ type balanceData struct {
 	Amounts []int64
 	TopUps  []api.TopUpView
 	History []movement
+	// Payouts are the payouts' terms (nil: not offered here).
+	Payouts *payoutTerms
 }
 
 // movement is a line of the balance's history with the page of its
@@ -32,9 +34,20 @@ type movement struct {
 	URL string
 }
 
+// Label names the movement; a payout's credit is its amount given back.
+func (m movement) Label() string {
+	if m.Kind == domain.MovementPayout && m.AmountCents > 0 {
+		return "Retrait annulé ou refusé : montant rendu"
+	}
+	return label(movementLabels, m.Kind)
+}
+
 func refURL(ref string) string {
-	if strings.HasPrefix(ref, domain.TopUpRefPrefix+"-") {
+	switch {
+	case strings.HasPrefix(ref, domain.TopUpRefPrefix+"-"):
 		return topUpURL(ref)
+	case strings.HasPrefix(ref, domain.PayoutRefPrefix+"-"):
+		return payoutURL(ref)
 	}
 	return orderURL(ref)
 }
@@ -69,6 +82,7 @@ func (s *Site) showBalance(c *gin.Context, me *session, refusal error) {
 	for _, m := range moves {
 		d.History = append(d.History, movement{BalanceMovement: m, URL: refURL(m.Ref)})
 	}
+	d.Payouts = s.payoutTerms()
 	p := pageFor(me, "Mon solde")
 	status := http.StatusOK
 	if refusal != nil {

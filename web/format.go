@@ -109,6 +109,7 @@ var movementLabels = map[string]string{
 	domain.MovementOrderPayment: "Location réglée par le solde",
 	domain.MovementRefund:       "Remboursement sur le solde",
 	domain.MovementReversal:     "Paiement annulé par le réseau",
+	domain.MovementPayout:       "Retrait",
 }
 
 // walletSchemes are the payment URI schemes the payments package builds

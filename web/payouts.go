@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -25,6 +26,34 @@ type payoutServices interface {
 	CancelPayout(ctx context.Context, me *api.Customer, ref string) (domain.Payout, error)
 	CustomerPayouts(ctx context.Context, me *api.Customer) ([]domain.Payout, int64, error)
 	CustomerPayout(ctx context.Context, me *api.Customer, ref string) (api.PayoutView, error)
+	PayoutTerms() (domain.PayoutLimits, bool)
+}
+
+// payoutTerms are what the site tells customers a payout is held to: the
+// limits and each network's fee, as configured.
+type payoutTerms struct {
+	MinCents, DailyCents int64
+	Fees                 []networkFee
+}
+
+type networkFee struct {
+	Network string
+	Cents   int64
+}
+
+// payoutTerms are the server's payout terms, nil when it offers no payouts.
+func (s *Site) payoutTerms() *payoutTerms {
+	lim, ok := s.svc.PayoutTerms()
+	if !ok {
+		return nil
+	}
+	t := &payoutTerms{MinCents: lim.MinCents, DailyCents: lim.DailyCents}
+	for _, m := range domain.Methods {
+		if !slices.ContainsFunc(t.Fees, func(f networkFee) bool { return f.Network == m.Network }) {
+			t.Fees = append(t.Fees, networkFee{Network: m.Network, Cents: lim.FeeCents[m.Network]})
+		}
+	}
+	return t
 }
 
 // payoutsData is the payouts page: the list, what it holds, the form (with
@@ -37,6 +66,7 @@ type payoutsData struct {
 	Amount    string // the typed amount, in USD
 	Quote     *domain.PayoutQuote
 	Sealed    string
+	Terms     *payoutTerms
 }
 
 func (s *Site) mountPayouts(g *gin.RouterGroup) {
@@ -58,7 +88,7 @@ func (s *Site) renderPayouts(c *gin.Context, me *session, p page, d payoutsData,
 	if err != nil {
 		p.Error = domain.ErrorMessage(err) // payouts not offered here
 	}
-	d.Payouts, d.HeldCents, d.Methods = ps, held, domain.Methods
+	d.Payouts, d.HeldCents, d.Methods, d.Terms = ps, held, domain.Methods, s.payoutTerms()
 	if p.Title == "" {
 		p = pageFor(me, "Mes retraits")
 	}

@@ -60,6 +60,13 @@ func (startNothing) StartTopUp(context.Context, workflows.TopUpInput) error   { 
 // newSiteHarness starts the site; wf, if given, replaces startNothing.
 func newSiteHarness(t *testing.T, wf ...api.Workflows) *siteHarness {
 	t.Helper()
+	return newSiteHarnessWith(t, nil, wf...)
+}
+
+// newSiteHarnessWith is newSiteHarness with more of the API's dependencies
+// (more, if not nil, completes them on the harness's database).
+func newSiteHarnessWith(t *testing.T, more func(*api.Deps, *postgres.DB), wf ...api.Workflows) *siteHarness {
+	t.Helper()
 	ring, err := secrets.Parse(secrets.Generate("web"))
 	if err != nil {
 		t.Fatal(err)
@@ -70,9 +77,12 @@ func newSiteHarness(t *testing.T, wf ...api.Workflows) *siteHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}},
-		api.Deps{Stores: app.APIStores(postgres.NewStore(sh.db, nil, "")), Workflows: append(wf, startNothing{})[0], Site: site, Keyring: ring, Now: sh.clock,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	deps := api.Deps{Stores: app.APIStores(postgres.NewStore(sh.db, nil, "")), Workflows: append(wf, startNothing{})[0], Site: site, Keyring: ring, Now: sh.clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if more != nil {
+		more(&deps, sh.db)
+	}
+	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}}, deps)
 	sh.h = srv.Handler()
 	return sh
 }

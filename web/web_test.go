@@ -316,6 +316,14 @@ type fakeServices struct {
 	methods  []domain.Method
 	balance  domain.Balance
 	history  []domain.BalanceMovement
+	payouts  *domain.PayoutLimits // nil: payouts not offered
+}
+
+func (f *fakeServices) PayoutTerms() (domain.PayoutLimits, bool) {
+	if f.payouts == nil {
+		return domain.PayoutLimits{}, false
+	}
+	return f.payouts.WithDefaults(), true
 }
 
 func (f *fakeServices) CustomerSession(_ context.Context, r *http.Request) (*api.Customer, error) {
@@ -416,21 +424,29 @@ func TestPartlyPaidTopUpShowsWhatWasReceived(t *testing.T) {
 }
 
 // The balance's history links each reference to its page: a refund on a
-// top-up to the top-up, one on an order to the order.
+// top-up to the top-up, one on an order to the order, a payout's hold and
+// its amount given back to the payout, each named.
 func TestBalanceHistoryLinksByReference(t *testing.T) {
 	r := fakeSite(t, &fakeServices{balance: domain.Balance{AvailableCents: 12000},
 		history: []domain.BalanceMovement{
 			{Kind: domain.MovementRefund, Ref: "TU-REFUND", AmountCents: 2000},
 			{Kind: domain.MovementRefund, Ref: "KD-REFUND", AmountCents: 1000},
 			{Kind: domain.MovementTopUp, Ref: "TU-CREDIT", AmountCents: 10000},
-			{Kind: domain.MovementOrderPayment, Ref: "KD-PAID", AmountCents: -2357}}})
+			{Kind: domain.MovementOrderPayment, Ref: "KD-PAID", AmountCents: -2357},
+			{Kind: domain.MovementPayout, Ref: "PO-BACK", AmountCents: 2500},
+			{Kind: domain.MovementPayout, Ref: "PO-HELD", AmountCents: -2500}}})
 	html := getSignedIn(t, r, "/balance", http.StatusOK)
-	for _, want := range []string{`href="/topups/TU-REFUND"`, `href="/orders/KD-REFUND"`, `href="/topups/TU-CREDIT"`, `href="/orders/KD-PAID"`} {
+	for _, want := range []string{`href="/topups/TU-REFUND"`, `href="/orders/KD-REFUND"`, `href="/topups/TU-CREDIT"`, `href="/orders/KD-PAID"`,
+		`<td>Retrait annulé ou refusé : montant rendu</td><td><a href="/compte/retraits/PO-BACK">`,
+		`<td>Retrait</td><td><a href="/compte/retraits/PO-HELD">`} {
 		if !strings.Contains(html, want) {
 			t.Errorf("balance history: missing %s", want)
 		}
 	}
-	if strings.Contains(html, `href="/orders/TU-`) {
-		t.Error("a top-up's reference links to an order page")
+	if strings.Contains(html, `href="/orders/TU-`) || strings.Contains(html, `href="/orders/PO-`) {
+		t.Error("a top-up's or a payout's reference links to an order page")
+	}
+	if strings.Contains(html, "/compte/retraits\"") {
+		t.Error("payouts not offered, yet the balance page offers them")
 	}
 }
