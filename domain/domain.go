@@ -241,6 +241,8 @@ type TopUp struct {
 	// top-up.
 	ExtensionRef      *string `json:"extension_reference,omitempty" db:"extension_ref"`
 	ExtensionOrderRef *string `json:"extension_order_reference,omitempty" db:"extension_order_ref"`
+	// ExtensionState is that extension's (ExtensionReserved, Paid, Lapsed).
+	ExtensionState string `json:"extension_state,omitempty" db:"extension_state"`
 }
 
 // Balance is a customer's balance. Pending top-ups are shown apart: they are
@@ -418,6 +420,9 @@ const (
 	MovementRefund       = "refund"        // money refunded to the balance
 	MovementReversal     = "reversal"      // paid out on a payment the chain removed: taken back (or given back once mined again)
 	MovementPayout       = "payout"        // a payout's amount held (debit), or given back when it is cancelled or declined (credit); its final debit leaves the balance alone
+	// MovementExtension is a rental extension paid from the balance (an
+	// order payment whose event is the extension's).
+	MovementExtension = "extension_payment"
 )
 
 // BalanceMovement is one credit or debit of a customer's balance: positive

@@ -13,8 +13,9 @@ import (
 // on the Temporal dev server with the real worker: 7 days from the
 // balance, asked twice with one key, debited once; 3 days by a crypto
 // payment to the extension's top-up, which the top-up's workflow, once
-// credited, asks the rental's to apply; a third extension whose payment
-// confirms after the rental ended lapses, its money left on the balance.
+// credited, asks the rental's to apply; a third extension, still awaiting
+// its payment when the rental ends, lapses with it, and the payment that
+// still comes is credited to the balance.
 // The rental's and the paying top-up's histories (history version 15)
 // are replayed, and recorded with KERNODECK_RECORD_HISTORY=1.
 func TestCustomerExtensionEndToEnd(t *testing.T) {
@@ -72,7 +73,13 @@ func TestCustomerExtensionEndToEnd(t *testing.T) {
 	e.waitOrder(ref, domain.StatusEnded)
 	lateRef := str(x3["topup_reference"])
 	e.paid("topup-"+lateRef, btc("ee02", 2357, false))
+	// Lapsed as the rental ended, before its payment came.
 	e.waitFor("the late extension lapsed", func() bool { return e.extensionState(ref, str(x3["reference"])) == domain.ExtensionLapsed })
+	late := e.must(http.StatusOK, "GET", "/v1/topups/"+lateRef, dora, nil)["topup"].(map[string]any)
+	if str(late["extension_state"]) != domain.ExtensionLapsed {
+		t.Fatalf("the late extension's top-up: %v", late)
+	}
+	e.waitTopUp(lateRef, domain.TopUpCredited)
 	if got := balance(); got != "4500" {
 		t.Fatalf("balance with the lapsed extension's payment: %s", got)
 	}

@@ -150,6 +150,9 @@ func recordOrderEvent(ctx context.Context, tx *sqlx.Tx, ev domain.OrderEvent) er
 		key: ev.Key, posting: ev.Posting, exceptions: ev.Exceptions, use: ev.Use, reversal: ev.Reversal}); err != nil {
 		return err
 	}
+	if err := lapseEndedRentalExtensions(ctx, tx, ev.OrderRef, ev.Status, ev.At); err != nil {
+		return err
+	}
 	// The mail announcing the event commits or rolls back with it.
 	return queueMail(ctx, tx, o.AccountID, ev.OrderRef, ev.Key, ev.Kind, o.data(ev.Kind, ev.Message, ev.Data, ev.At))
 }

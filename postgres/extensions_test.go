@@ -84,6 +84,17 @@ func TestExtensionNeedsTheSameHostFree(t *testing.T) {
 	require.NoError(t, db.Get(&msg, `SELECT message FROM timeline_events WHERE ref = $1 AND kind = 'extension_lapsed'`, o.Ref))
 	require.Contains(t, msg, "non appliquée")
 	require.True(t, offers().Available, "the lapsed reservation no longer blocks another")
-	_, err = reserve("key-second-01")
+	second, err := reserve("key-second-01")
 	require.NoError(t, err)
+
+	// The rental ends: the reservation awaiting payment lapses with it.
+	require.NoError(t, db.RecordOrderEvent(ctx, domain.OrderEvent{OrderRef: o.Ref, Key: domain.KeyRevoked,
+		Kind: domain.EventAccessRevoked, Status: domain.StatusEnding, At: time.Now(), Message: "Période terminée."}))
+	second, err = x.Extension(ctx, second.Ref, acc.ID)
+	require.NoError(t, err)
+	require.Equal(t, domain.ExtensionLapsed, second.State)
+	require.Contains(t, second.Reason, "la location se termine")
+	tu, err := db.GetTopUp(ctx, *second.TopUpRef)
+	require.NoError(t, err)
+	require.Equal(t, domain.ExtensionLapsed, tu.ExtensionState, "its top-up's page says so")
 }

@@ -13,7 +13,8 @@ import (
 
 const topUpColumnList = `ref, account_id, amount_cents, status, credited_at, workflow_id,
 	workflow_started_at, created_at, updated_at, COALESCE(received_cents, 0) AS received_cents, extension_ref,
-	(SELECT e.order_ref FROM rental_extensions e WHERE e.ref = topups.extension_ref) AS extension_order_ref`
+	(SELECT e.order_ref FROM rental_extensions e WHERE e.ref = topups.extension_ref) AS extension_order_ref,
+	COALESCE((SELECT e.state FROM rental_extensions e WHERE e.ref = topups.extension_ref), '') AS extension_state`
 
 // CreateTopUp inserts a top-up awaiting payment, with its "created" timeline
 // event, in one transaction. The amount must be one of the offered amounts

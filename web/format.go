@@ -110,6 +110,7 @@ var movementLabels = map[string]string{
 	domain.MovementRefund:       "Remboursement sur le solde",
 	domain.MovementReversal:     "Paiement annulé par le réseau",
 	domain.MovementPayout:       "Retrait",
+	domain.MovementExtension:    "Prolongation réglée par le solde",
 }
 
 // walletSchemes are the payment URI schemes the payments package builds

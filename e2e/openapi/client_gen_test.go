@@ -85,16 +85,19 @@ func (e AgentSessionVia) Valid() bool {
 
 // Defines values for BalanceMovementKind.
 const (
-	BalanceMovementKindOrderPayment BalanceMovementKind = "order_payment"
-	BalanceMovementKindPayout       BalanceMovementKind = "payout"
-	BalanceMovementKindRefund       BalanceMovementKind = "refund"
-	BalanceMovementKindReversal     BalanceMovementKind = "reversal"
-	BalanceMovementKindTopup        BalanceMovementKind = "topup"
+	BalanceMovementKindExtensionPayment BalanceMovementKind = "extension_payment"
+	BalanceMovementKindOrderPayment     BalanceMovementKind = "order_payment"
+	BalanceMovementKindPayout           BalanceMovementKind = "payout"
+	BalanceMovementKindRefund           BalanceMovementKind = "refund"
+	BalanceMovementKindReversal         BalanceMovementKind = "reversal"
+	BalanceMovementKindTopup            BalanceMovementKind = "topup"
 )
 
 // Valid indicates whether the value is a known member of the BalanceMovementKind enum.
 func (e BalanceMovementKind) Valid() bool {
 	switch e {
+	case BalanceMovementKindExtensionPayment:
+		return true
 	case BalanceMovementKindOrderPayment:
 		return true
 	case BalanceMovementKindPayout:
@@ -1109,6 +1112,27 @@ func (e SupportTopUpDetailAllowedActions) Valid() bool {
 	}
 }
 
+// Defines values for TopUpExtensionState.
+const (
+	TopUpExtensionStateLapsed   TopUpExtensionState = "lapsed"
+	TopUpExtensionStatePaid     TopUpExtensionState = "paid"
+	TopUpExtensionStateReserved TopUpExtensionState = "reserved"
+)
+
+// Valid indicates whether the value is a known member of the TopUpExtensionState enum.
+func (e TopUpExtensionState) Valid() bool {
+	switch e {
+	case TopUpExtensionStateLapsed:
+		return true
+	case TopUpExtensionStatePaid:
+		return true
+	case TopUpExtensionStateReserved:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TopUpStatus.
 const (
 	TopUpStatusAwaitingPayment TopUpStatus = "awaiting_payment"
@@ -1411,14 +1435,14 @@ type BalanceMovement struct {
 	AmountUsd   string    `json:"amount_usd"`
 	At          time.Time `json:"at"`
 
-	// Kind payout: a payout's amount held (negative), or given back when it is cancelled or declined (positive).
+	// Kind payout: a payout's amount held (negative), or given back when it is cancelled or declined (positive). extension_payment: a rental extension paid from the balance.
 	Kind BalanceMovementKind `json:"kind"`
 
 	// Reference The top-up or order concerned.
 	Reference string `json:"reference"`
 }
 
-// BalanceMovementKind payout: a payout's amount held (negative), or given back when it is cancelled or declined (positive).
+// BalanceMovementKind payout: a payout's amount held (negative), or given back when it is cancelled or declined (positive). extension_payment: a rental extension paid from the balance.
 type BalanceMovementKind string
 
 // CaseList defines model for CaseList.
@@ -2591,12 +2615,18 @@ type TopUp struct {
 	// ExtensionReference The rental extension this top-up pays (its amount is the extension's).
 	ExtensionReference *string `json:"extension_reference,omitempty"`
 
+	// ExtensionState That extension's state: lapsed, a payment still sent is credited to the balance.
+	ExtensionState *TopUpExtensionState `json:"extension_state,omitempty"`
+
 	// Reference Example: TU-7QX2M4ZP9A
 	Reference  string      `json:"reference"`
 	Status     TopUpStatus `json:"status"`
 	UpdatedAt  time.Time   `json:"updated_at"`
 	WorkflowId string      `json:"workflow_id"`
 }
+
+// TopUpExtensionState That extension's state: lapsed, a payment still sent is credited to the balance.
+type TopUpExtensionState string
 
 // TopUpStatus defines model for TopUp.Status.
 type TopUpStatus string

@@ -60,6 +60,9 @@ func TestExtensionFromThePageByBalanceAndByLTC(t *testing.T) {
 	}
 	waitJS(t, ctx, "the extension on the timeline", `[...document.querySelectorAll(".timeline li")].some(li => li.dataset.kind === "extension_paid")`)
 	s.balanceIs(t, ctx, "21,43 USD")
+	if got := text(t, ctx, "table.history tbody"); !strings.Contains(got, "Prolongation réglée par le solde") || !strings.Contains(got, "-55,00 USD") {
+		t.Fatalf("history: %q", got)
+	}
 
 	// 3 days in LTC: the days reserved with the extension's top-up, paid
 	// like any top-up.
