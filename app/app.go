@@ -332,6 +332,9 @@ type WatcherOptions struct {
 	Dust map[string]int64
 	// Mempool is the node's mempool, where the chain has one.
 	Mempool chainwatch.Mempool
+	// Broadcaster, where payouts are signed transactions (Bitcoin,
+	// Litecoin), is the node the watcher sends them to once caught up.
+	Broadcaster chainwatch.Broadcaster
 }
 
 // Watcher builds the watcher of chain, measured when the application is.
@@ -348,6 +351,9 @@ func (a *App) Watcher(chain chainwatch.Chain, o WatcherOptions) *chainwatch.Watc
 		Mempool:  o.Mempool,
 		Logger:   a.cfg.Logger.With("component", "chainwatch"),
 		Dust:     map[string]*big.Int{},
+	}
+	if o.Broadcaster != nil {
+		w.PayoutTxs, w.Broadcaster = a.cfg.DB, o.Broadcaster
 	}
 	for asset, units := range o.Dust {
 		w.Dust[asset] = big.NewInt(units)

@@ -50,6 +50,9 @@ type Options struct {
 	// Holds, when set, holds capacity for orders as the worker does
 	// (app.Config.Holds); nil: no holds.
 	Holds *app.Holds
+	// Payouts, when set, has the API offer payouts (app.Config.PayoutChain);
+	// nil: none.
+	Payouts *Payouts
 }
 
 // Env is a running harness.
@@ -109,7 +112,7 @@ func New(t testing.TB, o Options) *Env {
 		Store: db, Rates: fixed, Networks: o.Networks,
 		Deadline: o.Deadline, WatchAfter: o.WatchAfter,
 	}
-	a := app.New(app.Config{
+	cfg := app.Config{
 		DB: db, Temporal: tc, Keyring: kr, Payments: pay,
 		Provisioner:     &localpg.Provisioner{Store: postgres.LocalGPUs{DB: db}, Host: "gpu-watchtest.local", Port: 22, Keyring: kr},
 		ProvisionerName: postgres.ProvisionerLocal,
@@ -118,7 +121,11 @@ func New(t testing.TB, o Options) *Env {
 		// (no SSH key: a repair that must log in to a host fails).
 		Hosts:  sshhost.NewOperations(postgres.Hosts{DB: db}, &sshhost.Driver{Store: postgres.Hosts{DB: db}, Logger: logger}),
 		Logger: logger,
-	})
+	}
+	if o.Payouts != nil {
+		cfg.PayoutChain, cfg.PayoutLimits = o.Payouts.shop(db), o.Payouts.Limits
+	}
+	a := app.New(cfg)
 	w := a.Worker()
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -187,8 +194,14 @@ func (e *Env) RequestTopUpPayment(topUpRef, asset, network string) (domain.Inten
 // Watcher builds a watcher for chain as the application does, polling
 // every 100 ms.
 func (e *Env) Watcher(chain chainwatch.Chain, confirmations int64) *chainwatch.Watcher {
-	return e.App.Watcher(chain, app.WatcherOptions{Confirmations: confirmations, Holder: "watchtest",
-		Poll: 100 * time.Millisecond, Backfill: 10})
+	return e.WatcherWith(chain, app.WatcherOptions{Confirmations: confirmations})
+}
+
+// WatcherWith is Watcher with o's confirmations, mempool and broadcaster
+// (its lease holder, poll and backfill are the harness's).
+func (e *Env) WatcherWith(chain chainwatch.Chain, o app.WatcherOptions) *chainwatch.Watcher {
+	o.Holder, o.Poll, o.Backfill = "watchtest", 100*time.Millisecond, 10
+	return e.App.Watcher(chain, o)
 }
 
 // Order reads an order.

@@ -175,22 +175,54 @@ func MineLitecoin(ctx context.Context, url string, blocks int) error {
 // StartGeth starts geth in dev mode (in memory, one block a second, the
 // funded dev account unlocked).
 func StartGeth(ctx context.Context, dir string) (*Node, error) {
+	return startGeth(ctx, dir, GethHTTPPort, GethWSPort)
+}
+
+// GethURLOn is the RPC endpoint of a development geth on port.
+func GethURLOn(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
+
+// StartGethOn is StartGeth with the HTTP RPC on another port and no
+// websocket (tests use a free port; GethURLOn(port) reaches it).
+func StartGethOn(ctx context.Context, dir string, port int) (*Node, error) {
+	return startGeth(ctx, dir, port, 0)
+}
+
+// startGeth starts geth --dev; a wsPort of 0 means no websocket.
+func startGeth(ctx context.Context, dir string, port, wsPort int) (*Node, error) {
 	bin, err := goTool("geth")
 	if err != nil {
 		return nil, err
 	}
-	n, err := start(bin, []string{"--dev", "--dev.period", "1", "--ipcdisable", "--nodiscover", "--maxpeers=0",
-		"--port=0", "--authrpc.port=0", "--http", "--http.addr=127.0.0.1", "--http.port=" + strconv.Itoa(GethHTTPPort),
-		"--http.api=eth,net,web3", "--ws", "--ws.addr=127.0.0.1", "--ws.port=" + strconv.Itoa(GethWSPort), "--ws.api=eth"},
-		filepath.Join(dir, "geth.log"))
+	args := []string{"--dev", "--dev.period", "1", "--ipcdisable", "--nodiscover", "--maxpeers=0",
+		"--port=0", "--authrpc.port=0", "--http", "--http.addr=127.0.0.1", "--http.port=" + strconv.Itoa(port),
+		"--http.api=eth,net,web3"}
+	if wsPort != 0 {
+		args = append(args, "--ws", "--ws.addr=127.0.0.1", "--ws.port="+strconv.Itoa(wsPort), "--ws.api=eth")
+	}
+	n, err := start(bin, args, filepath.Join(dir, "geth.log"))
 	if err != nil {
 		return nil, err
 	}
-	if err := waitRPC(ctx, GethURL, "eth_blockNumber", n); err != nil {
+	if err := waitRPC(ctx, GethURLOn(port), "eth_blockNumber", n); err != nil {
 		n.Stop()
 		return nil, err
 	}
 	return n, nil
+}
+
+// SendEther sends wei from the funded, unlocked dev account of the geth
+// --dev node at url to address, and returns the transaction's hash (geth
+// --dev mines it within its period: confirmations follow).
+func SendEther(ctx context.Context, url, to string, wei *big.Int) (string, error) {
+	var accounts []string
+	if err := RPC(ctx, url, "eth_accounts", nil, &accounts); err != nil || len(accounts) == 0 {
+		return "", fmt.Errorf("geth dev account: %v", err)
+	}
+	var hash string
+	err := RPC(ctx, url, "eth_sendTransaction", []any{map[string]string{
+		"from": accounts[0], "to": to, "value": "0x" + wei.Text(16),
+	}}, &hash)
+	return hash, err
 }
 
 func waitRPC(ctx context.Context, url, method string, n *Node) error {
@@ -275,15 +307,7 @@ func Pay(ctx context.Context, in domain.Intent, confirmations int) (string, erro
 	case in.Network == domain.NetworkBitcoin:
 		return PayBitcoin(ctx, BitcoinURL, in, confirmations)
 	case in.Network == domain.NetworkEthereum && in.Asset == "ETH":
-		var accounts []string
-		if err := RPC(ctx, GethURL, "eth_accounts", nil, &accounts); err != nil || len(accounts) == 0 {
-			return "", fmt.Errorf("geth dev account: %v", err)
-		}
-		var hash string
-		err := RPC(ctx, GethURL, "eth_sendTransaction", []any{map[string]string{
-			"from": accounts[0], "to": in.Address, "value": "0x" + new(big.Int).Set(&in.AmountBase.Int).Text(16),
-		}}, &hash)
-		return hash, err // geth --dev mines a block a second: confirmations follow
+		return SendEther(ctx, GethURL, in.Address, &in.AmountBase.Int)
 	default:
 		return "", errors.New("dev pay supports BTC on the local btcd regtest, LTC on the local Litecoin regtest and ETH on the local geth only")
 	}

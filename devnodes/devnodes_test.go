@@ -29,6 +29,13 @@ func TestDevelopmentKeys(t *testing.T) {
 	if a, _ := ltc.Address(0); len(a) < 5 || a[:5] != "rltc1" {
 		t.Fatalf("litecoin regtest dev address 0 = %s", a)
 	}
+	origin, err := hdwallet.ParseKeyOrigin(TestKeyOrigin("84'/1'/0'"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ltc.CheckOrigin(origin); err != nil {
+		t.Fatalf("%s as the origin of the litecoin regtest key: %v", origin, err)
+	}
 }
 
 // `dev pay` on the local btcd: the exact amount reaches the request's

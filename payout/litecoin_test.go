@@ -21,6 +21,7 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/payout"
+	"github.com/kernodeck/kernodeck/payout/payouttest"
 )
 
 // ltcNode is a Litecoin Core regtest node with two wallets: "dev", funded
@@ -70,44 +71,16 @@ func startLitecoinCore(t *testing.T) ltcNode {
 	return ltcNode{t: t, ctx: ctx, url: devnodes.LitecoinURLOn(port)}
 }
 
-// importSigner makes the operator's wallet: the account's tprv under the
-// same origin as the server's configuration, external and internal chains.
-// Litecoin Core builds with SQLite make a descriptor wallet
-// (importdescriptors); Debian's package has no SQLite, so there the same
-// descriptors go into a legacy wallet with importmulti, which keeps each
-// key's origin (fingerprint and path) as its metadata.
+// importSigner makes the operator's wallet "signer": the account's tprv
+// under the same origin as the server's configuration (payouttest).
 func (n ltcNode) importSigner() {
 	n.t.Helper()
-	account := derive(n.t, master(n.t), 84+hardened, 1+hardened, hardened)
-	var reqs []map[string]any
-	for _, chain := range []string{"0", "1"} {
-		desc := "wpkh([73c5da0a/84h/1h/0h]" + account.String() + "/" + chain + "/*)"
-		var info struct{ Checksum string }
-		n.call("", "getdescriptorinfo", &info, desc)
-		reqs = append(reqs, map[string]any{"desc": desc + "#" + info.Checksum, "timestamp": 0, "internal": chain == "1", "range": []int{0, 50}})
+	method, err := payouttest.ImportLitecoinSigner(n.ctx, n.url, "signer")
+	if err != nil {
+		n.t.Fatal(err)
 	}
-	method := "importdescriptors"
-	if err := n.try("", "createwallet", nil, "signer", false, true, "", false, true); err != nil {
-		if !strings.Contains(err.Error(), "sqlite") {
-			n.t.Fatal(err)
-		}
+	if method == "importmulti" {
 		n.t.Log("this litecoind has no descriptor wallets (built without SQLite): a legacy wallet imports the descriptors")
-		n.call("", "createwallet", nil, "signer", false, true)
-		method = "importmulti"
-	} else {
-		for _, r := range reqs {
-			r["active"] = true
-		}
-	}
-	var res []struct {
-		Success bool
-		Error   *struct{ Message string }
-	}
-	n.call("signer", method, &res, reqs)
-	for _, r := range res {
-		if !r.Success {
-			n.t.Fatalf("%s: %+v", method, r.Error)
-		}
 	}
 }
 

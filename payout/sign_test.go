@@ -10,25 +10,22 @@ import (
 	"github.com/btcsuite/btcd/btcutil"
 	"github.com/btcsuite/btcd/btcutil/hdkeychain"
 	"github.com/btcsuite/btcd/btcutil/psbt"
-	"github.com/btcsuite/btcd/chaincfg"
 	"github.com/btcsuite/btcd/txscript"
 	"github.com/btcsuite/btcd/wire"
-	"github.com/tyler-smith/go-bip39"
 
 	"github.com/kernodeck/kernodeck/hdwallet"
 	"github.com/kernodeck/kernodeck/payout"
+	"github.com/kernodeck/kernodeck/payout/payouttest"
 )
-
-// The test wallet: BIP39's public "abandon ... about" mnemonic, whose
-// master fingerprint wallets publish as 73c5da0a. Only tests hold its
-// private keys; the server gets the account's tpub.
-const mnemonic = "abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon abandon about"
 
 const hardened = hdkeychain.HardenedKeyStart
 
+// master is the test wallet's master key (payouttest.Mnemonic, whose
+// fingerprint wallets publish as 73c5da0a). Only tests hold its private
+// keys; the server gets the account's tpub.
 func master(t testing.TB) *hdkeychain.ExtendedKey {
 	t.Helper()
-	m, err := hdkeychain.NewMaster(bip39.NewSeed(mnemonic, ""), &chaincfg.RegressionNetParams)
+	m, err := payouttest.Master()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,9 +74,8 @@ func newWatcher(ctx context.Context, network, nodeURL string, pcfg config.Paymen
 		if err != nil {
 			return nil, err
 		}
-		opts.Mempool = chain
+		opts.Mempool, opts.Broadcaster = chain, chain
 		w := a.Watcher(chain, opts)
-		w.PayoutTxs, w.Broadcaster = db, chain
 		if addr := pcfg.P2PAddrs[network]; addr != "" {
 			// The key network names the chain: "litecoin-regtest" -> regtest.
 			chainName := "main"
