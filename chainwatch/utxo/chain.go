@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/btcsuite/btcd/btcjson"
-	"github.com/btcsuite/btcd/chaincfg/chainhash"
 	"github.com/btcsuite/btcd/rpcclient"
 	"github.com/btcsuite/btcd/wire"
 
@@ -486,7 +485,9 @@ func isNotFound(err error) bool {
 
 // Broadcast sends a signed transaction (hex) to the node
 // (sendrawtransaction); one the node already has, in its mempool or in a
-// block, is not an error.
+// block, is not an error. The hex alone, as a raw request: rpcclient's
+// typed call takes Litecoin Core for an old bitcoind and adds a boolean
+// where it wants a fee rate ("Amount is not a number or string").
 func (c *Chain) Broadcast(ctx context.Context, rawHex string) error {
 	raw, err := hex.DecodeString(rawHex)
 	if err != nil {
@@ -496,9 +497,7 @@ func (c *Chain) Broadcast(ctx context.Context, rawHex string) error {
 	if err := tx.Deserialize(bytes.NewReader(raw)); err != nil {
 		return fmt.Errorf("broadcast: %w", err)
 	}
-	_, err = call(ctx, c, func(r *rpcclient.Client) func() (*chainhash.Hash, error) {
-		return r.SendRawTransactionAsync(&tx, false).Receive
-	})
+	_, err = c.rawRequest(ctx, "sendrawtransaction", rawHex)
 	if err != nil && alreadyKnown(err) {
 		return nil
 	}
