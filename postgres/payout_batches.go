@@ -132,8 +132,10 @@ func (db *DB) SaveBatchPSBT(ctx context.Context, ref string, ex domain.BatchExpo
 }
 
 // SignBatch records that an open batch was signed (BTC, LTC: its
-// transaction, checked by the caller against the batch) or sent from the
-// operator's payout wallet (a transfer list: no transaction), and starts
+// transaction, checked by the caller against the batch) or is about to be
+// sent from the operator's payout wallet (a transfer list: no
+// transaction; locked before any transfer leaves, as the watchers read
+// each block once and see only what is watched by then), and starts
 // watching each payout as a payment request to the customer's address.
 //
 // dress completes each watch with what only the caller knows: the token's
@@ -154,7 +156,7 @@ func (db *DB) SignBatch(ctx context.Context, ref, txid, rawTx, agent string, dre
 			WHERE p.batch_ref = $1 AND p.status = 'batched' ORDER BY p.ref FOR UPDATE OF p`, ref); err != nil {
 			return err
 		}
-		msg := "Retrait envoyé depuis le portefeuille de la boutique : en attente de la blockchain."
+		msg := "Retrait en cours d'envoi depuis le portefeuille de la boutique : en attente de la blockchain."
 		if txid != "" {
 			msg = "Retrait signé et diffusé (transaction " + txid + ") : en attente de la blockchain."
 			if _, err := tx.ExecContext(ctx, `UPDATE payouts SET txid = $2 WHERE batch_ref = $1`, ref, txid); err != nil {
