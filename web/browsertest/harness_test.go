@@ -26,6 +26,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kernodeck/kernodeck/api"
+	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/apptest"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
 	"github.com/kernodeck/kernodeck/devnodes"
@@ -69,6 +70,9 @@ type shopOptions struct {
 	roles map[string]domain.SupportRoles
 	// casePageSize is a page of the support list (its default when zero).
 	casePageSize int
+	// payouts: the site and the console offer payouts
+	// (apptest.RegtestPayouts; the watcher broadcasts LTC batches).
+	payouts bool
 }
 
 func newShop(t *testing.T, o shopOptions) *shop {
@@ -97,7 +101,11 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		}
 		networks[domain.NetworkLitecoin] = payments.Network{Deriver: acc}
 	}
-	env := apptest.New(t, apptest.Options{Networks: networks, Deadline: o.deadline})
+	var payouts *apptest.Payouts
+	if o.payouts {
+		payouts = apptest.RegtestPayouts(t)
+	}
+	env := apptest.New(t, apptest.Options{Networks: networks, Deadline: o.deadline, Payouts: payouts})
 	if o.litecoin {
 		// The watcher stops before the harness closes its database.
 		wctx, stop := context.WithCancel(env.Ctx)
@@ -108,7 +116,7 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := env.Watcher(chain, ltcConfirmations)
+		w := env.WatcherWith(chain, app.WatcherOptions{Confirmations: ltcConfirmations, Broadcaster: chain})
 		go func() { defer close(done); _ = w.Run(wctx) }()
 	}
 	site, err := web.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
