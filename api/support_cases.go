@@ -200,9 +200,9 @@ func (s *Server) supportCasesCSV(c *gin.Context) {
 // SetCSVHeaders starts an export's answer: CSV, as an attachment named
 // for its kind and time.
 func SetCSVHeaders(c *gin.Context, kind string) {
-	name := "commandes"
-	if kind == domain.TargetTopUp {
-		name = "recharges"
+	name := map[string]string{domain.TargetTopUp: "recharges", domain.TargetPayout: "retraits"}[kind]
+	if name == "" {
+		name = "commandes"
 	}
 	c.Header("Content-Type", "text/csv; charset=utf-8")
 	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="kernodeck-%s-%s.csv"`, name, time.Now().UTC().Format("20060102-150405")))

@@ -67,7 +67,7 @@ func TestSupportCasesListAndExport(t *testing.T) {
 	require.Equal(t, "zoe.cases@example.com", row["customer_email"])
 
 	for q, field := range map[string]string{"statut=lost": "statut", "du=2026-02-30": "du", "min=10&max=5": "max",
-		"type=payout": "type", "email=zo": "email"} {
+		"type=refund": "type", "email=zo": "email"} {
 		r := get("/v1/support/cases?"+q, agent)
 		require.Equal(t, http.StatusBadRequest, r.Code, "%s: %s", q, r.Body.String())
 		require.Equal(t, domain.ECodeInvalid, r.errCode())

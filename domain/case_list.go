@@ -11,12 +11,12 @@ import (
 
 // The back office's list (issue 39, item 4): every order or every top-up,
 // newest first, filtered and searched, a page at a time by keyset
-// (created_at, ref), never by offset. Payouts are to join as a third kind:
-// a Kind with its statuses in caseKinds, its query in postgres.ListCases
-// and its tab in the console (web/support_console_list.go).
+// (created_at, ref), never by offset. Payouts are the third kind: a kind
+// is its statuses here (caseKinds), its source in postgres.caseSources and
+// its tab in the console (web/support_console_list.go).
 
 // caseKind is what differs between the kinds the list shows (TargetOrder,
-// TargetTopUp).
+// TargetTopUp, TargetPayout).
 type caseKind struct {
 	Statuses []string
 	// Orders only: a model, paid from the balance.
@@ -28,6 +28,8 @@ var caseKinds = map[string]caseKind{
 		StatusProvisioning, StatusProvisioningFailed, StatusActive, StatusEnding, StatusEnded, StatusCancelled,
 		StatusExpired, StatusRefunded}, Model: true},
 	TargetTopUp: {Statuses: []string{TopUpAwaitingPayment, TopUpPaymentDetected, TopUpCredited, TopUpExpired, TopUpCancelled}},
+	TargetPayout: {Statuses: []string{string(PayoutRequested), string(PayoutApproved), string(PayoutBatched), string(PayoutSigned),
+		string(PayoutSeen), string(PayoutDone), string(PayoutCancelled), string(PayoutDeclined)}},
 }
 
 // CaseStatuses are the statuses of kind's list, in their life's order.
@@ -141,7 +143,7 @@ func (f CaseFilter) Validate() error {
 	k, ok := caseKinds[f.Kind]
 	switch {
 	case !ok:
-		return FieldError("type", "Type de dossier inconnu : choisissez les commandes ou les recharges.")
+		return FieldError("type", "Type de dossier inconnu : choisissez les commandes, les recharges ou les retraits.")
 	case f.Status != "" && !slices.Contains(k.Statuses, f.Status):
 		return FieldError("statut", fmt.Sprintf("Statut inconnu pour ce type de dossier : %q.", f.Status))
 	case f.Model != "" && !k.Model:

@@ -39,7 +39,9 @@ func TestParseCaseFilter(t *testing.T) {
 		q     CaseQuery
 		field string
 	}{
-		"unknown kind":             {CaseQuery{Kind: "payout"}, "type"},
+		"unknown kind":             {CaseQuery{Kind: "refund"}, "type"},
+		"the balance for payouts":  {CaseQuery{Kind: TargetPayout, Method: "balance"}, "moyen"},
+		"an order's status":        {CaseQuery{Kind: TargetPayout, Status: "active"}, "statut"},
 		"unknown status":           {CaseQuery{Status: "lost"}, "statut"},
 		"a top-up's status":        {CaseQuery{Status: "credited"}, "statut"},
 		"a model for top-ups":      {CaseQuery{Kind: TargetTopUp, Model: "b200"}, "modele"},

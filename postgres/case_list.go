@@ -10,28 +10,66 @@ import (
 	"github.com/kernodeck/kernodeck/domain"
 )
 
-// The back office's list (issue 39, item 4; domain.CaseFilter): orders or
-// top-ups with their customer, newest first, a page at a time by keyset
-// on (created_at, ref) (migration 00071's indexes), never by offset: a
-// page is as quick at the thousandth as at the first, and rows created
-// meanwhile neither shift nor repeat a page.
+// The back office's list (issue 39, item 4; domain.CaseFilter): orders,
+// top-ups or payouts with their customer, newest first, a page at a time
+// by keyset on (created_at, ref) (migrations 00071 and 00072's indexes),
+// never by offset: a page is as quick at the thousandth as at the first,
+// and rows created meanwhile neither shift nor repeat a page.
 
-// caseSources are each kind's rows in the list's columns: "x" the row,
-// "a" its account, "li" its latest payment request (a lateral read per
-// row listed). Payouts will add theirs.
-var caseSources = map[string]string{
-	domain.TargetOrder: `SELECT 'order' AS kind, x.ref, x.status, x.account_id, a.email, a.first_name, a.last_name,
+// caseSource is one kind's rows in the list's columns ("x" the row, "a"
+// its account, "li" its latest payment request: a lateral read per row
+// listed), its amount column, and how its method and txid filters read.
+type caseSource struct {
+	query, amount string
+	// method: an asset ("" for any) on a network.
+	method func(w *caseWhere, asset, network string)
+	// txid: the rows paid by (or paying) a transaction id matching pattern.
+	txid func(w *caseWhere, pattern string)
+}
+
+// requestedIn: a payment request of the row in asset on network.
+func requestedIn(w *caseWhere, asset, network string) {
+	if asset == "" {
+		w.add("EXISTS (SELECT 1 FROM payment_intents i WHERE i.target_ref = x.ref AND i.network = ?)", network)
+		return
+	}
+	w.add("EXISTS (SELECT 1 FROM payment_intents i WHERE i.target_ref = x.ref AND i.network = ? AND i.asset = ?)", network, asset)
+}
+
+// paidByTxID: a payment a watcher recorded, or an amount queued for
+// support; the references first (the txid indexes), then their rows.
+func paidByTxID(w *caseWhere, pattern string) {
+	w.add(`x.ref IN (SELECT i.target_ref FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
+			WHERE p.txid LIKE ? ESCAPE '\'
+		UNION SELECT e.target_ref FROM payment_exceptions e WHERE e.txid LIKE ? ESCAPE '\' AND e.txid <> '')`, pattern, pattern)
+}
+
+var caseSources = map[string]caseSource{
+	domain.TargetOrder: {query: `SELECT 'order' AS kind, x.ref, x.status, x.account_id, a.email, a.first_name, a.last_name,
 			x.gpu_model AS model, x.total_gpus, x.duration_days, x.total_cents AS amount_cents, x.paid_cents,
 			COALESCE(x.payment_method, '') AS paid_by, ` + latestIntent + `, x.created_at
 		FROM orders x JOIN accounts a ON a.id = x.account_id ` + latestIntentJoin,
-	domain.TargetTopUp: `SELECT 'topup' AS kind, x.ref, x.status, x.account_id, a.email, a.first_name, a.last_name,
+		amount: "x.total_cents", method: requestedIn, txid: paidByTxID},
+	domain.TargetTopUp: {query: `SELECT 'topup' AS kind, x.ref, x.status, x.account_id, a.email, a.first_name, a.last_name,
 			'' AS model, 0 AS total_gpus, 0 AS duration_days, x.amount_cents, COALESCE(x.received_cents, 0) AS paid_cents,
 			'' AS paid_by, ` + latestIntent + `, x.created_at
 		FROM topups x JOIN accounts a ON a.id = x.account_id ` + latestIntentJoin,
+		amount: "x.amount_cents", method: requestedIn, txid: paidByTxID},
+	// A payout's amount is what it holds from the balance; it is sent
+	// (paid_cents) once done; its asset and network are its own.
+	domain.TargetPayout: {query: `SELECT 'payout' AS kind, x.ref, x.status, x.account_id, a.email, a.first_name, a.last_name,
+			'' AS model, 0 AS total_gpus, 0 AS duration_days, x.amount_cents,
+			CASE WHEN x.status = 'done' THEN x.amount_cents ELSE 0 END AS paid_cents, '' AS paid_by, x.asset, x.network, x.created_at
+		FROM payouts x JOIN accounts a ON a.id = x.account_id`,
+		amount: "x.amount_cents",
+		method: func(w *caseWhere, asset, network string) {
+			w.add("x.network = ?", network)
+			if asset != "" {
+				w.add("x.asset = ?", asset)
+			}
+		},
+		txid: func(w *caseWhere, pattern string) { w.add(`x.txid LIKE ? ESCAPE '\'`, pattern) }},
 }
-
-// caseAmount is each kind's amount column.
-var caseAmount = map[string]string{domain.TargetOrder: "x.total_cents", domain.TargetTopUp: "x.amount_cents"}
 
 // latestIntent is the asset and network of a row's latest payment request.
 const (
@@ -67,7 +105,8 @@ func caseQuery(f domain.CaseFilter) (string, *caseWhere, error) {
 	if err := f.Validate(); err != nil {
 		return "", nil, err
 	}
-	src := caseSources[f.Kind]
+	k := caseSources[f.Kind]
+	src := k.query
 	w := &caseWhere{}
 	if f.Status != "" {
 		w.add("x.status = ?", f.Status)
@@ -79,10 +118,8 @@ func caseQuery(f domain.CaseFilter) (string, *caseWhere, error) {
 	switch {
 	case f.Method == domain.MethodBalance:
 		w.add("x.payment_method = ?", domain.MethodBalance)
-	case asset != "":
-		w.add("EXISTS (SELECT 1 FROM payment_intents i WHERE i.target_ref = x.ref AND i.network = ? AND i.asset = ?)", network, asset)
 	case network != "":
-		w.add("EXISTS (SELECT 1 FROM payment_intents i WHERE i.target_ref = x.ref AND i.network = ?)", network)
+		k.method(w, asset, network)
 	}
 	if !f.From.IsZero() {
 		w.add("x.created_at >= ?", f.From)
@@ -91,10 +128,10 @@ func caseQuery(f domain.CaseFilter) (string, *caseWhere, error) {
 		w.add("x.created_at < ?", f.To)
 	}
 	if f.MinCents != nil {
-		w.add(caseAmount[f.Kind]+" >= ?", *f.MinCents)
+		w.add(k.amount+" >= ?", *f.MinCents)
 	}
 	if f.MaxCents != nil {
-		w.add(caseAmount[f.Kind]+" <= ?", *f.MaxCents)
+		w.add(k.amount+" <= ?", *f.MaxCents)
 	}
 	if f.RefPrefix != "" {
 		w.add(`x.ref LIKE ? ESCAPE '\'`, likePrefix(f.RefPrefix)+"%")
@@ -106,11 +143,7 @@ func caseQuery(f domain.CaseFilter) (string, *caseWhere, error) {
 		w.add(`lower(a.first_name || ' ' || a.last_name) LIKE ? ESCAPE '\'`, "%"+likePrefix(f.Name)+"%")
 	}
 	if f.TxIDPrefix != "" {
-		// The references first (the txid index), then their rows.
-		w.add(`x.ref IN (SELECT i.target_ref FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
-				WHERE p.txid LIKE ? ESCAPE '\'
-			UNION SELECT e.target_ref FROM payment_exceptions e WHERE e.txid LIKE ? ESCAPE '\' AND e.txid <> '')`,
-			likePrefix(f.TxIDPrefix)+"%", likePrefix(f.TxIDPrefix)+"%")
+		k.txid(w, likePrefix(f.TxIDPrefix)+"%")
 	}
 	return src, w, nil
 }

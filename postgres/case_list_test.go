@@ -57,7 +57,7 @@ func listAll(t *testing.T, db *postgres.DB, f domain.CaseFilter, n int) []string
 
 func cursorOf(t *testing.T, db *postgres.DB, kind, ref string) *domain.CaseCursor {
 	t.Helper()
-	table := map[string]string{domain.TargetOrder: "orders", domain.TargetTopUp: "topups"}[kind]
+	table := map[string]string{domain.TargetOrder: "orders", domain.TargetTopUp: "topups", domain.TargetPayout: "payouts"}[kind]
 	c := domain.CaseCursor{Ref: ref}
 	require.NoError(t, db.Get(&c.CreatedAt, `SELECT created_at FROM `+table+` WHERE ref = $1`, ref))
 	return &c
@@ -231,4 +231,62 @@ func TestListCasesFiltersSearchesAndPages(t *testing.T) {
 	// A filter that is not valid runs nothing.
 	_, err = db.ListCases(ctx, domain.CaseFilter{Kind: domain.TargetOrder, Status: "lost", Limit: 10})
 	require.Equal(t, domain.ECodeInvalid, domain.ErrorCode(err), fmt.Sprint(err))
+}
+
+// Payouts are the list's third kind: their own statuses, asset and
+// network (the method filter reads the payout's), amount and txid, with
+// keyset pages over ties as the others.
+func TestListCasesPayouts(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	zoe := mkAccount(t, db, "zoe.payouts@example.com")
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for i, p := range []struct {
+		ref, asset, network, status, txid string
+		cents                             int64
+	}{
+		{"PO-AAAA0001", "LTC", "litecoin", "requested", "", 5000},
+		{"PO-AAAA0002", "LTC", "litecoin", "done", "ltc0abc1", 20000},
+		{"PO-AAAA0003", "ETH", "ethereum", "signed", "0xdeadbeef", 12000},
+		{"PO-AAAA0004", "USDT", "ethereum", "declined", "", 9000},
+	} {
+		var txid any
+		if p.txid != "" {
+			txid = p.txid
+		}
+		_, err := db.Exec(`INSERT INTO payouts (ref, account_id, asset, network, address, amount_cents, fee_cents, decimals,
+			amount_base, rate, rate_at, status, needs_two, txid, request_key, created_at)
+			VALUES ($1, $2, $3, $4, 'addr-of-twenty-chars-or-more', $5, 10, 8, 1000, 90, now(), $6, false, $7, $1, $8)`,
+			p.ref, zoe.ID, p.asset, p.network, p.cents, p.status, txid, at.Add(time.Duration(i/2)*time.Minute))
+		require.NoError(t, err)
+	}
+	all := listAll(t, db, domain.CaseFilter{Kind: domain.TargetPayout}, 1)
+	require.Equal(t, []string{"PO-AAAA0004", "PO-AAAA0003", "PO-AAAA0002", "PO-AAAA0001"}, all)
+	cents := func(v int64) *int64 { return &v }
+	for name, tc := range map[string]struct {
+		f    domain.CaseFilter
+		want []string
+	}{
+		"status":         {domain.CaseFilter{Status: string(domain.PayoutDone)}, []string{"PO-AAAA0002"}},
+		"network":        {domain.CaseFilter{Method: domain.NetworkEthereum}, []string{"PO-AAAA0004", "PO-AAAA0003"}},
+		"asset":          {domain.CaseFilter{Method: "USDT/ethereum"}, []string{"PO-AAAA0004"}},
+		"txid":           {domain.CaseFilter{TxIDPrefix: "0xdead"}, []string{"PO-AAAA0003"}},
+		"amount":         {domain.CaseFilter{MinCents: cents(10000), MaxCents: cents(15000)}, []string{"PO-AAAA0003"}},
+		"customer":       {domain.CaseFilter{Email: "payouts@"}, all},
+		"reference":      {domain.CaseFilter{RefPrefix: "PO-AAAA0001"}, []string{"PO-AAAA0001"}},
+		"another person": {domain.CaseFilter{Name: "nobody"}, nil},
+	} {
+		tc.f.Kind = domain.TargetPayout
+		got := listAll(t, db, tc.f, 1)
+		if tc.want == nil {
+			require.Empty(t, got, name)
+			continue
+		}
+		require.Equal(t, tc.want, got, name)
+	}
+	rows, err := db.ListCases(ctx, domain.CaseFilter{Kind: domain.TargetPayout, Status: string(domain.PayoutDone), Limit: 5})
+	require.NoError(t, err)
+	require.Equal(t, domain.CaseRow{Kind: "payout", Ref: "PO-AAAA0002", Status: "done", AccountID: zoe.ID, Email: zoe.Email,
+		FirstName: zoe.FirstName, LastName: zoe.LastName, AmountCents: 20000, PaidCents: 20000, Asset: "LTC", Network: "litecoin",
+		CreatedAt: rows[0].CreatedAt}, rows[0])
 }

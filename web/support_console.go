@@ -99,7 +99,8 @@ func (s *Site) consoleFuncs() template.FuncMap {
 		"resolution":      func(r string) string { return label(resolutionLabels, r) },
 		"hostOf":          func(target string) string { return strings.TrimPrefix(target, domain.HostTargetPrefix) },
 		"roleNames":       roleNames,
-		"caseURL":         caseURL,
+		"rowURL":          rowURL,
+		"caseStatus":      caseStatus,
 		"derefStr": func(p *string) string {
 			if p == nil {
 				return ""

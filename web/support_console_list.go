@@ -4,8 +4,8 @@ package web
 // or top-up, newest first, with filters and partial searches, a page at
 // a time by keyset, and its CSV export (/support/list.csv, the same
 // filters). The services (api/support_cases.go) validate the filter and
-// read; this file draws the form and the table. Payouts will be a third
-// tab (listKinds) once their table exists.
+// read; this file draws the form and the table, a tab per kind
+// (listKinds: orders, top-ups, payouts).
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,6 +30,27 @@ func caseURL(kind, ref string) string {
 	return "/support/orders/" + url.PathEscape(ref)
 }
 
+// rowURL is where the list links a row: an order's or a top-up's file,
+// a payout on the payouts' page of its status.
+func rowURL(r domain.CaseRow) string {
+	if r.Kind == domain.TargetPayout {
+		return "/support/payouts?status=" + url.QueryEscape(r.Status) + "#payout-" + url.PathEscape(r.Ref)
+	}
+	return caseURL(r.Kind, r.Ref)
+}
+
+// caseStatus is a row's status for people.
+func caseStatus(kind, status string) string {
+	if kind == domain.TargetPayout {
+		l := domain.PayoutStatus(status).Label()
+		if l == "" {
+			return status
+		}
+		return strings.ToUpper(l[:1]) + l[1:]
+	}
+	return label(statusLabels, status)
+}
+
 // listKind is a tab of the list.
 type listKind struct {
 	Kind, Label, URL string
@@ -39,6 +61,7 @@ type listKind struct {
 var listKinds = []struct{ Kind, Label string }{
 	{domain.TargetOrder, "Commandes"},
 	{domain.TargetTopUp, "Recharges"},
+	{domain.TargetPayout, "Retraits"},
 }
 
 // option is a choice of a select.
@@ -48,10 +71,11 @@ type option struct {
 }
 
 type consoleListData struct {
-	Query  domain.CaseQuery
-	Kind   string
-	Tabs   []listKind
-	Orders bool // the kind has a model and may be paid from the balance
+	Query   domain.CaseQuery
+	Kind    string
+	Tabs    []listKind
+	Orders  bool // the kind has a model and may be paid from the balance
+	Payouts bool
 	// Statuses, Models, Methods: the selects' choices.
 	Statuses, Models, Methods []option
 	List                      api.CaseList
@@ -104,14 +128,14 @@ func (s *Site) showList(c *gin.Context, a *agent, exportErr *domain.Error) {
 	if q.Kind == "" {
 		q.Kind = domain.TargetOrder
 	}
-	d := consoleListData{Query: q, Kind: q.Kind, Orders: q.Kind == domain.TargetOrder}
+	d := consoleListData{Query: q, Kind: q.Kind, Orders: q.Kind == domain.TargetOrder, Payouts: q.Kind == domain.TargetPayout}
 	for _, k := range listKinds {
 		d.Tabs = append(d.Tabs, listKind{Kind: k.Kind, Label: k.Label, Active: k.Kind == q.Kind,
 			URL: listURL("/support/list", domain.CaseQuery{Kind: k.Kind}, "", "")})
 	}
 	d.Statuses = []option{{Value: "", Label: "Tous"}}
 	for _, st := range domain.CaseStatuses(q.Kind) {
-		d.Statuses = append(d.Statuses, option{Value: st, Label: label(statusLabels, st), Selected: st == q.Status})
+		d.Statuses = append(d.Statuses, option{Value: st, Label: caseStatus(q.Kind, st), Selected: st == q.Status})
 	}
 	d.Methods = s.methodOptions(d.Orders, q.Method)
 	if d.Orders {

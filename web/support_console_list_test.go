@@ -44,6 +44,18 @@ func TestConsoleList(t *testing.T) {
 	if p := b.get("/support/list?type=topup"); strings.Contains(p, `data-case="`+ref+`"`) || strings.Contains(p, `id="modele"`) {
 		t.Fatalf("the top-ups' tab shows an order or a model:\n%s", p)
 	}
+	// The payouts' tab: a payout with its status in French, linked to
+	// the payouts' page of that status.
+	if _, err := ch.db.Exec(`INSERT INTO payouts (ref, account_id, asset, network, address, amount_cents, fee_cents, decimals,
+		amount_base, rate, rate_at, status, needs_two, request_key)
+		VALUES ('PO-LISTE0001', $1, 'LTC', 'litecoin', 'ltc1qaddressoftwentyormore', 5000, 10, 8, 1000, 90, now(), 'approved', false, 'k1')`,
+		accountID); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/support/list?type=payout&moyen=LTC%2Flitecoin"); !strings.Contains(p, `href="/support/payouts?status=approved#payout-PO-LISTE0001"`) ||
+		!strings.Contains(p, "Validé, en attente d&#39;envoi") || strings.Contains(p, `data-case="`+ref+`"`) {
+		t.Fatalf("the payouts' tab:\n%s", p)
+	}
 
 	rec = b.do(http.MethodGet, "/support/list.csv?email=liste", nil)
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "text/csv; charset=utf-8" {

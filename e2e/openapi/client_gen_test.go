@@ -115,14 +115,17 @@ func (e BalanceMovementKind) Valid() bool {
 
 // Defines values for CaseListKind.
 const (
-	CaseListKindOrder CaseListKind = "order"
-	CaseListKindTopup CaseListKind = "topup"
+	CaseListKindOrder  CaseListKind = "order"
+	CaseListKindPayout CaseListKind = "payout"
+	CaseListKindTopup  CaseListKind = "topup"
 )
 
 // Valid indicates whether the value is a known member of the CaseListKind enum.
 func (e CaseListKind) Valid() bool {
 	switch e {
 	case CaseListKindOrder:
+		return true
+	case CaseListKindPayout:
 		return true
 	case CaseListKindTopup:
 		return true
@@ -133,14 +136,17 @@ func (e CaseListKind) Valid() bool {
 
 // Defines values for CaseRowKind.
 const (
-	CaseRowKindOrder CaseRowKind = "order"
-	CaseRowKindTopup CaseRowKind = "topup"
+	CaseRowKindOrder  CaseRowKind = "order"
+	CaseRowKindPayout CaseRowKind = "payout"
+	CaseRowKindTopup  CaseRowKind = "topup"
 )
 
 // Valid indicates whether the value is a known member of the CaseRowKind enum.
 func (e CaseRowKind) Valid() bool {
 	switch e {
 	case CaseRowKindOrder:
+		return true
+	case CaseRowKindPayout:
 		return true
 	case CaseRowKindTopup:
 		return true
@@ -1240,14 +1246,17 @@ func (e CreateExtensionJSONBodyMethod) Valid() bool {
 
 // Defines values for SupportCasesParamsType.
 const (
-	SupportCasesParamsTypeOrder SupportCasesParamsType = "order"
-	SupportCasesParamsTypeTopup SupportCasesParamsType = "topup"
+	SupportCasesParamsTypeOrder  SupportCasesParamsType = "order"
+	SupportCasesParamsTypePayout SupportCasesParamsType = "payout"
+	SupportCasesParamsTypeTopup  SupportCasesParamsType = "topup"
 )
 
 // Valid indicates whether the value is a known member of the SupportCasesParamsType enum.
 func (e SupportCasesParamsType) Valid() bool {
 	switch e {
 	case SupportCasesParamsTypeOrder:
+		return true
+	case SupportCasesParamsTypePayout:
 		return true
 	case SupportCasesParamsTypeTopup:
 		return true
@@ -1258,14 +1267,17 @@ func (e SupportCasesParamsType) Valid() bool {
 
 // Defines values for SupportCasesCSVParamsType.
 const (
-	SupportCasesCSVParamsTypeOrder SupportCasesCSVParamsType = "order"
-	SupportCasesCSVParamsTypeTopup SupportCasesCSVParamsType = "topup"
+	SupportCasesCSVParamsTypeOrder  SupportCasesCSVParamsType = "order"
+	SupportCasesCSVParamsTypePayout SupportCasesCSVParamsType = "payout"
+	SupportCasesCSVParamsTypeTopup  SupportCasesCSVParamsType = "topup"
 )
 
 // Valid indicates whether the value is a known member of the SupportCasesCSVParamsType enum.
 func (e SupportCasesCSVParamsType) Valid() bool {
 	switch e {
 	case SupportCasesCSVParamsTypeOrder:
+		return true
+	case SupportCasesCSVParamsTypePayout:
 		return true
 	case SupportCasesCSVParamsTypeTopup:
 		return true
@@ -1467,7 +1479,7 @@ type CaseRow struct {
 	// AmountCents The order's total or the top-up's amount.
 	AmountCents int64 `json:"amount_cents"`
 
-	// Asset Its latest payment request's asset.
+	// Asset Its latest payment request's asset (a payout's own).
 	Asset             *string   `json:"asset,omitempty"`
 	CreatedAt         time.Time `json:"created_at"`
 	CustomerEmail     string    `json:"customer_email"`
@@ -1481,13 +1493,13 @@ type CaseRow struct {
 	GpuModel *string     `json:"gpu_model,omitempty"`
 	Kind     CaseRowKind `json:"kind"`
 
-	// Network Its latest payment request's network.
+	// Network Its latest payment request's network (a payout's own).
 	Network *string `json:"network,omitempty"`
 
 	// PaidBy An order's way of payment once paid: crypto, balance or support.
 	PaidBy *string `json:"paid_by,omitempty"`
 
-	// PaidCents What it received and counted.
+	// PaidCents What it received and counted (a payout: what was sent, once done).
 	PaidCents int64  `json:"paid_cents"`
 	Reference string `json:"reference"`
 	Status    string `json:"status"`
@@ -2948,7 +2960,7 @@ type CancelPayoutParams struct {
 
 // SupportCasesParams defines parameters for SupportCases.
 type SupportCasesParams struct {
-	// Type order (default) or topup.
+	// Type order (default), topup or payout.
 	Type *SupportCasesParamsType `form:"type,omitempty" json:"type,omitempty"`
 
 	// Statut A status of that kind.
@@ -2996,7 +3008,7 @@ type SupportCasesParamsType string
 
 // SupportCasesCSVParams defines parameters for SupportCasesCSV.
 type SupportCasesCSVParams struct {
-	// Type order (default) or topup.
+	// Type order (default), topup or payout.
 	Type *SupportCasesCSVParamsType `form:"type,omitempty" json:"type,omitempty"`
 
 	// Statut A status of that kind.
@@ -4209,7 +4221,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/support/actions/{id}/decline (the `SupportDeclineAction` operationId).
 	SupportDeclineAction(ctx context.Context, id ActionID, body SupportDeclineActionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SupportCases The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+	// SupportCases The back office's list: every order (or top-up, or payout), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
 	//
 	// Corresponds with GET /v1/support/cases (the `SupportCases` operationId).
 	SupportCases(ctx context.Context, params *SupportCasesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6316,7 +6328,7 @@ func (c *Client) SupportDeclineAction(ctx context.Context, id ActionID, body Sup
 	return c.Client.Do(req)
 }
 
-// SupportCases The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+// SupportCases The back office's list: every order (or top-up, or payout), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
 //
 // Corresponds with GET /v1/support/cases (the `SupportCases` operationId).
 func (c *Client) SupportCases(ctx context.Context, params *SupportCasesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -13144,7 +13156,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/support/actions/{id}/decline (the `SupportDeclineAction` operationId).
 	SupportDeclineActionWithResponse(ctx context.Context, id ActionID, body SupportDeclineActionJSONRequestBody, reqEditors ...RequestEditorFn) (*SupportDeclineActionResponse, error)
 
-	// SupportCasesWithResponse The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+	// SupportCasesWithResponse The back office's list: every order (or top-up, or payout), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -22039,7 +22051,7 @@ func (c *ClientWithResponses) SupportDeclineActionWithResponse(ctx context.Conte
 	return ParseSupportDeclineActionResponse(rsp)
 }
 
-// SupportCasesWithResponse The back office's list: every order (or top-up), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
+// SupportCasesWithResponse The back office's list: every order (or top-up, or payout), newest first, with its customer, filtered (all filters at once) and searched, 50 a page by keyset on (created_at, reference). A filter that is not valid (unknown status, not a date, a period or an amount range the wrong way round, a search too short) is refused (400 invalid, its field named) and nothing is read.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -151,6 +151,7 @@ func TestSupportConsoleReadsFrench(t *testing.T) {
 		{"approvals", "/support/approvals", "h1"},
 		{"list of orders", "/support/list", "table.cases"},
 		{"list of top-ups", "/support/list?type=topup", "table.cases"},
+		{"list of payouts", "/support/list?type=payout", "h1"},
 		{"list refused", "/support/list?min=5&max=4", "#max-error"},
 	}
 	for _, p := range pages {
