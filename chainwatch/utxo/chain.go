@@ -504,10 +504,17 @@ func (c *Chain) Broadcast(ctx context.Context, rawHex string) error {
 	return err
 }
 
-// alreadyKnown tells a node's refusal of a transaction it already has.
+// alreadyKnown tells a node's refusal of a transaction it already has:
+// RPC_VERIFY_ALREADY_IN_CHAIN (-27) on both families, or the words each
+// one uses.
 func alreadyKnown(err error) bool {
+	var re *btcjson.RPCError
+	if errors.As(err, &re) && re.Code == btcjson.ErrRPCVerifyAlreadyInChain {
+		return true
+	}
 	msg := strings.ToLower(err.Error())
-	for _, s := range []string{"already in block chain", "already known", "txn-already-in-mempool", "already have transaction", "outputs already in utxo set"} {
+	for _, s := range []string{"already in block chain", "already exists in blockchain", "already known",
+		"txn-already-in-mempool", "already have transaction", "outputs already in utxo set"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

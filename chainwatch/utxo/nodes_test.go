@@ -40,6 +40,8 @@ type node interface {
 	// pay broadcasts a transaction paying amount base units to addr and
 	// returns its txid and signed hex (to re-broadcast after a reorg).
 	pay(addr string, amount int64) (txid, rawHex string)
+	// sign is pay without the broadcast.
+	sign(addr string, amount int64) (txid, rawHex string)
 	// notifier is a peer-to-peer connection to the node.
 	notifier() *utxo.P2P
 	// call is a raw JSON-RPC call.
@@ -287,9 +289,18 @@ func (n *btcdNode) takeCoin() (coinbase, bool) {
 	return c, true
 }
 
-// pay spends a mature coinbase: amount to addr, the rest (less a fee) back
-// to the test's key, signed as P2WPKH.
 func (n *btcdNode) pay(addr string, amount int64) (string, string) {
+	n.t.Helper()
+	txid, rawHex := n.sign(addr, amount)
+	if _, err := n.call("sendrawtransaction", rawHex); err != nil {
+		n.t.Fatalf("btcd sendrawtransaction: %v", err)
+	}
+	return txid, rawHex
+}
+
+// sign spends a mature coinbase: amount to addr, the rest (less a fee)
+// back to the test's key, signed as P2WPKH.
+func (n *btcdNode) sign(addr string, amount int64) (string, string) {
 	n.t.Helper()
 	coin := n.matureCoin()
 	to, err := btcutil.DecodeAddress(addr, &chaincfg.RegressionNetParams)
@@ -315,11 +326,7 @@ func (n *btcdNode) pay(addr string, amount int64) (string, string) {
 	if err := tx.Serialize(&buf); err != nil {
 		n.t.Fatal(err)
 	}
-	rawHex := hex.EncodeToString(buf.Bytes())
-	if _, err := n.call("sendrawtransaction", rawHex); err != nil {
-		n.t.Fatalf("btcd sendrawtransaction: %v", err)
-	}
-	return tx.TxHash().String(), rawHex
+	return tx.TxHash().String(), hex.EncodeToString(buf.Bytes())
 }
 
 // --- Litecoin Core ---
@@ -423,6 +430,42 @@ func (n *litecoinNode) pay(addr string, amount int64) (string, string) {
 		n.t.Fatal(err)
 	}
 	return txid, rawHex
+}
+
+// sign funds and signs a payment with the wallet (fundrawtransaction,
+// signrawtransactionwithwallet) without broadcasting it.
+func (n *litecoinNode) sign(addr string, amount int64) (string, string) {
+	n.t.Helper()
+	var created, funded struct {
+		Hex string `json:"hex"`
+	}
+	n.decode(&created.Hex, "createrawtransaction", []any{}, map[string]any{addr: json.Number(domain.FormatUnits(big.NewInt(amount), 8))})
+	n.decode(&funded, "fundrawtransaction", created.Hex)
+	var signed struct {
+		Hex      string `json:"hex"`
+		Complete bool   `json:"complete"`
+	}
+	n.decode(&signed, "signrawtransactionwithwallet", funded.Hex)
+	if !signed.Complete {
+		n.t.Fatal("litecoind signrawtransactionwithwallet: not complete")
+	}
+	raw, _ := hex.DecodeString(signed.Hex)
+	var tx wire.MsgTx
+	if err := tx.Deserialize(bytes.NewReader(raw)); err != nil {
+		n.t.Fatal(err)
+	}
+	return tx.TxHash().String(), signed.Hex
+}
+
+func (n *litecoinNode) decode(out any, method string, params ...any) {
+	n.t.Helper()
+	raw, err := n.call(method, params...)
+	if err != nil {
+		n.t.Fatalf("litecoind %s: %v", method, err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		n.t.Fatal(err)
+	}
 }
 
 // --- helpers shared by the scenarios ---
