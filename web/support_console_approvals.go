@@ -105,6 +105,11 @@ func (s *Site) consoleReviewConfirm(c *gin.Context) {
 		return
 	}
 	act, err := readReview(c)
+	if err == nil && !a.Holds(domain.RoleSenior) {
+		// No confirmation of what ReviewAction would refuse (a form
+		// forced past the hidden buttons).
+		err = domain.ErrForbiddenRole(domain.RoleSenior)
+	}
 	if err != nil {
 		s.showApprovals(c, a, act, err)
 		return

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/csv"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -73,8 +74,8 @@ func TestConsoleList(t *testing.T) {
 
 // What a role cannot do, the console does not offer, and the server
 // refuses in French: an agent's pages have no hosts link nor host flags,
-// the hosts page answers 403, the approvals page has no review button;
-// an operator's have the hosts.
+// the hosts page answers 403, a review forced past the hidden buttons is
+// refused before its confirmation; an operator's have the hosts.
 func TestConsoleRolesHide(t *testing.T) {
 	ch := newConsoleHarness(t)
 	b := ch.browser()
@@ -87,6 +88,14 @@ func TestConsoleRolesHide(t *testing.T) {
 	rec := b.do(http.MethodGet, "/support/hosts", nil)
 	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "Réservé au rôle « opérateur »") {
 		t.Fatalf("an agent's hosts page: %d %s", rec.Code, rec.Body.String())
+	}
+
+	// A review forced past the hidden buttons: refused, no confirmation.
+	rec = b.do(http.MethodPost, "/support/approvals/1/confirm", url.Values{"csrf": {agentCSRF(t, queue)}, "action": {"approve"},
+		"reason": {"je valide"}})
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "Réservé au rôle « senior »") ||
+		strings.Contains(rec.Body.String(), "Confirmer") {
+		t.Fatalf("an agent's approval: %d %s", rec.Code, rec.Body.String())
 	}
 
 	op := newConsoleHarness(t, domain.RoleOperator)
