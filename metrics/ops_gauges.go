@@ -20,7 +20,44 @@ const (
 	FamRateSampleInterval = "kernodeck_rate_sample_interval_seconds"
 	FamUnpaidHolds        = "kernodeck_unpaid_holds"
 	FamUnpaidHoldsLimit   = "kernodeck_unpaid_holds_limit"
+	FamPayoutsOldest      = "kernodeck_payouts_oldest_unchanged_seconds"
+	FamPayoutsWaiting     = "kernodeck_payouts"
 )
+
+// PayoutStatuses are the statuses a payout waits in (for an agent, a
+// batch, a signature, the chain): their oldest age is alerted on.
+var PayoutStatuses = []string{string(domain.PayoutRequested), string(domain.PayoutApproved),
+	string(domain.PayoutBatched), string(domain.PayoutSigned), string(domain.PayoutSeen)}
+
+// PayoutStats reads the payouts' ages per status (implemented by
+// *postgres.DB).
+type PayoutStats interface {
+	PayoutsAgeInStatus(ctx context.Context, statuses []string) ([]postgres.StatusAge, error)
+}
+
+// CollectPayouts exports, for each of PayoutStatuses, how many payouts
+// wait in it and how long the one unchanged the longest has (0 when none):
+// a payout nobody approves, batches or signs, or whose transfer the chain
+// never shows, grows an age that pages someone. The worker does.
+func (m *Metrics) CollectPayouts(s PayoutStats) {
+	oldest := prometheus.NewDesc(FamPayoutsOldest, "Seconds since the payout unchanged the longest in this status last changed (0 when none).", []string{"status"}, nil)
+	waiting := prometheus.NewDesc(FamPayoutsWaiting, "Payouts in this status.", []string{"status"}, nil)
+	m.scrapeErrors().WithLabelValues("payouts")
+	m.Registry.MustRegister(&dbCollector{
+		descs: []*prometheus.Desc{oldest, waiting}, source: "payouts", errors: m.scrapeErrors(),
+		collect: func(ctx context.Context, ch chan<- prometheus.Metric) error {
+			ages, err := s.PayoutsAgeInStatus(ctx, PayoutStatuses)
+			if err != nil {
+				return err
+			}
+			for _, a := range ages {
+				ch <- prometheus.MustNewConstMetric(oldest, prometheus.GaugeValue, a.OldestSeconds, a.Status)
+				ch <- prometheus.MustNewConstMetric(waiting, prometheus.GaugeValue, float64(a.Count), a.Status)
+			}
+			return nil
+		},
+	})
+}
 
 // StuckStatuses are the order statuses an order should leave within
 // minutes once paid; their oldest age is alerted on.

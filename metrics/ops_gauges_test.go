@@ -227,3 +227,37 @@ func TestCertificateExpiry(t *testing.T) {
 		t.Fatalf("the missing file was not counted as a scrape error: %v", errs)
 	}
 }
+
+// The payouts' gauges on a real database: every waiting status exported
+// (0 when empty), then a payout approved 3 hours ago counted with its age.
+func TestPayoutGauges(t *testing.T) {
+	db := pgtest.NewDB(t)
+	m, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.CollectPayouts(db)
+	got, errs := series(t, m, FamPayoutsOldest, FamPayoutsWaiting)
+	for _, st := range PayoutStatuses {
+		if v, ok := got[FamPayoutsOldest+"{status="+st+"}"]; !ok || v != 0 {
+			t.Errorf("empty database: %s age %v (%v)", st, v, ok)
+		}
+	}
+	account, _ := pgtest.AccountWithOrder(t, db, "payout@example.com")
+	if _, err := db.Exec(`INSERT INTO payouts (ref, account_id, asset, network, address, amount_cents, fee_cents, decimals,
+		amount_base, rate, rate_at, status, needs_two, request_key, updated_at)
+		VALUES ('PO-G1', $1, 'LTC', 'litecoin', 'rltc1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080', 5000, 10, 8, 4990000, 100, now(),
+			'approved', false, 'g1', now() - interval '3 hours')`, account); err != nil {
+		t.Fatal(err)
+	}
+	got, errs = series(t, m, FamPayoutsOldest, FamPayoutsWaiting)
+	if v := got[FamPayoutsOldest+"{status=approved}"]; !near(v, 3*3600) {
+		t.Errorf("approved for 3 hours: %v", v)
+	}
+	if v := got[FamPayoutsWaiting+"{status=approved}"]; v != 1 {
+		t.Errorf("approved payouts: %v", v)
+	}
+	if errs["payouts"] != 0 {
+		t.Fatalf("scrape errors: %v", errs)
+	}
+}

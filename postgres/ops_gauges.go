@@ -108,3 +108,20 @@ func (db *DB) UnpaidHoldsByModel(ctx context.Context, provisioner string) ([]Unp
 	}
 	return out, nil
 }
+
+// PayoutsAgeInStatus returns, per payout status asked, the payouts in it
+// and the age of the one unchanged the longest (every move touches
+// updated_at), in the order asked.
+func (db *DB) PayoutsAgeInStatus(ctx context.Context, statuses []string) ([]StatusAge, error) {
+	out := []StatusAge{}
+	err := db.SelectContext(ctx, &out, `
+		SELECT s.status, count(p.ref) AS n,
+		       COALESCE(GREATEST(0, EXTRACT(EPOCH FROM now() - min(p.updated_at))), 0)::float8 AS oldest_seconds
+		FROM unnest($1::text[]) WITH ORDINALITY AS s(status, i)
+		LEFT JOIN payouts p ON p.status = s.status
+		GROUP BY s.status, s.i ORDER BY s.i`, pq.Array(statuses))
+	if err != nil {
+		return nil, fmt.Errorf("payouts age in status: %w", err)
+	}
+	return out, nil
+}

@@ -14,13 +14,14 @@ import (
 // collectOperations exports the gauges behind the backlog and age alerts
 // (the processes that export the order gauges do): the mail backlog's age,
 // the orders unchanged in paid and provisioning, the rates' ages and the
-// unpaid holds against their share.
+// unpaid holds against their share, the payouts' ages per status.
 func collectOperations(m *metrics.Metrics, db *postgres.DB, a *app.App, provisioner string) error {
 	quotas, err := config.QuotasFromEnv(nil)
 	if err != nil {
 		return err
 	}
 	m.CollectBacklogs(db)
+	m.CollectPayouts(db)
 	if s := a.RateSampler(); s != nil {
 		interval := s.Interval
 		if interval <= 0 {
