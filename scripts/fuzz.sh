@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for KERNODECK_FUZZTIME each (default 3s: the short
-# pass scripts/test.sh makes; BENCHMARKS.md records the long runs, e.g.
-# KERNODECK_FUZZTIME=10m scripts/fuzz.sh). Only FUZZ=<name> runs one target.
+# Runs every fuzz target for KERNODECK_FUZZTIME each (default 3s: a short
+# pass, about 8 minutes with the instrumented builds; not part of the test
+# command, which replays the seed corpora; BENCHMARKS.md records the long
+# runs, e.g. KERNODECK_FUZZTIME=10m scripts/fuzz.sh). Only FUZZ=<name> runs
+# one target.
 # A failure leaves its input in <package>/testdata/fuzz/<target>/: commit it
 # with the fix, it is then replayed by every `go test`.
 set -euo pipefail
@@ -16,6 +18,8 @@ targets=(
 	./payments:FuzzPaymentURI
 	./hdwallet:FuzzDerive
 	./hdwallet:FuzzValidateAddress
+	./payout:FuzzCheck
+	./payout:FuzzCheckSigned
 )
 for t in "${targets[@]}"; do
 	pkg="${t%%:*}" name="${t##*:}"

@@ -25,6 +25,7 @@ promtool check rules deploy/monitoring/kernodeck.rules.yml
 (cd deploy/monitoring && promtool test rules kernodeck.rules.test.yml)
 go test -count=1 -timeout 40m "$@" ./...
 (cd scripts/temporal-tools && go vet ./kdtemporal/... && go test -count=1 ./kdtemporal/...) # Temporal's authorization table (own module)
-# Every fuzz target for a few seconds (seed corpora under testdata/fuzz are
-# also replayed by `go test` above); long runs: BENCHMARKS.md.
-scripts/fuzz.sh
+# The fuzz targets' seed corpora (testdata/fuzz) are replayed by `go test`
+# above; fuzzing itself is a separate command, scripts/fuzz.sh
+# (docs/operating.md, BENCHMARKS.md): its instrumented builds took 7 of the
+# test command's minutes.
