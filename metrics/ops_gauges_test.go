@@ -243,6 +243,9 @@ func TestPayoutGauges(t *testing.T) {
 			t.Errorf("empty database: %s age %v (%v)", st, v, ok)
 		}
 	}
+	if errs["payouts"] != 0 {
+		t.Fatalf("scrape errors on an empty database: %v", errs)
+	}
 	account, _ := pgtest.AccountWithOrder(t, db, "payout@example.com")
 	if _, err := db.Exec(`INSERT INTO payouts (ref, account_id, asset, network, address, amount_cents, fee_cents, decimals,
 		amount_base, rate, rate_at, status, needs_two, request_key, updated_at)
