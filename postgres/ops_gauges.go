@@ -44,17 +44,7 @@ type StatusAge struct {
 // OrdersAgeInStatus returns one row per status asked (0 and 0 when no order
 // is in it), in the order asked.
 func (db *DB) OrdersAgeInStatus(ctx context.Context, statuses []string) ([]StatusAge, error) {
-	out := []StatusAge{}
-	err := db.SelectContext(ctx, &out, `
-		SELECT s.status, count(o.ref) AS n,
-		       COALESCE(GREATEST(0, EXTRACT(EPOCH FROM now() - min(o.updated_at))), 0)::float8 AS oldest_seconds
-		FROM unnest($1::text[]) WITH ORDINALITY AS s(status, i)
-		LEFT JOIN orders o ON o.status = s.status
-		GROUP BY s.status, s.i ORDER BY s.i`, pq.Array(statuses))
-	if err != nil {
-		return nil, fmt.Errorf("orders age in status: %w", err)
-	}
-	return out, nil
+	return db.ageInStatus(ctx, "orders", statuses)
 }
 
 // RateAge is how old the newest recorded rate of an asset is.
@@ -109,19 +99,24 @@ func (db *DB) UnpaidHoldsByModel(ctx context.Context, provisioner string) ([]Unp
 	return out, nil
 }
 
-// PayoutsAgeInStatus returns, per payout status asked, the payouts in it
-// and the age of the one unchanged the longest (every move touches
-// updated_at), in the order asked.
+// PayoutsAgeInStatus is OrdersAgeInStatus for payouts (every move touches
+// updated_at too).
 func (db *DB) PayoutsAgeInStatus(ctx context.Context, statuses []string) ([]StatusAge, error) {
+	return db.ageInStatus(ctx, "payouts", statuses)
+}
+
+// ageInStatus is the query of both: table is one of this file's constants,
+// never input.
+func (db *DB) ageInStatus(ctx context.Context, table string, statuses []string) ([]StatusAge, error) {
 	out := []StatusAge{}
 	err := db.SelectContext(ctx, &out, `
-		SELECT s.status, count(p.ref) AS n,
-		       COALESCE(GREATEST(0, EXTRACT(EPOCH FROM now() - min(p.updated_at))), 0)::float8 AS oldest_seconds
+		SELECT s.status, count(t.ref) AS n,
+		       COALESCE(GREATEST(0, EXTRACT(EPOCH FROM now() - min(t.updated_at))), 0)::float8 AS oldest_seconds
 		FROM unnest($1::text[]) WITH ORDINALITY AS s(status, i)
-		LEFT JOIN payouts p ON p.status = s.status
+		LEFT JOIN `+table+` t ON t.status = s.status
 		GROUP BY s.status, s.i ORDER BY s.i`, pq.Array(statuses))
 	if err != nil {
-		return nil, fmt.Errorf("payouts age in status: %w", err)
+		return nil, fmt.Errorf("%s age in status: %w", table, err)
 	}
 	return out, nil
 }
