@@ -159,11 +159,11 @@ func (db *DB) SignBatch(ctx context.Context, ref, txid, rawTx, agent string, dre
 		msg := "Retrait en cours d'envoi depuis le portefeuille de la boutique : en attente de la blockchain."
 		if txid != "" {
 			msg = "Retrait signé et diffusé (transaction " + txid + ") : en attente de la blockchain."
-			if _, err := tx.ExecContext(ctx, `UPDATE payouts SET txid = $2 WHERE batch_ref = $1`, ref, txid); err != nil {
-				return err
-			}
 		}
 		for i := range ps {
+			if txid != "" {
+				ps[i].TxID = &txid
+			}
 			if err := movePayout(ctx, tx, &ps[i], domain.PayoutSigned, agent, msg, map[string]any{"batch": ref}); err != nil {
 				return err
 			}
@@ -242,13 +242,29 @@ func payoutChainState(ctx context.Context, tx *sqlx.Tx, intentID, state, txid st
 		var msg string
 		switch state {
 		case domain.PaymentStateSeen:
-			to, msg = domain.PayoutSeen, "Transfert vu sur la blockchain : en attente de confirmations."
+			to, msg = domain.PayoutSeen, fmt.Sprintf("Transfert vu sur la blockchain (transaction %s) : en attente de confirmations.", txid)
 		case domain.PaymentStateConfirmed:
 			to, msg = domain.PayoutDone, fmt.Sprintf("Retrait confirmé : %s %s reçus à votre adresse.", p.Amount(), p.Asset)
 		case domain.PaymentStateReverted:
 			to, msg = domain.PayoutSigned, "Le transfert a été retiré de la blockchain par une réorganisation : le retrait attend qu'il y revienne."
 		default:
 			return fmt.Errorf("payout %s: unknown chain state %q", ref, state)
+		}
+		// A transfer list's payout learns its transaction from the chain
+		// (the customer's page shows it); reorganised out, it waits for
+		// any transfer of its amount again (the operator may send anew),
+		// while a signed batch's stays bound to the batch's transaction.
+		if state == domain.PaymentStateReverted {
+			var signed sql.NullString
+			if err := tx.GetContext(ctx, &signed, `SELECT txid FROM payout_batches WHERE ref = $1`, batch); err != nil {
+				return fmt.Errorf("payout batch %s: %w", batch, err)
+			}
+			p.TxID = nil
+			if signed.Valid {
+				p.TxID = &signed.String
+			}
+		} else if p.TxID == nil && txid != "" {
+			p.TxID = &txid
 		}
 		if p.Status != to && p.Status.CanMove(to) {
 			if err := movePayout(ctx, tx, &p, to, "", msg, data); err != nil {

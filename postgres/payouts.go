@@ -148,7 +148,7 @@ func movePayout(ctx context.Context, tx *sqlx.Tx, p *domain.Payout, to domain.Pa
 	if !p.Status.CanMove(to) {
 		return domain.Errorf(domain.ECodeConflict, "Ce retrait est %s : il ne peut pas passer à « %s ».", p.Status.Label(), to.Label())
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE payouts SET status = $2, updated_at = now() WHERE ref = $1`, p.Ref, to); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE payouts SET status = $2, txid = $3, updated_at = now() WHERE ref = $1`, p.Ref, to, p.TxID); err != nil {
 		return fmt.Errorf("payout %s to %s: %w", p.Ref, to, err)
 	}
 	switch to {

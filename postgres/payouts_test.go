@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,4 +222,65 @@ func TestPayoutBatchVoidedWhenNotExported(t *testing.T) {
 	require.NotEqual(t, b1.Ref, b2.Ref)
 	require.Len(t, ps, 1)
 	require.Greater(t, *b2.ChangeIndex, *b1.ChangeIndex)
+}
+
+// A transfer list's payout learns its transaction from the chain; taken out
+// by a reorganisation, it forgets it, and another transfer of its amount
+// (the operator sending anew) pays it.
+func TestPayoutTransferListLearnsItsTransaction(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	acc := fundedAccount(t, db, "po5@example.com", 100_00)
+	const addr = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+	q := domain.PayoutQuote{
+		PayoutAsk: domain.PayoutAsk{Asset: "ETH", Network: domain.NetworkEthereum, Address: addr, AmountCents: 30_00},
+		FeeCents:  2_00, Decimals: 18, AmountBase: domain.NewBigInt(big.NewInt(11_200_000_000_000_000)), Rate: "2500", RateAt: time.Now(),
+	}
+	p, err := db.RequestPayout(ctx, domain.NewPayout{AccountID: acc, Quote: q, RequestKey: "t", Daily: 1_000_00})
+	require.NoError(t, err)
+	_, err = db.ApprovePayout(ctx, p.Ref, "alice", false)
+	require.NoError(t, err)
+	b, _, err := db.OpenBatch(ctx, domain.NetworkEthereum, "ETH", "alice")
+	require.NoError(t, err)
+	require.NoError(t, db.SignBatch(ctx, b.Ref, "", "", "alice", func(domain.Payout, *domain.Intent) error { return nil }))
+
+	transfer := func(tx, hash string) {
+		require.NoError(t, db.RecordBlock(ctx, domain.NetworkEthereum, "", 10, hash, []domain.ChainSeen{{
+			TxID: tx, Asset: "ETH", Address: strings.ToLower(addr), Amount: &q.AmountBase.Int,
+			BlockHeight: 10, BlockHash: hash, BlockTime: time.Now()}}))
+	}
+	// signal hands what the chain showed to the payout, as the watcher does.
+	signal := func() domain.Payout {
+		pend, err := db.Unsignaled(ctx, domain.NetworkEthereum, nil, 10)
+		require.NoError(t, err)
+		require.NotEmpty(t, pend)
+		for _, c := range pend {
+			_, err = db.PayoutChainState(ctx, c.IntentID, c.State, c.TxID)
+			require.NoError(t, err)
+			require.NoError(t, db.MarkSignaled(ctx, c))
+		}
+		got, _, err := db.Payout(ctx, acc, p.Ref)
+		require.NoError(t, err)
+		return got
+	}
+	const first, second = "0xaa01", "0xbb02"
+	transfer(first, "h10a")
+	got := signal()
+	require.Equal(t, domain.PayoutSeen, got.Status)
+	require.NotNil(t, got.TxID)
+	require.Equal(t, first, *got.TxID, "learnt from the chain")
+
+	_, err = db.Rewind(ctx, domain.NetworkEthereum, "", 9)
+	require.NoError(t, err)
+	got = signal()
+	require.Equal(t, domain.PayoutSigned, got.Status)
+	require.Nil(t, got.TxID, "forgotten with its block")
+
+	transfer(second, "h10b")
+	_, err = db.Confirm(ctx, domain.NetworkEthereum, "", 10)
+	require.NoError(t, err)
+	got = signal()
+	require.Equal(t, domain.PayoutDone, got.Status)
+	require.Equal(t, second, *got.TxID)
+	require.EqualValues(t, 30_00, ledgerOf(t, db, "payouts_sent"))
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/app"
 	"github.com/kernodeck/kernodeck/apptest"
+	"github.com/kernodeck/kernodeck/chainwatch/evm"
 	"github.com/kernodeck/kernodeck/chainwatch/utxo"
 	"github.com/kernodeck/kernodeck/devnodes"
 	"github.com/kernodeck/kernodeck/domain"
@@ -39,6 +40,10 @@ import (
 // ltcConfirmations is the Litecoin confirmation policy of these tests.
 const ltcConfirmations = 2
 
+// ethConfirmations is the Ethereum confirmation policy of these tests
+// (geth --dev mines a block a second).
+const ethConfirmations = 2
+
 // shop is the whole service for one test: Temporal dev server, worker with
 // the real activities, PostgreSQL, the API with the web site, and (with
 // litecoin) a Litecoin Core regtest node followed by a real chain watcher.
@@ -47,11 +52,16 @@ type shop struct {
 	env    *apptest.Env
 	srv    *httptest.Server
 	ltcURL string
+	// gethURL is the geth --dev node's (with ethereum).
+	gethURL string
 }
 
 type shopOptions struct {
 	// litecoin: a Litecoin Core regtest node followed by a chain watcher.
 	litecoin bool
+	// ethereum: a geth --dev node followed by a chain watcher, and payment
+	// requests in ETH on it.
+	ethereum bool
 	// ltcRequests: payment requests in LTC on Litecoin are offered (their
 	// addresses derived from the regtest key) without a node: nothing pays
 	// them, nothing watches them. Implied by litecoin.
@@ -101,6 +111,23 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		}
 		networks[domain.NetworkLitecoin] = payments.Network{Deriver: acc}
 	}
+	var gethURL string
+	if o.ethereum {
+		port := freePort(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		node, err := devnodes.StartGethOn(ctx, t.TempDir(), port)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(node.Stop)
+		gethURL = devnodes.GethURLOn(port)
+		acc, err := hdwallet.ParseAccountKey(hdwallet.Ethereum, devnodes.EthereumXpub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		networks[domain.NetworkEthereum] = payments.Network{Deriver: acc}
+	}
 	var payouts *apptest.Payouts
 	if o.payouts {
 		payouts = apptest.RegtestPayouts(t)
@@ -119,14 +146,26 @@ func newShop(t *testing.T, o shopOptions) *shop {
 		w := env.WatcherWith(chain, app.WatcherOptions{Confirmations: ltcConfirmations, Broadcaster: chain})
 		go func() { defer close(done); _ = w.Run(wctx) }()
 	}
+	if o.ethereum {
+		chain, err := evm.New(env.Ctx, evm.Config{RPCURL: gethURL, ChainID: 1337})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := env.WatcherWith(chain, app.WatcherOptions{Confirmations: ethConfirmations})
+		chain.SetWatched(evm.IndexFilter(w.Index()))
+		wctx, stop := context.WithCancel(env.Ctx)
+		done := make(chan struct{})
+		t.Cleanup(func() { stop(); <-done; chain.Close() })
+		go func() { defer close(done); _ = w.Run(wctx) }()
+	}
 	site, err := web.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations},
+	srv := env.ServeAPI(api.Config{Confirmations: map[string]int64{domain.NetworkLitecoin: ltcConfirmations, domain.NetworkEthereum: ethConfirmations},
 		SSEMaxAge: o.streamMaxAge, AgentTokens: o.agents, SupportLimits: o.limits, AgentRoles: o.roles,
 		CasePageSize: o.casePageSize}, site)
-	return &shop{t: t, env: env, srv: srv, ltcURL: ltcURL}
+	return &shop{t: t, env: env, srv: srv, ltcURL: ltcURL, gethURL: gethURL}
 }
 
 func freePort(t *testing.T) int {

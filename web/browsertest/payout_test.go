@@ -37,9 +37,7 @@ import (
 // block out puts it back to waiting; mined again, it is done again, still
 // debited once.
 func TestPayoutLTCThroughPSBTEndToEnd(t *testing.T) {
-	s := newShop(t, shopOptions{litecoin: true, payouts: true,
-		agents: map[string]string{bobToken: "bob"}, roles: map[string]domain.SupportRoles{"bob": {domain.RoleSenior}},
-		limits: domain.SupportLimits{FourEyesCents: 50_00, AgentDailyCapCents: 1_000_00}})
+	s := newShop(t, payoutShop(shopOptions{litecoin: true}))
 	nctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dev := s.ltcURL + "/wallet/" + devnodes.LitecoinWallet
@@ -83,31 +81,8 @@ func TestPayoutLTCThroughPSBTEndToEnd(t *testing.T) {
 
 	// The quote: 80 USD of the balance, 0.10 USD of network fee, 79.90 USD
 	// of LTC at 100 USD.
-	run(t, ctx, "ask for a payout", chromedp.Navigate(s.srv.URL+"/compte/retraits"), visible("form.payout-ask"),
-		setSelect("#method", "LTC/litecoin"), typeIn("#address", to), typeIn("#amount", "80"),
-		click(`form.payout-ask button[type=submit]`), visible("section.payout-confirm"))
 	ltc := domain.FormatUnits(big.NewInt(79_900_000), 8)
-	for sel, want := range map[string]string{".quote-amount": "80,00 USD", ".quote-fee": "0,10 USD",
-		".quote-asset": ltc + " LTC sur le réseau Litecoin", ".quote-address": to} {
-		if got := text(t, ctx, sel); got != want {
-			t.Fatalf("quote %s: %q, want %q", sel, got, want)
-		}
-	}
-	if got := text(t, ctx, "section.payout-confirm"); !strings.Contains(got, "100 USD par LTC") {
-		t.Fatalf("quote without its locked rate: %q", got)
-	}
-	screenshots(t, ctx, "payout-quote")
-	// A step after the one that turned 2FA on (a code is used once).
-	code, err := totp.GenerateCode(secret, time.Now().Add(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, ctx, "confirm with the code", typeIn("#totp_code", code))
-	submitted(t, ctx, `section.payout-confirm button[type=submit]`)
-	poRef := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/compte/retraits/")
-	if got := text(t, ctx, ".payout-status"); got != domain.PayoutRequested.Label() {
-		t.Fatalf("new payout %s: %q", poRef, got)
-	}
+	poRef := s.askPayout(t, ctx, secret, "LTC/litecoin", to, "80", "0,10 USD", ltc+" LTC sur le réseau Litecoin", "100 USD par LTC")
 	run(t, ctx, "the payouts' list", chromedp.Navigate(s.srv.URL+"/compte/retraits"), visible("table.payouts"))
 	if got := text(t, ctx, ".held"); got != "80,00 USD" {
 		t.Fatalf("held for payouts: %q", got)
@@ -115,21 +90,9 @@ func TestPayoutLTCThroughPSBTEndToEnd(t *testing.T) {
 	screenshots(t, ctx, "payouts")
 	s.balanceIs(t, ctx, "20,00 USD")
 
-	// Agent A approves: above the threshold, it waits for a second agent.
-	alice := browser(t)
-	s.consoleApprove(t, alice, apptest.AgentToken, poRef)
-	if got := text(t, alice, ".alert.notice"); got != "Retrait "+poRef+" : "+domain.PayoutRequested.Label()+"." {
-		t.Fatalf("after A's approval: %q", got)
-	}
-	if p := s.payout(t, poRef); p.Status != domain.PayoutRequested || p.ApprovedBy == nil || *p.ApprovedBy != apptest.AgentName {
-		t.Fatalf("after A's approval: %+v", p)
-	}
-	// B, a senior, gives the second approval and opens the batch.
-	bob := browser(t)
-	s.consoleApprove(t, bob, bobToken, poRef)
-	if got := text(t, bob, ".alert.notice"); got != "Retrait "+poRef+" : "+domain.PayoutApproved.Label()+"." {
-		t.Fatalf("after B's approval: %q", got)
-	}
+	// Agent A approves: above the threshold, it waits for B, a senior, who
+	// approves it and opens the batch.
+	bob := s.approveByTwo(t, poRef)
 	run(t, bob, "open the LTC batch", setSelect("#batch-method", "LTC/litecoin"),
 		click(`form.batch-open button[type=submit]`), visible("textarea.psbt"))
 	batch := strings.TrimPrefix(eval[string](t, bob, `location.pathname`), "/support/payout-batches/")
@@ -232,6 +195,73 @@ func TestPayoutLTCThroughPSBTEndToEnd(t *testing.T) {
 	if b, _, err := s.env.DB.Batch(s.env.Ctx, batch); err != nil || b.Status != domain.BatchDone {
 		t.Fatalf("batch at the end: %+v (%v)", b, err)
 	}
+}
+
+// payoutShop is o with payouts on, agent bob a senior beside apptest's
+// agent, and a four-eyes threshold of 50 USD.
+func payoutShop(o shopOptions) shopOptions {
+	o.payouts = true
+	o.agents = map[string]string{bobToken: "bob"}
+	o.roles = map[string]domain.SupportRoles{"bob": {domain.RoleSenior}}
+	o.limits = domain.SupportLimits{FourEyesCents: 50_00, AgentDailyCapCents: 1_000_00}
+	return o
+}
+
+// askPayout asks on /compte/retraits for a payout of usd to address by
+// method, checks the confirmation (the amount, fee, asset amount, address
+// and locked rate), confirms it with a TOTP code of the secret and returns
+// its reference.
+func (s *shop) askPayout(t *testing.T, ctx context.Context, secret, method, address, usd, fee, asset, rate string) string {
+	t.Helper()
+	run(t, ctx, "ask for a payout", chromedp.Navigate(s.srv.URL+"/compte/retraits"), visible("form.payout-ask"),
+		setSelect("#method", method), typeIn("#address", address), typeIn("#amount", usd),
+		click(`form.payout-ask button[type=submit]`), visible("section.payout-confirm"))
+	for sel, want := range map[string]string{".quote-amount": usd + ",00 USD", ".quote-fee": fee,
+		".quote-asset": asset, ".quote-address": address} {
+		if got := text(t, ctx, sel); got != want {
+			t.Fatalf("quote %s: %q, want %q", sel, got, want)
+		}
+	}
+	if got := text(t, ctx, "section.payout-confirm"); !strings.Contains(got, rate) {
+		t.Fatalf("quote without its locked rate %q: %q", rate, got)
+	}
+	screenshots(t, ctx, "payout-quote-"+strings.ToLower(strings.Split(method, "/")[0]))
+	// A step after the one that turned 2FA on (a code is used once).
+	code, err := totp.GenerateCode(secret, time.Now().Add(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "confirm with the code", typeIn("#totp_code", code))
+	submitted(t, ctx, `section.payout-confirm button[type=submit]`)
+	ref := strings.TrimPrefix(eval[string](t, ctx, `location.pathname`), "/compte/retraits/")
+	if got := text(t, ctx, ".payout-status"); got != domain.PayoutRequested.Label() {
+		t.Fatalf("new payout %s: %q", ref, got)
+	}
+	return ref
+}
+
+// approveByTwo: agent A approves the payout in the console, which then
+// waits for a second agent (above the four-eyes threshold); bob, a
+// senior, approves it. It returns bob's browser, on the payouts' page.
+func (s *shop) approveByTwo(t *testing.T, ref string) context.Context {
+	t.Helper()
+	alice := browser(t)
+	s.consoleApprove(t, alice, apptest.AgentToken, ref)
+	if got := text(t, alice, ".alert.notice"); got != "Retrait "+ref+" : "+domain.PayoutRequested.Label()+"." {
+		t.Fatalf("after A's approval: %q", got)
+	}
+	if p := s.payout(t, ref); p.Status != domain.PayoutRequested || p.ApprovedBy == nil || *p.ApprovedBy != apptest.AgentName {
+		t.Fatalf("after A's approval: %+v", p)
+	}
+	bob := browser(t)
+	s.consoleApprove(t, bob, bobToken, ref)
+	if got := text(t, bob, ".alert.notice"); got != "Retrait "+ref+" : "+domain.PayoutApproved.Label()+"." {
+		t.Fatalf("after B's approval: %q", got)
+	}
+	if p := s.payout(t, ref); p.Status != domain.PayoutApproved || p.SecondBy == nil || *p.SecondBy != "bob" {
+		t.Fatalf("after B's approval: %+v", p)
+	}
+	return bob
 }
 
 // enableTOTP turns the second factor on from /compte with a first code
