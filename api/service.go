@@ -189,7 +189,7 @@ func (s *Server) SessionOrderPage(ctx context.Context, r *http.Request, ref stri
 		return nil, page, nil
 	}
 	h := tokenHash(token)
-	so, err := s.stores.Orders.SessionOrder(ctx, h, ref)
+	so, err := s.stores.Orders.SessionOrderPage(ctx, h, ref)
 	if domain.ErrorCode(err) == domain.ECodeNotFound {
 		// No valid session, or not the account's order: the session read
 		// alone says which.
@@ -202,8 +202,7 @@ func (s *Server) SessionOrderPage(ctx context.Context, r *http.Request, ref stri
 		return nil, page, err
 	}
 	me = &Customer{Account: so.Account, CSRFToken: so.CSRFToken, tokenHash: h}
-	page, err = s.orderPage(ctx, me, so.Order)
-	return me, page, err
+	return me, s.pageOf(so.Order, *so.Page), nil
 }
 
 // OrderPage is the caller's order ref with what its page shows.
@@ -217,21 +216,29 @@ func (s *Server) OrderPage(ctx context.Context, me *Customer, ref string) (Order
 
 // orderPage completes the page of an order already read as its owner's.
 func (s *Server) orderPage(ctx context.Context, me *Customer, rec domain.OrderRecord) (OrderPage, error) {
-	p := OrderPage{OrderDetail: s.detail(rec)}
+	var parts domain.OrderPageParts
 	var err error
-	if p.SupportRequests, err = s.stores.Support.ListSupportRequests(ctx, rec.Order.Ref, me.Account.ID); err != nil {
-		return p, err
+	if parts.SupportRequests, err = s.stores.Support.ListSupportRequests(ctx, rec.Order.Ref, me.Account.ID); err != nil {
+		return OrderPage{}, err
 	}
-	if a := rec.Access; a != nil && a.RevokedAt == nil {
-		if s.keyRequests != nil {
-			kr, err := s.keyRequests.LatestKeyRequest(ctx, rec.Order.Ref)
-			switch {
-			case err == nil:
-				p.KeyRequest = &kr
-			case domain.ErrorCode(err) != domain.ECodeNotFound:
-				return p, err
-			}
+	if a := rec.Access; a != nil && a.RevokedAt == nil && s.keyRequests != nil {
+		kr, err := s.keyRequests.LatestKeyRequest(ctx, rec.Order.Ref)
+		switch {
+		case err == nil:
+			parts.KeyRequest = &kr
+		case domain.ErrorCode(err) != domain.ECodeNotFound:
+			return OrderPage{}, err
 		}
 	}
-	return p, nil
+	return s.pageOf(rec, parts), nil
+}
+
+// pageOf is the page of an order with its parts; the latest key change
+// only while its access is live.
+func (s *Server) pageOf(rec domain.OrderRecord, parts domain.OrderPageParts) OrderPage {
+	p := OrderPage{OrderDetail: s.detail(rec), SupportRequests: parts.SupportRequests}
+	if a := rec.Access; a != nil && a.RevokedAt == nil && s.keyRequests != nil {
+		p.KeyRequest = parts.KeyRequest
+	}
+	return p
 }

@@ -50,6 +50,8 @@ type OrderStore interface {
 	// SessionOrder is SessionAccount and OwnerOrder at once; ErrNotFound
 	// when either finds nothing.
 	SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error)
+	// SessionOrderPage is SessionOrder with the page's parts (Page).
+	SessionOrderPage(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error)
 	MarkOrderWorkflowStarted(ctx context.Context, ref string) error
 	Timeline(ctx context.Context, ref string, afterID int64) ([]domain.TimelineEvent, error)
 	Access(ctx context.Context, ref string) (domain.Access, error)

@@ -456,4 +456,14 @@ type SessionOrder struct {
 	Account   Account
 	CSRFToken string
 	Order     OrderRecord
+	// Page is what only the order's page shows, when it was read for it.
+	Page *OrderPageParts
+}
+
+// OrderPageParts is what an order's page shows beside its record: the
+// customer's support requests on it, and the latest change of its access
+// key (nil: none).
+type OrderPageParts struct {
+	SupportRequests []SupportRequest
+	KeyRequest      *KeyRequest
 }

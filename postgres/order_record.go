@@ -157,13 +157,31 @@ var ownerOrderSQL = ownerOrderSelect(`ref = $1 AND account_id = $2`, `$3`, `$4`)
 // sessionOrderSQL reads the account and CSRF token of the unexpired
 // session $1 (as SessionAccount) and that account's order $2, in one
 // statement: no row when either is missing.
-var sessionOrderSQL = `
+var sessionOrderSQL = sessionOrderSelect("")
+
+// sessionOrderPageSQL is sessionOrderSQL with what only the order's page
+// shows: the account's support requests on the order and its latest key
+// change (in the same round trip: the page read them apart before).
+var sessionOrderPageSQL = sessionOrderSelect(`,
+	(SELECT json_agg(json_build_object('id', r.id, 'order_reference', r.order_ref, 'message', r.message,
+			'launch_command', r.launch_command, 'versions', r.versions, 'first_error', r.first_error,
+			'status', r.status, 'created_at', r.created_at) ORDER BY r.id)
+		FROM support_requests r WHERE r.order_ref = v.ref AND r.account_id = a.id) AS support_json,
+	(SELECT json_build_object('id', k.id, 'order_reference', k.order_ref, 'kind', k.kind, 'state', k.state,
+			'failure', k.failure, 'created_at', k.created_at, 'done_at', k.done_at)
+		FROM access_key_requests k WHERE k.order_ref = v.ref ORDER BY k.id DESC LIMIT 1) AS key_json`)
+
+// sessionOrderSelect reads a valid session's account with one of its
+// orders as ownerOrderSelect does, and the columns more.
+func sessionOrderSelect(more string) string {
+	return `
 	WITH ` + touchSession + `
 	SELECT a.id AS session_account_id, a.first_name, a.last_name, a.email, a.created_at AS account_created_at,
-		a.email_verified_at IS NOT NULL AS email_verified, s.csrf_token, v.*
+		a.email_verified_at IS NOT NULL AS email_verified, s.csrf_token, v.*` + more + `
 	FROM sessions s JOIN accounts a ON a.id = s.account_id
 	CROSS JOIN LATERAL (` + ownerOrderSelect(`ref = $2 AND account_id = a.id`, `$3`, `$4`) + `) v
 	WHERE s.token_hash = $1 AND ` + liveSession
+}
 
 // orderRecordRow is one row of ownerOrderSQL.
 type orderRecordRow struct {
@@ -397,11 +415,21 @@ func (s *Store) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderR
 // when the session is not valid or the order not the account's
 // (SessionAccount tells which).
 func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
+	return s.sessionOrder(ctx, sessionOrderSQL, tokenHash, ref)
+}
+
+// SessionOrderPage is SessionOrder with what only the order's page shows
+// (its Page), in the same round trip.
+func (s *Store) SessionOrderPage(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
+	return s.sessionOrder(ctx, sessionOrderPageSQL, tokenHash, ref)
+}
+
+func (s *Store) sessionOrder(ctx context.Context, query string, tokenHash []byte, ref string) (domain.SessionOrder, error) {
 	db := s.DB
 	var row sessionOrderRow
 	rec, a, err := withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
 		row = sessionOrderRow{}
-		err := db.getPrepared(ctx, &row, sessionOrderSQL, tokenHash, ref, n, maxID)
+		err := db.getPrepared(ctx, &row, query, tokenHash, ref, n, maxID)
 		return &row.orderRecordRow, err
 	})
 	if err != nil {
@@ -410,9 +438,27 @@ func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) 
 	if rec, err = s.withAccess(rec, a); err != nil {
 		return domain.SessionOrder{}, err
 	}
-	return domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,
+	so := domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,
 		FirstName: row.FirstName, LastName: row.LastName, Email: row.Email, CreatedAt: row.AccountCreatedAt,
-		EmailVerified: row.EmailVerified}}, nil
+		EmailVerified: row.EmailVerified}}
+	if query == sessionOrderPageSQL {
+		so.Page = &domain.OrderPageParts{SupportRequests: []domain.SupportRequest{}}
+		if row.Support != nil {
+			if err := json.Unmarshal(row.Support, &so.Page.SupportRequests); err != nil {
+				return domain.SessionOrder{}, fmt.Errorf("order %s: support requests: %w", ref, err)
+			}
+			for i := range so.Page.SupportRequests {
+				so.Page.SupportRequests[i].AccountID = row.AccountID
+			}
+		}
+		if row.KeyRequest != nil {
+			so.Page.KeyRequest = &domain.KeyRequest{}
+			if err := json.Unmarshal(row.KeyRequest, so.Page.KeyRequest); err != nil {
+				return domain.SessionOrder{}, fmt.Errorf("order %s: key request: %w", ref, err)
+			}
+		}
+	}
+	return so, nil
 }
 
 // sessionOrderRow is one row of sessionOrderSQL.
@@ -425,4 +471,7 @@ type sessionOrderRow struct {
 	EmailVerified    bool      `db:"email_verified"`
 	CSRFToken        string    `db:"csrf_token"`
 	orderRecordRow
+	// Support and KeyRequest: sessionOrderPageSQL's only (NULL: none).
+	Support    []byte `db:"support_json"`
+	KeyRequest []byte `db:"key_json"`
 }

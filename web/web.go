@@ -55,6 +55,7 @@ type Site struct {
 	explorers map[string]string
 	// gpus caches the catalog's model names (console_format.go).
 	gpus gpuNames
+	zip  pageZip
 }
 
 // New parses the templates and the static files.
@@ -284,7 +285,7 @@ func (s *Site) render(c *gin.Context, status int, name string, p page) {
 		c.String(http.StatusInternalServerError, "Erreur interne.")
 		return
 	}
-	writeCompressed(c, status, "text/html; charset=utf-8", buf.Bytes())
+	s.zip.write(c, status, "text/html; charset=utf-8", buf.Bytes())
 }
 
 // fail renders an error page for an API or internal error.
