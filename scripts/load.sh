@@ -36,9 +36,10 @@ export KERNODECK_SUPPORT_TOKENS="kdload:kdload-support-token-0123456789"
 export KERNODECK_LOG_LEVEL=warn
 export KERNODECK_COOKIE_SECURE=false
 export KERNODECK_TRUSTED_PROXIES=127.0.0.1 # kdload registers customers "behind" it
-# kdload's customers each create 100 orders at once (paid by support later):
-# the per-account quota (5 unpaid orders) would refuse them.
-export KERNODECK_MAX_UNPAID_ORDERS=1000
+# kdload's customers each create 100 orders at once (paid by support later),
+# and its POST /v1/orders measurement thousands more, never paid: the
+# per-account quota (5 unpaid orders) would refuse them.
+export KERNODECK_MAX_UNPAID_ORDERS=1000000
 # kdload's one agent pays those orders by attribution, alone: no second
 # agent approves in a load run (four-eyes and the daily cap out of reach).
 export KERNODECK_FOUR_EYES_CENTS=100000000000
