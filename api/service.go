@@ -221,7 +221,7 @@ func (s *Server) orderPage(ctx context.Context, me *Customer, rec domain.OrderRe
 	if parts.SupportRequests, err = s.stores.Support.ListSupportRequests(ctx, rec.Order.Ref, me.Account.ID); err != nil {
 		return OrderPage{}, err
 	}
-	if a := rec.Access; a != nil && a.RevokedAt == nil && s.keyRequests != nil {
+	if s.keyChangeShown(rec) {
 		kr, err := s.keyRequests.LatestKeyRequest(ctx, rec.Order.Ref)
 		switch {
 		case err == nil:
@@ -233,12 +233,18 @@ func (s *Server) orderPage(ctx context.Context, me *Customer, rec domain.OrderRe
 	return s.pageOf(rec, parts), nil
 }
 
-// pageOf is the page of an order with its parts; the latest key change
-// only while its access is live.
+// pageOf is the page of an order with its parts.
 func (s *Server) pageOf(rec domain.OrderRecord, parts domain.OrderPageParts) OrderPage {
 	p := OrderPage{OrderDetail: s.detail(rec), SupportRequests: parts.SupportRequests}
-	if a := rec.Access; a != nil && a.RevokedAt == nil && s.keyRequests != nil {
+	if s.keyChangeShown(rec) {
 		p.KeyRequest = parts.KeyRequest
 	}
 	return p
+}
+
+// keyChangeShown: the page shows the latest key change while the order's
+// access is live (and keys can be changed here).
+func (s *Server) keyChangeShown(rec domain.OrderRecord) bool {
+	a := rec.Access
+	return a != nil && a.RevokedAt == nil && s.keyRequests != nil
 }

@@ -415,17 +415,21 @@ func (s *Store) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderR
 // when the session is not valid or the order not the account's
 // (SessionAccount tells which).
 func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
-	return s.sessionOrder(ctx, sessionOrderSQL, tokenHash, ref)
+	return s.sessionOrder(ctx, false, tokenHash, ref)
 }
 
 // SessionOrderPage is SessionOrder with what only the order's page shows
 // (its Page), in the same round trip.
 func (s *Store) SessionOrderPage(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
-	return s.sessionOrder(ctx, sessionOrderPageSQL, tokenHash, ref)
+	return s.sessionOrder(ctx, true, tokenHash, ref)
 }
 
-func (s *Store) sessionOrder(ctx context.Context, query string, tokenHash []byte, ref string) (domain.SessionOrder, error) {
+func (s *Store) sessionOrder(ctx context.Context, page bool, tokenHash []byte, ref string) (domain.SessionOrder, error) {
 	db := s.DB
+	query := sessionOrderSQL
+	if page {
+		query = sessionOrderPageSQL
+	}
 	var row sessionOrderRow
 	rec, a, err := withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
 		row = sessionOrderRow{}
@@ -441,7 +445,7 @@ func (s *Store) sessionOrder(ctx context.Context, query string, tokenHash []byte
 	so := domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,
 		FirstName: row.FirstName, LastName: row.LastName, Email: row.Email, CreatedAt: row.AccountCreatedAt,
 		EmailVerified: row.EmailVerified}}
-	if query == sessionOrderPageSQL {
+	if page {
 		so.Page = &domain.OrderPageParts{SupportRequests: []domain.SupportRequest{}}
 		if row.Support != nil {
 			if err := json.Unmarshal(row.Support, &so.Page.SupportRequests); err != nil {
