@@ -81,6 +81,11 @@ type Deps struct {
 	Payouts *PayoutDeps
 	// Pinger is what /healthz checks (nil: nothing).
 	Pinger pinger
+	// OrderViews, if set, is the cache of the orders' views
+	// (postgres.DB.ForgetOrderViews), forgotten after every write this API
+	// answers: a customer reads what they just did at once, without
+	// waiting for PostgreSQL's notification.
+	OrderViews ViewCache
 	// Health tells whether the workflow service answers (wfclient.Client):
 	// with it, a write that needs a workflow is refused before anything is
 	// written while it does not; nil: every write goes through.
@@ -93,6 +98,11 @@ type Deps struct {
 	// nil); Sleep waits out a login's slow-down (a timer when nil).
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// ViewCache is a cache of what customers read, forgotten on demand.
+type ViewCache interface {
+	ForgetOrderViews()
 }
 
 // RequestObserver records answered requests by route template and status.
@@ -123,6 +133,7 @@ type Server struct {
 	extensions   ExtensionStore
 	payouts      *PayoutDeps
 	pinger       pinger
+	views        ViewCache
 
 	links *mailverify.Signer
 	now   func() time.Time
@@ -184,7 +195,7 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.dummyHash = dummy
 	s.availability, s.models, s.ownerAccess = deps.Availability, deps.Models, deps.OwnerAccess
-	s.keyRequests, s.pinger = deps.KeyRequests, deps.Pinger
+	s.keyRequests, s.pinger, s.views = deps.KeyRequests, deps.Pinger, deps.OrderViews
 	s.twoFactor, s.extensions = deps.TwoFactor, deps.Extensions
 	s.payouts = deps.Payouts
 	s.now, s.sleep = deps.Now, deps.Sleep

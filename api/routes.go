@@ -24,7 +24,7 @@ func (s *Server) routes() *gin.Engine {
 		_ = r.SetTrustedProxies(nil)
 	}
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), s.logRequests, securityHeaders, s.refuseControlInURL, s.checkOrigin, s.limitBody,
-		s.gateWorkflowWrites)
+		s.gateWorkflowWrites, s.forgetViewsAfterWrites)
 	r.NoRoute(func(c *gin.Context) {
 		if s.site != nil && !strings.HasPrefix(c.Request.URL.Path, "/v1/") {
 			s.site.NotFound(c)
@@ -130,6 +130,49 @@ func (s *Server) routes() *gin.Engine {
 		s.site.Mount(r, s)
 	}
 	return r
+}
+
+// forgetViewsAfterWrites empties the cached order views after every request
+// that may have written (anything but a GET, HEAD or OPTIONS), before the
+// first byte of its answer: the writer's next read is of what they did.
+func (s *Server) forgetViewsAfterWrites(c *gin.Context) {
+	switch c.Request.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		c.Next()
+		return
+	}
+	if s.views == nil {
+		c.Next()
+		return
+	}
+	c.Writer = &forgetOnAnswer{ResponseWriter: c.Writer, forget: s.views.ForgetOrderViews}
+	c.Next()
+	s.views.ForgetOrderViews() // nothing written yet: net/http answers now
+}
+
+// forgetOnAnswer calls forget before the answer's header is written.
+type forgetOnAnswer struct {
+	gin.ResponseWriter
+	forget func()
+	done   bool
+}
+
+func (w *forgetOnAnswer) before() {
+	if !w.done {
+		w.done = true
+		w.forget()
+	}
+}
+
+func (w *forgetOnAnswer) WriteHeader(code int) { w.before(); w.ResponseWriter.WriteHeader(code) }
+func (w *forgetOnAnswer) WriteHeaderNow()      { w.before(); w.ResponseWriter.WriteHeaderNow() }
+func (w *forgetOnAnswer) Write(b []byte) (int, error) {
+	w.before()
+	return w.ResponseWriter.Write(b)
+}
+func (w *forgetOnAnswer) WriteString(str string) (int, error) {
+	w.before()
+	return w.ResponseWriter.WriteString(str)
 }
 
 func (s *Server) healthz(c *gin.Context) {

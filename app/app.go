@@ -297,7 +297,7 @@ func (a *App) API(cfg api.Config, site api.Site) API {
 	tl := a.cfg.DB.NewTimelineListener(a.cfg.Logger.With("component", "timeline"))
 	st := a.Store()
 	deps := api.Deps{Stores: APIStores(st), Workflows: a.Workflows, Timeline: tl, Site: site, Logger: a.cfg.Logger,
-		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring,
+		Hosts: a.cfg.Hosts, Keyring: a.cfg.Keyring, OrderViews: a.cfg.DB,
 		Availability: st, Models: st, OwnerAccess: st, KeyRequests: st, Pinger: st, Health: a.Workflows,
 		TwoFactor: st, Extensions: postgres.Extensions{DB: a.cfg.DB, Provisioner: a.cfg.ProvisionerName}}
 	if a.cfg.Payments != nil {

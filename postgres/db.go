@@ -25,6 +25,7 @@ type DB struct {
 	URL       string
 	stmts     stmtCache
 	timelines timelineCache
+	views     orderViews
 	beacons   leaseBeacons
 	// valueTolerance bounds support's values (SetValueTolerance).
 	valueTolerance decimal.Decimal

@@ -12,3 +12,8 @@ func SetMigrationLockTimeout(t testing.TB, d time.Duration) {
 	migrationLockTimeout = d
 	t.Cleanup(func() { migrationLockTimeout = old })
 }
+
+// SessionOrderPageSQL is the statement of the order's page (its tables are
+// checked against the order_view triggers).
+func SessionOrderPageSQL() string { return sessionOrderPageSQL }
+func SessionViewSQL() string      { return sessionViewSQL }

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,7 +133,8 @@ func ownerOrderSelect(where, cachedN, cachedMax string) string {
 			FROM payment_intents i WHERE i.target_ref = o.ref), '[]') AS intents_json,
 		COALESCE((SELECT json_agg(json_build_object('intent_id', p.intent_id, 'decimals', i.decimals, 'txid', p.txid,
 				'asset', p.asset, 'amount_base', p.amount_base::text, 'amount_cents', p.amount_cents,
-				'state', p.state, 'late', p.late, 'confirmations', ` + confirmationsSQL + `)
+				'state', p.state, 'late', p.late, 'network', p.network, 'block_height', p.block_height,
+				'tip', ` + tipOf("p.network") + `)
 				ORDER BY p.seen_at, p.txid, p.output_index)
 			FROM chain_payments p JOIN payment_intents i ON i.id = p.intent_id
 			WHERE i.target_ref = o.ref AND p.state <> 'reverted'), '[]') AS payments_json,
@@ -176,11 +180,48 @@ var sessionOrderPageSQL = sessionOrderSelect(`,
 func sessionOrderSelect(more string) string {
 	return `
 	WITH ` + touchSession + `
-	SELECT a.id AS session_account_id, a.first_name, a.last_name, a.email, a.created_at AS account_created_at,
-		a.email_verified_at IS NOT NULL AS email_verified, s.csrf_token, v.*` + more + `
+	SELECT ` + sessionAccountColumns + `, v.*` + more + `
 	FROM sessions s JOIN accounts a ON a.id = s.account_id
 	CROSS JOIN LATERAL (` + ownerOrderSelect(`ref = $2 AND account_id = a.id`, `$3`, `$4`) + `) v
 	WHERE s.token_hash = $1 AND ` + liveSession
+}
+
+// sessionAccountColumns are a session s's account a as sessionAccountRow.
+const sessionAccountColumns = `a.id AS session_account_id, a.first_name, a.last_name, a.email,
+	a.created_at AS account_created_at, a.email_verified_at IS NOT NULL AS email_verified, s.csrf_token`
+
+// sessionViewSQL is what a read of a cached view asks: the session $1 as
+// sessionOrderSQL checks it and the database's time; sessionViewTipsSQL
+// adds every network's tip (a JSON object), for a view with a payment in
+// a block. Neither takes another parameter, so that PostgreSQL keeps one
+// generic plan for each instead of planning them at every read.
+var (
+	sessionViewSQL     = sessionViewSelect(`NULL::json`)
+	sessionViewTipsSQL = sessionViewSelect(allTips())
+)
+
+func sessionViewSelect(tips string) string {
+	return `
+	WITH ` + touchSession + `
+	SELECT ` + sessionAccountColumns + `, now() AS now, ` + tips + ` AS tips_json
+	FROM sessions s JOIN accounts a ON a.id = s.account_id
+	WHERE s.token_hash = $1 AND ` + liveSession
+}
+
+// allTips is a JSON object of the tip of every network the shop takes
+// payments on.
+func allTips() string {
+	var parts []string
+	for _, m := range domain.Methods {
+		part := `'` + m.Network + `', ` + tipOf(`'`+m.Network+`'`)
+		if !regexp.MustCompile(`^[a-z]+$`).MatchString(m.Network) {
+			panic("postgres: network name " + m.Network)
+		}
+		if !slices.Contains(parts, part) {
+			parts = append(parts, part)
+		}
+	}
+	return `json_build_object(` + strings.Join(parts, ", ") + `)`
 }
 
 // orderRecordRow is one row of ownerOrderSQL.
@@ -229,15 +270,33 @@ type intentJSON struct {
 }
 
 type paymentJSON struct {
-	IntentID      string        `json:"intent_id"`
-	Decimals      int32         `json:"decimals"`
-	TxID          string        `json:"txid"`
-	Asset         string        `json:"asset"`
-	AmountBase    domain.BigInt `json:"amount_base"`
-	AmountCents   int64         `json:"amount_cents"`
-	State         string        `json:"state"`
-	Late          bool          `json:"late"`
-	Confirmations int64         `json:"confirmations"`
+	IntentID    string        `json:"intent_id" db:"intent_id"`
+	Decimals    int32         `json:"decimals" db:"decimals"`
+	TxID        string        `json:"txid" db:"txid"`
+	Asset       string        `json:"asset" db:"asset"`
+	AmountBase  domain.BigInt `json:"amount_base" db:"amount_base"`
+	AmountCents int64         `json:"amount_cents" db:"amount_cents"`
+	State       string        `json:"state" db:"state"`
+	Late        bool          `json:"late" db:"late"`
+	Network     string        `json:"network" db:"network"`
+	BlockHeight *int64        `json:"block_height" db:"block_height"`
+	Tip         *int64        `json:"tip" db:"tip"` // the network's highest recorded block
+}
+
+// payments groups ps by payment request, their confirmations counted from
+// tips (nil: each payment's own Tip).
+func payments(ps []paymentJSON, tips map[string]*int64) map[string][]domain.IntentPayment {
+	out := map[string][]domain.IntentPayment{}
+	for _, p := range ps {
+		tip := p.Tip
+		if tips != nil {
+			tip = tips[p.Network]
+		}
+		out[p.IntentID] = append(out[p.IntentID], domain.IntentPayment{TxID: p.TxID, Asset: p.Asset,
+			AmountBase: p.AmountBase, Amount: domain.FormatUnits(&p.AmountBase.Int, p.Decimals), AmountCents: p.AmountCents,
+			State: p.State, Late: p.Late, Confirmations: confirmations(tip, p.BlockHeight)})
+	}
+	return out
 }
 
 // accessJSON is the access row with what only its owner's view needs:
@@ -270,9 +329,16 @@ func (a accessJSON) access() domain.Access {
 		CreatedAt: a.CreatedAt, RevokedAt: a.RevokedAt}
 }
 
-// ownerOrder runs ownerOrderSQL and decodes its parts; the access row is
-// returned apart (nil while there is none), its secrets still sealed.
-func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, *accessJSON, error) {
+// decodedOrder is an owner statement's row decoded; the access row apart
+// (nil while there is none), its secrets still sealed.
+type decodedOrder struct {
+	rec      domain.OrderRecord
+	access   *accessJSON
+	payments []paymentJSON
+}
+
+// ownerOrder runs ownerOrderSQL and decodes its parts.
+func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (decodedOrder, error) {
 	return withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
 		var row orderRecordRow
 		err := db.getPrepared(ctx, &row, ownerOrderSQL, ref, accountID, n, maxID)
@@ -284,12 +350,12 @@ func (db *DB) ownerOrder(ctx context.Context, ref string, accountID int64) (doma
 // timeline's key and decodes its row, the cached timeline standing in when
 // the statement sent none. An entry dropped meanwhile makes it read again
 // without.
-func withCachedTimeline(db *DB, ref string, read func(n, maxID int64) (*orderRecordRow, error)) (domain.OrderRecord, *accessJSON, error) {
+func withCachedTimeline(db *DB, ref string, read func(n, maxID int64) (*orderRecordRow, error)) (decodedOrder, error) {
 	n, maxID := db.timelines.key(ref)
 	for {
 		row, err := read(n, maxID)
 		if err != nil {
-			return domain.OrderRecord{}, nil, fmt.Errorf("order %s: %w", ref, notFound(err))
+			return decodedOrder{}, fmt.Errorf("order %s: %w", ref, notFound(err))
 		}
 		if row.Timeline == nil {
 			events, ok := db.timelines.get(ref, row.TimelineN, row.TimelineMax)
@@ -299,22 +365,19 @@ func withCachedTimeline(db *DB, ref string, read func(n, maxID int64) (*orderRec
 			}
 			return row.decode(ref, events)
 		}
-		rec, a, err := row.decode(ref, nil)
+		d, err := row.decode(ref, nil)
 		if err == nil {
-			db.timelines.put(ref, cachedTimeline{n: row.TimelineN, maxID: row.TimelineMax, events: rec.Timeline})
+			db.timelines.put(ref, cachedTimeline{n: row.TimelineN, maxID: row.TimelineMax, events: d.rec.Timeline})
 		}
-		return rec, a, err
+		return d, err
 	}
 }
 
 // decode turns the row's JSON parts into the record; cached is the
 // timeline when the row carries none.
-func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (domain.OrderRecord, *accessJSON, error) {
-	rec := domain.OrderRecord{Order: row.Order, Payments: map[string][]domain.IntentPayment{}, Timeline: cached}
-	var (
-		intents  []intentJSON
-		payments []paymentJSON
-	)
+func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (decodedOrder, error) {
+	d := decodedOrder{rec: domain.OrderRecord{Order: row.Order, Timeline: cached}}
+	var intents []intentJSON
 	decode := func(raw []byte, into any) error {
 		if err := json.Unmarshal(raw, into); err != nil {
 			return fmt.Errorf("order %s: decode: %w", ref, err)
@@ -322,54 +385,50 @@ func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (do
 		return nil
 	}
 	if err := decode(row.Intents, &intents); err != nil {
-		return domain.OrderRecord{}, nil, err
+		return decodedOrder{}, err
 	}
-	if err := decode(row.Payments, &payments); err != nil {
-		return domain.OrderRecord{}, nil, err
+	if err := decode(row.Payments, &d.payments); err != nil {
+		return decodedOrder{}, err
 	}
 	if cached == nil {
 		var events []timelineJSON
 		if err := decode(row.Timeline, &events); err != nil {
-			return domain.OrderRecord{}, nil, err
+			return decodedOrder{}, err
 		}
-		rec.Timeline = make([]domain.TimelineEvent, len(events))
+		d.rec.Timeline = make([]domain.TimelineEvent, len(events))
 		for i, e := range events {
-			rec.Timeline[i] = domain.TimelineEvent{ID: e.ID, Ref: ref, Kind: e.Kind, Message: e.Message, At: e.At}
+			d.rec.Timeline[i] = domain.TimelineEvent{ID: e.ID, Ref: ref, Kind: e.Kind, Message: e.Message, At: e.At}
 			if len(e.Data) > 0 && string(e.Data) != "null" {
-				rec.Timeline[i].Data = e.Data
+				d.rec.Timeline[i].Data = e.Data
 			}
 		}
 	}
-	rec.Intents = make([]domain.Intent, len(intents))
+	d.rec.Intents = make([]domain.Intent, len(intents))
 	for i, in := range intents {
-		rec.Intents[i] = domain.Intent{ID: in.ID, TargetKind: in.TargetKind, TargetRef: in.TargetRef, AccountID: in.AccountID,
+		d.rec.Intents[i] = domain.Intent{ID: in.ID, TargetKind: in.TargetKind, TargetRef: in.TargetRef, AccountID: in.AccountID,
 			Asset: in.Asset, Network: in.Network, Decimals: in.Decimals, AmountBase: in.AmountBase,
 			Amount: domain.FormatUnits(&in.AmountBase.Int, in.Decimals), USDCents: in.USDCents, Rate: in.Rate,
 			RateSource: in.RateSource, RateAt: in.RateAt, Address: in.Address, DerivationIndex: in.DerivationIndex,
 			ReferenceKey: in.ReferenceKey, TokenContract: in.TokenContract, PaymentURI: in.PaymentURI,
 			Deadline: in.Deadline, WatchUntil: in.WatchUntil, Status: in.Status, CreatedAt: in.CreatedAt, Claims: in.Claims}
 	}
-	for _, p := range payments {
-		rec.Payments[p.IntentID] = append(rec.Payments[p.IntentID], domain.IntentPayment{TxID: p.TxID, Asset: p.Asset,
-			AmountBase: p.AmountBase, Amount: domain.FormatUnits(&p.AmountBase.Int, p.Decimals), AmountCents: p.AmountCents,
-			State: p.State, Late: p.Late, Confirmations: p.Confirmations})
-	}
+	d.rec.Payments = payments(d.payments, nil)
 	if row.Status == domain.StatusAwaitingPayment || row.Status == domain.StatusPaymentDetected {
-		rec.MachineHold = &domain.MachineHold{}
+		d.rec.MachineHold = &domain.MachineHold{}
 		if len(row.Hold) > 0 {
-			if err := decode(row.Hold, rec.MachineHold); err != nil {
-				return domain.OrderRecord{}, nil, err
+			if err := decode(row.Hold, d.rec.MachineHold); err != nil {
+				return decodedOrder{}, err
 			}
 		}
 	}
 	if len(row.Access) == 0 {
-		return rec, nil, nil
+		return d, nil
 	}
-	a := new(accessJSON)
-	if err := json.Unmarshal(row.Access, a); err != nil {
-		return domain.OrderRecord{}, nil, fmt.Errorf("order %s: decode access: %w", ref, err)
+	d.access = new(accessJSON)
+	if err := json.Unmarshal(row.Access, d.access); err != nil {
+		return decodedOrder{}, fmt.Errorf("order %s: decode access: %w", ref, err)
 	}
-	return rec, a, nil
+	return d, nil
 }
 
 // OwnerOrder returns the order if accountID owns it (ErrNotFound otherwise,
@@ -380,11 +439,11 @@ func (row *orderRecordRow) decode(ref string, cached []domain.TimelineEvent) (do
 // sealed secrets are left out. It reads and changes nothing: a GET, which
 // a cross-site navigation can trigger, must not start the key's window.
 func (s *Store) OwnerOrder(ctx context.Context, ref string, accountID int64) (domain.OrderRecord, error) {
-	rec, a, err := s.ownerOrder(ctx, ref, accountID)
+	d, err := s.ownerOrder(ctx, ref, accountID)
 	if err != nil {
-		return rec, err
+		return domain.OrderRecord{}, err
 	}
-	return s.withAccess(rec, a)
+	return s.withAccess(d.rec, d.access)
 }
 
 func (s *Store) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderRecord, error) {
@@ -414,6 +473,11 @@ func (s *Store) withAccess(rec domain.OrderRecord, a *accessJSON) (domain.OrderR
 // in one round trip, with the access as OwnerOrder gives it. ErrNotFound
 // when the session is not valid or the order not the account's
 // (SessionAccount tells which).
+//
+// While a TimelineListener runs, the order's view is cached (orderViews):
+// an order that did not change since the last read costs only the
+// session's statement, which also reads the time and the tips of the
+// networks of its payments (confirmations move with the chain).
 func (s *Store) SessionOrder(ctx context.Context, tokenHash []byte, ref string) (domain.SessionOrder, error) {
 	return s.sessionOrder(ctx, false, tokenHash, ref)
 }
@@ -425,13 +489,21 @@ func (s *Store) SessionOrderPage(ctx context.Context, tokenHash []byte, ref stri
 }
 
 func (s *Store) sessionOrder(ctx context.Context, page bool, tokenHash []byte, ref string) (domain.SessionOrder, error) {
+	key := viewKey{ref: ref, page: page}
+	at, v := s.views.begin(key)
+	if v != nil {
+		so, ok, err := s.cachedSessionOrder(ctx, v, tokenHash)
+		if err != nil || ok {
+			return so, err
+		}
+	}
 	db := s.DB
 	query := sessionOrderSQL
 	if page {
 		query = sessionOrderPageSQL
 	}
 	var row sessionOrderRow
-	rec, a, err := withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
+	d, err := withCachedTimeline(db, ref, func(n, maxID int64) (*orderRecordRow, error) {
 		row = sessionOrderRow{}
 		err := db.getPrepared(ctx, &row, query, tokenHash, ref, n, maxID)
 		return &row.orderRecordRow, err
@@ -439,34 +511,91 @@ func (s *Store) sessionOrder(ctx context.Context, page bool, tokenHash []byte, r
 	if err != nil {
 		return domain.SessionOrder{}, fmt.Errorf("session %w", err)
 	}
-	if rec, err = s.withAccess(rec, a); err != nil {
-		return domain.SessionOrder{}, err
-	}
-	so := domain.SessionOrder{CSRFToken: row.CSRFToken, Order: rec, Account: domain.Account{ID: row.AccountID,
-		FirstName: row.FirstName, LastName: row.LastName, Email: row.Email, CreatedAt: row.AccountCreatedAt,
-		EmailVerified: row.EmailVerified}}
+	v = &cachedView{accountID: row.AccountID, rec: d.rec, payments: d.payments, access: d.access}
 	if page {
-		so.Page = &domain.OrderPageParts{SupportRequests: []domain.SupportRequest{}}
-		if row.Support != nil {
-			if err := json.Unmarshal(row.Support, &so.Page.SupportRequests); err != nil {
-				return domain.SessionOrder{}, fmt.Errorf("order %s: support requests: %w", ref, err)
-			}
-			for i := range so.Page.SupportRequests {
-				so.Page.SupportRequests[i].AccountID = row.AccountID
-			}
-		}
-		if row.KeyRequest != nil {
-			so.Page.KeyRequest = &domain.KeyRequest{}
-			if err := json.Unmarshal(row.KeyRequest, so.Page.KeyRequest); err != nil {
-				return domain.SessionOrder{}, fmt.Errorf("order %s: key request: %w", ref, err)
-			}
+		if v.page, err = row.pageParts(ref); err != nil {
+			return domain.SessionOrder{}, err
 		}
 	}
-	return so, nil
+	if v.cacheable() {
+		s.views.put(key, at, v)
+	}
+	return s.fromView(v, row.sessionAccountRow, nil, nil)
 }
 
-// sessionOrderRow is one row of sessionOrderSQL.
-type sessionOrderRow struct {
+// cacheable tells whether v may be cached, and sets what its reads need:
+// whether the tips count (a payment in a block), and when it changes with
+// the clock alone.
+func (v *cachedView) cacheable() bool {
+	o := v.rec.Order
+	if o.Status == domain.StatusWaitingForMachine {
+		return false // its place in the line moves with other orders
+	}
+	if o.Status == domain.StatusAwaitingPayment && v.rec.MachineHold != nil && v.rec.MachineHold.Held {
+		if v.rec.MachineHold.Until == nil {
+			return false
+		}
+		v.expires = *v.rec.MachineHold.Until // live_capacity_holds drops it then
+	}
+	v.inBlock = slices.ContainsFunc(v.payments, func(p paymentJSON) bool { return p.BlockHeight != nil })
+	return true
+}
+
+// cachedSessionOrder reads the session (and the time and the tips) for the
+// cached view v: ok false when v changed with the clock meanwhile.
+func (s *Store) cachedSessionOrder(ctx context.Context, v *cachedView, tokenHash []byte) (so domain.SessionOrder, ok bool, err error) {
+	ref := v.rec.Order.Ref
+	var row struct {
+		sessionAccountRow
+		Now  time.Time `db:"now"`
+		Tips []byte    `db:"tips_json"`
+	}
+	query := sessionViewSQL
+	if v.inBlock {
+		query = sessionViewTipsSQL
+	}
+	if err := s.getPrepared(ctx, &row, query, tokenHash); err != nil {
+		return so, false, fmt.Errorf("session order %s: %w", ref, notFound(err))
+	}
+	if row.AccountID != v.accountID {
+		return so, false, fmt.Errorf("session order %s: %w", ref, domainNotFound)
+	}
+	if !v.expires.IsZero() && !row.Now.Before(v.expires) {
+		return so, false, nil
+	}
+	tips := map[string]*int64{}
+	if len(row.Tips) > 0 {
+		if err := json.Unmarshal(row.Tips, &tips); err != nil {
+			return so, false, fmt.Errorf("session order %s: tips: %w", ref, err)
+		}
+	}
+	so, err = s.fromView(v, row.sessionAccountRow, tips, &row.Now)
+	return so, err == nil, err
+}
+
+// fromView is the session's order from its view v: confirmations counted
+// from tips (nil: those v was read with), the access's key window from now
+// (nil: the time v was read at).
+func (s *Store) fromView(v *cachedView, sess sessionAccountRow, tips map[string]*int64, now *time.Time) (domain.SessionOrder, error) {
+	rec := v.rec
+	rec.Payments = payments(v.payments, tips)
+	var a *accessJSON
+	if v.access != nil {
+		c := *v.access
+		if now != nil {
+			c.Now = *now
+		}
+		a = &c
+	}
+	rec, err := s.withAccess(rec, a)
+	if err != nil {
+		return domain.SessionOrder{}, err
+	}
+	return domain.SessionOrder{CSRFToken: sess.CSRFToken, Order: rec, Account: sess.account(), Page: v.page}, nil
+}
+
+// sessionAccountRow is a session's account (sessionAccountColumns).
+type sessionAccountRow struct {
 	AccountID        int64     `db:"session_account_id"`
 	FirstName        string    `db:"first_name"`
 	LastName         string    `db:"last_name"`
@@ -474,8 +603,38 @@ type sessionOrderRow struct {
 	AccountCreatedAt time.Time `db:"account_created_at"`
 	EmailVerified    bool      `db:"email_verified"`
 	CSRFToken        string    `db:"csrf_token"`
+}
+
+func (r sessionAccountRow) account() domain.Account {
+	return domain.Account{ID: r.AccountID, FirstName: r.FirstName, LastName: r.LastName, Email: r.Email,
+		CreatedAt: r.AccountCreatedAt, EmailVerified: r.EmailVerified}
+}
+
+// sessionOrderRow is one row of sessionOrderSQL.
+type sessionOrderRow struct {
+	sessionAccountRow
 	orderRecordRow
 	// Support and KeyRequest: sessionOrderPageSQL's only (NULL: none).
 	Support    []byte `db:"support_json"`
 	KeyRequest []byte `db:"key_json"`
+}
+
+// pageParts decodes what sessionOrderPageSQL adds.
+func (row *sessionOrderRow) pageParts(ref string) (*domain.OrderPageParts, error) {
+	p := &domain.OrderPageParts{SupportRequests: []domain.SupportRequest{}}
+	if row.Support != nil {
+		if err := json.Unmarshal(row.Support, &p.SupportRequests); err != nil {
+			return nil, fmt.Errorf("order %s: support requests: %w", ref, err)
+		}
+		for i := range p.SupportRequests {
+			p.SupportRequests[i].AccountID = row.sessionAccountRow.AccountID
+		}
+	}
+	if row.KeyRequest != nil {
+		p.KeyRequest = &domain.KeyRequest{}
+		if err := json.Unmarshal(row.KeyRequest, p.KeyRequest); err != nil {
+			return nil, fmt.Errorf("order %s: key request: %w", ref, err)
+		}
+	}
+	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -231,6 +232,9 @@ const TimelineChannel = "timeline"
 type TimelineListener struct {
 	url    string
 	logger *slog.Logger
+	// views are the DB's cached order views, which this listener keeps
+	// true (the order_view notifications) and alive (its pings).
+	views *orderViews
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
@@ -243,37 +247,63 @@ func (db *DB) NewTimelineListener(logger *slog.Logger) *TimelineListener {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &TimelineListener{url: db.URL, logger: logger, subs: map[string]map[chan struct{}]struct{}{},
-		listening: make(chan struct{})}
+	return &TimelineListener{url: db.URL, logger: logger, views: &db.views,
+		subs: map[string]map[chan struct{}]struct{}{}, listening: make(chan struct{})}
 }
 
 // Run listens until ctx ends. It returns an error only when the channel
 // cannot be listened to at all.
 func (t *TimelineListener) Run(ctx context.Context) error {
 	l := pq.NewListener(t.url, time.Second, 30*time.Second, func(ev pq.ListenerEventType, err error) {
+		if ev == pq.ListenerEventDisconnected || ev == pq.ListenerEventConnectionAttemptFailed {
+			t.views.dead()
+		}
 		if err != nil {
 			t.logger.Warn("timeline listener", "event", ev, "err", err)
 		}
 	})
 	defer func() { _ = l.Close() }()
-	if err := l.Listen(TimelineChannel); err != nil {
-		return fmt.Errorf("listen %s: %w", TimelineChannel, err)
+	defer t.views.dead()
+	for _, ch := range []string{TimelineChannel, OrderViewChannel} {
+		if err := l.Listen(ch); err != nil {
+			return fmt.Errorf("listen %s: %w", ch, err)
+		}
 	}
+	// Views read before this listener listened may miss a change.
+	t.views.empty()
+	t.views.alive(time.Now())
 	close(t.listening)
-	ping := time.NewTicker(90 * time.Second)
+	// Pings keep the cached views in use (viewAliveFor): one at a time, a
+	// hung one lets them lapse.
+	ping := time.NewTicker(viewAliveFor / 3)
 	defer ping.Stop()
+	var pinging atomic.Bool
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case n := <-l.Notify:
 			if n == nil { // reconnected: notifications may have been lost
+				t.views.empty()
 				t.wakeAll()
 				continue
 			}
-			t.wake(n.Extra)
+			// Every notification names a changed order: its cached view
+			// goes before anyone is woken to read it again.
+			t.views.invalidate(n.Extra)
+			if n.Channel == TimelineChannel {
+				t.wake(n.Extra)
+			}
 		case <-ping.C:
-			go func() { _ = l.Ping() }()
+			if pinging.CompareAndSwap(false, true) {
+				go func() {
+					defer pinging.Store(false)
+					sent := time.Now()
+					if l.Ping() == nil {
+						t.views.alive(sent)
+					}
+				}()
+			}
 		}
 	}
 }

@@ -49,6 +49,14 @@ func BenchmarkPageZip(b *testing.B) {
 			zw, _ := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 			return zw, zw.Reset
 		}},
+		{"klauspost-fastest", func(w io.Writer) (io.WriteCloser, func(io.Writer)) {
+			zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+			return zw, zw.Reset
+		}},
+		{"klauspost-stateless", func(w io.Writer) (io.WriteCloser, func(io.Writer)) {
+			zw, _ := gzip.NewWriterLevel(w, gzip.StatelessCompression)
+			return zw, zw.Reset
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var buf bytes.Buffer

@@ -44,7 +44,7 @@ func TestSafeNextRefusesControlCharactersAndHosts(t *testing.T) {
 // siteHarness is the site on the API over a fresh database (workflows
 // faked: starting one does nothing).
 type siteHarness struct {
-	t    *testing.T
+	t    testing.TB
 	db   *postgres.DB
 	h    http.Handler
 	ring *secrets.Keyring
@@ -58,14 +58,14 @@ func (startNothing) StartRental(context.Context, workflows.RentalInput) error { 
 func (startNothing) StartTopUp(context.Context, workflows.TopUpInput) error   { return nil }
 
 // newSiteHarness starts the site; wf, if given, replaces startNothing.
-func newSiteHarness(t *testing.T, wf ...api.Workflows) *siteHarness {
+func newSiteHarness(t testing.TB, wf ...api.Workflows) *siteHarness {
 	t.Helper()
 	return newSiteHarnessWith(t, nil, wf...)
 }
 
 // newSiteHarnessWith is newSiteHarness with more of the API's dependencies
 // (more, if not nil, completes them on the harness's database).
-func newSiteHarnessWith(t *testing.T, more func(*api.Deps, *postgres.DB), wf ...api.Workflows) *siteHarness {
+func newSiteHarnessWith(t testing.TB, more func(*api.Deps, *postgres.DB), wf ...api.Workflows) *siteHarness {
 	t.Helper()
 	ring, err := secrets.Parse(secrets.Generate("web"))
 	if err != nil {

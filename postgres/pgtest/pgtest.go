@@ -132,3 +132,32 @@ func Recorded(t testing.TB, db *postgres.DB, c domain.PaymentClaim) {
 		t.Fatalf("pgtest: record %+v: %v", c, err)
 	}
 }
+
+// Listen runs db's TimelineListener, as `kernodeck api` does (live streams
+// woken, order views cached), until the test ends or stop is called; it
+// returns once the listener listens.
+func Listen(t testing.TB, db *postgres.DB) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tl := db.NewTimelineListener(nil)
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx) }()
+	select {
+	case <-tl.Listening():
+	case err := <-done:
+		cancel()
+		t.Fatalf("pgtest: listener: %v", err)
+	}
+	var stopped bool
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("pgtest: listener: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
