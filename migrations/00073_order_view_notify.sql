@@ -7,6 +7,13 @@
 -- view's statement.
 -- +goose Up
 -- +goose StatementBegin
+-- order_view_ref is the reference a changed row r names through its column
+-- col ('intent_id': its payment request's target).
+CREATE FUNCTION order_view_ref(col TEXT, r JSONB) RETURNS TEXT LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN col = 'intent_id'
+        THEN (SELECT i.target_ref FROM payment_intents i WHERE i.id = r ->> 'intent_id')
+        ELSE r ->> col END
+$$;
 CREATE FUNCTION order_view_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     r TEXT;
@@ -15,26 +22,14 @@ BEGIN
         PERFORM pg_notify('order_view', '*');
         RETURN NULL;
     END IF;
-    IF TG_OP <> 'INSERT' THEN
-        IF TG_ARGV[0] = 'intent_id' THEN
-            SELECT i.target_ref INTO r FROM payment_intents i WHERE i.id = OLD.intent_id;
-        ELSE
-            r := to_jsonb(OLD) ->> TG_ARGV[0];
-        END IF;
+    FOREACH r IN ARRAY ARRAY[
+        CASE WHEN TG_OP <> 'INSERT' THEN order_view_ref(TG_ARGV[0], to_jsonb(OLD)) END,
+        CASE WHEN TG_OP <> 'DELETE' THEN order_view_ref(TG_ARGV[0], to_jsonb(NEW)) END]
+    LOOP
         IF r IS NOT NULL THEN
             PERFORM pg_notify('order_view', r);
         END IF;
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        IF TG_ARGV[0] = 'intent_id' THEN
-            SELECT i.target_ref INTO r FROM payment_intents i WHERE i.id = NEW.intent_id;
-        ELSE
-            r := to_jsonb(NEW) ->> TG_ARGV[0];
-        END IF;
-        IF r IS NOT NULL THEN
-            PERFORM pg_notify('order_view', r);
-        END IF;
-    END IF;
+    END LOOP;
     RETURN NULL;
 END $$;
 CREATE TRIGGER orders_order_view AFTER UPDATE OR DELETE ON orders
@@ -75,4 +70,5 @@ DROP TRIGGER payment_intents_order_view ON payment_intents;
 DROP TRIGGER timeline_events_order_view ON timeline_events;
 DROP TRIGGER orders_order_view ON orders;
 DROP FUNCTION order_view_notify();
+DROP FUNCTION order_view_ref(TEXT, JSONB);
 -- +goose StatementEnd

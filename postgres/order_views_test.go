@@ -156,6 +156,11 @@ func TestCachedOrderViewFollowsEveryChange(t *testing.T) {
 	_, err := db.ClaimPaid(ctx, "PI-VIEW", f.acc.ID, time.Now())
 	require.NoError(t, err)
 	f.follows("payment_claims")
+	f.exec(`DELETE FROM payment_claims WHERE intent_id = 'PI-VIEW'`) // a deletion notifies too
+	f.follows("payment_claims (deleted)")
+	_, err = db.ClaimPaid(ctx, "PI-VIEW", f.acc.ID, time.Now())
+	require.NoError(t, err)
+	f.follows("payment_claims (again)")
 
 	f.exec(`INSERT INTO chain_blocks (network, height, hash) VALUES ('bitcoin', 100, 'h100')`)
 	f.exec(`INSERT INTO chain_payments (network, txid, output_index, asset, intent_id, address, amount_base, amount_cents,
