@@ -21,6 +21,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/kernodeck/kernodeck/mailverify"
+	"github.com/kernodeck/kernodeck/memo"
 	"github.com/kernodeck/kernodeck/secrets"
 )
 
@@ -134,6 +135,9 @@ type Server struct {
 	payouts      *PayoutDeps
 	pinger       pinger
 	views        ViewCache
+	// answers are the JSON answers encoded lately, by their value's
+	// digest (answerMemo).
+	answers *memo.Memo[[]byte]
 
 	links *mailverify.Signer
 	now   func() time.Time
@@ -181,6 +185,7 @@ func New(cfg Config, deps Deps) *Server {
 		hashSem:  make(chan struct{}, max(2, runtime.GOMAXPROCS(0))),
 		closing:  make(chan struct{}),
 		streams:  agentStreams{n: map[string]int{}},
+		answers:  memo.New[[]byte](memoAnswers),
 	}
 	for token, name := range cfg.AgentTokens {
 		if len(token) < 16 || name == "" {

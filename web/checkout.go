@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -43,7 +42,6 @@ type checkout struct {
 	// Seen are the payments seen on chain for the active request, not yet
 	// confirmed (shown with "x sur N" confirmations).
 	Seen []domain.IntentPayment
-	Now  time.Time
 }
 
 // Partial: some money was counted, not all.
@@ -55,7 +53,7 @@ func (ck checkout) Detected() bool {
 }
 
 func (s *Site) checkout(c *gin.Context, me *session, t target, intents []api.IntentView, tl []domain.TimelineEvent) (checkout, error) {
-	ck := checkout{Target: t, Intents: intents, Now: time.Now()}
+	ck := checkout{Target: t, Intents: intents}
 	for i := range intents {
 		in := &intents[i]
 		if in.Status != domain.IntentOpen && in.Status != "" {

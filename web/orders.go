@@ -198,22 +198,6 @@ func (s *Site) renderOrder(c *gin.Context, me *session, d orderPageData, refusal
 	s.renderTracked(c, p, refusal, "order", "order_live_box", orderURL(d.Order.Ref)+"/live", orderTrigger)
 }
 
-// renderTracked renders an order's or a top-up's page (tmpl) with its live
-// part (box, answered again at liveURL on trigger), the notice a redirect
-// asked for, and refusal's message if not nil.
-func (s *Site) renderTracked(c *gin.Context, p page, refusal error, tmpl, box, liveURL, trigger string) {
-	p.Notice = notices[c.Query("info")]
-	status := http.StatusOK
-	if refusal != nil {
-		p.Error, status = domain.ErrorMessage(refusal), statusOf(refusal)
-	}
-	if _, err := s.withLive(&p, box, liveURL, trigger); err != nil {
-		s.fail(c, err)
-		return
-	}
-	s.render(c, status, tmpl, p)
-}
-
 // orderLive is the live part of the order page, fetched by htmx when the
 // order's event stream says something may have changed.
 func (s *Site) orderLive(c *gin.Context) {

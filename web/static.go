@@ -141,11 +141,25 @@ func (z *pageZip) compress(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// minZip is the size below which a page is sent as it is.
+const minZip = 1024
+
+// writeMade writes a made page as write would.
+func (z *pageZip) writeMade(c *gin.Context, status int, m madePage) {
+	c.Writer.Header().Set("Vary", "Accept-Encoding")
+	if m.gz != nil && acceptsGzip(c.Request) {
+		c.Writer.Header().Set("Content-Encoding", "gzip")
+		c.Data(status, "text/html; charset=utf-8", m.gz)
+		return
+	}
+	c.Data(status, "text/html; charset=utf-8", m.html)
+}
+
 // write writes a rendered page, gzipped when accepted and worth it.
 func (z *pageZip) write(c *gin.Context, status int, contentType string, body []byte) {
 	h := c.Writer.Header()
 	h.Set("Vary", "Accept-Encoding")
-	if len(body) > 1024 && acceptsGzip(c.Request) {
+	if len(body) > minZip && acceptsGzip(c.Request) {
 		h.Set("Content-Encoding", "gzip")
 		c.Data(status, contentType, z.compress(body))
 		return

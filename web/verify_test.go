@@ -47,6 +47,7 @@ type siteHarness struct {
 	t    testing.TB
 	db   *postgres.DB
 	h    http.Handler
+	site *Site
 	ring *secrets.Keyring
 	mu   sync.Mutex
 	now  time.Time
@@ -83,7 +84,7 @@ func newSiteHarnessWith(t testing.TB, more func(*api.Deps, *postgres.DB), wf ...
 		more(&deps, sh.db)
 	}
 	srv := api.New(api.Config{CookieSecure: true, Argon2: api.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}}, deps)
-	sh.h = srv.Handler()
+	sh.h, sh.site = srv.Handler(), site
 	return sh
 }
 

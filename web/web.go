@@ -34,6 +34,7 @@ import (
 
 	"github.com/kernodeck/kernodeck/api"
 	"github.com/kernodeck/kernodeck/domain"
+	"github.com/kernodeck/kernodeck/memo"
 )
 
 //go:embed templates/*.html
@@ -56,6 +57,8 @@ type Site struct {
 	// gpus caches the catalog's model names (console_format.go).
 	gpus gpuNames
 	zip  pageZip
+	// madePages are the tracked pages made lately (tracked.go).
+	madePages *memo.Memo[madePage]
 }
 
 // New parses the templates and the static files.
@@ -63,7 +66,7 @@ func New(logger *slog.Logger) (*Site, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Site{log: logger}
+	s := &Site{log: logger, madePages: memo.New[madePage](madePages)}
 	if err := s.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -225,20 +228,6 @@ func (s *Site) withLive(p *page, box, url, trigger string) (version string, err 
 	return version, nil
 }
 
-// renderLive answers a live endpoint: 204 if the client has this version.
-func (s *Site) renderLive(c *gin.Context, p page, box, url, trigger string) {
-	version, err := s.withLive(&p, box, url, trigger)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if c.Query("v") == version {
-		c.Status(http.StatusNoContent)
-		return
-	}
-	s.render(c, http.StatusOK, "live", p)
-}
-
 // fieldError files err's message under its field (or as the form's error).
 func (p *page) fieldError(err error) {
 	var de *domain.Error
@@ -259,12 +248,18 @@ func (p *page) fieldError(err error) {
 // render executes a page template into a buffer (so a template error never
 // sends half a page), then writes it, compressed when the client accepts it.
 func (s *Site) render(c *gin.Context, status int, name string, p page) {
-	t, ok := s.pages[name]
-	if !ok {
-		s.log.Error("web: no such template", "name", name)
+	s.prepare(c, &p)
+	body, err := s.execute(name, p)
+	if err != nil {
+		s.log.Error("web: render", "template", name, "err", err)
 		c.String(http.StatusInternalServerError, "Erreur interne.")
 		return
 	}
+	s.zip.write(c, status, "text/html; charset=utf-8", body)
+}
+
+// prepare completes p with what every page takes from its request.
+func (s *Site) prepare(c *gin.Context, p *page) {
 	if p.Path == "" {
 		p.Path = c.Request.URL.RequestURI()
 	}
@@ -275,17 +270,23 @@ func (s *Site) render(c *gin.Context, status int, name string, p page) {
 	for k, v := range p.FieldErrors {
 		p.FieldErrors[k] = domain.CustomerText(v, nil)
 	}
+}
+
+// execute renders the page template name with p (prepared).
+func (s *Site) execute(name string, p page) ([]byte, error) {
+	t, ok := s.pages[name]
+	if !ok {
+		return nil, fmt.Errorf("web: no such template %q", name)
+	}
 	var buf bytes.Buffer
 	root := "layout.html"
 	if name == "live" || name == "summary" {
 		root = name // fragments for htmx: no layout
 	}
 	if err := t.ExecuteTemplate(&buf, root, p); err != nil {
-		s.log.Error("web: render", "template", name, "err", err)
-		c.String(http.StatusInternalServerError, "Erreur interne.")
-		return
+		return nil, fmt.Errorf("render %s: %w", name, err)
 	}
-	s.zip.write(c, status, "text/html; charset=utf-8", buf.Bytes())
+	return buf.Bytes(), nil
 }
 
 // fail renders an error page for an API or internal error.

@@ -94,7 +94,7 @@ func sampleOrder(status string, paid, late int64) orderPageData {
 	d := orderPageData{}
 	d.Order = o
 	d.Checkout = checkout{Target: target{Kind: "order", Ref: "KD-TEST", Status: status, TotalCents: 2357, PaidCents: paid,
-		LateCents: late, Unpaid: unpaidOrder(status)}, RemainingCents: max(0, 2357-paid), Now: time.Now()}
+		LateCents: late, Unpaid: unpaidOrder(status)}, RemainingCents: max(0, 2357-paid)}
 	return d
 }
 
