@@ -26,6 +26,7 @@ type DB struct {
 	stmts     stmtCache
 	timelines timelineCache
 	views     orderViews
+	sessions  sessionCache
 	beacons   leaseBeacons
 	// valueTolerance bounds support's values (SetValueTolerance).
 	valueTolerance decimal.Decimal

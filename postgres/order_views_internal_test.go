@@ -12,55 +12,56 @@ import (
 // is read or filled while no listener answered lately.
 func TestOrderViewsRefuseFillsOfEarlierReads(t *testing.T) {
 	var c orderViews
-	key := viewKey{ref: "KD-1"}
+	key := viewKey("KD-1", false)
 	v := &cachedView{accountID: 1}
+	invalidate := func(ref string) { invalidateView(&c, ref) }
 
-	at, got := c.begin(key)
+	at, got, _ := c.begin(key)
 	require.Nil(t, got)
 	c.put(key, at, v)
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Nil(t, got, "no listener answered: nothing cached")
 
 	c.alive(time.Now())
-	at, _ = c.begin(key)
-	c.invalidate("KD-1")
+	at, _, _ = c.begin(key)
+	invalidate("KD-1")
 	c.put(key, at, v)
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Nil(t, got, "filled by a read older than the invalidation")
 
-	at, _ = c.begin(key)
-	c.invalidate("KD-2") // another order's change
+	at, _, _ = c.begin(key)
+	invalidate("KD-2") // another order's change
 	c.put(key, at, v)
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Same(t, v, got)
 
-	at, _ = c.begin(key)
+	at, _, _ = c.begin(key)
 	c.empty()
 	c.put(key, at, v)
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Nil(t, got, "filled by a read older than the emptying")
 
-	old, _ := c.begin(key)
-	at, _ = c.begin(key)
+	old, _, _ := c.begin(key)
+	at, _, _ = c.begin(key)
 	c.put(key, at, v)
 	c.put(key, old-1, &cachedView{accountID: 2})
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Same(t, v, got, "an older read replaced a newer one")
 
-	c.invalidate(AllViews)
-	_, got = c.begin(key)
+	invalidate(AllViews)
+	_, got, _ = c.begin(key)
 	require.Nil(t, got)
-	at, _ = c.begin(key)
+	at, _, _ = c.begin(key)
 	c.put(key, at, v)
 	c.dead()
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Nil(t, got)
 	c.alive(time.Now().Add(-time.Second)) // a ping sent before the loss
-	at, _ = c.begin(key)
+	at, _, _ = c.begin(key)
 	c.put(key, at, v)
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Nil(t, got, "a ping sent before a lost connection kept the cache in use")
 	c.alive(time.Now())
-	_, got = c.begin(key)
+	_, got, _ = c.begin(key)
 	require.Nil(t, got, "a lost connection empties the cache")
 }

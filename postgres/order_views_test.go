@@ -18,19 +18,19 @@ import (
 // viewReadsLive are the relations the order's view statement reads that
 // need no notification, and why.
 var viewReadsLive = map[string]string{
-	"sessions":     "read with every request, cached or not",
-	"accounts":     "read with every request, cached or not",
-	"chain_blocks": "the tips are read with every request (confirmations)",
+	"chain_blocks": "the tips are read with every request whose view has a payment in a block (confirmations)",
 }
 
 // Every table the owner's view of an order reads notifies the order_view
-// channel when it changes (migration 00073), so that no change can leave a
-// cached view behind.
+// channel when it changes (migration 00073), and the session's tables the
+// session_view channel (00074), so that no change can leave a cached view
+// or session behind.
 func TestOrderViewTablesNotify(t *testing.T) {
 	db := pgtest.NewDB(t)
 	var triggered []string
 	require.NoError(t, db.Select(&triggered, `SELECT DISTINCT c.relname FROM pg_trigger g
-		JOIN pg_class c ON c.oid = g.tgrelid WHERE g.tgfoid = 'order_view_notify'::regproc`))
+		JOIN pg_class c ON c.oid = g.tgrelid
+		WHERE g.tgfoid IN ('order_view_notify'::regproc, 'session_view_notify'::regproc)`))
 	read := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?:FROM|JOIN)\s+([a-z_]+)\s`).FindAllStringSubmatch(postgres.SessionOrderPageSQL(), -1) {
 		read[m[1]] = true
@@ -40,7 +40,7 @@ func TestOrderViewTablesNotify(t *testing.T) {
 		delete(read, "live_capacity_holds")
 		read["capacity_holds"] = true
 	}
-	for _, table := range []string{"orders", "timeline_events", "payment_intents", "chain_payments", "gpu_models"} {
+	for _, table := range []string{"orders", "timeline_events", "payment_intents", "chain_payments", "gpu_models", "sessions", "accounts"} {
 		require.True(t, read[table], "the statement's tables are not found (%s)", table)
 	}
 	for table := range read {
@@ -208,11 +208,57 @@ func TestCachedOrderViewFollowsEveryChange(t *testing.T) {
 	require.NoError(t, db.CreateSession(ctx, otok[:], other.ID, "csrf", time.Now().Add(time.Hour), time.Hour, domain.SessionClient{}))
 	_, err = f.store.SessionOrder(ctx, otok[:], ref)
 	require.Equal(t, domain.ECodeNotFound, domain.ErrorCode(err))
-	// A session ended is refused, cached view or not.
-	f.read(false)
+}
+
+// The session is cached with the view: a read of an unchanged order needs
+// no statement at all (a quiet change of the account stays unseen), and
+// every change of the account or the session, and its end by the clock,
+// reaches it.
+func TestCachedSessionFollowsEveryChange(t *testing.T) {
+	f := newViewFixture(t, "sessions@example.com")
+	ctx, db := f.ctx, f.db
+	refused := func(tok []byte) bool {
+		_, err := f.store.SessionOrder(ctx, tok, f.ref)
+		return domain.ErrorCode(err) == domain.ECodeNotFound
+	}
+	require.Eventually(t, func() bool {
+		f.read(false)
+		f.quiet(`UPDATE accounts SET first_name = first_name || 'x' WHERE id = $1`, f.acc.ID)
+		return f.read(false).Account.FirstName != f.fresh(false).Account.FirstName
+	}, 10*time.Second, 5*time.Millisecond, "the session is never served from the cache")
+	f.exec(`UPDATE accounts SET first_name = 'Grace' WHERE id = $1`, f.acc.ID)
+	f.follows("accounts")
+	require.Equal(t, "Grace", f.read(false).Account.FirstName)
+
+	f.exec(`UPDATE sessions SET csrf_token = 'csrf-2' WHERE token_hash = $1`, f.tok)
+	f.follows("sessions")
+	require.Equal(t, "csrf-2", f.read(true).CSRFToken)
+	// Deleted (signed out, ended from another session, a new password):
+	// refused once the notification is heard...
 	f.exec(`DELETE FROM sessions WHERE token_hash = $1`, f.tok)
-	_, err = f.store.SessionOrder(ctx, f.tok, ref)
-	require.Equal(t, domain.ECodeNotFound, domain.ErrorCode(err))
+	require.Eventually(t, func() bool { return refused(f.tok) }, 10*time.Second, 5*time.Millisecond,
+		"a deleted session is still served")
+	// ...and at once after ForgetOrderViews (the API's own writes).
+	tok := sha256.Sum256([]byte("sessions-forget"))
+	require.NoError(t, db.CreateSession(ctx, tok[:], f.acc.ID, "csrf", time.Now().Add(time.Hour), time.Hour, domain.SessionClient{}))
+	require.Eventually(t, func() bool {
+		f.store.SessionOrder(ctx, tok[:], f.ref) //nolint:errcheck // filling the cache
+		f.quiet(`DELETE FROM sessions WHERE token_hash = $1`, tok[:])
+		served := !refused(tok[:])
+		f.quiet(`INSERT INTO sessions (token_hash, account_id, csrf_token, expires_at, idle_timeout)
+			VALUES ($1, $2, 'csrf', now() + interval '1 hour', interval '1 hour') ON CONFLICT DO NOTHING`, tok[:], f.acc.ID)
+		return served
+	}, 10*time.Second, 5*time.Millisecond, "the session is never served from the cache")
+	f.quiet(`DELETE FROM sessions WHERE token_hash = $1`, tok[:])
+	db.ForgetOrderViews()
+	require.True(t, refused(tok[:]), "served after ForgetOrderViews")
+
+	// The clock ends a cached session: its end is kept with it.
+	clock := sha256.Sum256([]byte("sessions-clock"))
+	require.NoError(t, db.CreateSession(ctx, clock[:], f.acc.ID, "csrf", time.Now().Add(2*time.Second), time.Hour, domain.SessionClient{}))
+	require.False(t, refused(clock[:]))
+	require.Eventually(t, func() bool { return refused(clock[:]) }, 10*time.Second, 5*time.Millisecond,
+		"a session past its end is still served")
 }
 
 // A capacity hold of an unpaid order ends with the clock alone, without a

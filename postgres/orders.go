@@ -232,9 +232,11 @@ const TimelineChannel = "timeline"
 type TimelineListener struct {
 	url    string
 	logger *slog.Logger
-	// views are the DB's cached order views, which this listener keeps
-	// true (the order_view notifications) and alive (its pings).
-	views *orderViews
+	// views and sessions are the DB's caches, which this listener keeps
+	// true (the order_view and session_view notifications) and alive (its
+	// pings).
+	views    *orderViews
+	sessions *sessionCache
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
@@ -247,7 +249,7 @@ func (db *DB) NewTimelineListener(logger *slog.Logger) *TimelineListener {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &TimelineListener{url: db.URL, logger: logger, views: &db.views,
+	return &TimelineListener{url: db.URL, logger: logger, views: &db.views, sessions: &db.sessions,
 		subs: map[string]map[chan struct{}]struct{}{}, listening: make(chan struct{})}
 }
 
@@ -257,6 +259,7 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 	l := pq.NewListener(t.url, time.Second, 30*time.Second, func(ev pq.ListenerEventType, err error) {
 		if ev == pq.ListenerEventDisconnected || ev == pq.ListenerEventConnectionAttemptFailed {
 			t.views.dead()
+			t.sessions.dead()
 		}
 		if err != nil {
 			t.logger.Warn("timeline listener", "event", ev, "err", err)
@@ -264,14 +267,18 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 	})
 	defer func() { _ = l.Close() }()
 	defer t.views.dead()
-	for _, ch := range []string{TimelineChannel, OrderViewChannel} {
+	defer t.sessions.dead()
+	for _, ch := range []string{TimelineChannel, OrderViewChannel, SessionChannel} {
 		if err := l.Listen(ch); err != nil {
 			return fmt.Errorf("listen %s: %w", ch, err)
 		}
 	}
 	// Views read before this listener listened may miss a change.
 	t.views.empty()
-	t.views.alive(time.Now())
+	t.sessions.empty()
+	now := time.Now()
+	t.views.alive(now)
+	t.sessions.alive(now)
 	close(t.listening)
 	// Pings keep the cached views in use (viewAliveFor): one at a time, a
 	// hung one lets them lapse.
@@ -285,12 +292,17 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 		case n := <-l.Notify:
 			if n == nil { // reconnected: notifications may have been lost
 				t.views.empty()
+				t.sessions.empty()
 				t.wakeAll()
 				continue
 			}
-			// Every notification names a changed order: its cached view
-			// goes before anyone is woken to read it again.
-			t.views.invalidate(n.Extra)
+			if n.Channel == SessionChannel {
+				invalidateSession(t.sessions, n.Extra)
+				continue
+			}
+			// Every other notification names a changed order: its cached
+			// view goes before anyone is woken to read it again.
+			invalidateView(t.views, n.Extra)
 			if n.Channel == TimelineChannel {
 				t.wake(n.Extra)
 			}
@@ -301,6 +313,7 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 					sent := time.Now()
 					if l.Ping() == nil {
 						t.views.alive(sent)
+						t.sessions.alive(sent)
 					}
 				}()
 			}

@@ -60,7 +60,9 @@ var (
 func sessionViewSelect(tips string) string {
 	return `
 	WITH ` + touchSession + `
-	SELECT ` + sessionAccountColumns + `, now() AS now, ` + tips + ` AS tips_json
+	SELECT ` + sessionAccountColumns + `, now() AS now, ` + tips + ` AS tips_json,
+		LEAST(s.expires_at, s.last_used_at + s.idle_timeout, s.last_used_at + interval '` +
+		fmt.Sprint(int(SessionTouchEvery.Seconds())) + ` seconds') AS session_until
 	FROM sessions s JOIN accounts a ON a.id = s.account_id
 	WHERE s.token_hash = $1 AND ` + liveSession
 }
@@ -98,9 +100,9 @@ func (s *Store) SessionOrderPage(ctx context.Context, tokenHash []byte, ref stri
 }
 
 func (s *Store) sessionOrder(ctx context.Context, page bool, tokenHash []byte, ref string) (domain.SessionOrder, error) {
-	key := viewKey{ref: ref, page: page}
-	at, v := s.views.begin(key)
-	if v != nil {
+	key := viewKey(ref, page)
+	at, v, cached := s.views.begin(key)
+	if cached {
 		so, ok, err := s.cachedSessionOrder(ctx, v, tokenHash)
 		if err != nil || ok {
 			return so, err
@@ -150,21 +152,40 @@ func (v *cachedView) cacheable() bool {
 	return true
 }
 
-// cachedSessionOrder reads the session (and the time and the tips) for the
-// cached view v: ok false when v changed with the clock meanwhile.
+// cachedSessionOrder is the session's order from the cached view v: with
+// the session cached too (and no tips or clock to read for v), from
+// memory; else the session's statement (which also reads the time and, for
+// a view with a payment in a block, the tips) caches the session. ok false
+// when v changed with the clock meanwhile.
 func (s *Store) cachedSessionOrder(ctx context.Context, v *cachedView, tokenHash []byte) (so domain.SessionOrder, ok bool, err error) {
 	ref := v.rec.Order.Ref
+	key := sessionKey(tokenHash)
+	at, sess, cached := s.sessions.begin(key)
+	if cached && !v.inBlock && v.expires.IsZero() {
+		if now := time.Now(); now.Before(sess.until) {
+			if sess.row.AccountID != v.accountID {
+				return so, false, fmt.Errorf("session order %s: %w", ref, domainNotFound)
+			}
+			so, err = s.fromView(v, sess.row, nil, &now)
+			return so, err == nil, err
+		}
+	}
 	var row struct {
 		sessionAccountRow
-		Now  time.Time `db:"now"`
-		Tips []byte    `db:"tips_json"`
+		Now   time.Time `db:"now"`
+		Tips  []byte    `db:"tips_json"`
+		Until time.Time `db:"session_until"`
 	}
 	query := sessionViewSQL
 	if v.inBlock {
 		query = sessionViewTipsSQL
 	}
+	sent := time.Now()
 	if err := s.getPrepared(ctx, &row, query, tokenHash); err != nil {
 		return so, false, fmt.Errorf("session order %s: %w", ref, notFound(err))
+	}
+	if until := sent.Add(row.Until.Sub(row.Now)); until.After(sent) {
+		s.sessions.put(key, at, &cachedSession{row: row.sessionAccountRow, until: until})
 	}
 	if row.AccountID != v.accountID {
 		return so, false, fmt.Errorf("session order %s: %w", ref, domainNotFound)
