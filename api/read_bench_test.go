@@ -12,8 +12,9 @@ import (
 // (13 timeline events with data, its access row) through the whole handler
 // against PostgreSQL, as `kdload api` reads it: the API's share of a read
 // (the statement, decoding its parts, the customer view, encoding).
-// "cached" runs the listener that keeps the order's view cached (as
-// `kernodeck api` does): the read then runs only the session's statement.
+// "cached" runs the listener that keeps the order's view and the session
+// cached (as `kernodeck api` does): the read then runs no statement, and
+// its JSON comes from the memo (api.answerMemo).
 // go test -run '^$' -bench OrderRead -benchmem ./api/
 func BenchmarkOrderRead(b *testing.B) {
 	b.Run("whole", func(b *testing.B) { benchmarkOrderRead(b, false) })

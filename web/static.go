@@ -118,12 +118,13 @@ func gzipBytes(b []byte, level int) []byte {
 	return buf.Bytes()
 }
 
-// pageZip compresses pages at each request. A gzip writer holds over
+// pageZip compresses pages as they are made (the tracked pages once per
+// data: tracked.go; the others at each request). A gzip writer holds over
 // 800 KB of state: made anew for each page it was most of a page's cost
 // (pprof), so writers are reused. klauspost/compress at its fastest level
 // takes 57-65 µs for 26 KB, against 100-110 at its default and 440 for the
 // standard library's default, for 16 % more bytes than the latter
-// (BenchmarkPageZip, BENCHMARKS.md): a page is compressed at every read.
+// (BenchmarkPageZip, BENCHMARKS.md).
 type pageZip struct{ writers sync.Pool }
 
 func (z *pageZip) compress(b []byte) []byte {
