@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -75,12 +76,13 @@ func (c *notified[V]) put(key string, at uint64, v V) {
 	c.m[key] = notifiedEntry[V]{at: at, v: v, set: true}
 }
 
-// invalidate forgets the entries under keys.
+// invalidate forgets the entries under keys (AllViews among them: every
+// entry).
 func (c *notified[V]) invalidate(keys ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
-	if len(c.m)+len(keys) > notifiedSize {
+	if slices.Contains(keys, AllViews) || len(c.m)+len(keys) > notifiedSize {
 		c.emptyLocked()
 		return
 	}
@@ -125,4 +127,30 @@ func (c *notified[V]) dead() {
 	defer c.mu.Unlock()
 	c.aliveTo, c.deadAt = time.Time{}, time.Now()
 	c.emptyLocked()
+}
+
+// listened are the caches one listener keeps true: emptied, kept alive and
+// stopped together.
+type listened []interface {
+	empty()
+	alive(at time.Time)
+	dead()
+}
+
+func (l listened) empty() {
+	for _, c := range l {
+		c.empty()
+	}
+}
+
+func (l listened) alive(at time.Time) {
+	for _, c := range l {
+		c.alive(at)
+	}
+}
+
+func (l listened) dead() {
+	for _, c := range l {
+		c.dead()
+	}
 }

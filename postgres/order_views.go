@@ -30,10 +30,6 @@ func viewKey(ref string, page bool) string {
 
 // invalidateView forgets the views of ref (AllViews: every view).
 func invalidateView(c *orderViews, ref string) {
-	if ref == AllViews {
-		c.empty()
-		return
-	}
 	c.invalidate(viewKey(ref, false), viewKey(ref, true))
 }
 
@@ -54,7 +50,7 @@ type cachedView struct {
 // ForgetOrderViews empties the cached order views and sessions: the API
 // calls it after each of its own writes, so that a customer reads what they
 // just did (a sign-out included) without waiting for the notification.
-func (db *DB) ForgetOrderViews() {
-	db.views.empty()
-	db.sessions.empty()
-}
+func (db *DB) ForgetOrderViews() { db.listened().empty() }
+
+// listened are the DB's caches a TimelineListener keeps.
+func (db *DB) listened() listened { return listened{&db.views, &db.sessions} }

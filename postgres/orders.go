@@ -233,10 +233,11 @@ type TimelineListener struct {
 	url    string
 	logger *slog.Logger
 	// views and sessions are the DB's caches, which this listener keeps
-	// true (the order_view and session_view notifications) and alive (its
-	// pings).
+	// true (the order_view and session_view notifications), and caches
+	// both, which it keeps alive (its pings).
 	views    *orderViews
 	sessions *sessionCache
+	caches   listened
 
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{}
@@ -249,7 +250,7 @@ func (db *DB) NewTimelineListener(logger *slog.Logger) *TimelineListener {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &TimelineListener{url: db.URL, logger: logger, views: &db.views, sessions: &db.sessions,
+	return &TimelineListener{url: db.URL, logger: logger, views: &db.views, sessions: &db.sessions, caches: db.listened(),
 		subs: map[string]map[chan struct{}]struct{}{}, listening: make(chan struct{})}
 }
 
@@ -258,27 +259,22 @@ func (db *DB) NewTimelineListener(logger *slog.Logger) *TimelineListener {
 func (t *TimelineListener) Run(ctx context.Context) error {
 	l := pq.NewListener(t.url, time.Second, 30*time.Second, func(ev pq.ListenerEventType, err error) {
 		if ev == pq.ListenerEventDisconnected || ev == pq.ListenerEventConnectionAttemptFailed {
-			t.views.dead()
-			t.sessions.dead()
+			t.caches.dead()
 		}
 		if err != nil {
 			t.logger.Warn("timeline listener", "event", ev, "err", err)
 		}
 	})
 	defer func() { _ = l.Close() }()
-	defer t.views.dead()
-	defer t.sessions.dead()
+	defer t.caches.dead()
 	for _, ch := range []string{TimelineChannel, OrderViewChannel, SessionChannel} {
 		if err := l.Listen(ch); err != nil {
 			return fmt.Errorf("listen %s: %w", ch, err)
 		}
 	}
-	// Views read before this listener listened may miss a change.
-	t.views.empty()
-	t.sessions.empty()
-	now := time.Now()
-	t.views.alive(now)
-	t.sessions.alive(now)
+	// What was read before this listener listened may miss a change.
+	t.caches.empty()
+	t.caches.alive(time.Now())
 	close(t.listening)
 	// Pings keep the cached views in use (viewAliveFor): one at a time, a
 	// hung one lets them lapse.
@@ -291,13 +287,12 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 			return nil
 		case n := <-l.Notify:
 			if n == nil { // reconnected: notifications may have been lost
-				t.views.empty()
-				t.sessions.empty()
+				t.caches.empty()
 				t.wakeAll()
 				continue
 			}
 			if n.Channel == SessionChannel {
-				invalidateSession(t.sessions, n.Extra)
+				t.sessions.invalidate(n.Extra)
 				continue
 			}
 			// Every other notification names a changed order: its cached
@@ -312,8 +307,7 @@ func (t *TimelineListener) Run(ctx context.Context) error {
 					defer pinging.Store(false)
 					sent := time.Now()
 					if l.Ping() == nil {
-						t.views.alive(sent)
-						t.sessions.alive(sent)
+						t.caches.alive(sent)
 					}
 				}()
 			}

@@ -28,12 +28,3 @@ type cachedSession struct {
 }
 
 func sessionKey(tokenHash []byte) string { return hex.EncodeToString(tokenHash) }
-
-// invalidateSession forgets the session named (AllViews: every session).
-func invalidateSession(c *sessionCache, name string) {
-	if name == AllViews {
-		c.empty()
-		return
-	}
-	c.invalidate(name)
-}

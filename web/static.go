@@ -147,22 +147,24 @@ const minZip = 1024
 
 // writeMade writes a made page as write would.
 func (z *pageZip) writeMade(c *gin.Context, status int, m madePage) {
-	c.Writer.Header().Set("Vary", "Accept-Encoding")
-	if m.gz != nil && acceptsGzip(c.Request) {
-		c.Writer.Header().Set("Content-Encoding", "gzip")
-		c.Data(status, "text/html; charset=utf-8", m.gz)
-		return
-	}
-	c.Data(status, "text/html; charset=utf-8", m.html)
+	send(c, status, "text/html; charset=utf-8", m.html, m.gz)
 }
 
 // write writes a rendered page, gzipped when accepted and worth it.
 func (z *pageZip) write(c *gin.Context, status int, contentType string, body []byte) {
-	h := c.Writer.Header()
-	h.Set("Vary", "Accept-Encoding")
+	var gz []byte
 	if len(body) > minZip && acceptsGzip(c.Request) {
-		h.Set("Content-Encoding", "gzip")
-		c.Data(status, contentType, z.compress(body))
+		gz = z.compress(body)
+	}
+	send(c, status, contentType, body, gz)
+}
+
+// send writes body, or its gzip when there is one and the client takes it.
+func send(c *gin.Context, status int, contentType string, body, gz []byte) {
+	c.Writer.Header().Set("Vary", "Accept-Encoding")
+	if gz != nil && acceptsGzip(c.Request) {
+		c.Writer.Header().Set("Content-Encoding", "gzip")
+		c.Data(status, contentType, gz)
 		return
 	}
 	c.Data(status, contentType, body)
